@@ -1,0 +1,164 @@
+"""The engine's configuration: where the source is and how to split and read it.
+
+Plain dataclasses that survive a trip to Spark executors (pickle) and to JSON files.
+The password is never part of ``repr()`` or ``to_dict()``: jobs receive it through an
+environment variable or a file only the user can read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+PASSWORD_ENV = "MYSQLCDC_PASSWORD"
+
+
+@dataclass(frozen=True)
+class ServerIdRange:
+    """The replication server ids this pipeline may use, ``first..last`` inclusive.
+
+    Two binlog readers with one server id kick each other off the server, so every
+    concurrent reader (backfill of each batch, the stream, catch-up tasks) takes its own.
+    """
+
+    first: int
+    last: int
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.first <= self.last <= 2**32 - 1):
+            raise ConfigError(
+                f"server_id_range: found {self.first}-{self.last}, need 1 <= first <= last <= 4294967295. "
+                "Fix: set server_id_range to e.g. '5400-5499', ids no other replica of this server uses."
+            )
+
+    @classmethod
+    def parse(cls, text: str | int | "ServerIdRange") -> "ServerIdRange":
+        if isinstance(text, ServerIdRange):
+            return text
+        s = str(text).strip()
+        try:
+            if "-" in s:
+                a, b = s.split("-", 1)
+                return cls(int(a), int(b))
+            return cls(int(s), int(s))
+        except ValueError:
+            raise ConfigError(
+                f"server_id_range: found {s!r}, need '<first>-<last>' (e.g. '5400-5499'). "
+                "Fix: give a number or a range of numbers."
+            ) from None
+
+    def __len__(self) -> int:
+        return self.last - self.first + 1
+
+    def pick(self, slot: int) -> int:
+        """The id for reader number ``slot``; fails rather than reuse an id."""
+        if not 0 <= slot < len(self):
+            raise ConfigError(
+                f"server_id_range: {self} has {len(self)} ids but reader #{slot + 1} needs one. "
+                "Fix: widen server_id_range so every concurrent reader gets its own id."
+            )
+        return self.first + slot
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """How to reach the MySQL/MariaDB server."""
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    server_id_range: ServerIdRange = field(default_factory=lambda: ServerIdRange(5400, 5499))
+    server_time_zone: str = "UTC"
+    connect_timeout: int = 10
+    ssl: Mapping[str, Any] | None = None
+    jdbc_fetch_size: int = 10_000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.server_id_range, ServerIdRange):
+            object.__setattr__(self, "server_id_range", ServerIdRange.parse(self.server_id_range))
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = dict(
+            host=self.host, port=int(self.port), user=self.user, password=self.password,
+            connect_timeout=self.connect_timeout, charset="utf8mb4", autocommit=True,
+        )
+        if self.ssl:
+            kw["ssl"] = dict(self.ssl)
+        return kw
+
+    def connect(self, **overrides: Any):
+        """A pymysql connection (autocommit, utf8mb4)."""
+        import pymysql
+
+        kw = self.connect_kwargs()
+        kw.update(overrides)
+        try:
+            return pymysql.connect(**kw)
+        except pymysql.err.OperationalError as e:
+            code = e.args[0] if e.args else None
+            if code == 1045:
+                raise ConfigError(
+                    f"cannot log in to {self.host}:{self.port} as {self.user!r}: access denied. "
+                    f"Fix: check the user and password (the password comes from ${PASSWORD_ENV} "
+                    "or the connection)."
+                ) from None
+            raise ConfigError(
+                f"cannot connect to MySQL at {self.host}:{self.port}: {e.args[-1] if e.args else e}. "
+                "Fix: check host and port, and that the server is running and reachable."
+            ) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form, without the password."""
+        return {
+            "host": self.host, "port": self.port, "user": self.user,
+            "server_id_range": str(self.server_id_range),
+            "server_time_zone": self.server_time_zone,
+            "connect_timeout": self.connect_timeout,
+            "ssl": dict(self.ssl) if self.ssl else None,
+            "jdbc_fetch_size": self.jdbc_fetch_size,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], password: str | None = None) -> "SourceConfig":
+        """Build from ``to_dict()`` output; the password comes from the argument or $MYSQLCDC_PASSWORD."""
+        kw = dict(d)
+        kw.pop("password", None)
+        kw["server_id_range"] = ServerIdRange.parse(kw.get("server_id_range", "5400-5499"))
+        if password is None:
+            password = os.environ.get(PASSWORD_ENV, "")
+        return cls(password=password, **kw)
+
+    def with_password(self, password: str) -> "SourceConfig":
+        return replace(self, password=password)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How tables are cut into chunks (Flink CDC's defaults).
+
+    ``chunk_key_columns`` maps ``db.table`` to the column to split on when the table has
+    no primary key. ``boundary_query_pause_s`` throttles uneven splitting: it sleeps that
+    long between boundary queries so planning a huge table does not load the primary.
+    """
+
+    chunk_size: int = 8096
+    distribution_factor_lower: float = 0.05
+    distribution_factor_upper: float = 1000.0
+    chunk_key_columns: Mapping[str, str] = field(default_factory=dict)
+    boundary_query_pause_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ConfigError(f"chunk_size: found {self.chunk_size}, need >= 1. Fix: use e.g. 8096.")
+        if not (0 < self.distribution_factor_lower <= self.distribution_factor_upper):
+            raise ConfigError(
+                "distribution factor bounds: need 0 < lower <= upper, found "
+                f"{self.distribution_factor_lower}..{self.distribution_factor_upper}. Fix: use 0.05 and 1000.0."
+            )

@@ -1,0 +1,34 @@
+"""Exceptions the engine raises; every message says what the user should change."""
+
+from __future__ import annotations
+
+
+class CdcError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class ConfigError(CdcError):
+    """The pipeline's configuration cannot work; raised before any data is written."""
+
+
+class ServerCheckError(ConfigError):
+    """The MySQL/MariaDB server is not set up for CDC.
+
+    Carries the setting, the value found and the value needed, so operators can render
+    them and tests can assert on them without parsing the message.
+    """
+
+    def __init__(self, setting: str, found: object, needed: str, fix: str) -> None:
+        self.setting = setting
+        self.found = found
+        self.needed = needed
+        self.fix = fix
+        super().__init__(f"{setting}: found {found!r}, need {needed}. Fix: {fix}")
+
+
+class BinlogPurgedError(CdcError):
+    """The binlog file a reader must start from no longer exists on the server."""
+
+
+class SchemaMismatchError(CdcError):
+    """A binlog row does not match the table schema the reader was given."""

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs whatever `make demo` / `make test` need and is missing on this machine:
+# Debian packages (MariaDB server and client, MariaDB Connector/J, PostgreSQL),
+# a Java 17+ runtime check, and the project's virtualenv with its pinned Python packages.
+# Safe to run again: every step checks first and does nothing when already satisfied.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+
+need_pkgs=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_pkgs+=(mariadb-server)
+command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
+command -v mariadb-binlog >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
+[ -f /usr/share/java/mariadb-java-client.jar ] || need_pkgs+=(libmariadb-java)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+java_ok=0
+if command -v java >/dev/null 2>&1; then
+  jv=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+  if [ -n "$jv" ] && [ "$jv" -ge 17 ]; then java_ok=1; fi
+fi
+[ "$java_ok" = 1 ] || need_pkgs+=(openjdk-17-jre-headless)
+
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # policy-rc.d keeps apt from starting a system-wide MariaDB/PostgreSQL: we run private instances.
+  $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+jv=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+if [ -z "$jv" ] || [ "$jv" -lt 17 ]; then
+  echo "bootstrap: Spark 4 needs Java 17 or newer; found '${jv:-none}'. Install openjdk-17-jre-headless." >&2
+  exit 1
+fi
+
+PY=${PYTHON:-python3}
+stamp=".venv/.installed-$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  if [ ! -x .venv/bin/python ]; then
+    echo "bootstrap: creating .venv with $($PY --version)"
+    $PY -m venv .venv
+  fi
+  echo "bootstrap: installing Python packages into .venv (first time takes a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi

@@ -1,0 +1,63 @@
+"""Fixtures every test shares: a private MariaDB, a local SparkSession, fresh databases.
+
+Each fixture stops what it starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.mariadb import MariaDB
+
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def mariadb():
+    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-mariadb-"))
+    server = MariaDB(base_dir=base, server_id=1)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_db(mariadb, request):
+    """A new, empty database on the session's server, dropped afterwards."""
+    name = f"t{os.getpid()}_{next(_db_counter)}"
+    mariadb.execute(f"CREATE DATABASE `{name}`")
+    try:
+        yield name
+    finally:
+        try:
+            mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        except Exception:  # the server may have been stopped by the test
+            pass
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from tests.support.spark import local_spark
+
+    session = local_spark()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def tmp_dir():
+    d = Path(tempfile.mkdtemp(prefix="mysqlcdc-test-"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
