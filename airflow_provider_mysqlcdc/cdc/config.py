@@ -88,13 +88,16 @@ class SourceConfig:
         kw: dict[str, Any] = dict(
             host=self.host, port=int(self.port), user=self.user, password=self.password,
             connect_timeout=self.connect_timeout, charset="utf8mb4", autocommit=True,
+            # Every engine session works in UTC, so TIMESTAMP values and boundaries read
+            # through pymysql are UTC wall-clock, whatever the server's default zone.
+            init_command="SET time_zone = '+00:00'",
         )
         if self.ssl:
             kw["ssl"] = dict(self.ssl)
         return kw
 
     def connect(self, **overrides: Any):
-        """A pymysql connection (autocommit, utf8mb4)."""
+        """A pymysql connection (autocommit, utf8mb4, session time zone UTC)."""
         import pymysql
 
         kw = self.connect_kwargs()
