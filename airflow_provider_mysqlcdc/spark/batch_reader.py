@@ -1,0 +1,236 @@
+"""Read a batch of chunks on Spark, exactly as of the batch's high watermark (design.md §3).
+
+1. LW: the backfill start. On MariaDB the binlog position of a consistent snapshot, which
+   is exact (every transaction before it is visible to any later SELECT). On MySQL the
+   current offset, read ``visibility_margin_s`` before the SELECTs start, so a transaction
+   already in the binlog but not yet visible in InnoDB is still inside the backfill.
+2. The batch's SELECTs: Spark's own JDBC reader, one predicate per chunk, on the executors;
+   materialized (persisted and counted) so every SELECT has finished before step 3.
+3. HW: the current offset.
+4. If HW > LW: one bounded binlog read LW..HW, reduced to the last change per row inside the
+   batch's ranges, applied as Spark operations: anti-join of the changed keys, union of the
+   surviving after-images. Nothing is collected onto the driver but the (small) corrections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..cdc.binlog import BinlogReader
+from ..cdc.chunks import Batch, Chunk
+from ..cdc.config import SourceConfig
+from ..cdc.corrections import TableCorrections, reduce_changes
+from ..cdc.keyorder import key_order_for
+from ..cdc.model import TableId, TableSchema, quote_ident
+from ..cdc.offsets import BinlogOffset
+from ..cdc.server import consistent_snapshot_offset, current_offset, server_version
+from ..cdc.sql import range_predicate
+from ..cdc.types import ColumnMapping, map_table, row_normalizer
+from .session import JDBC_DRIVER_CLASS
+from .types import JDBC_URL_PARAMS, finalize_columns, jdbc_custom_schema, rows_to_dataframe, struct_type
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TableRead:
+    """One table's part of a batch: the corrected rows and what it took to get them."""
+
+    table_id: TableId
+    frame: DataFrame
+    rows_per_chunk: dict[int, int]
+    deleted_keys: int = 0
+    upserted_rows: int = 0
+
+
+@dataclass
+class BatchRead:
+    batch: Batch
+    low_watermark: BinlogOffset
+    high_watermark: BinlogOffset
+    tables: dict[TableId, TableRead]
+    backfill_events: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    _cached: list[DataFrame] = field(default_factory=list, repr=False)
+
+    def frame(self, table_id: TableId) -> DataFrame:
+        return self.tables[table_id].frame
+
+    def unpersist(self) -> None:
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+
+
+def jdbc_url(source: SourceConfig) -> str:
+    """``jdbc:mysql://`` so Spark picks its MySQL dialect; no credentials in the URL."""
+    params = "&".join(f"{k}={v}" for k, v in JDBC_URL_PARAMS.items())
+    return f"jdbc:mysql://{source.host}:{source.port}/?{params}"
+
+
+class ConsistentBatchReader:
+    """Reads batches of chunks of known tables; one instance per Spark application."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        source: SourceConfig,
+        schemas: Mapping[TableId, TableSchema],
+        *,
+        server_id: int | None = None,
+        visibility_margin_s: float = 0.5,
+        storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+    ) -> None:
+        self.spark = spark
+        self.source = source
+        self.schemas = dict(schemas)
+        self.server_id = server_id if server_id is not None else source.server_id_range.pick(1)
+        self.visibility_margin_s = visibility_margin_s
+        self.storage_level = storage_level
+        self._mappings = {t: map_table(s, source.server_time_zone) for t, s in self.schemas.items()}
+
+    # --- the JDBC side --------------------------------------------------------------------------
+
+    def _derived_table(self, schema: TableSchema, mappings: Sequence[ColumnMapping]) -> tuple[str, dict[str, str]]:
+        """``(SELECT <mapped exprs> FROM t) q`` plus the SQL name of each chunk-key column in it.
+
+        A chunk-key column whose mapped expression is not the bare column is also selected
+        raw under an alias, so the chunk predicates compare stored values (index range scan).
+        """
+        select = []
+        key_sql: dict[str, str] = {}
+        for m in mappings:
+            select.append(f"{m.select_sql} AS {quote_ident(m.column.name)}")
+        for i, col in enumerate(schema.chunk_key):
+            m = next(m for m in mappings if m.column.name == col)
+            if m.select_sql.strip() == quote_ident(col):
+                key_sql[col] = quote_ident(col)
+            else:
+                alias = f"__ck{i}"
+                select.append(f"{quote_ident(col)} AS {quote_ident(alias)}")
+                key_sql[col] = quote_ident(alias)
+        sql = f"(SELECT {', '.join(select)} FROM {schema.table_id.quoted}) AS q"
+        return sql, key_sql
+
+    def _read_chunks(self, schema: TableSchema, chunks: Sequence[Chunk]) -> DataFrame:
+        mappings = self._mappings[schema.table_id]
+        table_sql, key_sql = self._derived_table(schema, mappings)
+        predicates = [
+            range_predicate(schema, c.start, c.end, c.includes_null, column_sql=key_sql) for c in chunks
+        ]
+        props = {
+            "user": self.source.user,
+            "password": self.source.password,
+            "driver": JDBC_DRIVER_CLASS,
+            "fetchsize": str(self.source.jdbc_fetch_size),
+            "customSchema": jdbc_custom_schema(mappings),
+        }
+        df = self.spark.read.jdbc(jdbc_url(self.source), table_sql, predicates=predicates, properties=props)
+        extra = [c for c in df.columns if c.startswith("__ck")]
+        if extra:
+            df = df.drop(*extra)
+        return finalize_columns(df, mappings)
+
+    # --- the batch ------------------------------------------------------------------------------
+
+    def _low_watermark(self, conn, version) -> BinlogOffset:
+        snap = consistent_snapshot_offset(conn) if version.is_mariadb else None
+        if snap is not None:
+            return snap
+        lw = current_offset(conn, version)
+        time.sleep(self.visibility_margin_s)
+        return lw
+
+    def read(self, batch: Batch) -> BatchRead:
+        timings: dict[str, float] = {}
+        t0 = time.monotonic()
+        with contextlib.closing(self.source.connect()) as conn:
+            version = server_version(conn)
+            lw = self._low_watermark(conn, version)
+            timings["low_watermark_s"] = time.monotonic() - t0
+
+            t1 = time.monotonic()
+            raw: dict[TableId, DataFrame] = {}
+            counts: dict[TableId, dict[int, int]] = {}
+            for table_id in batch.tables:
+                schema = self.schemas[table_id]
+                chunks = batch.chunks_of(table_id)
+                self.spark.sparkContext.setJobDescription(
+                    f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
+                df = self._read_chunks(schema, chunks).persist(self.storage_level)
+                # The action that runs every SELECT to completion (and counts rows per chunk:
+                # JDBC partitions are the chunks, in order).
+                per_part = df.groupBy(F.spark_partition_id().alias("p")).count().collect()
+                counts[table_id] = {chunks[r["p"]].chunk_id: int(r["count"]) for r in per_part}
+                for c in chunks:
+                    counts[table_id].setdefault(c.chunk_id, 0)
+                raw[table_id] = df
+            timings["select_s"] = time.monotonic() - t1
+
+            hw = current_offset(conn, version)
+        result = BatchRead(batch, lw, hw, {}, timings=timings, _cached=list(raw.values()))
+
+        t2 = time.monotonic()
+        corrections: dict[TableId, TableCorrections] = {}
+        if hw > lw:
+            corrections, result.backfill_events = self._backfill(batch, lw, hw)
+        timings["backfill_s"] = time.monotonic() - t2
+
+        for table_id, df in raw.items():
+            tc = corrections.get(table_id)
+            frame, deleted, upserted = df, 0, 0
+            if tc is not None and (tc.deleted or tc.upserts):
+                frame = self._apply(table_id, df, tc)
+                deleted, upserted = len(tc.deleted), len(tc.upserts)
+            result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted)
+        self.spark.sparkContext.setJobDescription(None)
+        timings["total_s"] = time.monotonic() - t0
+        log.info("batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s", batch.batch_id, lw, hw,
+                 sum(sum(t.rows_per_chunk.values()) for t in result.tables.values()),
+                 result.backfill_events, {k: round(v, 3) for k, v in timings.items()})
+        return result
+
+    def _backfill(self, batch: Batch, lw: BinlogOffset, hw: BinlogOffset):
+        schemas = {t: self.schemas[t] for t in batch.tables}
+        normalizers = {t: row_normalizer(s, self.source.server_time_zone) for t, s in schemas.items()}
+        key_orders = {t: key_order_for(s, self.source) for t, s in schemas.items()}
+        counted = 0
+
+        def counting(events):
+            nonlocal counted
+            for e in events:
+                counted += 1
+                yield e
+
+        with BinlogReader(self.source, self.server_id, lw, stop=hw, tables=list(schemas),
+                          normalizers=normalizers) as reader:
+            corrections = reduce_changes(counting(reader), batch, schemas, key_orders)
+        return corrections, counted
+
+    def _apply(self, table_id: TableId, df: DataFrame, tc: TableCorrections) -> DataFrame:
+        """Drop every changed row, add back the last after-image of those still present."""
+        schema = self.schemas[table_id]
+        mappings = self._mappings[table_id]
+        ident = list(schema.row_identity)
+        by_name = {m.column.name: m for m in mappings}
+        ident_mappings = [by_name[c] for c in ident]
+        changed = set(tc.deleted) | set(tc.upserts)
+        key_rows = [dict(zip(ident, k)) for k in changed]
+        keys_df = rows_to_dataframe(self.spark, key_rows, ident_mappings)
+        cond = None
+        for c in ident:
+            term = df[c].eqNullSafe(keys_df[c])
+            cond = term if cond is None else cond & term
+        kept = df.join(F.broadcast(keys_df), on=cond, how="left_anti")
+        if not tc.upserts:
+            return kept
+        upserts = rows_to_dataframe(self.spark, list(tc.upserts.values()), mappings)
+        return kept.unionByName(upserts)
