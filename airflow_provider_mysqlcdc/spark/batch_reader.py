@@ -149,6 +149,9 @@ class ConsistentBatchReader:
         time.sleep(self.visibility_margin_s)
         return lw
 
+    def _high_watermark(self, conn, version) -> BinlogOffset:
+        return current_offset(conn, version)
+
     def read(self, batch: Batch) -> BatchRead:
         timings: dict[str, float] = {}
         t0 = time.monotonic()
@@ -175,7 +178,7 @@ class ConsistentBatchReader:
                 raw[table_id] = df
             timings["select_s"] = time.monotonic() - t1
 
-            hw = current_offset(conn, version)
+            hw = self._high_watermark(conn, version)
         result = BatchRead(batch, lw, hw, {}, timings=timings, _cached=list(raw.values()))
 
         t2 = time.monotonic()
