@@ -29,7 +29,6 @@ then begins there and everything before ``start`` is read but not yielded.
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, Callable, Collection, Iterator, Mapping
 
@@ -41,7 +40,6 @@ from .events import Heartbeat, RowChange, SchemaChange
 from .model import TableId
 from .offsets import BinlogOffset
 
-log = logging.getLogger(__name__)
 
 Normalizer = Callable[[dict], dict]
 Event = RowChange | SchemaChange | Heartbeat
@@ -191,13 +189,23 @@ class BinlogReader:
         self.close()
 
     def close(self) -> None:
-        """Close the replication connection (and the library's control connection)."""
+        """Close the replication connection (and the library's control connection).
+
+        Safe from another thread: the iterating thread then ends at its next packet (a
+        heartbeat at the latest) instead of letting the library reconnect.
+        """
         self._done = True
         if self._stream is not None:
             try:
                 self._stream.close()
-            finally:
-                self._stream = None
+            except Exception:  # already closed under the reading thread
+                pass
+
+    def _connect(self, **kwargs: Any) -> Any:
+        """The library's connection factory: refuses to (re)connect once the reader is closed."""
+        if self._done:
+            raise _ReaderClosed()
+        return pymysql.connect(**kwargs)
 
     def _open(self) -> None:
         """Check the start file is still there, then open the dump at ``dump_from``."""
@@ -234,6 +242,7 @@ class BinlogReader:
             only_schemas=only_schemas,
             only_tables=only_tables,
             slave_heartbeat=self.heartbeat_s if self.heartbeat_s else None,
+            pymysql_wrapper=self._connect,
             enable_logging=False,
         )
 
@@ -242,7 +251,7 @@ class BinlogReader:
     @property
     def position(self) -> BinlogOffset:
         """The next offset to read: everything before it has been received."""
-        if self._stream is None or self._stream.log_file is None:
+        if self._stream is None or not self._stream.log_file or not self._stream.log_pos:
             return self.dump_from
         return BinlogOffset(self._stream.log_file, int(self._stream.log_pos or 4))
 
@@ -263,9 +272,13 @@ class BinlogReader:
             self._open()
         try:
             for ev in self._events():
+                if self._done:
+                    return
                 yield ev
-        except pymysql.err.OperationalError as e:
-            if e.args and e.args[0] == _ER_MASTER_FATAL_READING_BINLOG:
+        except Exception as e:
+            if self._done:  # closed (maybe from another thread) while reading: just end
+                return
+            if isinstance(e, pymysql.err.OperationalError) and e.args and e.args[0] == _ER_MASTER_FATAL_READING_BINLOG:
                 self._raise_if_purged(e)
             raise
         finally:
@@ -285,6 +298,8 @@ class BinlogReader:
         from pymysqlreplication.row_event import RowsEvent
 
         for ev in self._stream:
+            if self._done:
+                return
             pkt = ev.packet
             if isinstance(ev, RotateEvent):
                 if self._on_rotate(ev):
@@ -391,6 +406,10 @@ class BinlogReader:
                 "written before the change cannot be decoded."
             )
         self._checked_tables.add(table_id)
+
+
+class _ReaderClosed(Exception):
+    """Raised into the library when it tries to reconnect a closed reader."""
 
 
 def _row_kind(ev: Any) -> str:

@@ -265,3 +265,26 @@ def test_ddl_table_parsing():
     assert ddl_tables("CREATE INDEX i ON t (x)", "d") == [TableId("d", "t")]
     assert ddl_tables("TRUNCATE TABLE t", "d") == [TableId("d", "t")]
     assert ddl_tables("CREATE USER u", "") == []
+
+
+def test_close_from_another_thread_ends_a_blocking_stream(mariadb, table):
+    reader = BinlogReader(mariadb.source_config(), next(_ids), now(mariadb), tables=[table], heartbeat_s=0.3)
+    seen: list = []
+    th = threading.Thread(target=lambda: seen.extend(reader), daemon=True)
+    th.start()
+    time.sleep(1.0)
+    reader.close()
+    th.join(10)
+    assert not th.is_alive()
+    assert reader.position >= reader.start
+
+
+def test_missing_column_names_fail_clearly(mariadb, table):
+    start = now(mariadb)
+    mariadb.execute("SET GLOBAL binlog_row_metadata = MINIMAL")
+    try:
+        mariadb.execute("INSERT INTO t VALUES (1,'a')", database=table.database)
+    finally:
+        mariadb.execute("SET GLOBAL binlog_row_metadata = FULL")
+    with pytest.raises(CdcError, match="binlog_row_metadata = FULL"):
+        read(mariadb, start, now(mariadb), tables=[table])
