@@ -36,13 +36,13 @@ class _TableIndex:
 
     def __init__(self, entries: list[_Entry], order: KeyOrderLike) -> None:
         self.order = order
+        self.entries = entries
         self.unbounded = [e for e in entries if e.range.start is None]
         bounded = [e for e in entries if e.range.start is not None]
-        keyed = sorted(((order.sort_key(e.range.start), i, e) for i, e in enumerate(bounded)),
-                       key=lambda t: (t[0], t[1]))
+        starts = _sort_keys(order, [e.range.start for e in bounded])
+        keyed = sorted(zip(starts, range(len(bounded)), bounded), key=lambda t: (t[0], t[1]))
         self.starts = [sk for sk, _, _ in keyed]
         self.bounded = [e for _, _, e in keyed]
-        self.null_holders = [e for e in entries if e.range.includes_null]
         self.max_hw = max(e.high_watermark for e in entries)
 
     def _holds(self, e: _Entry, key: Key) -> bool:
@@ -51,12 +51,18 @@ class _TableIndex:
 
     def find(self, key: Key) -> _Entry | None:
         """The finished range holding ``key``, if any."""
-        if any(v is None for v in key):
-            return next((e for e in self.null_holders if self._holds(e, key)), None)
+        if any(v is None for v in key):  # rare: only ranges with includes_null (or unbounded) hold it
+            return next((e for e in self.entries if self._holds(e, key)), None)
         i = bisect.bisect_right(self.starts, self.order.sort_key(key)) - 1
         if i >= 0 and self._holds(self.bounded[i], key):
             return self.bounded[i]
         return next((e for e in self.unbounded if self._holds(e, key)), None)
+
+
+def _sort_keys(order: KeyOrderLike, keys: list[Key]) -> list[Any]:
+    """Sort keys of many keys, in one call when the key order offers it (one server round-trip)."""
+    many = getattr(order, "sort_keys", None)
+    return list(many(keys)) if callable(many) else [order.sort_key(k) for k in keys]
 
 
 class HandoffFilter:

@@ -219,3 +219,12 @@ def test_random_histories_match_replay_from_any_snapshot_moment():
         expected = in_range(table)
         for seen in states:
             assert corrected(in_range(seen), out) == expected
+
+
+def test_works_with_the_real_key_order_for_numeric_keys():
+    from airflow_provider_mysqlcdc.cdc.keyorder import KeyOrder
+
+    orders = {T: KeyOrder([Column("id", 1, "int", "int", False)])}
+    log = Log().ins(T, id=5, v=1).ins(T, id=10, v=1).upd(T, {"id": 5, "v": 1}, id=12, v=1)
+    out = reduce_changes(log.changes, batch((T, (1,), (10,), False)), SCHEMAS, orders)[T]
+    assert out.deleted == {(5,)} and out.upserts == {}

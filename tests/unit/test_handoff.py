@@ -180,3 +180,16 @@ def test_no_batches():
     f = HandoffFilter([], {}, {})
     assert f.start_offset is None
     assert f.apply(ins(T, 1, 1)) == [ins(T, 1, 1)]
+
+
+def test_works_with_the_real_key_order_for_numeric_keys():
+    from airflow_provider_mysqlcdc.cdc.keyorder import KeyOrder
+
+    sch = schema(T)
+    order = KeyOrder([Column("id", 1, "int", "int", True)])
+    finished = [fb("a", off(1000), (T, None, (101,), True)), fb("b", off(800), (T, (101,), None, False))]
+    f = HandoffFilter(finished, {T: order}, {T: sch})
+    assert f.apply(ins(T, 150, 900)) == [ins(T, 150, 900)]
+    assert f.apply(ins(T, 50, 900)) == []
+    assert f.apply(ins(T, None, 900)) == []
+    assert f.apply(ins(T, None, 1000)) == [ins(T, None, 1000)]
