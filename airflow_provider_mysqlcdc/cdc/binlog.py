@@ -41,7 +41,7 @@ from .model import TableId
 from .offsets import BinlogOffset
 
 
-Normalizer = Callable[[dict], dict]
+Normalizer = Callable[..., dict]  # normalize(values, none_sources=None)
 Event = RowChange | SchemaChange | Heartbeat
 
 # MySQL/MariaDB error "Could not find first log file name in binary log index file" & co.
@@ -384,14 +384,18 @@ class BinlogReader:
                 continue
             if kind == "update":
                 before, after = row["before_values"], row["after_values"]
+                nb, na = row.get("before_none_sources"), row.get("after_none_sources")
             elif kind == "insert":
                 before, after = None, row["values"]
+                nb, na = None, row.get("none_sources")
             else:
                 before, after = row["values"], None
+                nb, na = row.get("none_sources"), None
             self._check_column_names(table_id, before if before is not None else after)
             if norm is not None:
-                before = norm(before) if before is not None else None
-                after = norm(after) if after is not None else None
+                # none_sources is the only way to tell a nullable SET's empty set from NULL.
+                before = norm(before, nb) if before is not None else None
+                after = norm(after, na) if after is not None else None
             yield RowChange(kind, table_id, before, after, row_offset, self._gtid, ts)
 
     def _check_column_names(self, table_id: TableId, row: Mapping[str, Any]) -> None:

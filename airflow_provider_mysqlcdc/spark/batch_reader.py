@@ -35,7 +35,8 @@ from ..cdc.server import consistent_snapshot_offset, current_offset, server_vers
 from ..cdc.sql import range_predicate
 from ..cdc.types import ColumnMapping, map_table, row_normalizer
 from .session import JDBC_DRIVER_CLASS
-from .types import JDBC_URL_PARAMS, finalize_columns, jdbc_custom_schema, rows_to_dataframe, struct_type
+from .types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
+from .types import jdbc_url as _jdbc_url
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,7 @@ class BatchRead:
 
 def jdbc_url(source: SourceConfig) -> str:
     """``jdbc:mysql://`` so Spark picks its MySQL dialect; no credentials in the URL."""
-    params = "&".join(f"{k}={v}" for k, v in JDBC_URL_PARAMS.items())
-    return f"jdbc:mysql://{source.host}:{source.port}/?{params}"
+    return _jdbc_url(source.host, source.port, "")
 
 
 class ConsistentBatchReader:

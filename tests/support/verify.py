@@ -19,7 +19,7 @@ def rows_by_identity(rows: Iterable[Mapping[str, Any]], identity: Sequence[str])
 
 
 def collect(df, identity: Sequence[str]) -> dict[tuple, dict]:
-    return rows_by_identity((r.asDict() for r in df.toLocalIterator()), identity)
+    return rows_by_identity((r.asDict() for r in df.collect()), identity)
 
 
 def apply_changes(state: dict[tuple, dict], changes: Iterable[RowChange], identity: Sequence[str]) -> int:
