@@ -105,6 +105,7 @@ def test_key_moved_between_chunks_ends_in_the_right_place_only(mariadb, fresh_db
                         "UPDATE t SET id = 75, v = 'moved-out' WHERE id = 5",      # low -> high
                         "DELETE FROM t WHERE id = 15",
                         "UPDATE t SET id = 15, v = 'moved-in' WHERE id = 80",      # high -> low
+                        "DELETE FROM t WHERE id = 16",
                         "UPDATE t SET id = 16, v = 'moved-inside' WHERE id = 6",   # within low
                         database=fresh_db)
 
