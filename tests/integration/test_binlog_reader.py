@@ -161,7 +161,7 @@ def test_ddl_yields_schema_changes(mariadb, table, fresh_db):
 def test_normalizer_is_applied(mariadb, table):
     start = now(mariadb)
     mariadb.execute("INSERT INTO t VALUES (1,'a')", "UPDATE t SET v='b'", database=table.database)
-    norm = {table: lambda row: {k: (v.upper() if isinstance(v, str) else v) for k, v in row.items()}}
+    norm = {table: lambda row, none_sources=None: {k: (v.upper() if isinstance(v, str) else v) for k, v in row.items()}}
     got = rows(read(mariadb, start, now(mariadb), tables=[table], normalizers=norm))
     assert [(c.before, c.after) for c in got] == [(None, {"id": 1, "v": "A"}),
                                                  ({"id": 1, "v": "A"}, {"id": 1, "v": "B"})]

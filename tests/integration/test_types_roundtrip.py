@@ -117,25 +117,20 @@ def _snapshot(spark, mariadb, db, mappings, ids):
 
 
 def _binlog_rows(mariadb, db, start, normalize):
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
+    """After-images of table t from ``start`` to now, through the engine's binlog reader."""
+    from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
+    from airflow_provider_mysqlcdc.cdc.events import RowChange
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+    from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 
-    stream = BinLogStreamReader(
-        connection_settings=dict(host="127.0.0.1", port=mariadb.port, user="root", password=ROOT_PASSWORD),
-        server_id=9001, resume_stream=True, log_file=start[0], log_pos=start[1], is_mariadb=True,
-        blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent], only_schemas=[db])
+    t = TableId(db, "t")
+    stop = BinlogOffset(*mariadb.master_status())
     out = []
-    try:
-        for ev in stream:
-            if ev.table != "t":
-                continue
-            for row in ev.rows:
-                if "after_values" in row:
-                    out.append(normalize(row["after_values"], row.get("after_none_sources")))
-                else:
-                    out.append(normalize(row["values"], row.get("none_sources")))
-    finally:
-        stream.close()
+    with BinlogReader(mariadb.source_config(), 9001, BinlogOffset(*start), stop=stop, tables=[t],
+                      normalizers={t: normalize}) as reader:
+        for ch in reader:
+            if isinstance(ch, RowChange) and ch.after is not None:
+                out.append(dict(ch.after))
     return out
 
 
