@@ -30,7 +30,7 @@ def test_snapshot_then_stream_equals_source(mariadb, fresh_db, spark, variant, s
     spec = VARIANTS[variant](mariadb, fresh_db, ROWS)
     source = mariadb.source_config()
     table_id = TableId(fresh_db, spec.table)
-    plan = pipeline.plan_table(source, table_id, chunk_size=4000 + 500 * seed, chunks_per_batch=4)
+    plan = pipeline.plan_table(source, table_id, chunk_size=3000 + 300 * seed, chunks_per_batch=3)
     assert len(plan.batches) >= 3, "the test must exercise several batches"
 
     boundaries = [c.start for c in plan.chunks if c.start is not None]
