@@ -84,3 +84,45 @@ def fresh_select(spark, source: SourceConfig, schema: TableSchema) -> dict[tuple
         return collect(got.frame(schema.table_id), schema.row_identity)
     finally:
         got.unpersist()
+
+
+@dataclass
+class CaseResult:
+    rows: int
+    batches: int
+    writer_changes: int
+    streamed: int
+    problem: str
+
+
+def run_consistency_case(server, spark, database: str, variant: str, seed: int, rows: int,
+                         chunk_size: int, chunks_per_batch: int, threads: int = 2) -> CaseResult:
+    """One seeded run of the contract: snapshot under writers, stream, compare row by row.
+
+    Writers start before the first batch and stop after the last, aiming half their
+    changes at chunk boundaries and at the first and last keys of the table.
+    """
+    import time
+
+    from tests.support.tables import VARIANTS
+    from tests.support.verify import diff
+    from tests.support.writer import ConcurrentWriter
+
+    spec = VARIANTS[variant](server, database, rows)
+    source = server.source_config()
+    plan = plan_table(source, TableId(database, spec.table), chunk_size, chunks_per_batch)
+    keys = ", ".join(f"`{c}`" for c in spec.key_columns)
+    desc = ", ".join(f"`{c}` DESC" for c in spec.key_columns)
+    edges = server.query(f"(SELECT {keys} FROM `{spec.table}` ORDER BY {keys} LIMIT 3) UNION ALL "
+                         f"(SELECT {keys} FROM `{spec.table}` ORDER BY {desc} LIMIT 3)", database=database)
+    hot = [c.start for c in plan.chunks if c.start is not None] + [tuple(r) for r in edges]
+    writer = ConcurrentWriter(lambda: server.connect(database), spec, seed=seed, threads=threads,
+                              hot_keys=hot, hot_ratio=0.5)
+    with writer:
+        time.sleep(0.3)
+        got, finished = snapshot(spark, source, plan)
+        time.sleep(0.5)
+    final = offset_now(source)
+    streamed = stream_into(got, source, plan.schema, finished, final)
+    expected = fresh_select(spark, source, plan.schema)
+    return CaseResult(len(expected), len(plan.batches), writer.stats.total, streamed, diff(expected, got))
