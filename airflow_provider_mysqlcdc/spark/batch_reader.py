@@ -5,7 +5,8 @@
    current offset, read ``visibility_margin_s`` before the SELECTs start, so a transaction
    already in the binlog but not yet visible in InnoDB is still inside the backfill.
 2. The batch's SELECTs: Spark's own JDBC reader, one predicate per chunk, on the executors;
-   materialized (persisted and counted) so every SELECT has finished before step 3.
+   materialized (cached, or staged as Parquet: spark/materialize.py) so every SELECT has
+   finished before step 3.
 3. HW: the current offset.
 4. If HW > LW: one bounded binlog read LW..HW, reduced to the last change per row inside the
    batch's ranges, applied as Spark operations: anti-join of the changed keys, union of the
@@ -34,6 +35,7 @@ from ..cdc.offsets import BinlogOffset
 from ..cdc.server import consistent_snapshot_offset, current_offset, server_version
 from ..cdc.sql import range_predicate
 from ..cdc.types import ColumnMapping, map_table, row_normalizer
+from .materialize import CachedMaterializer, Materialized, Materializer, StagedMaterializer
 from .session import JDBC_DRIVER_CLASS
 from .types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
 from .types import jdbc_url as _jdbc_url
@@ -60,15 +62,16 @@ class BatchRead:
     tables: dict[TableId, TableRead]
     backfill_events: int = 0
     timings: dict[str, float] = field(default_factory=dict)
-    _cached: list[DataFrame] = field(default_factory=list, repr=False)
+    _held: list[Materialized] = field(default_factory=list, repr=False)
 
     def frame(self, table_id: TableId) -> DataFrame:
         return self.tables[table_id].frame
 
     def unpersist(self) -> None:
-        for df in self._cached:
-            df.unpersist()
-        self._cached.clear()
+        """Release the materialized rows (cache blocks or staged files) once they are written."""
+        for m in self._held:
+            m.release()
+        self._held.clear()
 
 
 def jdbc_url(source: SourceConfig) -> str:
@@ -87,14 +90,18 @@ class ConsistentBatchReader:
         *,
         server_id: int | None = None,
         visibility_margin_s: float = 0.5,
+        staging_dir: str | None = None,
         storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
     ) -> None:
+        """``staging_dir``: materialize through Parquet files there (see spark/materialize.py);
+        without it, rows are persisted in Spark's cache with ``storage_level``."""
         self.spark = spark
         self.source = source
         self.schemas = dict(schemas)
         self.server_id = server_id if server_id is not None else source.server_id_range.pick(1)
         self.visibility_margin_s = visibility_margin_s
-        self.storage_level = storage_level
+        self.materializer: Materializer = (
+            StagedMaterializer(spark, staging_dir) if staging_dir else CachedMaterializer(storage_level))
         self._mappings = {t: map_table(s, source.server_time_zone) for t, s in self.schemas.items()}
 
     # --- the JDBC side --------------------------------------------------------------------------
@@ -162,24 +169,24 @@ class ConsistentBatchReader:
 
             t1 = time.monotonic()
             raw: dict[TableId, DataFrame] = {}
+            held: list[Materialized] = []
             counts: dict[TableId, dict[int, int]] = {}
             for table_id in batch.tables:
                 schema = self.schemas[table_id]
                 chunks = batch.chunks_of(table_id)
                 self.spark.sparkContext.setJobDescription(
                     f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
-                df = self._read_chunks(schema, chunks).persist(self.storage_level)
-                # The action that runs every SELECT to completion (and counts rows per chunk:
-                # JDBC partitions are the chunks, in order).
-                per_part = df.groupBy(F.spark_partition_id().alias("p")).count().collect()
-                counts[table_id] = {chunks[r["p"]].chunk_id: int(r["count"]) for r in per_part}
-                for c in chunks:
-                    counts[table_id].setdefault(c.chunk_id, 0)
-                raw[table_id] = df
+                # Runs every SELECT to completion. JDBC partitions are the chunks, in order,
+                # so rows per partition are rows per chunk.
+                done = self.materializer.materialize(self._read_chunks(schema, chunks),
+                                                     f"{batch.batch_id}-{table_id}")
+                held.append(done)
+                counts[table_id] = {c.chunk_id: done.rows_per_partition.get(i, 0) for i, c in enumerate(chunks)}
+                raw[table_id] = done.frame
             timings["select_s"] = time.monotonic() - t1
 
             hw = self._high_watermark(conn, version)
-        result = BatchRead(batch, lw, hw, {}, timings=timings, _cached=list(raw.values()))
+        result = BatchRead(batch, lw, hw, {}, timings=timings, _held=held)
 
         t2 = time.monotonic()
         corrections: dict[TableId, TableCorrections] = {}

@@ -22,9 +22,11 @@ CASES = [(variant, seed) for seed in range(7) for variant in VARIANTS]  # 21 see
 
 
 @pytest.mark.parametrize("variant,seed", CASES, ids=[f"{v}-seed{s}" for v, s in CASES])
-def test_snapshot_then_stream_equals_source(mariadb, fresh_db, spark, variant, seed):
+def test_snapshot_then_stream_equals_source(mariadb, fresh_db, spark, tmp_dir, variant, seed):
+    # Odd seeds materialize batches through staged Parquet files, even seeds through the cache.
+    staging = str(tmp_dir / "staging") if seed % 2 else None
     r = run_consistency_case(mariadb, spark, fresh_db, variant, seed, ROWS,
-                             chunk_size=3000 + 300 * seed, chunks_per_batch=3)
+                             chunk_size=3000 + 300 * seed, chunks_per_batch=3, staging_dir=staging)
     assert r.batches >= 3, "the test must exercise several batches"
     assert r.writer_changes > 50, f"the writer must really have written during the snapshot ({r})"
     assert r.streamed > 0, "changes after the batches' HWs must come through the stream"

@@ -44,12 +44,13 @@ def offset_now(source: SourceConfig) -> BinlogOffset:
         return current_offset(conn, server_version(conn))
 
 
-def snapshot(spark, source: SourceConfig, plan: Plan) -> tuple[dict[tuple, dict], list[FinishedBatch]]:
+def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = None
+             ) -> tuple[dict[tuple, dict], list[FinishedBatch]]:
     """Read every batch; return the union of their rows and the finished-batch list."""
     ident = plan.schema.row_identity
     rows: dict[tuple, dict] = {}
     finished = []
-    reader = ConsistentBatchReader(spark, source, {plan.schema.table_id: plan.schema})
+    reader = ConsistentBatchReader(spark, source, {plan.schema.table_id: plan.schema}, staging_dir=staging_dir)
     for b in plan.batches:
         got = reader.read(b)
         part = collect(got.frame(plan.schema.table_id), ident)
@@ -96,7 +97,8 @@ class CaseResult:
 
 
 def run_consistency_case(server, spark, database: str, variant: str, seed: int, rows: int,
-                         chunk_size: int, chunks_per_batch: int, threads: int = 2) -> CaseResult:
+                         chunk_size: int, chunks_per_batch: int, threads: int = 2,
+                         staging_dir: str | None = None) -> CaseResult:
     """One seeded run of the contract: snapshot under writers, stream, compare row by row.
 
     Writers start before the first batch and stop after the last, aiming half their
@@ -120,7 +122,7 @@ def run_consistency_case(server, spark, database: str, variant: str, seed: int, 
                               hot_keys=hot, hot_ratio=0.5)
     with writer:
         time.sleep(0.3)
-        got, finished = snapshot(spark, source, plan)
+        got, finished = snapshot(spark, source, plan, staging_dir)
         time.sleep(0.5)
     final = offset_now(source)
     streamed = stream_into(got, source, plan.schema, finished, final)

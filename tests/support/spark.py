@@ -19,6 +19,7 @@ def local_spark(app_name: str = "mysqlcdc-tests", cores: int = 2, memory: str = 
         .appName(app_name)
         .config("spark.driver.memory", memory)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
         .config("spark.sql.adaptive.enabled", "true")
     )
