@@ -1,0 +1,64 @@
+"""The one interface every sink implements, and the shape of the change rows it receives.
+
+Snapshot: ``write_snapshot`` replaces exactly the rows of a batch's key ranges with the
+batch's rows, atomically (readers see the old or the new contents of each range, never a
+mixture a rerun cannot repair), so running the same batch again leaves the sink unchanged.
+
+Stream: ``write_changes`` applies one micro-batch of one table, idempotently keyed by the
+micro-batch id (a replayed batch changes nothing). The rows are change rows: the table's
+columns (the after-image for +I/+U, the before-image for -U/-D) plus the metadata columns
+below, ordered by ``_seq`` within the micro-batch (binlog order).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from pyspark.sql import DataFrame
+
+from ...cdc.chunks import KeyRange
+from ...cdc.model import TableSchema
+
+# Metadata columns of change rows (Flink CDC's RowKind letters in _op).
+META_OP = "_op"              # +I, -U, +U, -D
+META_DATABASE = "_database"
+META_TABLE = "_table"
+META_FILE = "_binlog_file"
+META_POS = "_binlog_pos"     # start position of the row event
+META_ROW = "_binlog_row"     # row index inside the event
+META_GTID = "_gtid"
+META_TS = "_event_time"      # event header time, TIMESTAMP
+META_SEQ = "_seq"            # total order inside the micro-batch (binlog order, -U before +U)
+META_COLUMNS = (META_OP, META_DATABASE, META_TABLE, META_FILE, META_POS, META_ROW, META_GTID, META_TS, META_SEQ)
+
+
+@dataclass(frozen=True)
+class SnapshotWrite:
+    """What a snapshot write did, for the batch's result file."""
+
+    rows_written: int
+    details: Mapping[str, Any]
+
+
+class Sink(ABC):
+    """A target the pipeline writes into. Instances are created on the driver from options."""
+
+    name: str = "sink"
+
+    @abstractmethod
+    def prepare(self, schemas: Sequence[TableSchema]) -> None:
+        """Create the target tables if missing (idempotent); fail clearly if they are incompatible."""
+
+    @abstractmethod
+    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
+                       batch_id: str) -> SnapshotWrite:
+        """Replace the rows inside ``ranges`` (of the chunk key) with ``frame``, atomically."""
+
+    @abstractmethod
+    def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
+        """Apply one stream micro-batch of one table exactly once (a replay is a no-op)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; default: nothing to release."""
