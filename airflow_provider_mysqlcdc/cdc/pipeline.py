@@ -1,0 +1,133 @@
+"""The pipeline's configuration: one JSON document shared by the Spark jobs and the operators.
+
+It holds everything but the password, which reaches jobs through ``$MYSQLCDC_PASSWORD`` or a
+file only the user can read (never a command-line argument, a log line or the Spark UI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .config import PASSWORD_ENV, SourceConfig, SplitOptions
+from .errors import ConfigError
+
+STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
+SINK_TYPES = ("delta", "postgres", "changelog", "console")
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """``type`` is one of SINK_TYPES; ``options`` are that sink's constructor arguments."""
+
+    type: str = "delta"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.type not in SINK_TYPES:
+            raise ConfigError(f"sink.type: found {self.type!r}, need one of {', '.join(SINK_TYPES)}.")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """``max_events_per_batch`` bounds a micro-batch (admission control); ``heartbeat_s`` keeps
+    offsets moving while captured tables are idle; ``trigger_interval_s`` paces micro-batches."""
+
+    max_events_per_batch: int = 20_000
+    heartbeat_s: float = 5.0
+    trigger_interval_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    source: SourceConfig
+    include: tuple[str, ...]
+    state_location: str
+    sink: SinkConfig = field(default_factory=SinkConfig)
+    exclude: tuple[str, ...] = ()
+    split: SplitOptions = field(default_factory=SplitOptions)
+    startup_mode: str = "initial"
+    startup_offset: Mapping[str, Any] | None = None
+    startup_timestamp: float | None = None
+    stream: StreamOptions = field(default_factory=StreamOptions)
+
+    def __post_init__(self) -> None:
+        if not self.include:
+            raise ConfigError("tables: no include pattern given. Fix: list tables as 'db.table' or regular expressions.")
+        if self.startup_mode not in STARTUP_MODES:
+            raise ConfigError(f"startup_mode: found {self.startup_mode!r}, need one of {', '.join(STARTUP_MODES)}.")
+        if self.startup_mode == "specific-offset" and not self.startup_offset:
+            raise ConfigError("startup_mode 'specific-offset' needs startup_offset: "
+                              "{'file': 'mysql-bin.000003', 'position': 4} or {'gtid': '<gtid set>'}.")
+        if self.startup_mode == "timestamp" and self.startup_timestamp is None:
+            raise ConfigError("startup_mode 'timestamp' needs startup_timestamp (epoch seconds).")
+        if not self.state_location:
+            raise ConfigError("state_location: empty. Fix: a directory or fsspec URL the jobs can write.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source.to_dict(),
+            "include": list(self.include),
+            "exclude": list(self.exclude),
+            "state_location": self.state_location,
+            "sink": {"type": self.sink.type, "options": dict(self.sink.options)},
+            "split": {
+                "chunk_size": self.split.chunk_size,
+                "distribution_factor_lower": self.split.distribution_factor_lower,
+                "distribution_factor_upper": self.split.distribution_factor_upper,
+                "chunk_key_columns": dict(self.split.chunk_key_columns),
+                "boundary_query_pause_s": self.split.boundary_query_pause_s,
+            },
+            "startup_mode": self.startup_mode,
+            "startup_offset": dict(self.startup_offset) if self.startup_offset else None,
+            "startup_timestamp": self.startup_timestamp,
+            "stream": self.stream.__dict__.copy(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], password: str | None = None) -> "PipelineConfig":
+        if "password" in d.get("source", {}):
+            raise ConfigError("source.password must not be in the pipeline config: pass it through "
+                              f"${PASSWORD_ENV} or a password file readable only by you.")
+        sink = d.get("sink") or {}
+        return cls(
+            name=d["name"],
+            source=SourceConfig.from_dict(d["source"], password=password),
+            include=tuple(d["include"]),
+            exclude=tuple(d.get("exclude") or ()),
+            state_location=d["state_location"],
+            sink=SinkConfig(sink.get("type", "delta"), sink.get("options") or {}),
+            split=SplitOptions(**(d.get("split") or {})),
+            startup_mode=d.get("startup_mode", "initial"),
+            startup_offset=d.get("startup_offset"),
+            startup_timestamp=d.get("startup_timestamp"),
+            stream=StreamOptions(**(d.get("stream") or {})),
+        )
+
+    @classmethod
+    def from_json(cls, text: str, password: str | None = None) -> "PipelineConfig":
+        return cls.from_dict(json.loads(text), password=password)
+
+
+def read_password(password_file: str | None = None) -> str:
+    """The source password: from a file only its owner can read, else ``$MYSQLCDC_PASSWORD``."""
+    if password_file:
+        st = os.stat(password_file)
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ConfigError(
+                f"password file {password_file} is readable by group or others (mode {oct(st.st_mode & 0o777)}). "
+                f"Fix: chmod 600 {password_file}.")
+        with open(password_file, encoding="utf-8") as f:
+            return f.read().rstrip("\n")
+    pw = os.environ.get(PASSWORD_ENV)
+    if pw is None:
+        raise ConfigError(f"no source password: set ${PASSWORD_ENV} or pass --password-file (mode 600).")
+    return pw

@@ -1,0 +1,89 @@
+"""The pipeline's state location: plan, per-batch result files, the finished-batch list.
+
+A local directory or any fsspec URL. Files are written whole or not at all (temporary name,
+then rename; on object stores, where rename is a copy, the single PUT is atomic anyway), so
+a job that dies leaves no result file for its batch.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import uuid
+from typing import Any, Iterable
+
+from .chunks import FinishedBatch
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.#=-]+", "_", name)
+
+
+class StateStore:
+    def __init__(self, location: str) -> None:
+        import fsspec
+
+        self.location = location.rstrip("/")
+        self.fs, self.root = fsspec.core.url_to_fs(self.location)
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def url(self, *parts: str) -> str:
+        """The location as the user gave it (scheme kept), for Spark and delta-rs."""
+        return "/".join([self.location, *parts])
+
+    def write_json(self, rel: str, data: Any) -> None:
+        target = self.path(rel)
+        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+        tmp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+        with self.fs.open(tmp, "w") as f:
+            f.write(json.dumps(data, indent=2, sort_keys=True))
+        self.fs.mv(tmp, target)
+
+    def read_json(self, rel: str) -> Any:
+        with self.fs.open(self.path(rel), "r") as f:
+            return json.load(f)
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self.path(rel))
+
+    def delete(self, rel: str) -> None:
+        if self.fs.exists(self.path(rel)):
+            self.fs.rm(self.path(rel), recursive=True)
+
+    # --- well-known files ------------------------------------------------------------------
+
+    @staticmethod
+    def batch_result_rel(batch_id: str) -> str:
+        return f"batches/{_safe(batch_id)}.json"
+
+    def write_batch_result(self, result: dict[str, Any]) -> None:
+        self.write_json(self.batch_result_rel(result["batch_id"]), result)
+
+    def read_batch_result(self, batch_id: str) -> dict[str, Any] | None:
+        rel = self.batch_result_rel(batch_id)
+        return self.read_json(rel) if self.exists(rel) else None
+
+    def batch_results(self) -> list[dict[str, Any]]:
+        d = self.path("batches")
+        if not self.fs.exists(d):
+            return []
+        out = []
+        for p in sorted(self.fs.ls(d, detail=False)):
+            if p.endswith(".json"):
+                with self.fs.open(p, "r") as f:
+                    out.append(json.load(f))
+        return out
+
+    def write_finished(self, finished: Iterable[FinishedBatch]) -> None:
+        self.write_json("finished_batches.json", [f.to_dict() for f in finished])
+
+    def read_finished(self) -> list[FinishedBatch] | None:
+        if not self.exists("finished_batches.json"):
+            return None
+        return [FinishedBatch.from_dict(d) for d in self.read_json("finished_batches.json")]
+
+    def checkpoint_url(self) -> str:
+        return self.url("stream", "checkpoint")
