@@ -11,9 +11,12 @@ import json
 import posixpath
 import re
 import uuid
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .chunks import FinishedBatch
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
 def _safe(name: str) -> str:
@@ -84,6 +87,14 @@ class StateStore:
         if not self.exists("finished_batches.json"):
             return None
         return [FinishedBatch.from_dict(d) for d in self.read_json("finished_batches.json")]
+
+    def write_plan(self, plan: "Plan") -> None:
+        self.write_json("plan.json", plan.to_dict())
+
+    def read_plan(self) -> "Plan | None":
+        from .plan import Plan
+
+        return Plan.from_dict(self.read_json("plan.json")) if self.exists("plan.json") else None
 
     def checkpoint_url(self) -> str:
         return self.url("stream", "checkpoint")
