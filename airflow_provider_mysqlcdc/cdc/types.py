@@ -88,24 +88,13 @@ import pyarrow as pa
 
 from .errors import ConfigError, SchemaMismatchError
 from .model import Column, TableSchema, quote_ident
+from .sql import python_codec
 
 # Spark's DecimalType holds at most 38 digits.
 MAX_EXACT_DECIMAL_PRECISION = 38
 _UTC = dt.timezone.utc
 _EPOCH = dt.datetime(1970, 1, 1)
 _US = 1_000_000
-
-# MySQL charset name -> Python codec. MySQL's latin1 is really cp1252.
-_CHARSET_CODECS = {
-    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252",
-    "ascii": "ascii", "latin2": "iso8859-2", "ucs2": "utf-16-be", "utf16": "utf-16-be",
-    "utf16le": "utf-16-le", "utf32": "utf-32-be", "cp1250": "cp1250", "cp1251": "cp1251",
-    "cp1256": "cp1256", "cp1257": "cp1257", "greek": "iso8859-7", "hebrew": "iso8859-8",
-    "latin5": "iso8859-9", "latin7": "iso8859-13", "koi8r": "koi8-r", "koi8u": "koi8-u",
-    "sjis": "shift_jis", "cp932": "cp932", "ujis": "euc_jp", "eucjpms": "euc_jp",
-    "gbk": "gbk", "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "euckr": "euc_kr",
-    "tis620": "tis-620", "cp850": "cp850", "cp852": "cp852", "cp866": "cp866",
-}
 
 _TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
@@ -299,7 +288,7 @@ def time_micros(value: dt.timedelta | int, fsp: int) -> int:
 
 def _to_text(value: Any, mp: ColumnMapping) -> str:
     if isinstance(value, (bytes, bytearray)):
-        codec = _CHARSET_CODECS.get((mp.column.charset or "utf8mb4").lower())
+        codec = python_codec(mp.column.charset or "utf8mb4")
         if codec is None:
             raise SchemaMismatchError(
                 f"column {mp.name!r}: cannot decode charset {mp.column.charset!r} from binlog bytes")
