@@ -1,0 +1,300 @@
+"""Executors write a DataFrame's rows as files; the driver gets back only small file records.
+
+Shared by the Delta and changelog sinks. ``write_files`` runs one ``mapInArrow`` job: each
+task streams its partition's Arrow batches into ONE file (Parquet with large row groups,
+or JSON lines) named with a per-run tag and the partition id, and returns one record
+(path, size, rows, stats). Nothing but those records reaches the driver, so a table of any
+size can be written.
+
+Why per-run tags in names: a failed or speculative task attempt may leave a partial file;
+only the attempt Spark accepts is reported, and the next run never reuses a name (Delta
+cannot add and remove the same path in one transaction).
+
+Why ``check_files``: a commit that references a file that is not there (or is truncated)
+would break every later read, so the driver verifies every reported file first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+# Arrow batches from Spark hold 10k rows by default (spark.sql.execution.arrow.maxRecordsPerBatch):
+# buffered into row groups of this many rows so readers do not pay per tiny row group.
+DEFAULT_ROW_GROUP_ROWS = 128 * 1024
+
+RECORD_SCHEMA = StructType([
+    StructField("path", StringType(), False),
+    StructField("size", LongType(), False),
+    StructField("num_rows", LongType(), False),
+    StructField("stats", StringType(), True),
+])
+
+# Longest string whose exact value goes into Delta min/max stats (longer ones would have to be
+# truncated, and a wrongly truncated max silently prunes files a query needs).
+MAX_STRING_STAT_CHARS = 32
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One written file; ``path`` is relative to the filesystem base the writer was given."""
+
+    path: str
+    size: int
+    num_rows: int
+    stats: str | None = None
+
+
+@dataclass(frozen=True)
+class FsSpec:
+    """How an executor builds its filesystem: picklable, created lazily where it is used.
+
+    ``kind="delta"`` goes through delta-rs' object store (same URIs and ``storage_options``
+    as the Delta table itself); ``kind="uri"`` through ``pyarrow.fs.FileSystem.from_uri``.
+    The ``base`` is the directory every relative path is resolved against.
+    """
+
+    kind: str
+    base: str
+    options: Mapping[str, str] | None = None
+
+    def open(self) -> tuple[pafs.FileSystem, str]:
+        """(filesystem, prefix) such that ``prefix + relative_path`` names a file in it."""
+        if self.kind == "delta":
+            from deltalake.fs import DeltaStorageHandler
+
+            handler = DeltaStorageHandler(self.base, dict(self.options or {}))
+            return pafs.PyFileSystem(handler), ""
+        if self.kind == "uri":
+            base = self.base if "://" in self.base else os.path.abspath(self.base)
+            fs, path = pafs.FileSystem.from_uri(base)
+            return fs, path.rstrip("/") + "/"
+        raise ValueError(f"unknown filesystem kind {self.kind!r}")
+
+
+def local_or_uri(root: str) -> str:
+    """An absolute path for local roots (relative paths would move with the executor's cwd)."""
+    return root if "://" in root else os.path.abspath(root)
+
+
+def new_run_tag() -> str:
+    """A short unique tag for one write; file names carry it so no run reuses another's names."""
+    return uuid.uuid4().hex[:12]
+
+
+# --- stats --------------------------------------------------------------------------------------
+
+
+def _stat_eligible(t: pa.DataType) -> bool:
+    """Types whose exact min/max we record: integers, dates and (short) strings.
+
+    Decimals, floats and timestamps are left out on purpose: delta-rs' own writer gets
+    DECIMAL(20,0) and microsecond timestamps wrong in stats, and a wrong max prunes files.
+    """
+    return pa.types.is_integer(t) or pa.types.is_date32(t) or pa.types.is_string(t)
+
+
+def _json_stat(v: Any) -> Any:
+    import datetime as dt
+
+    return v.isoformat() if isinstance(v, dt.date) else v
+
+
+class StatsCollector:
+    """numRecords, nullCount for every column, minValues/maxValues for eligible columns."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows = 0
+        self.nulls = {f.name: 0 for f in schema}
+        self.mins: dict[str, Any] = {}
+        self.maxs: dict[str, Any] = {}
+        self.unusable: set[str] = set()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        for f, col in zip(self.schema, batch.columns):
+            self.nulls[f.name] += col.null_count
+            if not _stat_eligible(f.type) or f.name in self.unusable or col.null_count == len(col):
+                continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if isinstance(lo, str) and (len(lo) > MAX_STRING_STAT_CHARS or len(hi) > MAX_STRING_STAT_CHARS):
+                self.unusable.add(f.name)
+                self.mins.pop(f.name, None)
+                self.maxs.pop(f.name, None)
+                continue
+            self.mins[f.name] = lo if f.name not in self.mins else min(self.mins[f.name], lo)
+            self.maxs[f.name] = hi if f.name not in self.maxs else max(self.maxs[f.name], hi)
+
+    def to_json(self) -> str:
+        """Delta's per-file stats JSON (compact, deterministic key order)."""
+        return json.dumps({
+            "numRecords": self.rows,
+            "minValues": {k: _json_stat(v) for k, v in self.mins.items()},
+            "maxValues": {k: _json_stat(v) for k, v in self.maxs.items()},
+            "nullCount": self.nulls,
+        }, separators=(",", ":"), ensure_ascii=False)
+
+
+# --- executor side ------------------------------------------------------------------------------
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch in exactly ``schema``: Spark's field metadata dropped, the timestamp zone label
+    set (Spark labels instants with the session zone; the values are the same UTC instants)."""
+    cols = [batch.column(f.name).cast(f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+# An encoder turns one (conformed) Arrow batch into the bytes to append to a text file.
+Encoder = Callable[[pa.RecordBatch], bytes]
+
+
+@dataclass(frozen=True)
+class FileWriteSpec:
+    """Everything a task needs to write its partition; shipped to executors by pickling."""
+
+    fs: FsSpec
+    directory: str            # relative to fs.base
+    name_prefix: str          # e.g. "part-<run tag>"
+    schema: pa.Schema         # the file's schema (input batches are conformed to it)
+    fmt: str = "parquet"      # "parquet" | "text"
+    suffix: str = ".parquet"
+    encoder: Encoder | None = None
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    with_stats: bool = False
+
+
+def _task_file_name(spec: FileWriteSpec) -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx is not None else 0
+    attempt = ctx.attemptNumber() if ctx is not None else 0
+    return f"{spec.directory.rstrip('/')}/{spec.name_prefix}-{part:05d}-a{attempt}{spec.suffix}"
+
+
+def _write_parquet(spec: FileWriteSpec, out, batches: Iterable[pa.RecordBatch],
+                   stats: StatsCollector | None) -> int:
+    rows = 0
+    buffered: list[pa.RecordBatch] = []
+    pending = 0
+    with pq.ParquetWriter(out, spec.schema, compression="snappy") as writer:
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            buffered.append(b)
+            pending += b.num_rows
+            rows += b.num_rows
+            if stats is not None:
+                stats.add(b)
+            if pending >= spec.row_group_rows:
+                writer.write_table(pa.Table.from_batches(buffered, spec.schema), row_group_size=pending)
+                buffered, pending = [], 0
+        if buffered:
+            writer.write_table(pa.Table.from_batches(buffered, spec.schema), row_group_size=pending)
+    return rows
+
+
+def _write_text(spec: FileWriteSpec, out, batches: Iterable[pa.RecordBatch]) -> int:
+    assert spec.encoder is not None
+    rows = 0
+    for b in batches:
+        if b.num_rows:
+            out.write(spec.encoder(b))
+            rows += b.num_rows
+    return rows
+
+
+def write_partition(spec: FileWriteSpec, batches: Iterator[pa.RecordBatch]) -> FileRecord | None:
+    """Write one partition's batches to one file; None (and no file) for an empty partition."""
+    conformed = (conform(b, spec.schema) for b in batches)
+    first = next((b for b in conformed if b.num_rows), None)
+    if first is None:
+        return None
+
+    def all_batches():
+        yield first
+        yield from conformed
+
+    fs, prefix = spec.fs.open()
+    rel = _task_file_name(spec)
+    fs.create_dir(prefix + rel.rsplit("/", 1)[0], recursive=True)
+    stats = StatsCollector(spec.schema) if spec.with_stats else None
+    with fs.open_output_stream(prefix + rel) as out:
+        if spec.fmt == "parquet":
+            rows = _write_parquet(spec, out, all_batches(), stats)
+        else:
+            rows = _write_text(spec, out, all_batches())
+    size = fs.get_file_info(prefix + rel).size
+    return FileRecord(rel, int(size), rows, stats.to_json() if stats else None)
+
+
+def _partition_writer(spec: FileWriteSpec):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rec = write_partition(spec, batches)
+        if rec is not None:
+            yield pa.RecordBatch.from_pylist(
+                [rec.__dict__],
+                schema=pa.schema([("path", pa.string(), False), ("size", pa.int64(), False),
+                                  ("num_rows", pa.int64(), False), ("stats", pa.string())]))
+    return run
+
+
+def write_files(frame: DataFrame, spec: FileWriteSpec) -> list[FileRecord]:
+    """Run the write job; return the accepted task attempts' file records (small)."""
+    got = frame.mapInArrow(_partition_writer(spec), RECORD_SCHEMA).collect()
+    return sorted((FileRecord(r["path"], r["size"], r["num_rows"], r["stats"]) for r in got),
+                  key=lambda r: r.path)
+
+
+# --- driver side --------------------------------------------------------------------------------
+
+
+class MissingFilesError(RuntimeError):
+    """Files a job reported are absent or have another size: committing them would break reads."""
+
+
+def check_files(fs_spec: FsSpec, records: Sequence[FileRecord]) -> None:
+    """Every reported file exists with the reported size, or MissingFilesError naming them."""
+    if not records:
+        return
+    fs, prefix = fs_spec.open()
+    infos = fs.get_file_info([prefix + r.path for r in records])
+    bad = []
+    for r, info in zip(records, infos):
+        if info.type != pafs.FileType.File:
+            bad.append(f"{r.path} (missing)")
+        elif info.size != r.size:
+            bad.append(f"{r.path} (size {info.size}, expected {r.size})")
+    if bad:
+        raise MissingFilesError(
+            f"{len(bad)} of {len(records)} written files under {fs_spec.base} are not as the job "
+            f"reported, nothing was committed: {', '.join(bad[:5])}. Fix: rerun the batch.")
+
+
+def safe_name(batch_id: str) -> str:
+    """A path segment for a batch id: readable, URI-safe, and unique per id.
+
+    Batch ids look like ``db.t#0-3``; '#', spaces and other characters would need
+    percent-encoding in Delta paths and URIs, so they become '_' and a short hash of the
+    original keeps two ids that differ only there apart.
+    """
+    import hashlib
+    import re
+
+    text = str(batch_id)
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:80]
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
+    return f"{readable}-{digest}"

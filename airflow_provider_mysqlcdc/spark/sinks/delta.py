@@ -1,0 +1,252 @@
+"""Delta Lake sink through delta-rs (the ``deltalake`` package): no JVM Delta needed.
+
+One Delta table per captured table at ``<root>/<database>/<table>`` (a local path or any
+URI delta-rs supports; ``storage_options`` are delta-rs' object store options).
+
+Snapshot (``write_snapshot``): executors write the batch's rows as Parquet files under
+``_snapshot/<batch>/`` in the table directory and report (path, size, rows, stats); the
+driver checks every file is really there, then commits ONE transaction that adds them and
+removes the files an earlier run of the same batch added. So a rerun replaces exactly its
+chunks, readers see the old or the new rows of the batch, and a job that dies before the
+commit leaves only unreferenced files (harmless; ``vacuum`` removes them).
+
+Stream (``write_changes``): the micro-batch is reduced in Spark to the last change per row
+identity (by ``_seq``), then merged in one transaction that records the micro-batch id as
+this sink's application transaction version; a batch id at or below the recorded version
+is skipped, so a replayed micro-batch changes nothing.
+
+Choices, and why:
+- DATETIME columns are Delta ``timestamp_ntz`` (the timestampNtz table feature, reader v3 /
+  writer v7): storing wall-clock values as instants would silently shift them in readers.
+- File stats: numRecords and nullCount for every column, min/max for integer, DATE and
+  short string columns only (what MERGE and reads prune on: keys). See arrow_files.py.
+- Gotcha: MERGE rewrites touched files outside ``_snapshot/``; rerunning a snapshot batch
+  after the stream has merged into its rows would leave those rewritten rows in place.
+  Re-snapshotting a table that is already streaming means recreating its Delta table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from ...cdc.chunks import KeyRange
+from ...cdc.errors import ConfigError
+from ...cdc.model import TableId, TableSchema
+from ...cdc.types import arrow_schema, map_table
+from .arrow_files import (
+    DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
+    new_run_tag, safe_name, write_files,
+)
+from .base import META_OP, META_SEQ, Sink, SnapshotWrite
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_DIR = "_snapshot"
+# The op column's name in the MERGE source: one no MySQL table of ours would use.
+MERGE_OP = "__mysqlcdc_op"
+
+
+def table_arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The Arrow schema of a table's rows (same as the Spark schema of the batch frames).
+
+    The Arrow types of the mapping do not depend on the server time zone, so any valid
+    zone gives the same schema.
+    """
+    return arrow_schema(map_table(schema, "UTC"))
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """Arrow types delta-rs may hand back for ours (large/view variants) mapped to ours."""
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    return t
+
+
+def schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
+    """Human-readable differences between two flat schemas (names and types, not nullability)."""
+    exp = {f.name: _plain_type(f.type) for f in expected}
+    act = {f.name: _plain_type(f.type) for f in actual}
+    out = [f"missing column {n!r} ({t})" for n, t in exp.items() if n not in act]
+    out += [f"unexpected column {n!r} ({t})" for n, t in act.items() if n not in exp]
+    out += [f"column {n!r} is {act[n]}, expected {t}" for n, t in exp.items() if n in act and act[n] != t]
+    return out
+
+
+def sql_ident(name: str) -> str:
+    """A column name quoted for delta-rs (DataFusion) SQL: case and odd characters kept."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def spark_col(name: str):
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+class DeltaSink(Sink):
+    """One Delta table per captured table; see the module docstring for the protocol."""
+
+    name = "delta"
+
+    def __init__(self, root: str, storage_options: dict[str, str] | None = None, app_id: str = "mysqlcdc",
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+        self.root = local_or_uri(root).rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.app_id = app_id
+        self.row_group_rows = row_group_rows
+
+    # --- locations ------------------------------------------------------------------------------
+
+    def table_uri(self, table_id: TableId) -> str:
+        return f"{self.root}/{table_id.database}/{table_id.table}"
+
+    def _fs(self, table_id: TableId) -> FsSpec:
+        return FsSpec("delta", self.table_uri(table_id), self.storage_options or None)
+
+    def open_table(self, table_id: TableId):
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.table_uri(table_id), storage_options=self.storage_options or None)
+
+    # --- prepare --------------------------------------------------------------------------------
+
+    def prepare(self, schemas: Sequence[TableSchema]) -> None:
+        for schema in schemas:
+            self._prepare_one(schema)
+
+    def _prepare_one(self, schema: TableSchema) -> None:
+        from deltalake import DeltaTable
+
+        uri = self.table_uri(schema.table_id)
+        expected = table_arrow_schema(schema)
+        opts = self.storage_options or None
+        if DeltaTable.is_deltatable(uri, storage_options=opts):
+            actual = pa.schema(DeltaTable(uri, storage_options=opts).schema().to_arrow())
+            diffs = schema_differences(expected, actual)
+            if diffs:
+                raise ConfigError(
+                    f"Delta table for {schema.table_id} at {uri} does not match the source table: "
+                    f"{'; '.join(diffs)}. Fix: drop or move the Delta table (a fresh snapshot recreates "
+                    "it), or capture into another sink root.")
+            return
+        DeltaTable.create(uri, expected, mode="ignore", storage_options=opts,
+                          name=f"{schema.table_id.database}.{schema.table_id.table}",
+                          description=f"mysqlcdc replica of {schema.table_id}")
+        log.info("created Delta table for %s at %s", schema.table_id, uri)
+
+    # --- snapshot -------------------------------------------------------------------------------
+
+    def snapshot_prefix(self, batch_id: str) -> str:
+        return f"{SNAPSHOT_DIR}/{safe_name(batch_id)}/"
+
+    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
+                       batch_id: str) -> SnapshotWrite:
+        t0 = time.monotonic()
+        records = self.write_snapshot_files(schema, frame, batch_id)
+        t1 = time.monotonic()
+        details = self.commit_snapshot(schema, batch_id, records, ranges)
+        details.update(write_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3))
+        return SnapshotWrite(sum(r.num_rows for r in records), details)
+
+    def write_snapshot_files(self, schema: TableSchema, frame: DataFrame, batch_id: str) -> list[FileRecord]:
+        """Executors write the frame's rows under the batch's prefix; returns the file records."""
+        expected = table_arrow_schema(schema)
+        if list(frame.columns) != expected.names:
+            raise ValueError(f"{schema.table_id}: frame columns {frame.columns} are not the table's "
+                             f"columns {expected.names}")
+        spec = FileWriteSpec(
+            fs=self._fs(schema.table_id), directory=self.snapshot_prefix(batch_id).rstrip("/"),
+            name_prefix=f"part-{new_run_tag()}", schema=expected, fmt="parquet", suffix=".snappy.parquet",
+            row_group_rows=self.row_group_rows, with_stats=True)
+        frame.sparkSession.sparkContext.setJobDescription(f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
+        try:
+            return write_files(frame, spec)
+        finally:
+            frame.sparkSession.sparkContext.setJobDescription(None)
+
+    def commit_snapshot(self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
+                        ranges: Sequence[KeyRange] = ()) -> dict[str, Any]:
+        """Check the files, then one transaction: add them, remove the batch's earlier files."""
+        from deltalake import CommitProperties
+        from deltalake.transaction import AddAction, RemoveAction
+
+        check_files(self._fs(schema.table_id), records)
+        table = self.open_table(schema.table_id)
+        prefix = self.snapshot_prefix(batch_id)
+        new_paths = {r.path for r in records}
+        old = [(p, s) for p, s in self._current_files(table) if p.startswith(prefix) and p not in new_paths]
+        now = int(time.time() * 1000)
+        actions: list[Any] = [AddAction(r.path, r.size, {}, now, True, r.stats or json.dumps(
+            {"numRecords": r.num_rows})) for r in records]
+        actions += [RemoveAction(p, True, now, s, {}) for p, s in old]
+        if not actions:
+            return {"version": table.version(), "files_added": 0, "files_removed": 0}
+        meta = {"mysqlcdc.snapshot_batch": str(batch_id),
+                "mysqlcdc.ranges": json.dumps([r.to_dict() for r in ranges], default=str)}
+        table.create_write_transaction(actions, mode="append", schema=table_arrow_schema(schema),
+                                       commit_properties=CommitProperties(custom_metadata=meta))
+        table.update_incremental()
+        log.info("delta %s batch %s: committed %d files, removed %d earlier ones (version %d)",
+                 schema.table_id, batch_id, len(records), len(old), table.version())
+        return {"version": table.version(), "files_added": len(records), "files_removed": len(old)}
+
+    @staticmethod
+    def _current_files(table) -> list[tuple[str, int]]:
+        adds = pa.table(table.get_add_actions())
+        return list(zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist()))
+
+    # --- stream ---------------------------------------------------------------------------------
+
+    def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
+        table = self.open_table(schema.table_id)
+        done = table.transaction_version(self.app_id)
+        if done is not None and done >= batch_id:
+            log.info("delta %s: micro-batch %d already applied (version %d), skipped",
+                     schema.table_id, batch_id, done)
+            return
+        source = self.merge_source(schema, changes)
+        if source.num_rows == 0:
+            return
+        self._merge(table, schema, source, batch_id)
+
+    def merge_source(self, schema: TableSchema, changes: DataFrame) -> pa.Table:
+        """The last change per row identity, reduced in Spark; only this reduced micro-batch
+        (bounded by the stream's rate limit) comes to the driver, as Arrow."""
+        ident = [spark_col(c) for c in schema.row_identity]
+        w = Window.partitionBy(*ident).orderBy(F.col(META_SEQ).desc())
+        latest = (changes.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1)
+                  .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP).alias(MERGE_OP)))
+        got = latest.toArrow()
+        target = table_arrow_schema(schema).append(pa.field(MERGE_OP, pa.string()))
+        return pa.Table.from_arrays([got.column(f.name).cast(f.type) for f in target], schema=target)
+
+    def _merge(self, table, schema: TableSchema, source: pa.Table, batch_id: int) -> Mapping[str, Any]:
+        from deltalake import CommitProperties, Transaction
+
+        def eq(c: str) -> str:
+            op = "IS NOT DISTINCT FROM" if schema.column(c).nullable else "="
+            return f"t.{sql_ident(c)} {op} s.{sql_ident(c)}"
+
+        predicate = " AND ".join(eq(c) for c in schema.row_identity)
+        assign = {sql_ident(c): f"s.{sql_ident(c)}" for c in schema.column_names}
+        upsert = f"s.{MERGE_OP} IN ('+I', '+U')"
+        removed = f"s.{MERGE_OP} IN ('-D', '-U')"
+        props = CommitProperties(app_transactions=[Transaction(self.app_id, int(batch_id))],
+                                 custom_metadata={"mysqlcdc.stream_batch": int(batch_id)})
+        metrics = (table.merge(source, predicate, source_alias="s", target_alias="t", streamed_exec=False,
+                               commit_properties=props)
+                   .when_matched_delete(removed)
+                   .when_matched_update(assign, upsert)
+                   .when_not_matched_insert(assign, upsert)
+                   .execute())
+        log.info("delta %s micro-batch %d: %d source rows, +%d ~%d -%d", schema.table_id, batch_id,
+                 metrics.get("num_source_rows", 0), metrics.get("num_target_rows_inserted", 0),
+                 metrics.get("num_target_rows_updated", 0), metrics.get("num_target_rows_deleted", 0))
+        return metrics
