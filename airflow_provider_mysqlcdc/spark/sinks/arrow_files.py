@@ -27,7 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from ...cdc.model import TableSchema
+from ...cdc.types import arrow_schema, map_table
 
 # Arrow batches from Spark hold 10k rows by default (spark.sql.execution.arrow.maxRecordsPerBatch):
 # buffered into row groups of this many rows so readers do not pay per tiny row group.
@@ -90,6 +94,20 @@ def local_or_uri(root: str) -> str:
 def new_run_tag() -> str:
     """A short unique tag for one write; file names carry it so no run reuses another's names."""
     return uuid.uuid4().hex[:12]
+
+
+def table_arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The Arrow schema of a table's rows (same as the Spark schema of the batch frames).
+
+    The Arrow types of the mapping do not depend on the server time zone, so any valid
+    zone gives the same schema.
+    """
+    return arrow_schema(map_table(schema, "UTC"))
+
+
+def spark_col(name: str):
+    """A column by its exact name (quoted, so dots or backticks in names are not parsed)."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 # --- stats --------------------------------------------------------------------------------------

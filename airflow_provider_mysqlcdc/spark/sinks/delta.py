@@ -39,10 +39,9 @@ from pyspark.sql import functions as F
 from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
-from ...cdc.types import arrow_schema, map_table
 from .arrow_files import (
     DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
-    new_run_tag, safe_name, write_files,
+    new_run_tag, safe_name, spark_col, table_arrow_schema, write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
 
@@ -51,15 +50,6 @@ log = logging.getLogger(__name__)
 SNAPSHOT_DIR = "_snapshot"
 # The op column's name in the MERGE source: one no MySQL table of ours would use.
 MERGE_OP = "__mysqlcdc_op"
-
-
-def table_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """The Arrow schema of a table's rows (same as the Spark schema of the batch frames).
-
-    The Arrow types of the mapping do not depend on the server time zone, so any valid
-    zone gives the same schema.
-    """
-    return arrow_schema(map_table(schema, "UTC"))
 
 
 def _plain_type(t: pa.DataType) -> pa.DataType:
@@ -84,10 +74,6 @@ def schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
 def sql_ident(name: str) -> str:
     """A column name quoted for delta-rs (DataFusion) SQL: case and odd characters kept."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def spark_col(name: str):
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 class DeltaSink(Sink):

@@ -1,0 +1,292 @@
+"""Append-only changelog sink: every change as a line (changelog-json) or a Parquet row.
+
+Layout under ``<root>/<database>/<table>/`` (a local path or a pyarrow-supported URI)::
+
+    snapshot/<batch>/part-<run>-<partition>-a<attempt>.jsonl   the batch's rows as +I
+    stream/batch-000000123.jsonl                                one file per micro-batch
+
+JSON lines follow Flink's changelog-json (``data`` and ``op`` as Flink has them) plus a
+``meta`` object::
+
+    {"data":{"id":1,"amount":"9.99"},"op":"+I","meta":{"database":"shop","table":"orders",
+     "binlog_file":"mariadb-bin.000003","binlog_pos":1234,"binlog_row":0,"gtid":"0-1-42",
+     "event_time":"2024-01-01T00:00:00.000000Z","seq":17,"batch":123}}
+
+Value encoding is stable (same input, same bytes) and lossless: DECIMAL as a plain string
+with its scale ("1.50"), binary as base64, TIMESTAMP as ISO-8601 UTC with microseconds and
+"Z", DATETIME the same without a zone, DATE as "YYYY-MM-DD", TIME as signed microseconds
+(the mapping's int), integers as JSON numbers (BIGINT UNSIGNED is a decimal, so a string).
+
+Parquet files hold the table columns plus the ``_op`` and offset columns of base.py.
+
+Idempotency: a micro-batch is written to a temporary name and renamed onto its final name,
+which depends only on the batch id, so a replayed batch rewrites the same file with the
+same content (rows sorted by ``_seq``): no duplicate lines. A snapshot batch is written
+into a temporary directory that then replaces the batch's directory (two renames: a
+reader may briefly see the batch missing, never twice; a crash in between is repaired by
+rerunning the batch).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ...cdc.chunks import KeyRange
+from ...cdc.model import TableId, TableSchema
+from .arrow_files import (
+    FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri, new_run_tag, safe_name, spark_col,
+    table_arrow_schema, write_files,
+)
+from .base import (
+    META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ, META_TABLE,
+    META_TS, Sink, SnapshotWrite,
+)
+
+log = logging.getLogger(__name__)
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+# Types of the metadata columns in Parquet changelog files.
+META_ARROW_TYPES = {
+    META_OP: pa.string(), META_DATABASE: pa.string(), META_TABLE: pa.string(), META_FILE: pa.string(),
+    META_POS: pa.int64(), META_ROW: pa.int64(), META_GTID: pa.string(),
+    META_TS: pa.timestamp("us", tz="UTC"), META_SEQ: pa.int64(),
+}
+# JSON "meta" keys of the metadata columns (op is top-level, as in changelog-json).
+META_JSON_KEYS = {
+    META_DATABASE: "database", META_TABLE: "table", META_FILE: "binlog_file", META_POS: "binlog_pos",
+    META_ROW: "binlog_row", META_GTID: "gtid", META_TS: "event_time", META_SEQ: "seq",
+}
+
+
+# --- value encoding (pure; unit-tested) ---------------------------------------------------------
+
+
+def format_micros(micros: int, utc: bool) -> str:
+    """Epoch microseconds as ISO-8601 with 6 fraction digits; 'Z' for instants (TIMESTAMP)."""
+    text = (_EPOCH + dt.timedelta(microseconds=micros)).isoformat(timespec="microseconds")
+    return text + "Z" if utc else text
+
+
+def _float(v: float) -> Any:
+    """Floats as numbers (repr is exact); non-finite ones as strings, which JSON lacks."""
+    if math.isfinite(v):
+        return v
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+def json_values(array: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """A column's values in the changelog's JSON encoding (None for NULL)."""
+    t = array.type
+    if pa.types.is_timestamp(t):
+        utc = t.tz is not None
+        return [None if v is None else format_micros(v, utc) for v in array.cast(pa.int64()).to_pylist()]
+    values = array.to_pylist()
+    if pa.types.is_decimal(t):
+        return [None if v is None else format(v, "f") for v in values]
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return [None if v is None else base64.b64encode(v).decode("ascii") for v in values]
+    if pa.types.is_date(t):
+        return [None if v is None else v.isoformat() for v in values]
+    if pa.types.is_floating(t):
+        return [None if v is None else _float(v) for v in values]
+    return values
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON, UTF-8 text kept (not \\u-escaped), keys in insertion order: stable."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def data_dicts(batch: pa.RecordBatch, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Each row's table columns, JSON-encoded, in table order."""
+    encoded = [json_values(batch.column(c)) for c in columns]
+    return [dict(zip(columns, vals)) for vals in zip(*encoded)] if encoded else [{} for _ in range(batch.num_rows)]
+
+
+@dataclass(frozen=True)
+class LineEncoder:
+    """Turns an Arrow batch into changelog-json lines; picklable, runs on executors.
+
+    ``snapshot_batch`` set: the rows are snapshot rows (+I, meta names the batch); else the
+    batch carries the metadata columns and ``stream_batch`` is the micro-batch id.
+    """
+
+    columns: tuple[str, ...]
+    database: str
+    table: str
+    snapshot_batch: str | None = None
+    stream_batch: int | None = None
+
+    def lines(self, batch: pa.RecordBatch) -> list[str]:
+        data = data_dicts(batch, self.columns)
+        if self.snapshot_batch is not None:
+            meta = {"database": self.database, "table": self.table, "snapshot_batch": self.snapshot_batch}
+            return [dumps({"data": d, "op": "+I", "meta": meta}) for d in data]
+        ops = batch.column(META_OP).to_pylist()
+        metas = {key: json_values(batch.column(col)) for col, key in META_JSON_KEYS.items()
+                 if col in batch.schema.names}
+        out = []
+        for i, d in enumerate(data):
+            meta = {key: vals[i] for key, vals in metas.items()}
+            if self.stream_batch is not None:
+                meta["batch"] = self.stream_batch
+            out.append(dumps({"data": d, "op": ops[i], "meta": meta}))
+        return out
+
+    def __call__(self, batch: pa.RecordBatch) -> bytes:
+        return "".join(line + "\n" for line in self.lines(batch)).encode("utf-8")
+
+
+# --- the sink -----------------------------------------------------------------------------------
+
+
+def change_arrow_schema(schema: TableSchema, with_meta_of: Sequence[str] = META_COLUMNS) -> pa.Schema:
+    """Table columns plus the metadata columns present (in base.py's order)."""
+    fields = list(table_arrow_schema(schema))
+    fields += [pa.field(m, META_ARROW_TYPES[m]) for m in META_COLUMNS if m in with_meta_of]
+    return pa.schema(fields)
+
+
+class ChangelogSink(Sink):
+    """Append-only changelog files per table; see the module docstring for layout and encoding."""
+
+    name = "changelog"
+
+    def __init__(self, root: str, format: str = "json") -> None:  # noqa: A002 - the option's name
+        if format not in ("json", "parquet"):
+            raise ValueError(f"changelog format must be 'json' or 'parquet', not {format!r}")
+        self.root = local_or_uri(root).rstrip("/")
+        self.format = format
+        self.fs_spec = FsSpec("uri", self.root)
+
+    @property
+    def suffix(self) -> str:
+        return ".jsonl" if self.format == "json" else ".parquet"
+
+    def table_dir(self, table_id: TableId) -> str:
+        """Relative to the root."""
+        return f"{table_id.database}/{table_id.table}"
+
+    def snapshot_dir(self, table_id: TableId, batch_id: str) -> str:
+        return f"{self.table_dir(table_id)}/snapshot/{safe_name(batch_id)}"
+
+    def stream_file(self, table_id: TableId, batch_id: int) -> str:
+        return f"{self.table_dir(table_id)}/stream/batch-{int(batch_id):09d}{self.suffix}"
+
+    def prepare(self, schemas: Sequence[TableSchema]) -> None:
+        """Directories per table; also checks every column maps (fails before any write)."""
+        fs, prefix = self.fs_spec.open()
+        for s in schemas:
+            table_arrow_schema(s)
+            for sub in ("snapshot", "stream"):
+                fs.create_dir(f"{prefix}{self.table_dir(s.table_id)}/{sub}", recursive=True)
+
+    # --- writing files ------------------------------------------------------------------------
+
+    def _spec(self, schema: TableSchema, directory: str, file_schema: pa.Schema,
+              encoder: LineEncoder) -> FileWriteSpec:
+        if self.format == "json":
+            return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", file_schema, fmt="text",
+                                 suffix=self.suffix, encoder=encoder)
+        return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", file_schema, fmt="parquet",
+                             suffix=self.suffix)
+
+    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
+                       batch_id: str) -> SnapshotWrite:
+        t = schema.table_id
+        final = self.snapshot_dir(t, batch_id)
+        tmp = f"{self.table_dir(t)}/snapshot/.tmp-{safe_name(batch_id)}-{new_run_tag()}"
+        encoder = LineEncoder(schema.column_names, t.database, t.table, snapshot_batch=str(batch_id))
+        if self.format == "parquet":
+            frame = frame.select(*[spark_col(c) for c in schema.column_names],
+                                 F.lit("+I").alias(META_OP), F.lit(t.database).alias(META_DATABASE),
+                                 F.lit(t.table).alias(META_TABLE))
+            file_schema = change_arrow_schema(schema, (META_OP, META_DATABASE, META_TABLE))
+        else:
+            file_schema = table_arrow_schema(schema)
+        records = write_files(frame, self._spec(schema, tmp, file_schema, encoder))
+        check_files(self.fs_spec, records)
+        self._replace_dir(tmp, final)
+        rows = sum(r.num_rows for r in records)
+        log.info("changelog %s snapshot batch %s: %d rows in %d files", t, batch_id, rows, len(records))
+        return SnapshotWrite(rows, {"directory": final, "files": len(records)})
+
+    def _replace_dir(self, tmp: str, final: str) -> None:
+        """Move ``tmp`` onto ``final``; an earlier ``final`` is moved aside first, then deleted."""
+        fs, prefix = self.fs_spec.open()
+        fs.create_dir(prefix + tmp, recursive=True)  # an empty batch still gets its (empty) directory
+        old = None
+        if fs.get_file_info(prefix + final).type != pafs.FileType.NotFound:
+            old = f"{final.rsplit('/', 1)[0]}/.old-{final.rsplit('/', 1)[1]}-{new_run_tag()}"
+            fs.move(prefix + final, prefix + old)
+        fs.move(prefix + tmp, prefix + final)
+        if old is not None:
+            fs.delete_dir(prefix + old)
+
+    def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
+        t = schema.table_id
+        present = [m for m in META_COLUMNS if m in changes.columns]
+        ordered = (changes.select(*[spark_col(c) for c in schema.column_names], *present)
+                   .repartition(1).sortWithinPartitions(META_SEQ))
+        tmp_dir = f"{self.table_dir(t)}/stream/.tmp-{int(batch_id):09d}-{new_run_tag()}"
+        encoder = LineEncoder(schema.column_names, t.database, t.table, stream_batch=int(batch_id))
+        records = write_files(ordered, self._spec(schema, tmp_dir, change_arrow_schema(schema, present), encoder))
+        check_files(self.fs_spec, records)
+        fs, prefix = self.fs_spec.open()
+        if records:
+            (rec,) = records  # one partition -> at most one file
+            fs.move(prefix + rec.path, prefix + self.stream_file(t, batch_id))
+        if fs.get_file_info(prefix + tmp_dir).type != pafs.FileType.NotFound:
+            fs.delete_dir(prefix + tmp_dir)
+        log.info("changelog %s micro-batch %d: %d rows", t, batch_id, sum(r.num_rows for r in records))
+
+
+def read_json_lines(path: str) -> list[dict[str, Any]]:
+    """Parse a changelog-json file (tests and tools); decimals stay strings, as written."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def decode_value(value: Any, arrow_type: pa.DataType) -> Any:
+    """Inverse of the JSON encoding for one value: what the mapping's canonical value was."""
+    if value is None:
+        return None
+    if pa.types.is_decimal(arrow_type):
+        return decimal.Decimal(value)
+    if pa.types.is_binary(arrow_type):
+        return base64.b64decode(value)
+    if pa.types.is_timestamp(arrow_type):
+        if arrow_type.tz is not None:
+            return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return dt.datetime.fromisoformat(value)
+    if pa.types.is_date(arrow_type):
+        return dt.date.fromisoformat(value)
+    if pa.types.is_floating(arrow_type) and isinstance(value, str):
+        return float(value.replace("Infinity", "inf"))
+    return value
+
+
+Decoder = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def row_decoder(schema: TableSchema) -> Decoder:
+    """A function turning a line's ``data`` back into the mapping's canonical Python values."""
+    types = {f.name: f.type for f in table_arrow_schema(schema)}
+    return lambda data: {k: decode_value(v, types[k]) for k, v in data.items()}
+
+
+__all__ = ["ChangelogSink", "LineEncoder", "FileRecord", "json_values", "format_micros", "dumps",
+           "read_json_lines", "decode_value", "row_decoder"]
