@@ -1,0 +1,178 @@
+"""Stream offsets (stable JSON), admission control and the heartbeat logic, without a server."""
+
+from __future__ import annotations
+
+import json
+
+import pymysql
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, ConfigError
+from airflow_provider_mysqlcdc.cdc.events import RowChange
+from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.spark import binlog_source as bs
+from airflow_provider_mysqlcdc.spark.binlog_source import StreamOffset
+
+T = TableId("db", "t")
+
+
+def test_offset_json_has_fixed_keys_and_order():
+    a = StreamOffset.boundary(BinlogOffset("mysql-bin.000010", 4, "0-1-5"))
+    assert list(a.to_dict()) == ["file", "position", "row", "txn_file", "txn_position", "gtid"]
+    assert json.dumps(a.to_dict()) == ('{"file": "mysql-bin.000010", "position": 4, "row": 0, '
+                                       '"txn_file": null, "txn_position": null, "gtid": "0-1-5"}')
+    mid = StreamOffset(BinlogOffset("mysql-bin.000010", 900, row=3), BinlogOffset("mysql-bin.000010", 700))
+    assert list(mid.to_dict()) == list(a.to_dict())
+    for o in (a, mid):
+        assert StreamOffset.from_dict(json.loads(json.dumps(o.to_dict()))) == o
+    assert mid.dump_from == BinlogOffset("mysql-bin.000010", 700)
+    assert a.dump_from == BinlogOffset("mysql-bin.000010", 4)
+
+
+def test_after_and_at_change():
+    ch = RowChange("insert", T, None, {"id": 1}, BinlogOffset("mysql-bin.000002", 500, row=2))
+    txn = BinlogOffset("mysql-bin.000002", 300)
+    assert StreamOffset.after(ch, txn).at == BinlogOffset("mysql-bin.000002", 500, row=3)
+    assert StreamOffset.at_change(ch, txn).at == ch.offset
+    assert StreamOffset.at_change(ch, txn).txn_start == txn
+
+
+def test_stop_for_mid_event_end_lets_the_event_through():
+    assert bs._stop_for(StreamOffset.boundary(BinlogOffset("f.000001", 100))) == BinlogOffset("f.000001", 100)
+    assert bs._stop_for(StreamOffset(BinlogOffset("f.000001", 100, row=2))) == BinlogOffset("f.000001", 101)
+
+
+def test_connection_loss_classification():
+    assert bs.is_connection_loss(pymysql.err.OperationalError(2013, "Lost connection"))
+    assert bs.is_connection_loss(pymysql.err.OperationalError(2003, "Can't connect"))
+    assert bs.is_connection_loss(ConfigError("cannot connect to MySQL at h:1: refused"))
+    assert not bs.is_connection_loss(BinlogPurgedError("purged"))
+    assert not bs.is_connection_loss(ConfigError("cannot log in"))
+    assert not bs.is_connection_loss(pymysql.err.OperationalError(1236, "fatal reading binlog"))
+
+
+def test_with_reconnect_retries_then_gives_up(monkeypatch):
+    monkeypatch.setattr(bs.time, "sleep", lambda s: None)
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise pymysql.err.OperationalError(2013, "Lost connection")
+        return "ok"
+
+    assert bs.with_reconnect(flaky, 60, "test") == "ok"
+    with pytest.raises(BinlogPurgedError):
+        bs.with_reconnect(lambda: (_ for _ in ()).throw(BinlogPurgedError("x")), 60, "test")
+
+
+def _settings(**kw) -> bs.StreamSettings:
+    schema = TableSchema(T, (Column("id", 1, "int", "int", False),), ("id",), ("id",), ("id",))
+    d = dict(source=SourceConfig(password="pw"), schemas=(schema,), finished=(), max_events_per_batch=50,
+             heartbeat_s=5.0, reconnect_timeout_s=1.0, startup_mode="latest-offset", startup_offset=None,
+             startup_timestamp=None, state_location="/tmp/x")
+    d.update(kw)
+    return bs.StreamSettings(**d)
+
+
+class _Fake:
+    """Stands in for the server: a head offset and the captured changes before it."""
+
+    def __init__(self, monkeypatch, head: int, changes: list[int]):
+        self.head = head
+        self.changes = changes
+        self.scans: list[tuple[int, int | None]] = []
+        monkeypatch.setattr(bs, "_head", lambda src: BinlogOffset("mysql-bin.000001", self.head))
+        monkeypatch.setattr(bs, "_check_available", lambda *a: None)
+        monkeypatch.setattr(bs, "scan_for_end", self.scan)
+
+    def scan(self, settings, start, head, max_rows):
+        self.scans.append((start.at.position, max_rows))
+        inside = [p for p in self.changes if start.at.position <= p < head.position]
+        if max_rows is not None and len(inside) > max_rows:
+            p = inside[max_rows]
+            return bs.ScanResult(StreamOffset(BinlogOffset("mysql-bin.000001", p)), max_rows, True)
+        return bs.ScanResult(StreamOffset.boundary(head), len(inside), False)
+
+
+def _off(p: int) -> dict:
+    return StreamOffset.boundary(BinlogOffset("mysql-bin.000001", p)).to_dict()
+
+
+def test_default_read_limit_is_max_events_per_batch():
+    r = bs.BinlogStreamReader(_settings(max_events_per_batch=50))
+    assert r.getDefaultReadLimit() == ReadMaxRows(50)
+
+
+def test_latest_offset_respects_the_limit(monkeypatch):
+    fake = _Fake(monkeypatch, head=1000, changes=list(range(100, 200)))
+    r = bs.BinlogStreamReader(_settings())
+    end = r.latestOffset(_off(4), ReadMaxRows(30))
+    assert end["position"] == 130
+    assert fake.scans[-1] == (4, 30)
+    assert r.latestOffset(_off(4), ReadAllAvailable())["position"] == 1000
+    assert fake.scans[-1] == (4, None)
+
+
+def test_no_new_binlog_returns_start_unchanged(monkeypatch):
+    _Fake(monkeypatch, head=500, changes=[])
+    r = bs.BinlogStreamReader(_settings())
+    start = _off(500)
+    assert r.latestOffset(start, ReadMaxRows(10)) is start
+
+
+def test_heartbeat_moves_idle_offsets_at_most_every_heartbeat_s(monkeypatch):
+    fake = _Fake(monkeypatch, head=1000, changes=[])
+    now = [100.0]
+    monkeypatch.setattr(bs.time, "monotonic", lambda: now[0])
+    r = bs.BinlogStreamReader(_settings(heartbeat_s=5.0))
+    start = _off(4)
+    assert r.latestOffset(start, ReadMaxRows(10)) == start          # within heartbeat_s: stay
+    fake.head = 2000
+    now[0] += 2
+    assert r.latestOffset(start, ReadMaxRows(10)) == start
+    assert fake.scans[-1][0] == 1000                                # only the new part was scanned
+    now[0] += 4
+    end = r.latestOffset(start, ReadMaxRows(10))
+    assert end["position"] == 2000                                  # moved to the head
+    assert r.partitions(start, end) == []                           # known empty: no task
+    assert len(r.partitions(_off(4), _off(2000))) == 1              # unknown (e.g. replay): one task
+
+
+def test_captured_change_moves_at_once(monkeypatch):
+    _Fake(monkeypatch, head=1000, changes=[700])
+    now = [100.0]
+    monkeypatch.setattr(bs.time, "monotonic", lambda: now[0])
+    r = bs.BinlogStreamReader(_settings(heartbeat_s=60.0))
+    assert r.latestOffset(_off(4), ReadMaxRows(10))["position"] == 1000
+
+
+def test_one_partition_per_batch():
+    r = bs.BinlogStreamReader(_settings())
+    assert r.partitions(_off(4), _off(4)) == []
+    parts = r.partitions(_off(4), _off(90))
+    assert len(parts) == 1 and parts[0].start == _off(4) and parts[0].end == _off(90)
+
+
+def test_options_are_lower_case_and_password_from_env(monkeypatch):
+    from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig
+
+    cfg = PipelineConfig("p", SourceConfig(), ("db.t",), "/tmp/state", startup_mode="latest-offset")
+    schemas = json.dumps([_settings().schemas[0].to_dict()])
+    monkeypatch.setenv("MYSQLCDC_PASSWORD", "from-env")
+    s = bs.settings_from_options({"config": cfg.to_json(), "schemas": schemas})
+    assert s.source.password == "from-env"
+    s = bs.settings_from_options({"CONFIG": cfg.to_json(), "schemas": schemas, "password": "opt"})
+    assert s.source.password == "opt"
+    assert "opt" not in repr(s)
+    monkeypatch.delenv("MYSQLCDC_PASSWORD")
+    with pytest.raises(ConfigError, match="no source password"):
+        bs.settings_from_options({"config": cfg.to_json(), "schemas": schemas})
+
+
+def test_initial_mode_without_finished_batches_fails_clearly():
+    with pytest.raises(ConfigError, match="no finished snapshot batches"):
+        bs.initial_offset(_settings(startup_mode="initial"))
