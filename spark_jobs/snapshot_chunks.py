@@ -1,10 +1,14 @@
 """spark-submit entry: snapshot one batch of chunks into the sink.
 
-    spark-submit spark_jobs/snapshot_chunks.py --config pipeline.json --batch-id 'shop.orders#0-63'
+    spark-submit --jars /usr/share/java/mariadb-java-client.jar \
+        spark_jobs/snapshot_chunks.py --config pipeline.json --batch-id 'shop.orders#0-63'
+
+The JDBC driver jar must be given to spark-submit (``--jars``): the driver JVM is running
+before this code starts, so a jar configured from Python reaches only the executors.
 
 The password comes from $MYSQLCDC_PASSWORD or --password-file (mode 600), never from the
 command line. On success the batch's result file (ranges, HW, rows per chunk) is in the
-state location and the same JSON is the last line on stdout.
+state location, and the same JSON is printed on stdout after ``MYSQLCDC_RESULT ``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_snapshot_batch(spark, config, args.batch_id)
     finally:
         spark.stop()
-    print(json.dumps(result, sort_keys=True))
+    print("MYSQLCDC_RESULT " + json.dumps(result, sort_keys=True), flush=True)
     return 0
 
 

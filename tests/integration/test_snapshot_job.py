@@ -14,6 +14,7 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.session import jdbc_jar_path
 from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
 from tests.support.tables import create_int_table
 
@@ -101,11 +102,17 @@ def test_spark_submit_entry_keeps_the_password_off_the_command_line(mariadb, fre
                PYSPARK_DRIVER_PYTHON=sys.executable)
     argv = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
             "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+            # Under spark-submit the driver's JVM exists before the job's code runs: the JDBC
+            # driver jar must come with --jars (spark.jars set in code reaches executors only).
+            "--jars", jdbc_jar_path(),
             str(ROOT / "spark_jobs" / "snapshot_chunks.py"), "--config", str(cfg_path), "--batch-id", bid]
     assert not any(password in a for a in argv)
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    result = json.loads(p.stdout.strip().splitlines()[-1])
+    errors = "\n".join(l for l in p.stderr.splitlines() if " INFO " not in l)
+    assert p.returncode == 0, errors[-4000:]
+    lines = [l for l in p.stdout.splitlines() if l.startswith("MYSQLCDC_RESULT ")]
+    assert lines, p.stdout[-2000:]
+    result = json.loads(lines[-1].split(" ", 1)[1])
     assert result["batch_id"] == bid
     assert StateStore(config.state_location).read_batch_result(bid)["high_watermark"] == result["high_watermark"]
     assert password not in p.stdout and password not in p.stderr
