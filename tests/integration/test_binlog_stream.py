@@ -186,7 +186,8 @@ def test_rate_limit_bounds_every_micro_batch(mariadb, fresh_db, spark, tmp_dir):
     spec = create_int_table(mariadb, fresh_db, 10)
     t = TableId(fresh_db, spec.table)
     start = _head(mariadb)
-    mariadb.execute(f"INSERT INTO {t.quoted} (id, a) SELECT 1000 + seq, seq FROM seq_1_to_250")
+    mariadb.execute(f"INSERT INTO {t.quoted} (id, a) SELECT 1000 + seq, seq FROM seq_1_to_250",
+                    database=fresh_db)
     for i in range(25):
         mariadb.execute("START TRANSACTION",
                         *[f"UPDATE {t.quoted} SET a = a + 1 WHERE id = {1001 + i * 10 + j}" for j in range(10)],

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from typing import Any, Mapping, Sequence
 
@@ -158,12 +159,35 @@ class DeltaSink(Sink):
             frame.sparkSession.sparkContext.setJobDescription(None)
 
     def commit_snapshot(self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
-                        ranges: Sequence[KeyRange] = ()) -> dict[str, Any]:
-        """Check the files, then one transaction: add them, remove the batch's earlier files."""
+                        ranges: Sequence[KeyRange] = (), attempts: int = 20) -> dict[str, Any]:
+        """Check the files, then one transaction: add them, remove the batch's earlier files.
+
+        Batches of one table commit concurrently (one mapped task each). delta-rs treats a
+        transaction that removes files as having read the whole table, so a rerun's commit
+        fails when another batch committed meanwhile ("a concurrent transaction deleted data
+        this operation read"). The conflict is spurious for us (every batch removes only
+        files under its own prefix), so the commit is rebuilt on the new version and retried.
+        """
+        from deltalake.exceptions import CommitFailedError
+
+        check_files(self._fs(schema.table_id), records)
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._commit_once(schema, batch_id, records, ranges)
+            except CommitFailedError as e:
+                if attempt == attempts:
+                    raise
+                delay = min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random())
+                log.info("delta %s batch %s: commit conflict (%s), retry %d in %.2fs",
+                         schema.table_id, batch_id, str(e).splitlines()[0], attempt, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _commit_once(self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
+                     ranges: Sequence[KeyRange]) -> dict[str, Any]:
         from deltalake import CommitProperties
         from deltalake.transaction import AddAction, RemoveAction
 
-        check_files(self._fs(schema.table_id), records)
         table = self.open_table(schema.table_id)
         prefix = self.snapshot_prefix(batch_id)
         new_paths = {r.path for r in records}
