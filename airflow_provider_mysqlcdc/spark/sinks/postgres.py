@@ -1,0 +1,655 @@
+"""PostgreSQL sink (psycopg 3): tables from the MySQL schema, COPY-staged snapshots, upserts.
+
+Tables
+    ``prepare`` creates ``<schema>.<table_name_format>`` (default ``{database}__{table}``)
+    with the types below and the row identity as PRIMARY KEY (or, when an identity column
+    is nullable -- only for tables whose identity is "every column" -- as a
+    ``UNIQUE NULLS NOT DISTINCT`` constraint, PostgreSQL >= 15). One extra column,
+    ``_mysqlcdc_batch integer``, tags every row with the snapshot batch that wrote it (see
+    below); a BRIN index on it keeps the rerun DELETE cheap (a batch's rows are inserted by
+    one statement, so they sit in adjacent pages). Bookkeeping tables live in the same
+    schema: ``_mysqlcdc_snapshot_batches`` and ``_mysqlcdc_progress``.
+
+    ==============================  ===============================  =========================
+    MySQL type (ColumnMapping.kind)  PostgreSQL type                  note
+    ==============================  ===============================  =========================
+    TINYINT, TINYINT UNSIGNED,      smallint                         PG has no 1-byte int
+    SMALLINT
+    SMALLINT UNSIGNED, MEDIUMINT,   integer
+    INT
+    INT UNSIGNED, BIGINT            bigint
+    BIGINT UNSIGNED                 numeric(20,0)                    no wrap-around
+    DECIMAL(p,s)                    numeric(p,s)                     p up to 65 (PG: 1000)
+    FLOAT / DOUBLE                  real / double precision
+    DATETIME(fsp)                   timestamp without time zone      wall clock, microseconds
+    TIMESTAMP(fsp)                  timestamp with time zone         the instant
+    DATE                            date
+    TIME(fsp)                       bigint                           signed microseconds, as
+                                                                     in Spark (TIME spans
+                                                                     +-838 h; PG time cannot)
+    YEAR                            smallint
+    BIT(n<64) / BIT(64)             bigint / numeric(20,0)
+    CHAR/VARCHAR/TEXT, ENUM, SET    text                             SET: comma-joined members
+    JSON                            text                             exact server text
+    BINARY/VARBINARY/BLOB           bytea
+    ==============================  ===============================  =========================
+
+    JSON is ``text``, not ``jsonb``: jsonb reorders keys, drops duplicate keys and reprints
+    numbers, so the sink would no longer equal the source byte for byte, and MariaDB's JSON
+    (a LONGTEXT) may hold text jsonb rejects. Cast in queries (``col::jsonb``) where needed.
+
+Snapshot (``write_snapshot`` = ``stage_snapshot`` + ``commit_snapshot``)
+    Executors COPY their partitions in parallel (CSV produced by Arrow's C++ writer, one
+    psycopg connection and one transaction per task) into an UNLOGGED staging table
+    ``_mysqlcdc_stg_<hash(table, batch)>_<run id>``. Each task tags its rows with a random
+    token and returns (token, rows); the driver only takes the rows of the tokens it got
+    back, so a task that Spark retried or ran speculatively cannot duplicate rows.
+
+    The driver then, in ONE transaction: locks the batch's row in
+    ``_mysqlcdc_snapshot_batches`` (which maps the batch id to a small ``batch_no``),
+    deletes the rows tagged with that ``batch_no`` (what earlier runs of this batch
+    wrote), inserts the staged rows tagged ``batch_no`` with ``ON CONFLICT (identity) DO
+    UPDATE``, records the run, and drops the staging table.
+
+    Why a tag and not a key-range DELETE: the batch's ranges are in MySQL's order (its
+    collation for strings: ``'a' = 'A'``, ``'a' = 'a '`` under PAD SPACE, accent rules ...).
+    PostgreSQL orders text by its own collation, so ``DELETE WHERE k >= start AND k < end``
+    on a string key would delete rows of a neighbouring batch or miss rows of this one. The
+    tag records exactly which rows this batch wrote, whatever the key type. Rows the stream
+    later inserts into the range carry no tag; a rerun overwrites them if the source still
+    has them (ON CONFLICT) and leaves them otherwise -- the stream owns them.
+
+    A job that dies before the commit leaves the target untouched (only the staging table
+    exists); the next run of the same batch drops stale staging tables of that batch first.
+    Running a batch twice deletes and re-inserts the same rows: the table ends unchanged.
+
+Stream (``write_changes``)
+    The micro-batch is reduced in Spark to the last change per identity (by ``_seq``); a
+    last op of ``-D`` or ``-U`` (the old key of a key-changing update) is a delete, ``+I`` /
+    ``+U`` an upsert. The reduced rows (bounded by the stream's rate limit, never a table)
+    come to the driver and are applied in ONE transaction: COPY into temp tables, ``DELETE
+    ... USING``, ``INSERT ... ON CONFLICT DO UPDATE``, and ``_mysqlcdc_progress`` set to the
+    batch id. A batch id <= the recorded one is skipped, so a replay is a no-op. (A new
+    stream checkpoint restarts batch ids at 0: call ``reset_progress`` for its tables.)
+
+Credentials: the conninfo kept (and shown in repr/logs) never holds the password. It comes
+from ``password=``, ``password_file=`` or the ``PGPASSWORD`` variable (read on the driver),
+is kept out of repr, and travels to executors only inside the pickled task closure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from ...cdc.chunks import KeyRange
+from ...cdc.errors import ConfigError
+from ...cdc.model import TableId, TableSchema, quote_ident
+from ...cdc.types import ColumnMapping, map_table
+from .base import META_OP, META_SEQ, Sink, SnapshotWrite
+
+log = logging.getLogger(__name__)
+
+BATCH_COLUMN = "_mysqlcdc_batch"
+PART_COLUMN = "_mysqlcdc_part"
+SNAPSHOT_BATCHES = "_mysqlcdc_snapshot_batches"
+PROGRESS = "_mysqlcdc_progress"
+STAGING_PREFIX = "_mysqlcdc_stg_"
+MAX_IDENT_BYTES = 63  # NAMEDATALEN - 1: PostgreSQL silently truncates longer names
+DELETE_OPS = ("-D", "-U")
+UPSERT_OPS = ("+I", "+U")
+
+
+def qi(name: str) -> str:
+    """Double-quote a PostgreSQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --- type mapping ---------------------------------------------------------------------------
+
+
+def pg_type(mp: ColumnMapping) -> str:
+    """The PostgreSQL type of a column, spelled as ``format_type()`` prints it (for comparison)."""
+    k, t = mp.kind, mp.arrow_type
+    if k == "int":
+        return {8: "smallint", 16: "smallint", 32: "integer", 64: "bigint"}[t.bit_width]
+    if k in ("uint64", "bit") and pa.types.is_decimal(t):
+        return "numeric(20,0)"
+    if k in ("decimal", "decimal_text"):
+        return f"numeric({mp.column.numeric_precision},{mp.column.numeric_scale})"
+    simple = {
+        "bit": "bigint", "float": "real", "double": "double precision",
+        "datetime": "timestamp without time zone", "timestamp": "timestamp with time zone",
+        "date": "date", "time": "bigint", "year": "smallint", "text": "text", "enum": "text",
+        "set": "text", "binary": "bytea",
+    }
+    if k in simple:
+        return simple[k]
+    raise ConfigError(f"column {mp.name!r}: no PostgreSQL type for mapping kind {k!r}")
+
+
+# --- connection -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PgConnection:
+    """A libpq conninfo without the password, plus the password kept out of repr and logs."""
+
+    conninfo: str
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def resolve(cls, dsn: str | Mapping[str, Any], password: str | None = None,
+                password_file: str | os.PathLike | None = None,
+                password_env: str = "PGPASSWORD") -> "PgConnection":
+        """Split any password out of ``dsn``; else take it from the file or the environment."""
+        params = dict(conninfo_to_dict(dsn)) if isinstance(dsn, str) else {k: v for k, v in dsn.items()
+                                                                            if v is not None}
+        in_dsn = params.pop("password", None)
+        pw = password or in_dsn
+        if pw is None and password_file:
+            pw = Path(password_file).read_text().rstrip("\r\n")
+        if pw is None:
+            pw = os.environ.get(password_env) or None
+        return cls(make_conninfo(**{k: str(v) for k, v in params.items()}), pw)
+
+    def connect(self, autocommit: bool = False) -> psycopg.Connection:
+        # Arrow writes UTF-8 whatever the database encoding is; the server converts from there.
+        kw: dict[str, Any] = {"autocommit": autocommit, "application_name": "mysqlcdc",
+                              "client_encoding": "UTF8"}
+        if self.password is not None:
+            kw["password"] = self.password
+        return psycopg.connect(self.conninfo, **kw)
+
+
+# --- one sink table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PgTable:
+    """A MySQL table's PostgreSQL counterpart: names, column types, identity."""
+
+    table_id: TableId
+    schema: str
+    name: str
+    columns: tuple[tuple[str, str, str], ...]   # (name, pg type, mapping kind)
+    identity: tuple[str, ...]
+    nullable_identity: bool
+
+    @property
+    def qualified(self) -> str:
+        return f"{qi(self.schema)}.{qi(self.name)}"
+
+    @property
+    def key(self) -> str:
+        """The ``sink_table`` value in the bookkeeping tables."""
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c[0] for c in self.columns)
+
+    @property
+    def identity_types(self) -> tuple[tuple[str, str, str], ...]:
+        return tuple(c for c in self.columns if c[0] in self.identity)
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        return tuple(c for c in self.column_names if c not in self.identity)
+
+    def column_list(self, names: Sequence[str] | None = None, prefix: str = "") -> str:
+        return ", ".join(prefix + qi(c) for c in (names if names is not None else self.column_names))
+
+    def key_match(self, left: str, right: str) -> str:
+        """``left.k = right.k AND ...`` (NULL-safe only where identity columns are nullable)."""
+        op = "IS NOT DISTINCT FROM" if self.nullable_identity else "="
+        return " AND ".join(f"{left}.{qi(c)} {op} {right}.{qi(c)}" for c in self.identity)
+
+    def upsert_sql(self, source: str, extra_set: Sequence[tuple[str, str]] = ()) -> str:
+        """``INSERT INTO t (...) SELECT ... FROM source ON CONFLICT (identity) DO UPDATE ...``."""
+        target_cols = list(self.column_names) + [c for c, _ in extra_set]
+        select_cols = [qi(c) for c in self.column_names] + [expr for _, expr in extra_set]
+        sets = [f"{qi(c)} = EXCLUDED.{qi(c)}" for c in list(self.value_columns) + [c for c, _ in extra_set]]
+        action = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
+        return (f"INSERT INTO {self.qualified} ({self.column_list(target_cols)}) "
+                f"SELECT {', '.join(select_cols)} FROM {source} "
+                f"ON CONFLICT ({self.column_list(self.identity)}) {action}")
+
+
+def _check_ident(name: str, what: str) -> str:
+    if not name or len(name.encode("utf-8")) > MAX_IDENT_BYTES:
+        raise ConfigError(
+            f"PostgreSQL {what} name {name!r} is empty or longer than {MAX_IDENT_BYTES} bytes "
+            "(PostgreSQL would silently truncate it). Fix: set a shorter table_name_format or schema.")
+    return name
+
+
+def build_table(schema: TableSchema, pg_schema: str, table_name_format: str) -> PgTable:
+    """The PostgreSQL layout of one MySQL table; ConfigError for names PostgreSQL cannot hold."""
+    name = table_name_format.format(database=schema.table_id.database, table=schema.table_id.table)
+    _check_ident(pg_schema, "schema")
+    _check_ident(name, "table")
+    mappings = map_table(schema, "UTC")  # the zone does not change any kind or type
+    cols = []
+    for mp in mappings:
+        _check_ident(mp.name, "column")
+        if mp.name in (BATCH_COLUMN, PART_COLUMN):
+            raise ConfigError(f"{schema.table_id}: column {mp.name!r} is reserved by the PostgreSQL sink. "
+                              "Fix: exclude the column from capture.")
+        cols.append((mp.name, pg_type(mp), mp.kind))
+    if not schema.row_identity:
+        raise ConfigError(f"{schema.table_id}: no row identity, so the sink cannot match rows")
+    nullable = any(schema.column(c).nullable for c in schema.row_identity)
+    return PgTable(schema.table_id, pg_schema, name, tuple(cols), tuple(schema.row_identity), nullable)
+
+
+def _check_distinct_names(tables: Sequence[PgTable]) -> None:
+    """Two MySQL tables must not land in one PostgreSQL table (e.g. ``{table}`` across databases)."""
+    seen: dict[str, TableId] = {}
+    for t in tables:
+        other = seen.setdefault(t.key, t.table_id)
+        if other != t.table_id:
+            raise ConfigError(f"{other} and {t.table_id} would both be written to PostgreSQL table {t.key}. "
+                              "Fix: use a table_name_format with both {database} and {table}.")
+
+
+# --- Arrow -> COPY CSV (runs on executors and the driver) ----------------------------------
+
+
+def copy_frame(frame: DataFrame, table: PgTable, extra: Sequence[str] = ()) -> DataFrame:
+    """The frame's columns in table order as COPY CSV can carry them: binary as ``\\x<hex>`` text."""
+    missing = [c for c in table.column_names if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{table.table_id}: the frame lacks columns {missing} (has {frame.columns})")
+    out = []
+    for name, typ, _kind in table.columns:
+        c = F.col(quote_ident(name))
+        if typ == "bytea":
+            c = F.concat(F.lit("\\x"), F.hex(c))
+        out.append(c.alias(name))
+    return frame.select(*out, *[F.col(quote_ident(e)) for e in extra])
+
+
+def _utc_timestamps(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
+    """Zoned timestamps relabelled UTC (same instants), so CSV prints them as ``...Z``."""
+    for i, f in enumerate(data.schema):
+        if pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC"):
+            data = data.set_column(i, f.name, data.column(i).cast(pa.timestamp(f.type.unit, tz="UTC")))
+    return data
+
+
+def csv_bytes(data: pa.RecordBatch | pa.Table) -> bytes:
+    """COPY ... (FORMAT csv) input: Arrow quotes every string, so '' (empty) differs from NULL."""
+    buf = io.BytesIO()
+    pacsv.write_csv(_utc_timestamps(data), buf, pacsv.WriteOptions(include_header=False))
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class _StageTask:
+    """What an executor needs to COPY its partition: picklable, holds no connection."""
+
+    conn: PgConnection
+    copy_sql: str
+    token_column: str = PART_COLUMN
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        token = secrets.randbits(62)
+        rows = 0
+        # Connection exits last: the COPY ends, then commit (or rollback on error) and close.
+        with contextlib.ExitStack() as stack:
+            copy = None
+            for b in batches:
+                if b.num_rows == 0:
+                    continue
+                if copy is None:  # empty partitions never connect
+                    conn = stack.enter_context(self.conn.connect())
+                    copy = stack.enter_context(conn.cursor().copy(self.copy_sql))
+                tag = pa.repeat(pa.scalar(token, pa.int64()), b.num_rows)
+                copy.write(csv_bytes(b.append_column(self.token_column, tag)))
+                rows += b.num_rows
+        yield pa.record_batch([pa.array([token], pa.int64()), pa.array([rows], pa.int64())],
+                              names=["token", "rows"])
+
+
+# --- the sink -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StagedSnapshot:
+    """A batch's rows in a staging table, not yet in the target: what ``commit_snapshot`` takes."""
+
+    table: PgTable
+    batch_id: str
+    run_id: str
+    staging: str
+    parts: tuple[tuple[int, int], ...]   # (token, rows) of the successful task attempts
+    ranges: tuple[KeyRange, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return sum(r for _, r in self.parts)
+
+
+class PostgresSink(Sink):
+    """Writes snapshot batches and stream micro-batches into PostgreSQL (module docstring)."""
+
+    name = "postgres"
+
+    def __init__(self, dsn: str | Mapping[str, Any], *, schema: str = "public",
+                 table_name_format: str = "{database}__{table}", password: str | None = None,
+                 password_file: str | os.PathLike | None = None) -> None:
+        self.conn_info = PgConnection.resolve(dsn, password, password_file)
+        self.schema = _check_ident(schema, "schema")
+        self.table_name_format = table_name_format
+        self._conn: psycopg.Connection | None = None
+        self._prepared: set[TableId] = set()
+
+    def __repr__(self) -> str:
+        return f"PostgresSink({self.conn_info.conninfo!r}, schema={self.schema!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_conn"] = None
+        return state
+
+    # --- connections --------------------------------------------------------------------------
+
+    def _driver_conn(self) -> psycopg.Connection:
+        """One reused driver connection (stream micro-batches come every few seconds)."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = self.conn_info.connect(autocommit=True)  # transactions are explicit
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def table(self, schema: TableSchema) -> PgTable:
+        return build_table(schema, self.schema, self.table_name_format)
+
+    def _bookkeeping(self, name: str) -> str:
+        return f"{qi(self.schema)}.{qi(name)}"
+
+    # --- prepare ------------------------------------------------------------------------------
+
+    def prepare(self, schemas: Sequence[TableSchema]) -> None:
+        tables = [self.table(s) for s in schemas]  # name/type errors before touching the server
+        _check_distinct_names(tables)
+        conn = self._driver_conn()
+        with conn.transaction():
+            # Concurrent prepares (mapped tasks) would race on CREATE ... IF NOT EXISTS.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('mysqlcdc.prepare'))")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(self.schema)}")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._bookkeeping(SNAPSHOT_BATCHES)} ("
+                "batch_no serial PRIMARY KEY, sink_table text NOT NULL, batch_id text NOT NULL, "
+                "run_id text, rows_written bigint, committed_at timestamptz, "
+                "UNIQUE (sink_table, batch_id))")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._bookkeeping(PROGRESS)} ("
+                "sink_table text PRIMARY KEY, last_batch_id bigint NOT NULL, updated_at timestamptz)")
+            for t in tables:
+                if self._exists(conn, t):
+                    self._check_compatible(conn, t)
+                else:
+                    self._create(conn, t)
+        self._prepared.update(t.table_id for t in tables)
+
+    def _ensure_prepared(self, schema: TableSchema) -> PgTable:
+        if schema.table_id not in self._prepared:
+            self.prepare([schema])
+        return self.table(schema)
+
+    @staticmethod
+    def _exists(conn: psycopg.Connection, t: PgTable) -> bool:
+        return conn.execute("SELECT to_regclass(%s)", (t.qualified,)).fetchone()[0] is not None
+
+    @staticmethod
+    def _create(conn: psycopg.Connection, t: PgTable) -> None:
+        cols = [f"{qi(n)} {typ}" + (" NOT NULL" if n in t.identity and not t.nullable_identity else "")
+                for n, typ, _ in t.columns]
+        cols.append(f"{qi(BATCH_COLUMN)} integer")
+        ident = t.column_list(t.identity)
+        cols.append(f"UNIQUE NULLS NOT DISTINCT ({ident})" if t.nullable_identity else f"PRIMARY KEY ({ident})")
+        conn.execute(f"CREATE TABLE {t.qualified} ({', '.join(cols)})")
+        # BRIN: tiny and free to maintain; a batch's rows are adjacent (one INSERT ... SELECT).
+        index = f"_mysqlcdc_brin_{hashlib.sha1(t.key.encode()).hexdigest()[:16]}"
+        conn.execute(f"CREATE INDEX {qi(index)} ON {t.qualified} USING brin ({qi(BATCH_COLUMN)}) "
+                     "WITH (autosummarize = on)")
+        log.info("created %s", t.qualified)
+
+    @staticmethod
+    def _check_compatible(conn: psycopg.Connection, t: PgTable) -> None:
+        """Every column with our type, the batch column, a unique index on the identity."""
+        have = {r[0]: r[1:] for r in conn.execute(
+            "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (t.qualified,))}
+        problems = []
+        for name, typ, _ in list(t.columns) + [(BATCH_COLUMN, "integer", "")]:
+            if name not in have:
+                problems.append(f"column {name!r} is missing (add it: ALTER TABLE {t.qualified} "
+                                f"ADD COLUMN {qi(name)} {typ})")
+            elif have[name][0] != typ:
+                problems.append(f"column {name!r} is {have[name][0]}, want {typ}")
+        ours = set(t.column_names) | {BATCH_COLUMN}
+        for name, (_typ, notnull, hasdef) in have.items():
+            if name not in ours and notnull and not hasdef:
+                problems.append(f"extra column {name!r} is NOT NULL without a default")
+        uniques = [set(r[0]) for r in conn.execute(
+            "SELECT array_agg(a.attname) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisunique "
+            "AND i.indpred IS NULL GROUP BY i.indexrelid", (t.qualified,))]
+        if set(t.identity) not in uniques:
+            problems.append(f"no unique index or primary key on exactly {list(t.identity)}")
+        if problems:
+            raise ConfigError(
+                f"PostgreSQL table {t.qualified} exists but does not fit {t.table_id}: "
+                + "; ".join(problems) + ". Fix: drop or rename the table so it is created again, "
+                "or alter it to match.")
+
+    # --- snapshot -----------------------------------------------------------------------------
+
+    @staticmethod
+    def staging_prefix(t: PgTable, batch_id: str) -> str:
+        digest = hashlib.sha1(f"{t.key}\0{batch_id}".encode()).hexdigest()[:16]
+        return f"{STAGING_PREFIX}{digest}_"
+
+    def _drop_stale_staging(self, conn: psycopg.Connection, t: PgTable, batch_id: str) -> list[str]:
+        """Staging tables an earlier (dead) run of this batch left behind."""
+        prefix = self.staging_prefix(t, batch_id)
+        names = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND starts_with(tablename, %s)",
+            (self.schema, prefix))]
+        for n in names:
+            conn.execute(f"DROP TABLE IF EXISTS {self._bookkeeping(n)}")
+        return names
+
+    def stage_snapshot(self, schema: TableSchema, frame: DataFrame, batch_id: str,
+                       ranges: Sequence[KeyRange] = ()) -> StagedSnapshot:
+        """Executors COPY the frame into a new staging table; the target is not touched."""
+        t = self._ensure_prepared(schema)
+        run_id = uuid.uuid4().hex[:12]
+        staging = self.staging_prefix(t, batch_id) + run_id
+        conn = self._driver_conn()
+        with conn.transaction():
+            stale = self._drop_stale_staging(conn, t, batch_id)
+            cols = ", ".join(f"{qi(n)} {typ}" for n, typ, _ in t.columns)
+            conn.execute(f"CREATE UNLOGGED TABLE {self._bookkeeping(staging)} ({cols}, {qi(PART_COLUMN)} bigint)")
+        if stale:
+            log.info("%s batch %s: dropped stale staging tables %s", t.qualified, batch_id, stale)
+        copy_sql = (f"COPY {self._bookkeeping(staging)} ({t.column_list(list(t.column_names) + [PART_COLUMN])}) "
+                    "FROM STDIN (FORMAT csv)")
+        task = _StageTask(self.conn_info, copy_sql)
+        parts = copy_frame(frame, t).mapInArrow(task, "token bigint, rows bigint").collect()
+        return StagedSnapshot(t, batch_id, run_id, staging, tuple((p.token, p.rows) for p in parts if p.rows),
+                              tuple(ranges))
+
+    def commit_snapshot(self, staged: StagedSnapshot) -> SnapshotWrite:
+        """In one transaction: remove this batch's earlier rows, insert the staged ones, drop staging."""
+        t = staged.table
+        staging = self._bookkeeping(staged.staging)
+        conn = self._driver_conn()
+        with conn.transaction():
+            batch_no, first_run = self._lock_batch(conn, t, staged.batch_id)
+            if conn.execute("SELECT to_regclass(%s)", (staging,)).fetchone()[0] is None:
+                raise RuntimeError(f"{t.qualified} batch {staged.batch_id}: staging table {staged.staging} is gone "
+                                   "(another run of the same batch dropped it). Rerun the batch.")
+            deleted = 0
+            if not first_run:  # a first run has no rows to take back: skip the scan
+                deleted = conn.execute(f"DELETE FROM {t.qualified} WHERE {qi(BATCH_COLUMN)} = %s",
+                                       (batch_no,)).rowcount
+            tokens = [tok for tok, _ in staged.parts]
+            src = f"(SELECT * FROM {staging} WHERE {qi(PART_COLUMN)} = ANY(%s::bigint[])) AS s"
+            inserted = conn.execute(t.upsert_sql(src, [(BATCH_COLUMN, "%s::integer")]),
+                                    (batch_no, tokens)).rowcount
+            if inserted != staged.rows:
+                raise RuntimeError(f"{t.qualified} batch {staged.batch_id}: staged {staged.rows} rows but "
+                                   f"{inserted} reached the table; nothing was committed")
+            conn.execute(f"UPDATE {self._bookkeeping(SNAPSHOT_BATCHES)} SET run_id = %s, rows_written = %s, "
+                         "committed_at = now() WHERE batch_no = %s", (staged.run_id, inserted, batch_no))
+            conn.execute(f"DROP TABLE {staging}")
+        log.info("%s batch %s (run %s): %d rows replaced %d", t.qualified, staged.batch_id, staged.run_id,
+                 inserted, deleted)
+        return SnapshotWrite(inserted, {
+            "sink": self.name, "table": t.key, "batch_no": batch_no, "run_id": staged.run_id,
+            "deleted_previous": deleted, "parts": len(staged.parts),
+            "ranges": [r.to_dict() for r in staged.ranges]})
+
+    def _lock_batch(self, conn: psycopg.Connection, t: PgTable, batch_id: str) -> tuple[int, bool]:
+        """(``batch_no``, first run?) of the batch; its bookkeeping row stays locked until commit.
+
+        "First run" means no run of this batch ever committed: the row is new, or a run that
+        created it died before its commit (``committed_at`` is still NULL)."""
+        table = self._bookkeeping(SNAPSHOT_BATCHES)
+        conn.execute(f"INSERT INTO {table} (sink_table, batch_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                     (t.key, batch_id))
+        batch_no, committed_at = conn.execute(
+            f"SELECT batch_no, committed_at FROM {table} WHERE sink_table = %s AND batch_id = %s FOR UPDATE",
+            (t.key, batch_id)).fetchone()
+        return batch_no, committed_at is None
+
+    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
+                       batch_id: str) -> SnapshotWrite:
+        wrong = [str(r.table_id) for r in ranges if r.table_id != schema.table_id]
+        if wrong:
+            raise ValueError(f"write_snapshot({schema.table_id}): ranges of other tables {wrong}")
+        staged = self.stage_snapshot(schema, frame, batch_id, ranges)
+        try:
+            return self.commit_snapshot(staged)
+        except Exception:
+            self._drop_staging_quietly(staged)
+            raise
+
+    def _drop_staging_quietly(self, staged: StagedSnapshot) -> None:
+        try:
+            conn = self._driver_conn()
+            with conn.transaction():
+                conn.execute(f"DROP TABLE IF EXISTS {self._bookkeeping(staged.staging)}")
+        except psycopg.Error as e:  # the rerun drops it anyway
+            log.warning("could not drop staging table %s: %s", staged.staging, e)
+
+    def cleanup_staging(self, schema: TableSchema, batch_id: str) -> list[str]:
+        """Drop what a dead run of this batch staged (the next ``stage_snapshot`` does it too)."""
+        t = self.table(schema)
+        conn = self._driver_conn()
+        with conn.transaction():
+            return self._drop_stale_staging(conn, t, batch_id)
+
+    # --- stream -------------------------------------------------------------------------------
+
+    def last_batch_id(self, schema: TableSchema) -> int | None:
+        conn = self._driver_conn()
+        with conn.transaction():
+            row = conn.execute(f"SELECT last_batch_id FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
+                               (self.table(schema).key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def reset_progress(self, schema: TableSchema) -> None:
+        """Forget the applied batch ids (a new stream checkpoint starts again at batch 0)."""
+        conn = self._driver_conn()
+        with conn.transaction():
+            conn.execute(f"DELETE FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
+                         (self.table(schema).key,))
+
+    def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
+        t = self._ensure_prepared(schema)
+        last = self.last_batch_id(schema)
+        if last is not None and last >= batch_id:
+            log.info("%s: micro-batch %d already applied (last %d), skipped", t.qualified, batch_id, last)
+            return
+        latest = reduce_latest(changes, t).toArrow()  # bounded by the stream's rate limit
+        self.apply_changes(t, latest, batch_id)
+
+    def apply_changes(self, t: PgTable, latest: pa.Table, batch_id: int) -> bool:
+        """Apply reduced change rows (table columns as COPY text + ``_op``) in one transaction.
+
+        Returns False when the batch was applied before (nothing changed)."""
+        op = latest.column(META_OP)
+        deletes = latest.filter(pc.is_in(op, value_set=pa.array(DELETE_OPS))).select(list(t.identity))
+        upserts = latest.filter(pc.is_in(op, value_set=pa.array(UPSERT_OPS))).select(list(t.column_names))
+        conn = self._driver_conn()
+        with conn.transaction():
+            if not self._claim_batch(conn, t, batch_id):
+                return False
+            if deletes.num_rows:
+                self._temp_copy(conn, "_mysqlcdc_del", t.identity_types, deletes)
+                conn.execute(f"DELETE FROM {t.qualified} AS t USING _mysqlcdc_del AS d "
+                             f"WHERE {t.key_match('t', 'd')}")
+            if upserts.num_rows:
+                self._temp_copy(conn, "_mysqlcdc_up", t.columns, upserts)
+                conn.execute(t.upsert_sql("_mysqlcdc_up"))
+        log.info("%s: micro-batch %d applied (%d deletes, %d upserts)", t.qualified, batch_id,
+                 deletes.num_rows, upserts.num_rows)
+        return True
+
+    def _claim_batch(self, conn: psycopg.Connection, t: PgTable, batch_id: int) -> bool:
+        """Lock the table's progress row; record ``batch_id`` unless it (or a later one) is done."""
+        table = self._bookkeeping(PROGRESS)
+        conn.execute(f"INSERT INTO {table} (sink_table, last_batch_id) VALUES (%s, -1) ON CONFLICT DO NOTHING",
+                     (t.key,))
+        last = conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE",
+                            (t.key,)).fetchone()[0]
+        if last >= batch_id:
+            return False
+        conn.execute(f"UPDATE {table} SET last_batch_id = %s, updated_at = now() WHERE sink_table = %s",
+                     (batch_id, t.key))
+        return True
+
+    @staticmethod
+    def _temp_copy(conn: psycopg.Connection, name: str, columns: Sequence[tuple[str, str, str]],
+                   rows: pa.Table) -> None:
+        cols = ", ".join(f"{qi(n)} {typ}" for n, typ, _ in columns)
+        conn.execute(f"CREATE TEMP TABLE {qi(name)} ({cols}) ON COMMIT DROP")
+        with conn.cursor().copy(f"COPY {qi(name)} FROM STDIN (FORMAT csv)") as cp:
+            cp.write(csv_bytes(rows))
+
+
+def reduce_latest(changes: DataFrame, t: PgTable) -> DataFrame:
+    """The last change row per identity (by ``_seq``), as COPY-ready columns plus ``_op``.
+
+    Spark compares strings by code point, so 'a' and 'A' are different identities here,
+    exactly as they are in the PostgreSQL primary key (a key-changing UPDATE from 'a' to
+    'A' is a delete of 'a' and an upsert of 'A').
+    """
+    w = Window.partitionBy(*[F.col(quote_ident(c)) for c in t.identity]).orderBy(F.col(META_SEQ).desc())
+    latest = changes.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1)
+    return copy_frame(latest, t, extra=[META_OP])
+
