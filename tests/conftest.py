@@ -61,3 +61,12 @@ def tmp_dir():
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A private PostgreSQL (its own data dir, port and socket dir), stopped afterwards."""
+    from tests.support.postgres import running_postgres
+
+    with running_postgres() as server:
+        yield server
