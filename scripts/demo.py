@@ -22,8 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
@@ -38,11 +36,6 @@ WRITE_AFTER_SNAPSHOT_S = 30
 
 def say(msg: str) -> None:
     print(f"demo: {msg}", flush=True)
-
-
-def finished_from_results(state: StateStore) -> list[FinishedBatch]:
-    return [FinishedBatch(r["batch_id"], tuple(KeyRange.from_dict(x) for x in r["ranges"]),
-                          BinlogOffset.from_dict(r["high_watermark"])) for r in state.batch_results()]
 
 
 def main() -> int:
@@ -94,7 +87,7 @@ def main() -> int:
                 f"{r['high_watermark']['position']}, {r['backfill_events']} backfill events, "
                 f"{time.perf_counter() - t:.1f}s (spark-submit included)")
 
-        finished = finished_from_results(state)
+        finished = state.finished_from_results()
         state.write_finished(finished)
         say(f"starting the binlog stream from the minimum HW {min(f.high_watermark for f in finished)}")
         log = open(work / "stream.log", "w")

@@ -80,6 +80,14 @@ class StateStore:
                     out.append(json.load(f))
         return out
 
+    def finished_from_results(self) -> list[FinishedBatch]:
+        """The finished-batch list the handoff needs, from the batch result files."""
+        from .chunks import KeyRange
+        from .offsets import BinlogOffset
+
+        return [FinishedBatch(r["batch_id"], tuple(KeyRange.from_dict(x) for x in r["ranges"]),
+                              BinlogOffset.from_dict(r["high_watermark"])) for r in self.batch_results()]
+
     def write_finished(self, finished: Iterable[FinishedBatch]) -> None:
         self.write_json("finished_batches.json", [f.to_dict() for f in finished])
 

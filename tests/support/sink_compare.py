@@ -22,3 +22,30 @@ def mysql_rows(server, table_id: TableId, columns: Sequence[str], identity: Sequ
         d = dict(zip(columns, r))
         out[tuple(d[c] for c in identity)] = d
     return out
+
+
+def postgres_rows(pg, pg_table: str, columns: Sequence[str], identity: Sequence[str],
+                  schema: str = "public") -> dict[tuple, dict]:
+    cols = ", ".join(f'"{c}"' for c in columns)
+    out = {}
+    for r in pg.query(f'SELECT {cols} FROM "{schema}"."{pg_table}"'):
+        d = dict(zip(columns, r))
+        out[tuple(d[c] for c in identity)] = d
+    return out
+
+
+def wait_until_equal(read_expected, read_actual, timeout_s: float = 90.0, every_s: float = 1.0) -> str:
+    """Poll until the sink equals the source; '' on success, else the last difference."""
+    import time
+
+    from tests.support.verify import diff
+
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            problem = diff(read_expected(), read_actual())
+        except Exception as e:  # the sink table may not be readable yet
+            problem = f"sink not readable: {e!r}"
+        if not problem or time.time() > deadline:
+            return problem
+        time.sleep(every_s)
