@@ -50,7 +50,7 @@ def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fre
 
     writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=seed * 10 + i, threads=1,
                                 pause_s=0.002,
-                                hot_keys=[c.start for c in plan.chunks
+                                hot_keys=[c.start for b in plan.batches for c in b.chunks
                                           if c.table_id.table == spec.table and c.start is not None])
                for i, spec in enumerate(specs)]
     for w in writers:
