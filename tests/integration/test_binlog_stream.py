@@ -29,7 +29,7 @@ from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.binlog_source import StreamOffset
-from airflow_provider_mysqlcdc.spark.stream import start_stream
+from airflow_provider_mysqlcdc.spark.stream import source_frame, start_stream
 from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.memory_sink import MemorySink, apply_rows, batch_files, read_changes
 from tests.support.tables import create_composite_table, create_int_table
@@ -149,7 +149,9 @@ def test_two_tables_in_one_stream_equal_the_source(mariadb, fresh_db, spark, tmp
         changes = read_changes(tmp_dir / "sink", s)
         _assert_exactly_once(changes)
         assert diff(_source_rows(mariadb, s), _state_after(tmp_dir / "sink", s, initial[s.table_id])) == ""
-    # password never in the plan or progress
+    # the password never shows in the plan (Spark redacts the 'password' option) or the progress
+    plan = source_frame(spark, cfg, schemas)._jdf.queryExecution().toString()
+    assert "password=*********(redacted)" in plan and ROOT_PASSWORD not in plan
     assert ROOT_PASSWORD not in json.dumps(query.recentProgress, default=str)
 
 
