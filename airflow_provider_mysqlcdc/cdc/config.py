@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from .errors import ConfigError
+from .errors import ConfigError, SourceUnreachableError
 
 PASSWORD_ENV = "MYSQLCDC_PASSWORD"
 
@@ -112,7 +112,7 @@ class SourceConfig:
                     f"Fix: check the user and password (the password comes from ${PASSWORD_ENV} "
                     "or the connection)."
                 ) from None
-            raise ConfigError(
+            raise SourceUnreachableError(
                 f"cannot connect to MySQL at {self.host}:{self.port}: {e.args[-1] if e.args else e}. "
                 "Fix: check host and port, and that the server is running and reachable."
             ) from None

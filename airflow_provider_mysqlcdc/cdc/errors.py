@@ -26,6 +26,14 @@ class ServerCheckError(ConfigError):
         super().__init__(f"{setting}: found {found!r}, need {needed}. Fix: {fix}")
 
 
+class SourceUnreachableError(ConfigError):
+    """The server did not accept a connection (down, restarting, wrong host/port).
+
+    A ConfigError before anything runs; the stream retries it for a while instead, because
+    a running stream sees exactly this while the server restarts.
+    """
+
+
 class BinlogPurgedError(CdcError):
     """The binlog file a reader must start from no longer exists on the server."""
 

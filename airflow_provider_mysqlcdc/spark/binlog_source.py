@@ -71,7 +71,7 @@ from pyspark.sql.types import (
 from ..cdc.binlog import BinlogReader
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import PASSWORD_ENV, SourceConfig
-from ..cdc.errors import BinlogPurgedError, ConfigError
+from ..cdc.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
 from ..cdc.events import Heartbeat, RowChange
 from ..cdc.handoff import HandoffFilter
 from ..cdc.model import TableId, TableSchema
@@ -166,9 +166,8 @@ def is_connection_loss(e: BaseException) -> bool:
     """A lost or refused connection (server restart), worth retrying; never a purged binlog."""
     if isinstance(e, BinlogPurgedError):
         return False
-    if isinstance(e, ConfigError):
-        # SourceConfig.connect() turns connection failures into ConfigError(cannot connect ...).
-        return str(e).startswith("cannot connect to MySQL")
+    if isinstance(e, SourceUnreachableError):
+        return True
     import pymysql
 
     if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
