@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from airflow_provider_mysqlcdc.cdc.config import SourceConfig
-from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, ConfigError
+from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
@@ -48,7 +48,8 @@ def test_stop_for_mid_event_end_lets_the_event_through():
 def test_connection_loss_classification():
     assert bs.is_connection_loss(pymysql.err.OperationalError(2013, "Lost connection"))
     assert bs.is_connection_loss(pymysql.err.OperationalError(2003, "Can't connect"))
-    assert bs.is_connection_loss(ConfigError("cannot connect to MySQL at h:1: refused"))
+    assert bs.is_connection_loss(SourceUnreachableError("cannot connect to MySQL at h:1: refused"))
+    assert not bs.is_connection_loss(ConfigError("cannot log in to h:1 as x: access denied"))
     assert not bs.is_connection_loss(BinlogPurgedError("purged"))
     assert not bs.is_connection_loss(ConfigError("cannot log in"))
     assert not bs.is_connection_loss(pymysql.err.OperationalError(1236, "fatal reading binlog"))
