@@ -82,6 +82,13 @@ class HandoffFilter:
         self._tables = {t: _TableIndex(es, key_orders[t]) for t, es in by_table.items()}
         self._start = min((b.high_watermark for b in finished), default=None)
 
+    def close(self) -> None:
+        """Release what the key orders hold (server connections for collation weights)."""
+        for index in self._tables.values():
+            close = getattr(index.order, "close", None)
+            if callable(close):
+                close()
+
     @property
     def start_offset(self) -> BinlogOffset | None:
         """Where the stream must start: the minimum HW over all batches (None without batches)."""

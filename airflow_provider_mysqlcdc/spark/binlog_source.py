@@ -283,11 +283,15 @@ def source_rows(settings: StreamSettings, start: StreamOffset, end: StreamOffset
     handoff = build_handoff(settings) if settings.finished else None
     server_id = settings.source.server_id_range.pick(STREAM_READER_SLOT)
     seq = 0
-    for change, _ in read_changes(settings, start, end, server_id):
-        for out in (handoff.apply(change) if handoff is not None else [change]):
-            if isinstance(out, RowChange):
-                yield cr.source_row(out, seq)
-                seq += 1
+    try:
+        for change, _ in read_changes(settings, start, end, server_id):
+            for out in (handoff.apply(change) if handoff is not None else [change]):
+                if isinstance(out, RowChange):
+                    yield cr.source_row(out, seq)
+                    seq += 1
+    finally:
+        if handoff is not None:
+            handoff.close()
 
 
 def _head(source: SourceConfig) -> BinlogOffset:
