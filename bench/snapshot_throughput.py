@@ -24,7 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_provider_mysqlcdc.cdc.chunks import Batch  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.spark.batch_reader import ConsistentBatchReader, jdbc_url  # noqa: E402
 from airflow_provider_mysqlcdc.spark.session import JDBC_DRIVER_CLASS  # noqa: E402

@@ -10,7 +10,6 @@ stop it waits for the stream to catch up and compares every Delta table with its
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal

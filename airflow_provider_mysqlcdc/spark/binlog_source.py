@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import (
     IntegerType, LongType, StringType, StructField, StructType, TimestampType,
 )
@@ -72,7 +72,7 @@ from ..cdc.binlog import BinlogReader
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import PASSWORD_ENV, SourceConfig
 from ..cdc.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
-from ..cdc.events import Heartbeat, RowChange
+from ..cdc.events import RowChange
 from ..cdc.handoff import HandoffFilter
 from ..cdc.model import TableId, TableSchema
 from ..cdc.offsets import BinlogOffset

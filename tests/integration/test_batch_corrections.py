@@ -11,7 +11,7 @@ import contextlib
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
+from airflow_provider_mysqlcdc.cdc.chunks import Batch
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId

@@ -12,10 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +20,6 @@ from typing import Any, Callable
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
@@ -35,11 +31,11 @@ from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.memory_sink import MemorySink, apply_rows, batch_files, read_changes
 from tests.support.tables import create_composite_table, create_int_table
 from tests.support.verify import diff
+from tests.support.stream_job import committed, in_flight, kill_job, start_job
 from tests.support.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-REPO = Path(__file__).resolve().parents[2]
 # The subprocess job writes into the real ChangelogSink; ["--sink-factory", "tests.support.memory_sink:build"]
 # (and memory_sink.read_changes in changes_of) puts the test sink back.
 SINK_FACTORY: list[str] = []
@@ -257,15 +253,6 @@ def test_heartbeat_moves_offsets_while_only_uncaptured_tables_change(mariadb, fr
     assert batch_files(tmp_dir / "sink", schemas[0].table_id) == {}
 
 
-def _committed(checkpoint: Path) -> tuple[int, StreamOffset] | None:
-    commits = sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
-    if not commits:
-        return None
-    last = commits[-1]
-    text = (checkpoint / "offsets" / str(last)).read_text().strip().splitlines()[-1]
-    return last, StreamOffset.from_dict(json.loads(text))
-
-
 def test_replayed_batch_changes_nothing(mariadb, fresh_db, spark, tmp_dir):
     """A crash after the sink wrote a batch but before Spark committed it: the batch runs again."""
     spec = create_int_table(mariadb, fresh_db, 50)
@@ -286,7 +273,7 @@ def test_replayed_batch_changes_nothing(mariadb, fresh_db, spark, tmp_dir):
     finally:
         query.stop()
     before = read_changes(tmp_dir / "sink", schemas[0])
-    last, _ = _committed(checkpoint)
+    last, _ = committed(checkpoint)
     files = batch_files(tmp_dir / "sink", t)
     last_with_rows = max(files)
     # Forget every commit from the last batch that wrote rows on: Spark replays them.
@@ -297,7 +284,7 @@ def test_replayed_batch_changes_nothing(mariadb, fresh_db, spark, tmp_dir):
     files[last_with_rows].unlink()  # and the sink lost that batch's file too
     query = start_stream(spark, cfg, sink, schemas)
     try:
-        _wait(lambda: (_committed(checkpoint) or (-1,))[0] >= last, 60, "the replay", query)
+        _wait(lambda: (committed(checkpoint) or (-1,))[0] >= last, 60, "the replay", query)
     finally:
         query.stop()
     assert files[last_with_rows].read_text() == kept  # same rows again (MemorySink asserts equality too)
@@ -361,26 +348,8 @@ def test_purged_binlog_fails_with_the_documented_error(mariadb, fresh_db, spark,
 # --- the spark-submit job, SIGKILLed ----------------------------------------------------------------
 
 
-def _in_flight(checkpoint: Path) -> bool:
-    """A micro-batch's offsets are logged but it is not committed yet."""
-    logged = [int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")]
-    done = (_committed(checkpoint) or (-1,))[0]
-    return bool(logged) and max(logged) > done
-
-
 def _job(cfg_path: Path, log: Path) -> subprocess.Popen:
-    env = dict(os.environ, MYSQLCDC_PASSWORD=ROOT_PASSWORD, PYTHONPATH=str(REPO),
-               PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen([sys.executable, str(REPO / "spark_jobs" / "binlog_stream.py"),
-                             "--config", str(cfg_path), *SINK_FACTORY],
-                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+    return start_job(cfg_path, log, ROOT_PASSWORD, SINK_FACTORY)
 
 
 @pytest.mark.slow
@@ -409,20 +378,20 @@ def test_sigkilled_job_resumes_exactly_once(mariadb, fresh_db, tmp_dir):
         for w in writers:
             w.start()
         time.sleep(2.0)
-        _wait(lambda: _in_flight(checkpoint), 60, "a micro-batch in flight")
-        _kill(proc)  # in the middle of a micro-batch, writers still running
+        _wait(lambda: in_flight(checkpoint), 60, "a micro-batch in flight")
+        kill_job(proc)  # in the middle of a micro-batch, writers still running
         time.sleep(1.0)
         for w in writers:
             w.stop()
         head = _head(mariadb)
         proc = _job(cfg_path, log)
-        _wait(lambda: (c := _committed(checkpoint)) is not None and c[1].at >= head, 120,
+        _wait(lambda: (c := committed(checkpoint)) is not None and c[1].at >= head, 120,
               "the restarted job to reach the head")
     except AssertionError as e:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        raise AssertionError(f"{e}; committed {_committed(checkpoint)}, head {head}; job log:\n{tail}") from None
+        raise AssertionError(f"{e}; committed {committed(checkpoint)}, head {head}; job log:\n{tail}") from None
     finally:
-        _kill(proc)
+        kill_job(proc)
     assert ROOT_PASSWORD not in log.read_text(errors="replace")
     for s in schemas:
         changes = changes_of(tmp_dir / "sink", s)

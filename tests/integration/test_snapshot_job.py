@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
