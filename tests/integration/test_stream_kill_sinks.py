@@ -51,6 +51,7 @@ def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(mariadb, postg
     state = StateStore(config.state_location)
     state.write_plan(plan)
     writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=5, threads=1, pause_s=0.01).start()
+    writing = True
     proc = None
     log = tmp_dir / "job.log"
     checkpoint = tmp_dir / "state" / "stream" / "checkpoint"
@@ -66,6 +67,7 @@ def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(mariadb, postg
         killed_at = committed(checkpoint)
         time.sleep(1.0)
         writer.stop()
+        writing = False
         proc = start_job(cfg_path, log, src.password)
         schema = plan.schemas[next(iter(plan.schemas))]
         cols = ["id", *VALUE_COLS]
@@ -87,7 +89,7 @@ def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(mariadb, postg
         assert committed(checkpoint)[0] > killed_at[0], "the restarted job must have committed new batches"
         assert src.password not in log.read_text(errors="replace")
     finally:
-        if writer._threads:
+        if writing:
             writer.stop()
         if proc is not None:
             kill_job(proc)
