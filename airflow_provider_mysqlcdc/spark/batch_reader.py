@@ -32,6 +32,7 @@ from ..cdc.corrections import TableCorrections, reduce_changes
 from ..cdc.keyorder import key_order_for
 from ..cdc.model import TableId, TableSchema, quote_ident
 from ..cdc.offsets import BinlogOffset
+from ..cdc.plan import FIRST_BATCH_SLOT
 from ..cdc.server import consistent_snapshot_offset, current_offset, server_version
 from ..cdc.sql import range_predicate
 from ..cdc.types import ColumnMapping, map_table, row_normalizer
@@ -98,7 +99,8 @@ class ConsistentBatchReader:
         self.spark = spark
         self.source = source
         self.schemas = dict(schemas)
-        self.server_id = server_id if server_id is not None else source.server_id_range.pick(1)
+        # Slots 0 and 1 belong to the stream (cdc/plan.py); a lone reader takes the first batch slot.
+        self.server_id = server_id if server_id is not None else source.server_id_range.pick(FIRST_BATCH_SLOT)
         self.visibility_margin_s = visibility_margin_s
         self.materializer: Materializer = (
             StagedMaterializer(spark, staging_dir) if staging_dir else CachedMaterializer(storage_level))
