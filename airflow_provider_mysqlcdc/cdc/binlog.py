@@ -35,10 +35,11 @@ from typing import Any, Callable, Collection, Iterator, Mapping
 import pymysql
 
 from .config import SourceConfig
-from .errors import BinlogPurgedError, CdcError
+from .errors import CdcError
 from .events import Heartbeat, RowChange, SchemaChange
 from .model import TableId
 from .offsets import BinlogOffset
+from .server import check_offset_available
 
 
 Normalizer = Callable[..., dict]  # normalize(values, none_sources=None)
@@ -107,32 +108,10 @@ def _server_is_mariadb(conn: Any) -> bool:
         return "mariadb" in str(cur.fetchone()[0]).lower()
 
 
-def _binary_logs(conn: Any) -> list[str]:
-    with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        return [str(r[0]) for r in cur.fetchall()]
-
-
-def purged_error(start: BinlogOffset, available: list[str],
-                 tables: Collection[TableId] | None) -> BinlogPurgedError:
-    """The message for a start file the server no longer has."""
-    oldest = available[0] if available else "(none: binary logging may be off)"
-    what = ", ".join(sorted(str(t) for t in tables)) if tables else "the captured tables"
-    return BinlogPurgedError(
-        f"binlog file {start.file} (needed from offset {start}) is no longer on the server: "
-        f"the oldest binlog file still available is {oldest}. The changes since {start} are lost "
-        f"to this pipeline, so {what} must be snapshotted again (start a new initial load). "
-        "To prevent this, keep binlogs longer (binlog_expire_logs_seconds / expire_logs_days) "
-        "than the pipeline can be stopped."
-    )
-
-
 def check_start_available(conn: Any, start: BinlogOffset,
                           tables: Collection[TableId] | None = None) -> None:
-    """Raise ``BinlogPurgedError`` if ``start.file`` is no longer on the server."""
-    available = _binary_logs(conn)
-    if start.file not in available:
-        raise purged_error(start, available, tables)
+    """Raise ``BinlogPurgedError`` if the server can no longer serve ``start`` (one message, server.py)."""
+    check_offset_available(conn, start, sorted(str(t) for t in tables) if tables else ())
 
 
 class BinlogReader:
