@@ -12,13 +12,13 @@ import time
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream import start_stream
-from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, wait_until_equal
+from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
 from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
 from tests.support.writer import ConcurrentWriter
 
@@ -33,11 +33,7 @@ def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fre
     specs = [create_int_table(mariadb, fresh_db, 30_000, "orders"),
              create_composite_table(mariadb, fresh_db, 20_000, "tenant_items")]
     src = mariadb.source_config()
-    if kind == "delta":
-        sink_cfg = SinkConfig("delta", {"root": str(tmp_dir / "lake")})
-    else:
-        monkeypatch.setenv("PGPASSWORD", postgres.password)
-        sink_cfg = SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema()})
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
         name=f"e2e-{kind}-{seed}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
         state_location=str(tmp_dir / "state"), sink=sink_cfg,

@@ -12,11 +12,11 @@ import time
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
-from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, wait_until_equal
+from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
 from tests.support.stream_job import committed, in_flight, kill_job, start_job
 from tests.support.tables import VALUE_COLS, create_int_table
 from tests.support.writer import ConcurrentWriter
@@ -36,11 +36,7 @@ def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(mariadb, postg
                                                                    tmp_dir, monkeypatch, kind):
     spec = create_int_table(mariadb, fresh_db, 20_000, "orders")
     src = mariadb.source_config(server_id_range="6300-6399")
-    if kind == "delta":
-        sink_cfg = SinkConfig("delta", {"root": str(tmp_dir / "lake")})
-    else:
-        monkeypatch.setenv("PGPASSWORD", postgres.password)
-        sink_cfg = SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema()})
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
         name=f"kill-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
         sink=sink_cfg, split=SplitOptions(chunk_size=5000),

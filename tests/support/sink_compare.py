@@ -49,3 +49,13 @@ def wait_until_equal(read_expected, read_actual, timeout_s: float = 90.0, every_
         if not problem or time.time() > deadline:
             return problem
         time.sleep(every_s)
+
+
+def sink_config(kind: str, tmp_dir: Path, postgres, monkeypatch):
+    """A Delta sink under ``tmp_dir``, or a PostgreSQL sink in a fresh schema (password via $PGPASSWORD)."""
+    from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+
+    if kind == "delta":
+        return SinkConfig("delta", {"root": str(tmp_dir / "lake")})
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    return SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema()})
