@@ -74,7 +74,7 @@ def main() -> int:
             t = time.perf_counter()
             p = subprocess.run([spark_submit, "--master", "local[2]", "--jars", jdbc_jar_path() or "",
                                 "--conf", "spark.ui.showConsoleProgress=false",
-                                str(ROOT / "spark_jobs" / "snapshot_chunks.py"),
+                                str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"),
                                 "--config", str(cfg_path), "--batch-id", b.batch_id],
                                env=env, capture_output=True, text=True)
             if p.returncode != 0:
@@ -90,7 +90,7 @@ def main() -> int:
         state.write_finished(finished)
         say(f"starting the binlog stream from the minimum HW {min(f.high_watermark for f in finished)}")
         log = open(work / "stream.log", "w")
-        stream = subprocess.Popen([sys.executable, str(ROOT / "spark_jobs" / "binlog_stream.py"),
+        stream = subprocess.Popen([sys.executable, str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "binlog_stream.py"),
                                    "--config", str(cfg_path)], env=env, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True)
         time.sleep(WRITE_AFTER_SNAPSHOT_S)

@@ -117,6 +117,20 @@ class PipelineConfig:
         return cls.from_dict(json.loads(text), password=password)
 
 
+def load_pipeline_config(location: str, password: str | None = None) -> PipelineConfig:
+    """Read a pipeline config JSON from a local path or an fsspec URL (jobs on a cluster read
+    it from the state location, where the plan step wrote it)."""
+    import fsspec
+
+    try:
+        with fsspec.open(location, "r", encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"pipeline config {location} not found. Fix: run the plan step first, "
+                          "or pass the path the plan step wrote (<state_location>/pipeline.json).") from None
+    return PipelineConfig.from_json(text, password=password)
+
+
 def read_password(password_file: str | None = None) -> str:
     """The source password: from a file only its owner can read, else ``$MYSQLCDC_PASSWORD``."""
     if password_file:

@@ -104,7 +104,7 @@ def test_spark_submit_entry_keeps_the_password_off_the_command_line(mariadb, fre
             # Under spark-submit the driver's JVM exists before the job's code runs: the JDBC
             # driver jar must come with --jars (spark.jars set in code reaches executors only).
             "--jars", jdbc_jar_path(),
-            str(ROOT / "spark_jobs" / "snapshot_chunks.py"), "--config", str(cfg_path), "--batch-id", bid]
+            str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"), "--config", str(cfg_path), "--batch-id", bid]
     assert not any(password in a for a in argv)
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     errors = "\n".join(l for l in p.stderr.splitlines() if " INFO " not in l)

@@ -20,7 +20,7 @@ def start_job(cfg_path: Path, log: Path, password: str, extra_args: Sequence[str
     """The stream job in its own process group, password only in its environment."""
     env = dict(os.environ, MYSQLCDC_PASSWORD=password, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable)
     env.update(extra_env or {})
-    return subprocess.Popen([sys.executable, str(REPO / "spark_jobs" / "binlog_stream.py"),
+    return subprocess.Popen([sys.executable, str(REPO / "airflow_provider_mysqlcdc" / "jobs" / "binlog_stream.py"),
                              "--config", str(cfg_path), *extra_args],
                             cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
