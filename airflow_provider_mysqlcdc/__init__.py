@@ -1,3 +1,69 @@
-"""mysqlcdc: Flink-CDC-grade MySQL change data capture for Airflow + Spark."""
+"""mysqlcdc: Flink-CDC-grade MySQL change data capture for Airflow + Spark.
+
+``get_provider_info()`` is what Airflow's providers manager reads (entry point
+``apache_airflow_provider``): the connection type with its form fields, hooks and operators.
+Importing this package does not import Airflow, so Spark executors can import the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+CONN_TYPE = "mysql_cdc"
+
+
+def get_provider_info() -> dict[str, Any]:
+    text = {"type": ["string", "null"]}
+    return {
+        "package-name": "airflow-provider-mysqlcdc",
+        "name": "MySQL CDC",
+        "description": "Lock-free, parallel MySQL/MariaDB change data capture into Delta Lake, PostgreSQL "
+                       "or a changelog, on Spark: chunked snapshot handed off to a binlog stream.",
+        "versions": [__version__],
+        "integrations": [{"integration-name": "MySQL CDC", "tags": ["software"],
+                          "external-doc-url": "https://github.com/mysqlcdc/airflow-provider-mysqlcdc"}],
+        "hooks": [{"integration-name": "MySQL CDC",
+                   "python-modules": ["airflow_provider_mysqlcdc.hooks.mysql_cdc"]}],
+        "operators": [{"integration-name": "MySQL CDC",
+                       "python-modules": ["airflow_provider_mysqlcdc.operators.validate",
+                                         "airflow_provider_mysqlcdc.operators.plan",
+                                         "airflow_provider_mysqlcdc.operators.snapshot",
+                                         "airflow_provider_mysqlcdc.operators.stream"]}],
+        "sensors": [{"integration-name": "MySQL CDC",
+                     "python-modules": ["airflow_provider_mysqlcdc.sensors.stream"]}],
+        "connection-types": [{
+            "hook-class-name": "airflow_provider_mysqlcdc.hooks.mysql_cdc.MySqlCdcHook",
+            "hook-name": "MySQL CDC",
+            "connection-type": CONN_TYPE,
+            "ui-field-behaviour": {
+                "hidden-fields": [],
+                "relabeling": {"schema": "Default database", "login": "User"},
+                "placeholders": {"host": "mysql.example.com", "port": "3306", "login": "cdc_user",
+                                 "schema": "shop (qualifies table names given without a database)"},
+            },
+            "conn-fields": {
+                "server_id_range": {
+                    "label": "Replication server ids",
+                    "description": "Ids this pipeline's binlog readers may use, e.g. 5400-5499: one per concurrent "
+                                   "reader (stream, each snapshot batch). No other replica of the server may use them.",
+                    "schema": {"type": ["string", "null"], "default": "5400-5499"},
+                },
+                "server_time_zone": {
+                    "label": "Server time zone",
+                    "description": "The server's time zone (IANA name, e.g. Europe/Berlin): how TIMESTAMP values in "
+                                   "the binlog are read. Must match the server's time_zone.",
+                    "schema": {"type": ["string", "null"], "default": "UTC"},
+                },
+                "ssl_ca": {"label": "TLS CA file", "description": "Path of the CA certificate on the workers "
+                           "and Spark nodes; enables TLS.", "schema": text},
+                "ssl_cert": {"label": "TLS client certificate file", "schema": text},
+                "ssl_key": {"label": "TLS client key file", "schema": text},
+                "ssl_verify_identity": {"label": "Verify server host name",
+                                        "schema": {"type": ["boolean", "null"], "default": True}},
+                "jdbc_fetch_size": {"label": "JDBC fetch size", "description": "Rows per round trip of the "
+                                    "snapshot's JDBC reads.", "schema": {"type": ["integer", "null"], "default": 10000}},
+            },
+        }],
+    }

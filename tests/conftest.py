@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import airflow_env
 from tests.support.mariadb import MariaDB
+
+# Before anything imports airflow: a private AIRFLOW_HOME with a SQLite metadata DB.
+airflow_env.configure()
 
 _db_counter = itertools.count()
 

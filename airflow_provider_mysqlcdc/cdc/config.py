@@ -96,6 +96,27 @@ class SourceConfig:
             kw["ssl"] = dict(self.ssl)
         return kw
 
+    def jdbc_tls_params(self) -> str:
+        """The TLS part of the JDBC URL (MariaDB Connector/J 3), matching ``ssl`` for pymysql.
+
+        A client certificate works for pymysql (the binlog) but Connector/J wants a Java key
+        store, so it is refused here rather than silently connecting without it.
+        """
+        if not self.ssl:
+            return ""
+        ssl = dict(self.ssl)
+        if ssl.get("cert") or ssl.get("key"):
+            raise ConfigError(
+                "TLS client certificates (ssl_cert/ssl_key) are not supported for the snapshot's JDBC reads. "
+                "Fix: authenticate with a password over TLS (keep ssl_ca), or remove ssl_cert/ssl_key.")
+        from urllib.parse import quote
+
+        mode = "verify-full" if ssl.get("check_hostname", True) else "verify-ca"
+        params = [f"sslMode={mode}"]
+        if ssl.get("ca"):
+            params.append(f"serverSslCert={quote(str(ssl['ca']), safe='/')}")
+        return "&".join(params)
+
     def connect(self, **overrides: Any):
         """A pymysql connection (autocommit, utf8mb4, session time zone UTC)."""
         import pymysql

@@ -10,6 +10,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .batching import BatchSizing, pack_batches
 from .chunks import Batch, Chunk, group_chunks
 from .config import SourceConfig, SplitOptions
 from .discovery import discover_tables
@@ -24,8 +25,12 @@ FIRST_BATCH_SLOT = 2
 
 @dataclass(frozen=True)
 class Plan:
+    """``inputs`` records what the plan was made from (tables, split options), so a rerun with
+    different settings is noticed instead of silently reusing a plan for other tables."""
+
     schemas: Mapping[TableId, TableSchema]
     batches: tuple[Batch, ...]
+    inputs: Mapping[str, Any] | None = None
 
     def batch(self, batch_id: str) -> Batch:
         for b in self.batches:
@@ -42,19 +47,36 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schemas": [s.to_dict() for s in self.schemas.values()],
-                "batches": [b.to_dict() for b in self.batches]}
+                "batches": [b.to_dict() for b in self.batches],
+                "inputs": dict(self.inputs) if self.inputs is not None else None}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
         schemas = [TableSchema.from_dict(s) for s in d["schemas"]]
-        return cls({s.table_id: s for s in schemas}, tuple(Batch.from_dict(b) for b in d["batches"]))
+        return cls({s.table_id: s for s in schemas}, tuple(Batch.from_dict(b) for b in d["batches"]),
+                   d.get("inputs"))
+
+
+def plan_inputs(include: Sequence[str], exclude: Sequence[str], split: SplitOptions) -> dict[str, Any]:
+    """What a plan depends on; a stored plan is reused only when these are unchanged."""
+    return {"include": list(include), "exclude": list(exclude), "chunk_size": split.chunk_size,
+            "chunk_key_columns": dict(split.chunk_key_columns)}
 
 
 def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
-               split: SplitOptions | None = None, chunks_per_batch: int = 64) -> Plan:
+               split: SplitOptions | None = None, chunks_per_batch: int = 64,
+               sizing: BatchSizing | None = None) -> Plan:
+    """Discover and split the tables. With ``sizing``, batches are packed by estimated rows
+    (``cdc/batching.py``, what the Airflow plan step uses); else every table's chunks are
+    cut into runs of ``chunks_per_batch``."""
     split = split or SplitOptions()
     with contextlib.closing(source.connect()) as conn:
         schemas = discover_tables(conn, include, exclude, split.chunk_key_columns)
         splitter = ChunkSplitter(conn, split)
-        chunks: list[Chunk] = [c for s in schemas for c in splitter.split(s)]
-    return Plan({s.table_id: s for s in schemas}, tuple(group_chunks(chunks, chunks_per_batch)))
+        by_table: dict[TableId, list[Chunk]] = {s.table_id: splitter.split(s) for s in schemas}
+        estimates = {s.table_id: splitter.row_estimate(s) for s in schemas} if sizing else {}
+    if sizing:
+        batches = pack_batches(by_table, estimates, sizing)
+    else:
+        batches = group_chunks([c for cs in by_table.values() for c in cs], chunks_per_batch)
+    return Plan({s.table_id: s for s in schemas}, tuple(batches), plan_inputs(include, exclude, split))

@@ -127,6 +127,10 @@ class ChunkSplitter:
         conv = decimal.Decimal if as_decimal else int
         return [(conv(b),) for b in even_boundaries(lo_i, hi_i, width)]
 
+    def row_estimate(self, schema: TableSchema) -> int:
+        """Rows the table holds, roughly: what batch sizing weighs chunks by."""
+        return self._row_count(schema)
+
     def _row_count(self, schema: TableSchema) -> int:
         """The row estimate from information_schema.TABLES, or an exact count for small tables."""
         (estimate,) = self._one(

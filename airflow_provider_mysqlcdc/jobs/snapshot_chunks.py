@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         result = run_snapshot_batch(spark, config, args.batch_id)
     finally:
         spark.stop()
-    print("MYSQLCDC_RESULT " + json.dumps(result, sort_keys=True), flush=True)
+    rows = sum(sum(v.values()) for v in result["rows_per_chunk"].values())
+    summary = {"batch_id": result["batch_id"], "rows": rows, "chunks": len(result["chunks"]),
+               "high_watermark": result["high_watermark"], "seconds": result["seconds"],
+               "rows_per_s": result["rows_per_s"]}
+    print("MYSQLCDC_RESULT " + json.dumps(summary, sort_keys=True), flush=True)
     return 0
 
 

@@ -77,7 +77,7 @@ class BatchRead:
 
 def jdbc_url(source: SourceConfig) -> str:
     """``jdbc:mysql://`` so Spark picks its MySQL dialect; no credentials in the URL."""
-    return _jdbc_url(source.host, source.port, "")
+    return _jdbc_url(source.host, source.port, "", source.jdbc_tls_params())
 
 
 class ConsistentBatchReader:

@@ -1,0 +1,99 @@
+"""How many Spark jobs the snapshot takes, and which chunks each one reads.
+
+Every batch is one spark-submit, and starting one costs several seconds (JVM, SparkSession,
+JDBC pool) whatever it reads. So a batch holds millions of rows, not a handful of chunks;
+the count follows the cluster's parallelism (a multiple of the snapshot tasks that run at
+once, so no wave leaves slots idle), and it never exceeds Airflow's ``max_map_length``.
+
+Chunks are packed in plan order, table after table, so a batch may end one table and start
+the next: a database of many small tables becomes a few batches, not one per table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .chunks import Batch, Chunk
+from .errors import ConfigError
+from .model import TableId
+
+
+@dataclass(frozen=True)
+class BatchSizing:
+    """``rows_per_batch`` is the target size of one Spark job; ``parallelism`` the number of
+    snapshot tasks that run at once; ``max_batches`` Airflow's ``max_map_length`` (1024)."""
+
+    rows_per_batch: int = 5_000_000
+    parallelism: int = 4
+    max_batches: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.rows_per_batch < 1:
+            raise ConfigError(f"rows_per_batch: found {self.rows_per_batch}, need >= 1. Fix: use e.g. 5000000.")
+        if self.parallelism < 1:
+            raise ConfigError(f"parallelism: found {self.parallelism}, need >= 1. "
+                              "Fix: the number of snapshot tasks that run at once, e.g. 4.")
+        if self.max_batches < 1:
+            raise ConfigError(f"max_batches: found {self.max_batches}, need >= 1. "
+                              "Fix: Airflow's [core] max_map_length (1024 by default).")
+
+    def batch_count(self, total_rows: int, chunk_count: int) -> int:
+        if chunk_count == 0:
+            return 0
+        n = max(1, math.ceil(total_rows / self.rows_per_batch))
+        if n > 1:  # whole waves: every concurrent task gets a batch of about the same size
+            n = math.ceil(n / self.parallelism) * self.parallelism
+        return max(1, min(n, self.max_batches, chunk_count))
+
+
+def chunk_rows(chunks_by_table: Mapping[TableId, Sequence[Chunk]],
+               row_estimates: Mapping[TableId, int]) -> list[tuple[Chunk, float]]:
+    """Every chunk with its estimated rows (a table's estimate spread evenly over its chunks)."""
+    out: list[tuple[Chunk, float]] = []
+    for table, chunks in chunks_by_table.items():
+        if not chunks:
+            continue
+        per = max(int(row_estimates.get(table, 0)), 1) / len(chunks)
+        out.extend((c, per) for c in chunks)
+    return out
+
+
+def pack_batches(chunks_by_table: Mapping[TableId, Sequence[Chunk]], row_estimates: Mapping[TableId, int],
+                 sizing: BatchSizing | None = None) -> list[Batch]:
+    """Cut the chunks, in order, into ``sizing.batch_count`` batches of about equal rows."""
+    sizing = sizing or BatchSizing()
+    weighted = chunk_rows(chunks_by_table, row_estimates)
+    total = sum(w for _, w in weighted)
+    n = sizing.batch_count(int(total), len(weighted))
+    if n == 0:
+        return []
+    if n > sizing.max_batches:  # pragma: no cover - batch_count caps it
+        raise ConfigError(f"{n} batches exceed max_batches {sizing.max_batches}")
+    target = total / n
+    groups: list[list[Chunk]] = [[]]
+    acc = 0.0
+    for i, (chunk, w) in enumerate(weighted):
+        remaining_chunks = len(weighted) - i
+        # Close the current batch when it reached its share, or when every later batch needs
+        # one of the chunks left.
+        if groups[-1] and len(groups) < n and (acc >= target * len(groups) or remaining_chunks <= n - len(groups)):
+            groups.append([])
+        groups[-1].append(chunk)
+        acc += w
+    width = max(4, len(str(len(groups) - 1)))
+    return [Batch(f"batch-{i:0{width}d}", tuple(g)) for i, g in enumerate(groups)]
+
+
+def batch_label(batch: Batch, max_tables: int = 2) -> str:
+    """A short, readable name for UIs: ``shop.orders chunks 0-63 + shop.items chunks 0-3``."""
+    parts = []
+    for t in batch.tables[:max_tables]:
+        cs = batch.chunks_of(t)
+        ids = f"{cs[0].chunk_id}" if len(cs) == 1 else f"{cs[0].chunk_id}-{cs[-1].chunk_id}"
+        parts.append(f"{t} chunk{'s' if len(cs) > 1 else ''} {ids}")
+    more = len(batch.tables) - max_tables
+    if more > 0:
+        parts.append(f"{more} more table{'s' if more > 1 else ''}")
+    return " + ".join(parts)

@@ -1,0 +1,138 @@
+"""What every Spark job of the pipeline needs from Airflow: secrets, the package, the master.
+
+Secrets travel only through the spark-submit process's environment, and only where that
+environment stays private: local mode and standalone client mode. On YARN and Kubernetes
+the Spark provider turns ``env_vars`` into ``--conf spark.*Env.NAME=value`` arguments, which
+would put the password on a command line and in the Spark UI's environment tab, so there
+the driver must find the password itself (``password_file`` or a cluster-side secret).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..cdc.config import PASSWORD_ENV
+from ..cdc.errors import ConfigError
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PG_PASSWORD_ENV = "PGPASSWORD"
+
+
+def env_is_private(master: str, deploy_mode: str | None) -> bool:
+    """True when spark-submit's own environment reaches the driver without becoming ``--conf``."""
+    m = master.lower()
+    if m.startswith("local"):
+        return True
+    if m.startswith("spark://") and (deploy_mode or "client") == "client":
+        return True
+    return False
+
+
+def secret_env(*, master: str, deploy_mode: str | None, mysql_password: str, sink_password: str | None,
+               password_file: str | None, cluster_provides_password: bool) -> dict[str, str]:
+    """The environment variables that carry the passwords to the job, or a ConfigError that
+    says how to provide them when the environment would leak them."""
+    if password_file or cluster_provides_password:
+        return {}
+    if not env_is_private(master, deploy_mode):
+        raise ConfigError(
+            f"cannot hand the MySQL password to a Spark driver on {master} (deploy mode {deploy_mode or 'client'}) "
+            "safely: spark-submit would put it on its command line. Fix: store it where the driver can read it "
+            "and set password_file='<path on the driver, mode 600>', or inject $MYSQLCDC_PASSWORD (and $PGPASSWORD "
+            "for a PostgreSQL sink) from a cluster secret (e.g. spark.kubernetes.driver.secretKeyRef.*) and set "
+            "cluster_provides_password=True.")
+    env = {PASSWORD_ENV: mysql_password}
+    if sink_password is not None:
+        env[PG_PASSWORD_ENV] = sink_password
+    return env
+
+
+def python_env(master: str) -> dict[str, str]:
+    """In local mode the executors are this machine's Python workers: use this interpreter,
+    which has the package's dependencies, and put spark-submit of this environment on PATH."""
+    if not master.lower().startswith("local"):
+        return {}
+    bindir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if bindir not in path.split(os.pathsep):
+        env["PATH"] = bindir + os.pathsep + path
+    return env
+
+
+def _package_digest() -> str:
+    h = hashlib.sha1()
+    for p in sorted(PACKAGE_DIR.rglob("*.py")):
+        st = p.stat()
+        h.update(f"{p.relative_to(PACKAGE_DIR)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:12]
+
+
+def package_zip(cache_dir: str | None = None) -> str:
+    """A zip of this package for ``--py-files``, so executors run exactly the worker's code.
+
+    Built once per package content (cached by a digest of file names, sizes and mtimes).
+    Third-party dependencies are not in it: on a cluster ship an environment archive
+    (``python_archive``), in local mode the executors use this interpreter.
+    """
+    cache = Path(cache_dir or os.path.join(tempfile.gettempdir(), "mysqlcdc-pyfiles"))
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / f"airflow_provider_mysqlcdc-{_package_digest()}.zip"
+    if target.exists():
+        return str(target)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(PACKAGE_DIR.rglob("*.py")):
+            z.write(p, Path(PACKAGE_DIR.name) / p.relative_to(PACKAGE_DIR))
+    os.replace(tmp, target)
+    return str(target)
+
+
+def archive_conf(python_archive: str | None) -> tuple[str | None, dict[str, str]]:
+    """``--archives env.tar.gz#mysqlcdc_env`` plus the conf that makes executors use it."""
+    if not python_archive:
+        return None, {}
+    return (f"{python_archive}#mysqlcdc_env",
+            {"spark.pyspark.python": "./mysqlcdc_env/bin/python"})
+
+
+def merge_csv(*values: str | None) -> str | None:
+    parts = [p for v in values if v for p in str(v).split(",") if p]
+    seen: list[str] = []
+    for p in parts:
+        if p not in seen:
+            seen.append(p)
+    return ",".join(seen) or None
+
+
+def kill_process_tree(pid: int) -> None:
+    """Kill spark-submit and what it started (in local mode the Python driver is its child)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    procs = root.children(recursive=True) + [root]
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+
+
+def spark_binary_on_path(binary: str) -> bool:
+    return shutil.which(binary) is not None
+
+
+def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: ("***" if any(s in k.lower() for s in ("password", "secret", "token")) else v)
+            for k, v in mapping.items()}

@@ -1,0 +1,166 @@
+"""Launching the binlog stream and telling whether it runs: shared by the stream operator
+and the stream sensor, so "start it" and "bring it back" are one code path.
+
+Local master (``local[*]``): the job runs as a detached background process on this worker,
+its pid, log and status in the state location (``spark/stream_launcher.py``). A cluster
+master: spark-submit in cluster deploy mode, fire-and-forget; the job's status file (written
+by the driver after every micro-batch) is then the only sign of life, so a status older than
+``stale_after_s`` counts as dead.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..cdc.state import StateStore
+from ..hooks.mysql_cdc import MySqlCdcHook
+from ..jobs import application_path
+from . import _spark
+from ._pipeline import config_url, read_config
+
+log = logging.getLogger(__name__)
+
+
+def local_master_with_retries(master: str, max_failures: int = 4) -> str:
+    """``local[2]`` -> ``local[2,4]``: plain local mode gives up on a task's first failure."""
+    m = re.fullmatch(r"local(?:\[([^\],]+)(?:,\s*\d+)?\])?", master.strip())
+    if not m:
+        return master
+    return f"local[{m.group(1) or '1'},{max_failures}]"
+
+
+def status_summary(status: Any, now: float | None = None) -> dict[str, Any]:
+    if status is None:
+        return {"running": False}
+    return {
+        "running": True,
+        "batch_id": status.batch_id,
+        "committed_offset": status.committed_offset,
+        "head_offset": status.head_offset,
+        "lag_s": round(status.lag_now(now), 3) if status.lag_now(now) is not None else None,
+        "behind_bytes": status.behind_bytes,
+        "updated_at": status.updated_at,
+        "pid": status.pid,
+        "host": status.host,
+    }
+
+
+@dataclass
+class StreamControl:
+    state_location: str
+    mysql_cdc_conn_id: str
+    spark_conn_id: str = "spark_default"
+    sink_conn_id: str | None = None
+    password_file: str | None = None
+    cluster_provides_password: bool = False
+    python_archive: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 600.0
+    stale_after_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        self.state = StateStore(self.state_location)
+        self._master: tuple[str, str | None] | None = None
+
+    # --- where it runs -------------------------------------------------------------------
+
+    def _spark_hook(self, **kwargs: Any):
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        return SparkSubmitHook(conn_id=self.spark_conn_id, **kwargs)
+
+    @property
+    def master(self) -> tuple[str, str | None]:
+        if self._master is None:
+            c = self._spark_hook()._connection
+            self._master = (c["master"], c["deploy_mode"])
+        return self._master
+
+    @property
+    def is_local(self) -> bool:
+        return self.master[0].lower().startswith("local")
+
+    # --- is it running -------------------------------------------------------------------
+
+    def running(self):
+        """The stream's last status when it runs, else None."""
+        from ..spark.stream_launcher import running_local_stream
+        from ..spark.stream_status import read_status
+
+        status = read_status(self.state)
+        if self.is_local:
+            proc = running_local_stream(self.state)
+            if proc is None:
+                return None
+            return status if status is not None and status.pid == proc.pid else _Starting(proc.pid)
+        if status is not None and status.age_s() < self.stale_after_s:
+            return status
+        return None
+
+    # --- start it ------------------------------------------------------------------------
+
+    def _passwords(self) -> tuple[str, str | None]:
+        from airflow.sdk import BaseHook
+
+        mysql = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
+        sink = BaseHook.get_connection(self.sink_conn_id).password or "" if self.sink_conn_id else None
+        return mysql, sink
+
+    def launch(self):
+        """Start the stream (it resumes from its checkpoint if it has one) and wait until its
+        first micro-batch committed; returns that status."""
+        from ..spark.stream_launcher import launch_local_stream, wait_for_first_commit
+
+        config = read_config(self.state)
+        mysql_pw, sink_pw = self._passwords()
+        since = time.time()
+        url = config_url(self.state)
+        if self.is_local:
+            extra = _spark.python_env(self.master[0])
+            if sink_pw is not None:
+                extra[_spark.PG_PASSWORD_ENV] = sink_pw
+            proc = launch_local_stream(url, self.state, password=mysql_pw,
+                                       master=local_master_with_retries(self.master[0]), extra_env=extra)
+            log.info("stream launched locally: pid %s, log %s", proc.pid, proc.log_path)
+            return wait_for_first_commit(self.state, since, self.start_timeout_s, proc)
+        self._submit_to_cluster(url, mysql_pw, sink_pw, config.name)
+        return wait_for_first_commit(self.state, since, self.start_timeout_s, None)
+
+    def _submit_to_cluster(self, url: str, mysql_pw: str, sink_pw: str | None, name: str) -> None:
+        master, deploy_mode = self.master
+        env = _spark.secret_env(master=master, deploy_mode=deploy_mode, mysql_password=mysql_pw,
+                                sink_password=sink_pw, password_file=self.password_file,
+                                cluster_provides_password=self.cluster_provides_password)
+        archive, archive_conf = _spark.archive_conf(self.python_archive)
+        conf = {"spark.yarn.submit.waitAppCompletion": "false",
+                "spark.kubernetes.submission.waitAppCompletion": "false",
+                "spark.task.maxFailures": "4", **archive_conf, **dict(self.conf)}
+        args = ["--config", url] + (["--password-file", self.password_file] if self.password_file else [])
+        hook = self._spark_hook(conf=conf, name=f"mysqlcdc {name} binlog stream", application_args=args,
+                                py_files=_spark.package_zip(), archives=archive, env_vars=env or None,
+                                deploy_mode="cluster")
+        hook.submit(application_path("binlog_stream"))
+        log.info("stream submitted to %s in cluster deploy mode", master)
+
+
+@dataclass
+class _Starting:
+    """A live local stream process that has not written its first status yet."""
+
+    pid: int
+    batch_id: int | None = None
+    committed_offset: Any = None
+    head_offset: Any = None
+    behind_bytes: int | None = None
+    updated_at: float | None = None
+    host: str | None = None
+
+    def lag_now(self, now: float | None = None) -> float | None:
+        return None
+
+    def age_s(self, now: float | None = None) -> float:
+        return 0.0

@@ -1,0 +1,193 @@
+"""Plan the snapshot: chunks, batches, and the pipeline settings every later step reads."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from airflow.sdk import BaseHook, BaseOperator
+
+from ..cdc.batching import BatchSizing, batch_label
+from ..cdc.config import SplitOptions
+from ..cdc.errors import ConfigError
+from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from ..cdc.plan import Plan, build_plan, plan_inputs
+from ..cdc.state import StateStore
+from ..hooks.mysql_cdc import MySqlCdcHook
+from ._pipeline import as_mapping, qualify_tables, truthy, write_config
+
+
+def _max_map_length() -> int:
+    try:
+        from airflow.sdk.configuration import conf
+
+        return conf.getint("core", "max_map_length", fallback=1024)
+    except Exception:  # pragma: no cover - configuration unavailable outside Airflow
+        return 1024
+
+
+def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None,
+                sink_conn_id: str | None) -> SinkConfig:
+    """The sink's settings without any password: a PostgreSQL sink's password comes from its
+    Airflow connection at run time ($PGPASSWORD), never from the stored settings."""
+    options = as_mapping(sink_options, "sink_options")
+    if "password" in options or "password_file" in options:
+        raise ConfigError("sink_options must not hold a password. Fix: put the PostgreSQL credentials in an "
+                          "Airflow connection and pass its id as sink_conn_id.")
+    if sink_conn_id:
+        if sink_type != "postgres":
+            raise ConfigError(f"sink_conn_id is for the postgres sink; the sink is {sink_type!r}. "
+                              "Fix: remove sink_conn_id or set sink_type='postgres'.")
+        conn = BaseHook.get_connection(sink_conn_id)
+        options["dsn"] = {k: v for k, v in {"host": conn.host, "port": conn.port, "dbname": conn.schema,
+                                             "user": conn.login}.items() if v not in (None, "")}
+    config = SinkConfig(sink_type, options)
+    if sink_type == "postgres" and "dsn" not in options:
+        raise ConfigError("the postgres sink needs a database. Fix: set sink_conn_id to a postgres connection "
+                          "(or sink_options={'dsn': 'host=... dbname=... user=...'}).")
+    if sink_type in ("delta", "changelog") and not options.get("root"):
+        raise ConfigError(f"the {sink_type} sink needs sink_options={{'root': '<directory or URL>'}}: where "
+                          "its tables are written.")
+    from ..spark.sinks.factory import build_sink
+
+    build_sink(config).close()  # fails on unknown or missing options, before any data is written
+    return config
+
+
+class MySqlCdcPlanOperator(BaseOperator):
+    """Discovers the captured tables, splits them into chunks and groups the chunks into batches.
+
+    The plan and the pipeline's settings (``pipeline.json``, no passwords) are kept in
+    ``state_location``. Rerunning the task reuses a stored plan made from the same tables and
+    chunk settings, so clearing a DAG run neither plans again nor redoes finished batches;
+    ``reset=True`` stops the stream, forgets plan, results and checkpoint, and plans afresh.
+
+    Returns one ``{"batch_id", "batch_label"}`` per batch, for ``expand_kwargs`` of
+    ``MySqlCdcSnapshotOperator``. With a startup mode other than ``initial`` there is no
+    snapshot and the list is empty.
+
+    :param mysql_cdc_conn_id: the source's ``mysql_cdc`` (or ``mysql``) connection.
+    :param tables: captured tables, ``db.table`` or regular expressions over ``db.table``;
+        names without a database take the connection's schema. (templated)
+    :param exclude: tables to leave out (same forms). (templated)
+    :param state_location: directory or fsspec URL for plan, results, checkpoint; every Spark
+        node must reach it. (templated)
+    :param pipeline_name: names Spark applications and files. (templated)
+    :param sink_type: ``delta`` (default), ``postgres``, ``changelog`` or ``console``. (templated)
+    :param sink_options: the sink's options, e.g. ``{"root": "s3://lake/cdc"}`` for Delta. (templated)
+    :param sink_conn_id: a ``postgres`` connection for the PostgreSQL sink. (templated)
+    :param chunk_size: rows per chunk (Flink CDC's default 8096). (templated)
+    :param chunk_key_columns: ``{"db.table": "column"}`` for tables without a primary key. (templated)
+    :param rows_per_batch: target rows per Spark job; each job costs seconds to start, so
+        keep it in the millions. (templated)
+    :param parallelism: snapshot tasks that run at once; the batch count is a multiple of it. (templated)
+    :param max_batches: upper bound on batches (default: Airflow's ``max_map_length``).
+    :param startup_mode: ``initial`` (snapshot, then binlog), ``snapshot``, ``latest-offset``,
+        ``earliest-offset``, ``specific-offset`` or ``timestamp``. (templated)
+    :param startup_offset: for ``specific-offset``: ``{"file", "position"}`` or ``{"gtid"}``. (templated)
+    :param startup_timestamp: for ``timestamp``: epoch seconds. (templated)
+    :param stream_options: ``max_events_per_batch``, ``heartbeat_s``, ``trigger_interval_s``. (templated)
+    :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
+        "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
+        "startup_offset", "startup_timestamp", "stream_options", "reset",
+    )
+    ui_color = "#e8f4fa"
+
+    def __init__(self, *, tables: Sequence[str] | str, state_location: str,
+                 mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, exclude: Sequence[str] | str = (),
+                 pipeline_name: str | None = None, sink_type: str = "delta",
+                 sink_options: Mapping[str, Any] | str | None = None, sink_conn_id: str | None = None,
+                 chunk_size: int = 8096, chunk_key_columns: Mapping[str, str] | str | None = None,
+                 rows_per_batch: int = 5_000_000, parallelism: int = 4, max_batches: int | None = None,
+                 startup_mode: str = "initial", startup_offset: Mapping[str, Any] | str | None = None,
+                 startup_timestamp: float | None = None, stream_options: Mapping[str, Any] | str | None = None,
+                 reset: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.mysql_cdc_conn_id = mysql_cdc_conn_id
+        self.tables = tables
+        self.exclude = exclude
+        self.state_location = state_location
+        self.pipeline_name = pipeline_name
+        self.sink_type = sink_type
+        self.sink_options = sink_options
+        self.sink_conn_id = sink_conn_id
+        self.chunk_size = chunk_size
+        self.chunk_key_columns = chunk_key_columns
+        self.rows_per_batch = rows_per_batch
+        self.parallelism = parallelism
+        self.max_batches = max_batches
+        self.startup_mode = startup_mode
+        self.startup_offset = startup_offset
+        self.startup_timestamp = startup_timestamp
+        self.stream_options = stream_options
+        self.reset = reset
+
+    # --- settings ------------------------------------------------------------------------
+
+    def pipeline_config(self, hook: MySqlCdcHook) -> PipelineConfig:
+        source = hook.get_source_config()
+        include = qualify_tables(self.tables, hook.default_database())
+        exclude = qualify_tables(self.exclude, hook.default_database()) if self.exclude else []
+        split = SplitOptions(chunk_size=int(self.chunk_size),
+                             chunk_key_columns=as_mapping(self.chunk_key_columns, "chunk_key_columns"))
+        offset = as_mapping(self.startup_offset, "startup_offset") or None
+        return PipelineConfig(
+            name=self.pipeline_name or self.dag_id,
+            source=source, include=tuple(include), exclude=tuple(exclude),
+            state_location=str(self.state_location),
+            sink=sink_config(str(self.sink_type), self.sink_options, self.sink_conn_id or None),
+            split=split, startup_mode=str(self.startup_mode), startup_offset=offset,
+            startup_timestamp=float(self.startup_timestamp) if self.startup_timestamp not in (None, "") else None,
+            stream=StreamOptions(**as_mapping(self.stream_options, "stream_options")),
+        )
+
+    def sizing(self) -> BatchSizing:
+        return BatchSizing(rows_per_batch=int(self.rows_per_batch), parallelism=int(self.parallelism),
+                           max_batches=int(self.max_batches or _max_map_length()))
+
+    # --- run -----------------------------------------------------------------------------
+
+    def _forget(self, state: StateStore) -> None:
+        from ..spark.stream_launcher import stop_local_stream
+
+        if stop_local_stream(state):
+            self.log.info("reset: stopped the running stream")
+        for rel in ("plan.json", "batches", "finished_batches.json", "stream", "staging"):
+            state.delete(rel)
+        self.log.info("reset: forgot plan, batch results and stream checkpoint in %s", state.location)
+
+    def execute(self, context: Any) -> list[dict[str, str]]:
+        hook = MySqlCdcHook(self.mysql_cdc_conn_id)
+        config = self.pipeline_config(hook)
+        state = StateStore(config.state_location)
+        if truthy(self.reset):
+            self._forget(state)
+        inputs = plan_inputs(config.include, config.exclude, config.split)
+        plan = state.read_plan()
+        if plan is not None and plan.inputs is not None and plan.inputs != inputs:
+            raise ConfigError(
+                f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "
+                f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
+                "another state_location.")
+        write_config(state, config)
+        if config.startup_mode not in ("initial", "snapshot"):
+            self.log.info("startup mode %s: no snapshot, the stream starts from the binlog", config.startup_mode)
+            return []
+        if plan is None:
+            plan = build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing())
+            state.write_plan(plan)
+            self.log.info("planned %d tables, %d chunks, %d batches", len(plan.schemas),
+                          sum(len(b.chunks) for b in plan.batches), len(plan.batches))
+        else:
+            self.log.info("reusing the stored plan: %d batches", len(plan.batches))
+        self._log_plan(plan, state)
+        return [{"batch_id": b.batch_id, "batch_label": batch_label(b)} for b in plan.batches]
+
+    def _log_plan(self, plan: Plan, state: StateStore) -> None:
+        done = {r["batch_id"] for r in state.batch_results()}
+        for b in plan.batches:
+            self.log.info("  %s: %s (%d chunks)%s", b.batch_id, batch_label(b), len(b.chunks),
+                          " -- already snapshotted" if b.batch_id in done else "")

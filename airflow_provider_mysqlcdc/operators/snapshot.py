@@ -1,0 +1,155 @@
+"""One mapped task per batch: spark-submit the snapshot job, return the batch's high watermark."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
+
+from ..cdc.errors import CdcError
+from ..cdc.state import StateStore
+from ..hooks.mysql_cdc import MySqlCdcHook
+from ..jobs import application_path
+from ..spark.session import jdbc_jar_path
+from . import _spark
+from ._pipeline import config_url, read_config, truthy
+
+
+def result_summary(result: dict[str, Any], label: str | None = None) -> dict[str, Any]:
+    """The XCom of a snapshot task: what the stream step needs (ranges, HW) and a few figures."""
+    rows = sum(sum(v.values()) for v in result.get("rows_per_chunk", {}).values())
+    return {
+        "batch_id": result["batch_id"],
+        "batch_label": label,
+        "ranges": result["ranges"],
+        "low_watermark": result["low_watermark"],
+        "high_watermark": result["high_watermark"],
+        "rows": rows,
+        "chunks": len(result.get("chunks", [])),
+        "seconds": result.get("seconds"),
+        "rows_per_s": result.get("rows_per_s"),
+    }
+
+
+class MySqlCdcSnapshotOperator(SparkSubmitOperator):
+    """Snapshots one batch of chunks with ``jobs/snapshot_chunks.py`` on Spark and returns its
+    ranges and high watermark (the XCom the stream step takes the minimum of).
+
+    The job writes the batch into the sink (each table's key range replaced atomically) and
+    then its result file in the state location; this task reads that file back. A batch that
+    already has a result file is not read again (so clearing a whole DAG run redoes only
+    unfinished batches) unless ``redo_finished`` is set. Killing the task kills spark-submit
+    and the driver it started.
+
+    The MySQL password (and a PostgreSQL sink's) reaches spark-submit through its environment,
+    never its command line; see ``_spark.secret_env`` for cluster modes.
+
+    :param batch_id: the batch of the stored plan (from ``MySqlCdcPlanOperator``). (templated)
+    :param batch_label: readable name, e.g. ``shop.orders chunks 0-63``; use it in
+        ``map_index_template="{{ task.batch_label }}"``. (templated)
+    :param state_location: the plan step's state location. (templated)
+    :param mysql_cdc_conn_id: the source connection (for its password). (templated)
+    :param sink_conn_id: the PostgreSQL sink's connection, if that is the sink. (templated)
+    :param conn_id: the Spark connection (``spark_default``; host ``local[*]`` runs locally).
+    :param redo_finished: snapshot the batch again even if it has a result. (templated)
+    :param password_file: on a cluster, a file on the driver (mode 600) holding the MySQL password.
+    :param cluster_provides_password: the driver's environment has ``$MYSQLCDC_PASSWORD`` from a
+        cluster secret; send no password.
+    :param python_archive: a packed Python environment (venv-pack / conda-pack) with this
+        package's dependencies, for clusters whose nodes lack them.
+    :param kwargs: everything else of ``SparkSubmitOperator`` (conf, executor_memory, ...).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "batch_id", "batch_label",
+                                      "state_location", "mysql_cdc_conn_id", "sink_conn_id", "redo_finished")
+    ui_color = "#fdf2e3"
+
+    def __init__(self, *, batch_id: str, state_location: str, batch_label: str | None = None,
+                 mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, sink_conn_id: str | None = None,
+                 redo_finished: bool = False, password_file: str | None = None,
+                 cluster_provides_password: bool = False, python_archive: str | None = None,
+                 conn_id: str = "spark_default", application: str = "", **kwargs: Any) -> None:
+        super().__init__(application=application, conn_id=conn_id, **kwargs)
+        self.batch_id = batch_id
+        self.batch_label = batch_label
+        self.state_location = state_location
+        self.mysql_cdc_conn_id = mysql_cdc_conn_id
+        self.sink_conn_id = sink_conn_id
+        self.redo_finished = redo_finished
+        self.password_file = password_file
+        self.cluster_provides_password = cluster_provides_password
+        self.python_archive = python_archive
+        self._secret_env: dict[str, str] = {}
+
+    # The password joins env_vars only inside the hook: env_vars is a template field, and
+    # rendered template fields are stored in the metadata database and shown in the UI.
+    def _get_hook(self):  # type: ignore[override]
+        public = self.env_vars
+        self.env_vars = {**(public or {}), **self._secret_env}
+        try:
+            return super()._get_hook()
+        finally:
+            self.env_vars = public
+
+    def _prepare_submit(self, state: StateStore) -> None:
+        config = read_config(state)
+        probe = super()._get_hook()  # resolves master / deploy mode from the Spark connection
+        master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]
+        sink_password = None
+        if self.sink_conn_id:
+            sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
+        mysql_password = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
+        self._secret_env = {**_spark.python_env(master), **_spark.secret_env(
+            master=master, deploy_mode=deploy_mode, mysql_password=mysql_password, sink_password=sink_password,
+            password_file=self.password_file, cluster_provides_password=bool(self.cluster_provides_password))}
+        archive, archive_conf = _spark.archive_conf(self.python_archive)
+        self.application = self.application or application_path("snapshot_chunks")
+        args = ["--config", config_url(state), "--batch-id", self.batch_id]
+        if self.password_file:
+            args += ["--password-file", self.password_file]
+        self.application_args = args
+        self.name = f"mysqlcdc {config.name} snapshot {self.batch_label or self.batch_id}"
+        self.jars = _spark.merge_csv(self.jars, jdbc_jar_path())  # spark-submit uploads it to a cluster
+        self.py_files = _spark.merge_csv(self.py_files, _spark.package_zip())
+        if archive:
+            self._archives = _spark.merge_csv(self._archives, archive)
+        # Spark's INFO chatter would bury the job's own progress lines in the task log.
+        self.conf = {"spark.ui.showConsoleProgress": "false", "spark.log.level": "WARN", **archive_conf,
+                     **(self.conf or {})}
+        self._hook = None  # build the real hook (with the secret env) in execute
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        state = StateStore(self.state_location)
+        existing = state.read_batch_result(self.batch_id)
+        if existing is not None and not truthy(self.redo_finished):
+            summary = result_summary(existing, self.batch_label)
+            self.log.info("batch %s (%s) is already in the sink (%d rows, HW %s): not read again. Set "
+                          "redo_finished to snapshot it anew.", self.batch_id, self.batch_label, summary["rows"],
+                          _fmt(summary["high_watermark"]))
+            return summary
+        self._prepare_submit(state)
+        self.log.info("snapshotting batch %s (%s) with %s", self.batch_id, self.batch_label, self.application)
+        t0 = time.monotonic()
+        super().execute(context)
+        result = state.read_batch_result(self.batch_id)
+        if result is None:
+            raise CdcError(f"the snapshot job for batch {self.batch_id} finished but left no result file at "
+                           f"{state.url(StateStore.batch_result_rel(self.batch_id))}; see the Spark output above.")
+        summary = result_summary(result, self.batch_label)
+        elapsed = time.monotonic() - t0
+        self.log.info("batch %s done: %d chunks, %d rows, %s rows/s in Spark, %.1fs with spark-submit; HW %s",
+                      self.batch_id, summary["chunks"], summary["rows"], summary["rows_per_s"], elapsed,
+                      _fmt(summary["high_watermark"]))
+        return summary
+
+    def on_kill(self) -> None:
+        sp = getattr(self._hook, "_submit_sp", None) if self._hook else None
+        if sp is not None and sp.poll() is None:
+            _spark.kill_process_tree(sp.pid)
+        super().on_kill()
+
+
+def _fmt(offset: dict[str, Any]) -> str:
+    return f"{offset.get('file')}:{offset.get('position')}"

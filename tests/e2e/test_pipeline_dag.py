@@ -1,0 +1,198 @@
+"""The DAG template end to end under ``dag.test()``: real Airflow (SQLite metadata DB), real
+MariaDB, real ``spark-submit`` in local mode, the Delta sink, writers running throughout.
+
+One run is shared by several tests (each DAG run costs a minute or two of spark-submits):
+the sink equals the source, the stream task is idempotent, a killed stream comes back
+through the sensor, and the password appears in no log, XCom or command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import airflow_env
+from tests.support.mariadb import ROOT_PASSWORD
+from tests.support.processes import CommandLineWatcher, capture_output
+from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
+from tests.support.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+
+def _conf(db: str, work: Path, **kw) -> dict:
+    conf = {"tables": [f"{db}.orders", "tenant_items"], "state_location": str(work / "state"),
+            "sink_type": "delta", "sink_options": {"root": str(work / "lake")}, "chunk_size": 4000,
+            "rows_per_batch": 25_000,
+            "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5}}
+    conf.update(kw)
+    return conf
+
+
+def _use_source(server, db: str) -> None:
+    airflow_env.migrate()
+    airflow_env.set_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=server.port, login="root",
+                               password=ROOT_PASSWORD, schema=db, extra={"server_id_range": "5400-5420"})
+    airflow_env.set_connection("spark_default", "spark", host="local[2]")
+
+
+def _dag():
+    dag = airflow_env.load_template_dag()
+    for t in dag.tasks:  # failures must stay failures here (the template retries twice)
+        t.retries = 0
+    return dag
+
+
+def _sink_equals_source(server, work: Path, specs, timeout_s: float = 120.0) -> str:
+    problems = []
+    for spec in specs:
+        from airflow_provider_mysqlcdc.cdc.model import TableId
+
+        t = TableId(spec.database, spec.table)
+        cols = list(spec.key_columns) + list(VALUE_COLS)
+        problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns),
+                                   lambda: delta_rows(work / "lake", t, spec.key_columns), timeout_s=timeout_s)
+        if problem:
+            problems.append(f"{t}: {problem}")
+    return "; ".join(problems)
+
+
+def _stop_stream(state_location: str) -> None:
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+
+    stop_local_stream(StateStore(state_location))
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(mariadb, tmp_path_factory):
+    """One DAG run with writers going during the snapshot and after the stream started."""
+    db = f"e2e_{os.getpid()}"
+    work = tmp_path_factory.mktemp("e2e")
+    mariadb.execute(f"CREATE DATABASE `{db}`")
+    specs = [create_int_table(mariadb, db, 60_000, "orders"), create_composite_table(mariadb, db, 20_000)]
+    _use_source(mariadb, db)
+    dag = _dag()
+    writers = [ConcurrentWriter(lambda: mariadb.connect(db), s, seed=11 + i, threads=1, pause_s=0.003).start()
+               for i, s in enumerate(specs)]
+    watcher = CommandLineWatcher(("spark-submit", "SparkSubmit", "snapshot_chunks", "binlog_stream")).start()
+    conf = _conf(db, work)
+    try:
+        with capture_output(work / "dag_test_output.log"):
+            dr = dag.test(run_conf=conf)
+        time.sleep(5)  # the stream keeps up with the writers for a while
+        changes = sum(w.stop().total for w in writers)
+        writers.clear()
+        yield {"dag": dag, "dr": dr, "db": db, "work": work, "specs": specs, "conf": conf,
+               "changes": changes, "watcher": watcher, "server": mariadb}
+    finally:
+        for w in writers:
+            w.stop()
+        watcher.stop()
+        _stop_stream(conf["state_location"])
+
+
+def test_dag_run_loads_and_streams_with_the_sink_equal_to_the_source(pipeline_run):
+    dr, work = pipeline_run["dr"], pipeline_run["work"]
+    states = airflow_env.task_states(dr)
+    assert dr.state == "success", states
+    snapshots = {k: v for k, v in states.items() if k[0] == "snapshot"}
+    assert len(snapshots) >= 3, states  # several mapped Spark jobs
+    assert all(v == ("success", 1) for v in snapshots.values())
+    assert pipeline_run["changes"] > 500
+    assert not _sink_equals_source(pipeline_run["server"], work, pipeline_run["specs"])
+
+
+def test_snapshot_xcoms_carry_high_watermarks_and_the_stream_starts_at_their_minimum(pipeline_run):
+    from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+
+    dag, dr = pipeline_run["dag"], pipeline_run["dr"]
+    xcoms = airflow_env.xcom_values(dag.dag_id, dr.run_id, "snapshot")
+    assert len(xcoms) >= 3
+    for summary in xcoms.values():
+        assert summary["high_watermark"]["file"] and summary["rows"] > 0 and summary["batch_label"]
+    state = StateStore(pipeline_run["conf"]["state_location"])
+    finished = state.read_finished()
+    assert sorted(f.batch_id for f in finished) == sorted(x["batch_id"] for x in xcoms.values())
+    assert min(f.high_watermark for f in finished) == min(BinlogOffset.from_dict(x["high_watermark"])
+                                                          for x in xcoms.values())
+    stream = airflow_env.xcom_values(dag.dag_id, dr.run_id, "stream")[-1]
+    assert stream["running"] and stream["batch_id"] is not None
+
+
+def test_map_indexes_are_named_after_their_tables_and_chunks(pipeline_run):
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    dr = pipeline_run["dr"]
+    with create_session() as session:
+        names = [ti.rendered_map_index for ti in session.query(TaskInstance).filter_by(
+            dag_id=dr.dag_id, run_id=dr.run_id, task_id="snapshot")]
+    assert names and all(n and "chunk" in n for n in names), names
+    assert any(n.startswith(f"{pipeline_run['db']}.orders chunks ") for n in names), names
+
+
+def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pipeline_run):
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
+    from airflow_provider_mysqlcdc.spark.stream_launcher import running_local_stream
+
+    dag, dr, work, server = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"]
+    state = StateStore(pipeline_run["conf"]["state_location"])
+    first = running_local_stream(state)
+    assert first is not None
+    with capture_output(work / "rerun_stream.log"):
+        dr2 = airflow_env.clear_and_run(dag, dr.run_id, ["stream"])
+    assert airflow_env.task_states(dr2)[("stream", -1)][0] == "success"
+    again = running_local_stream(state)
+    assert again is not None and again.pid == first.pid  # no second stream
+    assert "already running" in (work / "rerun_stream.log").read_text()
+
+    # Kill it hard, write more, and let the watchdog sensor bring it back from its checkpoint.
+    os.killpg(first.pgid, signal.SIGKILL)
+    deadline = time.time() + 20
+    while running_local_stream(state) is not None and time.time() < deadline:
+        time.sleep(0.2)
+    assert running_local_stream(state) is None
+    specs = pipeline_run["specs"]
+    writers = [ConcurrentWriter(lambda: server.connect(pipeline_run["db"]), s, seed=31 + i, threads=1,
+                                pause_s=0.003).start() for i, s in enumerate(specs)]
+    time.sleep(3)
+    sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location),
+                                  max_lag_s=None, relaunch=True)
+    with capture_output(work / "sensor.log"):
+        result = sensor.poke({})
+    for w in writers:
+        w.stop()
+    assert result.is_done and result.xcom_value["running"]
+    back = running_local_stream(state)
+    assert back is not None and back.pid != first.pid
+    assert not _sink_equals_source(server, work, specs)
+
+
+def test_the_password_appears_in_no_log_xcom_or_command_line(pipeline_run):
+    dag, dr, work = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"]
+    secret = ROOT_PASSWORD
+    places: dict[str, str] = {}
+    for p in [*work.glob("*.log"), *airflow_env.task_log_files(dag.dag_id)]:
+        places[str(p)] = p.read_text(errors="replace")
+    state_dir = Path(pipeline_run["conf"]["state_location"])
+    for p in state_dir.rglob("*"):
+        if p.is_file() and p.suffix in (".json", ".log", "") and p.stat().st_size < 5_000_000:
+            places[str(p)] = p.read_text(errors="replace")
+    for task_id in ("validate", "plan", "snapshot", "stream"):
+        places[f"xcom {task_id}"] = json.dumps(airflow_env.xcom_values(dag.dag_id, dr.run_id, task_id), default=str)
+    places["rendered fields"] = airflow_env.rendered_fields_text(dag.dag_id, dr.run_id)
+    cmdlines = pipeline_run["watcher"].seen
+    assert any("snapshot_chunks" in c for c in cmdlines) and any("binlog_stream" in c for c in cmdlines)
+    places["command lines"] = "\n".join(cmdlines)
+    assert "Spark-Submit cmd" in places[str(work / "dag_test_output.log")]
+    leaked = [where for where, text in places.items() if secret in text]
+    assert not leaked, f"the MySQL password appears in: {leaked}"

@@ -1,0 +1,83 @@
+"""Watching other processes during a test: their command lines, and this process's output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+
+class CommandLineWatcher:
+    """Records the command line of every process whose argv mentions one of ``needles``
+    (polled every ``every_s``); ``on_new`` may act on a new one (e.g. kill it)."""
+
+    def __init__(self, needles: Sequence[str], every_s: float = 0.2,
+                 on_new: Callable[[int, str], None] | None = None) -> None:
+        self.needles = tuple(needles)
+        self.every_s = every_s
+        self.on_new = on_new
+        self.seen: list[str] = []
+        self._pids: set[tuple[int, str]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "CommandLineWatcher":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def matching(self, needle: str) -> list[str]:
+        return [c for c in self.seen if needle in c]
+
+    def _run(self) -> None:
+        import psutil
+
+        me = os.getpid()
+        while not self._stop.is_set():
+            for p in psutil.process_iter(["pid", "cmdline"]):
+                try:
+                    argv = p.info["cmdline"] or []
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                line = " ".join(argv)
+                if p.info["pid"] == me or not any(n in line for n in self.needles):
+                    continue
+                key = (p.info["pid"], line)
+                if key in self._pids:
+                    continue
+                self._pids.add(key)
+                self.seen.append(line)
+                if self.on_new is not None:
+                    try:
+                        self.on_new(p.info["pid"], line)
+                    except Exception:  # the process may be gone already
+                        pass
+            time.sleep(self.every_s)
+
+
+@contextlib.contextmanager
+def capture_output(path: Path) -> Iterator[Path]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so child processes'
+    output too) to ``path`` for the duration, then restore them."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield path
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
