@@ -1,0 +1,178 @@
+"""MySQL protocol packet framing for a binlog dump, and the event checksum.
+
+Why our own framing instead of pymysql's ``_read_packet``: after ``COM_BINLOG_DUMP`` the
+server streams one packet per event, hundreds of thousands per second. pymysql reads
+each packet with two buffered reads and wraps it in a ``MysqlPacket`` object; here one
+large ``readinto`` fills a buffer that many packets are cut from, which is most of the
+difference between walking the binlog at ~300k events/s and at a third of that.
+
+Framing rules (the client/server protocol):
+
+* every packet is ``length (3 bytes LE) | sequence id (1 byte) | payload``;
+* a payload of 16 MB - 1 bytes (``MAX_PACKET_LEN``) or more is split: packets of exactly
+  ``MAX_PACKET_LEN`` bytes are followed by more of the same payload, the last one shorter
+  (possibly empty). A binlog event larger than 16 MB therefore arrives as several packets;
+* the first payload byte of a dump packet is ``0x00`` (an event follows), ``0xFE`` with a
+  payload shorter than 9 bytes (EOF: the non-blocking dump reached the end of the
+  binlog) or ``0xFF`` (an error: code, SQL state, message).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Callable
+
+import pymysql
+
+from .constants import CHECKSUM_LEN, MAX_PACKET_LEN
+from .errors import ChecksumError, ProtocolError
+
+ReadInto = Callable[[memoryview], int]
+
+_ERR_HEADER = struct.Struct("<BH")
+
+
+class PacketReader:
+    """Cuts complete payloads out of a byte stream, joining 16 MB continuation packets.
+
+    ``read_into`` is a ``readinto``-style callable (``socket.recv_into``, a buffered
+    file's ``readinto1``) that returns how many bytes it stored, 0 at end of stream.
+    Sequence ids are checked: a gap means a framing bug or a lost byte, and decoding on
+    would produce garbage rather than an error.
+    """
+
+    def __init__(self, read_into: ReadInto, buffer_size: int = 1 << 20, first_seq: int = 1) -> None:
+        self._read_into = read_into
+        self._buf = bytearray(buffer_size)
+        self._view = memoryview(self._buf)
+        self._start = 0   # first unread byte
+        self._end = 0     # end of valid data
+        self._seq = first_seq & 0xFF
+
+    def buffered(self) -> int:
+        """Bytes received but not yet returned: 0 means the next read waits for the server."""
+        return self._end - self._start
+
+    def _fill(self, need: int) -> None:
+        """Make at least ``need`` unread bytes available, growing or compacting the buffer."""
+        buf = self._buf
+        if self._end - self._start >= need:
+            return
+        if self._start + need > len(buf):
+            have = self._end - self._start
+            if need > len(buf):
+                nb = bytearray(max(need, 2 * len(buf)))
+                nb[:have] = self._view[self._start:self._end]
+                self._buf, self._view = nb, memoryview(nb)
+            else:
+                buf[:have] = bytes(self._view[self._start:self._end])  # may overlap: copy first
+            self._start, self._end = 0, have
+        view = self._view
+        while self._end - self._start < need:
+            n = self._read_into(view[self._end:])
+            if not n:
+                raise pymysql.err.OperationalError(
+                    2013, "Lost connection to MySQL server during the binlog dump")
+            self._end += n
+
+    def read_payload(self) -> bytes:
+        """The next complete payload (continuation packets joined)."""
+        self._fill(4)
+        buf = self._buf
+        s = self._start
+        length = buf[s] | (buf[s + 1] << 8) | (buf[s + 2] << 16)
+        seq = buf[s + 3]
+        if seq != self._seq:
+            raise ProtocolError(f"packet sequence id {seq}, expected {self._seq}: the stream is out of step")
+        self._seq = (seq + 1) & 0xFF
+        if length < MAX_PACKET_LEN:
+            if self._end - s < 4 + length:
+                self._fill(4 + length)
+                buf = self._buf
+                s = self._start
+            self._start = s + 4 + length
+            return bytes(self._view[s + 4:s + 4 + length])
+        parts = []
+        while True:
+            self._fill(4 + length)
+            s = self._start
+            parts.append(bytes(self._view[s + 4:s + 4 + length]))
+            self._start = s + 4 + length
+            if length < MAX_PACKET_LEN:
+                return b"".join(parts)
+            self._fill(4)
+            s = self._start
+            buf = self._buf
+            length = buf[s] | (buf[s + 1] << 8) | (buf[s + 2] << 16)
+            seq = buf[s + 3]
+            if seq != self._seq:
+                raise ProtocolError(f"packet sequence id {seq}, expected {self._seq}: the stream is out of step")
+            self._seq = (seq + 1) & 0xFF
+
+
+    def read_event(self) -> bytes | None:
+        """The next dump packet as an event (status byte 0x00 removed), None for EOF; raises errors.
+
+        The common case -- a whole packet already in the buffer -- costs one slice copy.
+        """
+        buf = self._buf
+        s = self._start
+        if self._end - s >= 5:
+            length = buf[s] | (buf[s + 1] << 8) | (buf[s + 2] << 16)
+            if (length < MAX_PACKET_LEN and self._end - s >= 4 + length and buf[s + 4] == 0
+                    and buf[s + 3] == self._seq):
+                self._seq = (self._seq + 1) & 0xFF
+                self._start = s + 4 + length
+                return bytes(self._view[s + 5:s + 4 + length])
+        payload = self.read_payload()
+        status = payload[:1]
+        if status == b"\x00":
+            return payload[1:]
+        if status == b"\xff":
+            raise_error_packet(payload)
+        if is_eof_packet(payload):
+            return None
+        raise ProtocolError(f"unexpected dump packet starting with {payload[:8]!r}")
+
+
+def frame_packets(payload: bytes, first_seq: int = 0) -> bytes:
+    """The wire form of ``payload`` (split at 16 MB as the server does); for tests and commands."""
+    out = bytearray()
+    seq = first_seq
+    pos = 0
+    while True:
+        chunk = payload[pos:pos + MAX_PACKET_LEN]
+        out += len(chunk).to_bytes(3, "little") + bytes([seq & 0xFF]) + chunk
+        seq += 1
+        pos += len(chunk)
+        if len(chunk) < MAX_PACKET_LEN:
+            return bytes(out)
+
+
+def raise_error_packet(payload: bytes) -> None:
+    """Raise the server's error (an ``0xFF`` packet) as pymysql would: ``OperationalError(code, msg)``.
+
+    The same exception type as python-mysql-replication's path, so callers that look for
+    error 1236 (binlog purged / position invalid) treat both readers alike.
+    """
+    _, code = _ERR_HEADER.unpack_from(payload, 0)
+    rest = payload[3:]
+    if rest[:1] == b"#":
+        rest = rest[6:]  # '#' + 5-character SQL state
+    raise pymysql.err.OperationalError(code, rest.decode("utf-8", "replace"))
+
+
+def is_eof_packet(payload: bytes) -> bool:
+    return payload[:1] == b"\xfe" and len(payload) < 9
+
+
+def verify_checksum(event: bytes | memoryview, where: str = "") -> None:
+    """Check the trailing CRC32 of one event (``binlog_checksum=CRC32``); raise ChecksumError."""
+    stored = int.from_bytes(event[-CHECKSUM_LEN:], "little")
+    actual = zlib.crc32(event[:-CHECKSUM_LEN]) & 0xFFFFFFFF
+    if stored != actual:
+        raise ChecksumError(
+            f"binlog event checksum mismatch{(' at ' + where) if where else ''}: stored {stored:#010x}, "
+            f"computed {actual:#010x}. The event was corrupted in transit or on disk; do not trust "
+            "the data read from here (check the server's binlog with mariadb-binlog --verify-binlog-checksum).")

@@ -1,0 +1,168 @@
+"""Binlog decoder throughput: the fast reader against mariadb-binlog and python-mysql-replication.
+
+Workload: ``--rows`` (default 400,000) autocommit single-row UPDATEs alternating between a
+captured table (BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), TEXT) and an uncaptured
+one of the same shape, in a private MariaDB (binlog ROW / FULL / metadata FULL). On that
+one binlog range it times, in the same run, median of ``--repeat`` (3):
+
+  * ``mariadb-binlog -v --table=events`` over the server's binlog file (the C baseline,
+    decoding only the captured table's rows, as we do); ``mariadb-binlog -v`` without the
+    filter is printed too;
+  * python-mysql-replication through the engine's ``BinlogReader``, raw library values
+    (``library``) and normalized to the canonical values (``library_normalized``: what
+    the stream does today);
+  * ``FastBinlogReader.batches()`` -- Arrow record batches (``decoder``), and
+    ``FastBinlogReader.changes()`` -- RowChange objects (``decoder_rowchange``).
+
+Rates are rows of the captured table per second. Last line:
+    decoder_rows_per_s=<int> ratio_vs_mariadb_binlog=<float> ratio_vs_library=<float>
+(the ratios against ``mariadb-binlog -v --table`` and the raw library: the conservative ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.events import RowChange  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.types import row_normalizer  # noqa: E402
+from tests.support.mariadb import MariaDB, _find  # noqa: E402
+
+SHAPE = "(id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64), amount DECIMAL(12,2), ts DATETIME(3), note TEXT)"
+KEYS = 1000
+
+
+def load(server: MariaDB, rows: int) -> tuple[BinlogOffset, BinlogOffset, int]:
+    """Create both tables, then ``rows`` single-row UPDATEs alternating between them (a server-side loop)."""
+    server.execute("CREATE DATABASE bench")
+    server.execute(f"CREATE TABLE events {SHAPE}", f"CREATE TABLE other {SHAPE}", database="bench")
+    for t in ("events", "other"):
+        server.execute(
+            f"INSERT INTO {t} SELECT seq, CONCAT('v', seq), seq / 100, NOW(3), REPEAT('n', 40) FROM seq_1_to_{KEYS}",
+            database="bench")
+    server.execute("FLUSH BINARY LOGS")
+    start = BinlogOffset(*server.master_status())
+    pairs = rows // 2
+    server.execute(
+        f"BEGIN NOT ATOMIC FOR i IN 1..{pairs} DO "
+        f"UPDATE events SET v = CONCAT('value-', i), amount = i / 100, ts = NOW(3), note = REPEAT('x', 40 + i % 7) "
+        f"WHERE id = i % {KEYS} + 1; "
+        f"UPDATE other SET v = CONCAT('other-', i), amount = i / 100, ts = NOW(3), note = 'o' WHERE id = i % {KEYS} + 1; "
+        "END FOR; END", database="bench")
+    end = BinlogOffset(*server.master_status())
+    assert start.file == end.file, "the workload rotated the binlog; raise max_binlog_size"
+    return start, end, pairs
+
+
+def timed(fn: Callable[[], int], expect: int, repeat: int) -> float:
+    """Median seconds of ``repeat`` runs of ``fn`` (which returns the rows it saw)."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        n = fn()
+        times.append(time.perf_counter() - t)
+        if n != expect:
+            raise AssertionError(f"{fn.__name__}: {n} rows, expected {expect}")
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=400_000, help="UPDATE statements in the workload (both tables)")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="mysqlcdc-bench-decoder-") as work:
+        server = MariaDB(base_dir=Path(work) / "mariadb", server_id=1,
+                         extra_args=("--max-binlog-size=1073741824",)).start()
+        try:
+            t0 = time.perf_counter()
+            start, end, expect = load(server, args.rows)
+            print(f"workload: {args.rows} single-row UPDATEs ({expect} on the captured table), "
+                  f"{end.position - start.position} binlog bytes, written in {time.perf_counter() - t0:.1f}s",
+                  flush=True)
+            source = server.source_config()
+            table = TableId("bench", "events")
+            conn = source.connect()
+            schema = read_table_schema(conn, table)
+            conn.close()
+            normalize = row_normalizer(schema, "UTC")
+            path = server.datadir / start.file
+            results: dict[str, float] = {}
+
+            def mariadb_binlog(table_filter: bool) -> Callable[[], int]:
+                def run() -> int:
+                    argv = [_find("mariadb-binlog"), "--no-defaults", "-v",
+                            f"--start-position={start.position}", f"--stop-position={end.position}"]
+                    if table_filter:
+                        argv.append("--table=events")
+                    with open(os.devnull, "wb") as devnull:
+                        subprocess.run(argv + [str(path)], stdout=devnull, check=True)
+                    return expect
+                run.__name__ = "mariadb_binlog"
+                return run
+
+            def library(normalized: bool) -> Callable[[], int]:
+                def run() -> int:
+                    n = 0
+                    norms = {table: normalize} if normalized else None
+                    with BinlogReader(source, 6102, start, end, tables=[table], normalizers=norms) as r:
+                        for ev in r:
+                            n += isinstance(ev, RowChange)
+                    return n
+                run.__name__ = "library"
+                return run
+
+            def decoder() -> int:
+                n = 0
+                with FastBinlogReader(source, 6101, start, end, tables=[table]) as r:
+                    for item in r.batches():
+                        if isinstance(item, ChangeBatch):
+                            n += item.num_rows
+                return n
+
+            def decoder_rowchange() -> int:
+                n = 0
+                with FastBinlogReader(source, 6101, start, end, tables=[table]) as r:
+                    for item in r.changes():
+                        n += isinstance(item, RowChange)
+                return n
+
+            runs = [
+                ("mariadb_binlog_table", mariadb_binlog(True)),
+                ("mariadb_binlog_all", mariadb_binlog(False)),
+                ("library", library(False)),
+                ("library_normalized", library(True)),
+                ("decoder", decoder),
+                ("decoder_rowchange", decoder_rowchange),
+            ]
+            for name, fn in runs:
+                secs = timed(fn, expect, args.repeat)
+                results[name] = expect / secs
+                print(f"{name}: {expect} rows in {secs:.3f}s = {expect / secs:,.0f} rows/s "
+                      f"(median of {args.repeat})", flush=True)
+            rate = results["decoder"]
+            print(f"decoder_rows_per_s={int(rate)} "
+                  f"ratio_vs_mariadb_binlog={rate / results['mariadb_binlog_table']:.2f} "
+                  f"ratio_vs_library={rate / results['library']:.2f}")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""The fast reader's event walk on synthetic binlogs: bounds, rotation, table ids, refusals.
+
+The walk (``FastBinlogReader._loop``) takes any object with the DumpConnection surface
+the loop uses, so these tests feed it events directly, without a server.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from pymysql import charset as pc
+
+from airflow_provider_mysqlcdc.cdc.errors import CdcError
+from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
+from airflow_provider_mysqlcdc.cdc.fastbinlog import (
+    ChangeBatch, ChecksumError, CompressedEventError, FastBinlogReader, PartialImageError, ProtocolError,
+    UnknownEventError, UnsupportedRows, UnsupportedTableError,
+)
+from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from tests.unit.test_fastbinlog_events import (
+    Binlog, Col, event, fde_body, gtid_body, query_body, rows_body, table_map_body,
+)
+
+T = TableId("db", "t")
+OTHER = TableId("db", "other")
+COLS = [Col(C.T_LONG, name="id", nullable=False), Col(C.T_VARCHAR, struct.pack("<H", 40), name="v", collation=45)]
+CHARSETS = {i: pc.charset_by_id(i).name for i in (8, 45, 63)}
+
+
+def image(i: int, v: str | None) -> bytes:
+    if v is None:
+        return b"\x02" + struct.pack("<i", i)
+    return b"\x00" + struct.pack("<i", i) + bytes([len(v)]) + v.encode()
+
+
+class _Reader:
+    def __init__(self, events):
+        self._it = iter(events)
+
+    def read_event(self):
+        return next(self._it, None)
+
+    def buffered(self):
+        return 1
+
+
+class FakeConn:
+    checksum_algorithm = "CRC32"
+    is_mariadb = True
+
+    def __init__(self, events):
+        self._reader = _Reader(events)
+
+
+def walk(events, start, stop=None, tables=(T,), items=False, **kw):
+    r = FastBinlogReader(None, 1, start, stop, tables=tables, blocking=False, **kw)
+    r._charsets = CHARSETS
+    out = []
+    for group in r._loop(FakeConn(events)):
+        for x in group:
+            if isinstance(x, ChangeBatch) and not items:
+                out.extend(x.changes())
+            else:
+                out.append(x)
+    return r, out
+
+
+def txn(b: Binlog, seq: int, table_id: int, kind: int, images: list[bytes], table: str = "t", update=False):
+    """GTID, TABLE_MAP, rows, XID; returns where the rows event starts."""
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(seq))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(table_id, "db", table, COLS))
+    at = b.add(kind, rows_body(table_id, len(COLS), images, update=update))
+    b.add(C.XID_EVENT, struct.pack("<Q", seq))
+    return at
+
+
+def base() -> Binlog:
+    b = Binlog()
+    b.fake_rotate(b.file, 4)
+    b.add(C.FORMAT_DESCRIPTION_EVENT, fde_body())
+    return b
+
+
+def test_rows_of_all_kinds_with_offsets_and_gtids():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    w = txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a"), image(2, None)])
+    u = txn(b, 2, 10, C.UPDATE_ROWS_EVENT_V1, [image(1, "a"), image(1, "b")], update=True)
+    d = txn(b, 3, 10, C.DELETE_ROWS_EVENT_V1, [image(2, None)])
+    txn(b, 4, 11, C.WRITE_ROWS_EVENT_V1, [image(9, "x")], table="other")
+    _, got = walk(b.events, start, BinlogOffset(b.file, b.pos))
+    assert [(c.kind, c.before, c.after, c.offset, c.gtid) for c in got] == [
+        ("insert", None, {"id": 1, "v": "a"}, BinlogOffset(b.file, w, row=0), "0-1-1"),
+        ("insert", None, {"id": 2, "v": None}, BinlogOffset(b.file, w, row=1), "0-1-1"),
+        ("update", {"id": 1, "v": "a"}, {"id": 1, "v": "b"}, BinlogOffset(b.file, u), "0-1-2"),
+        ("delete", {"id": 2, "v": None}, None, BinlogOffset(b.file, d), "0-1-3"),
+    ]
+    assert all(c.timestamp == 1_700_000_000 for c in got)
+
+
+def test_stop_is_file_aware():
+    """A stop in file 2 at a position smaller than file 1's positions must not stop inside file 1."""
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    for i in range(5):
+        txn(b, i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, "x" * 30)])
+    assert b.pos > 600
+    b.rotate_to("mysql-bin.000002")
+    second = txn(b, 9, 10, C.WRITE_ROWS_EVENT_V1, [image(100, "y")])
+    stop = BinlogOffset(b.file, b.pos)
+    third = txn(b, 10, 10, C.WRITE_ROWS_EVENT_V1, [image(101, "z")])
+    assert second < 600 and third < 600
+    r, got = walk(b.events, start, stop)
+    assert [c.after["id"] for c in got] == [0, 1, 2, 3, 4, 100]
+    assert r.position == stop
+    # and a stop exactly at the second file's first change
+    _, got = walk(b.events, start, BinlogOffset("mysql-bin.000002", 4))
+    assert [c.after["id"] for c in got] == [0, 1, 2, 3, 4]
+
+
+def test_start_row_inside_a_multi_row_event_and_dump_from():
+    b = base()
+    first = b.pos
+    w = txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a"), image(2, "b"), image(3, "c")])
+    stop = BinlogOffset(b.file, b.pos)
+    r, got = walk(b.events, BinlogOffset(b.file, w, row=2), stop, dump_from=BinlogOffset(b.file, first))
+    assert [(c.after["id"], c.offset.row) for c in got] == [(3, 2)]
+    assert r.transaction_start == BinlogOffset(b.file, first)
+
+
+def test_table_id_reuse_picks_the_right_structure():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a")])
+    # after a restart id 10 names another table, and t has id 12 with another structure
+    other_cols = [Col(C.T_TINY, name="k", nullable=False)]
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(2))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(10, "db", "other", COLS))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(12, "db", "t", other_cols))
+    b.add(C.WRITE_ROWS_EVENT_V1, rows_body(10, 2, [image(5, "zz")]))
+    b.add(C.WRITE_ROWS_EVENT_V1, rows_body(12, 1, [b"\x00\x07"]))
+    b.add(C.XID_EVENT, struct.pack("<Q", 2))
+    _, got = walk(b.events, start, BinlogOffset(b.file, b.pos))
+    assert [c.after for c in got] == [{"id": 1, "v": "a"}, {"k": 7}]
+
+
+def test_ddl_is_ordered_after_earlier_rows_and_filtered_by_table():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a")])
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(2, flags=1))
+    alter = b.add(C.QUERY_EVENT, query_body("ALTER TABLE t ADD COLUMN x INT", "db"))
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(3, flags=1))
+    b.add(C.QUERY_EVENT, query_body("ALTER TABLE other ADD COLUMN x INT", "db"))
+    txn(b, 4, 10, C.WRITE_ROWS_EVENT_V1, [image(2, "b")])
+    _, got = walk(b.events, start, BinlogOffset(b.file, b.pos))
+    assert [type(x).__name__ for x in got] == ["RowChange", "SchemaChange", "RowChange"]
+    sc = got[1]
+    assert (sc.sql, sc.table_id, sc.offset, sc.gtid) == ("ALTER TABLE t ADD COLUMN x INT", T,
+                                                         BinlogOffset(b.file, alter), "0-1-2")
+
+
+def test_batches_are_arrow_with_metadata_columns():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    w = txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a"), image(2, "b")])
+    _, got = walk(b.events, start, BinlogOffset(b.file, b.pos), items=True)
+    (batch,) = got
+    assert isinstance(batch, ChangeBatch) and batch.table_id == T
+    d = batch.batch.to_pydict()
+    assert d["database"] == ["db", "db"] and d["table"] == ["t", "t"] and d["op"] == ["insert", "insert"]
+    assert d["binlog_file"] == [b.file] * 2 and d["binlog_pos"] == [w, w] and d["binlog_row"] == [0, 1]
+    assert d["gtid"] == ["0-1-1"] * 2 and d["before"] == [None, None]
+    assert d["after"] == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    assert batch.batch.schema.field("event_time").type.tz == "UTC"
+
+
+def test_many_rows_flush_in_bounded_batches():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    for i in range(10):
+        txn(b, i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, "v")])
+    _, got = walk(b.events, start, BinlogOffset(b.file, b.pos), items=True, batch_rows=3)
+    assert [x.num_rows for x in got] == [3, 3, 3, 1]
+
+
+def test_heartbeat_moves_the_position():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a")])
+    b.events.append(event(C.HEARTBEAT_LOG_EVENT, b.file.encode(), b.pos, ts=0))
+    _, got = walk(b.events, start)
+    assert isinstance(got[0], RowChange) and got[1] == Heartbeat(BinlogOffset(b.file, b.pos))
+
+
+@pytest.mark.parametrize("typ", [C.WRITE_ROWS_COMPRESSED_EVENT_V1, C.UPDATE_ROWS_COMPRESSED_EVENT,
+                                 C.QUERY_COMPRESSED_EVENT, C.TRANSACTION_PAYLOAD_EVENT])
+def test_compressed_events_fail_loudly(typ):
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(1))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(10, "db", "t", COLS))
+    b.add(typ, b"\x80\x10compressed-bytes")
+    with pytest.raises(CompressedEventError, match="must not be skipped"):
+        walk(b.events, start)
+
+
+def test_unknown_events_fail_unless_ignorable():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    b.add(200, b"future", flags=C.LOG_EVENT_IGNORABLE_F)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a")])
+    _, got = walk(b.events, start)
+    assert len(got) == 1
+    b.add(201, b"future")
+    with pytest.raises(UnknownEventError, match="type 201"):
+        walk(b.events, start)
+
+
+def test_partial_row_image_fails():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(1))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(10, "db", "t", COLS))
+    b.add(C.WRITE_ROWS_EVENT_V1, rows_body(10, 2, [b"\x00" + struct.pack("<i", 1)], present=b"\x01"))
+    with pytest.raises(PartialImageError, match="binlog_row_image must be FULL"):
+        walk(b.events, start)
+
+
+def test_rows_without_table_map_fail():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    b.add(C.WRITE_ROWS_EVENT_V1, rows_body(10, 2, [image(1, "a")]))
+    with pytest.raises(ProtocolError, match="without its TABLE_MAP"):
+        walk(b.events, start)
+
+
+def test_corrupt_event_fails_the_checksum():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "abc")])
+    rows = b.events[-2]
+    b.events[-2] = rows[:-8] + b"X" + rows[-7:]
+    with pytest.raises(ChecksumError):
+        walk(b.events, start)
+
+
+def test_unsupported_table_raises_or_reports():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(1))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(10, "db", "t", [Col(C.T_TIME, name="old")]))
+    at = b.add(C.WRITE_ROWS_EVENT_V1, rows_body(10, 1, [b"\x00\x01\x02\x03"]))
+    b.add(C.XID_EVENT, struct.pack("<Q", 1))
+    with pytest.raises(UnsupportedTableError, match="pre-MySQL-5.6"):
+        walk(b.events, start)
+    r, got = walk(b.events, start, on_unsupported="report")
+    assert got == [UnsupportedRows(T, BinlogOffset(b.file, at), BinlogOffset(b.file, start.position),
+                                   got[0].reason)]
+    assert T in r.unsupported
+
+
+def test_ended_before_stop_is_an_error():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a")])
+    with pytest.raises(CdcError, match="before the requested stop"):
+        walk(b.events, start, BinlogOffset(b.file, b.pos + 100))
+
+
+def test_events_before_start_are_read_not_yielded():
+    b = base()
+    first = BinlogOffset(b.file, b.pos)
+    txn(b, 1, 10, C.WRITE_ROWS_EVENT_V1, [image(1, "a")])
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(2, flags=1))
+    b.add(C.QUERY_EVENT, query_body("TRUNCATE TABLE t", "db"))
+    start = BinlogOffset(b.file, b.pos)
+    txn(b, 3, 10, C.WRITE_ROWS_EVENT_V1, [image(2, "b")])
+    _, got = walk(b.events, start, dump_from=first)
+    assert [c.after["id"] for c in got if isinstance(c, RowChange)] == [2]
+    assert not [x for x in got if isinstance(x, SchemaChange)]
