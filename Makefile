@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test unit bench-snapshot clean
+.PHONY: bootstrap demo test unit bench-snapshot bench-dag clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -19,6 +19,10 @@ unit: bootstrap
 
 bench-snapshot: bootstrap
 	$(PY) bench/snapshot_throughput.py
+
+# The DAG template's initial load of a 20M-row table (BENCH_ARGS="--rows 2000000" for a quick check).
+bench-dag: bootstrap
+	$(PY) bench/dag_initial_load.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .demo bench/.work

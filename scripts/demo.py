@@ -1,18 +1,26 @@
-"""`make demo`: the whole pipeline against a live MariaDB, verified row by row.
+"""`make demo`: the DAG template, run by the real Airflow CLI against a live MariaDB, verified row by row.
 
-Starts a private MariaDB (binlog ROW/FULL) under .demo/, creates `shop.orders` (300,000
-rows) and `shop.tenant_items` (composite key, 100,000 rows), plans them into chunks and
-batches, and -- while writers keep inserting, updating, deleting and moving keys -- runs one
-`spark-submit spark_jobs/snapshot_chunks.py` per batch into a Delta Lake under .demo/lake,
-then starts `spark_jobs/binlog_stream.py` from the minimum high watermark. After the writers
-stop it waits for the stream to catch up and compares every Delta table with its source.
+Starts a private MariaDB (binlog ROW/FULL) under .demo/mariadb, creates `shop.orders` (300,000
+rows) and `shop.tenant_items` (composite key, 100,000 rows) and starts writers that keep
+inserting, updating, deleting and moving keys. Meanwhile a private Airflow (AIRFLOW_HOME
+.demo/airflow, SQLite metadata DB, connections from AIRFLOW_CONN_* variables) is migrated.
+
+Then `airflow dags test mysql_cdc_pipeline -c '<conf>'` runs dags/mysql_cdc_pipeline.py as a
+user would: validate -> plan -> one mapped snapshot task (spark-submit, local[2]) per batch
+into a Delta Lake under .demo/lake -> stream (the binlog stream, launched as a detached local
+process; the task returns after its first committed micro-batch). Its console output goes
+to .demo/airflow-dags-test.log. The writers go on for 30 s more while the stream follows,
+then stop; once the stream has caught up every Delta table is compared with its source, row
+by row. The stream and the server are stopped at the end, also on failure.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,122 +29,345 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.batching import batch_label  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.session import jdbc_jar_path  # noqa: E402
-from tests.support.mariadb import MariaDB  # noqa: E402
+from airflow_provider_mysqlcdc.spark.stream_launcher import log_tail  # noqa: E402
+from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
 from tests.support.sink_compare import delta_rows, mysql_rows  # noqa: E402
 from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table  # noqa: E402
 from tests.support.writer import ConcurrentWriter  # noqa: E402
 
+DAG_ID = "mysql_cdc_pipeline"
 WRITE_AFTER_SNAPSHOT_S = 30
+CATCH_UP_TIMEOUT_S = 300  # a shared 2-core machine can be slow
+CATCH_UP_REPORT_EVERY_S = 15
+DAG_RUN_TIMEOUT_S = 45 * 60
+TABLES = (("orders", 300_000, create_int_table), ("tenant_items", 100_000, create_composite_table))
+# 400,000 rows / 120,000 per Spark job -> 4 batches (3 if the row estimates come out low).
+ROWS_PER_BATCH = 120_000
+CHUNK_SIZE = 8096
+
+WORK = ROOT / ".demo"
+AIRFLOW_HOME = WORK / "airflow"
+DAG_LOG = WORK / "airflow-dags-test.log"
+MIGRATE_LOG = WORK / "airflow-db-migrate.log"
 
 
 def say(msg: str) -> None:
     print(f"demo: {msg}", flush=True)
 
 
-def main() -> int:
-    work = ROOT / ".demo"
-    shutil.rmtree(work, ignore_errors=True)
-    server = MariaDB(base_dir=work / "mariadb", server_id=1)
-    say("starting a private MariaDB ...")
-    server.start()
-    stream = None
-    writers: list[ConcurrentWriter] = []
+def rel(p: Path | str) -> str:
     try:
-        server.execute("CREATE DATABASE shop")
-        specs = [create_int_table(server, "shop", 300_000, "orders"),
-                 create_composite_table(server, "shop", 100_000, "tenant_items")]
-        source = server.source_config()
-        config = PipelineConfig(
-            name="demo", source=source, include=("shop.orders", "shop.tenant_items"),
-            state_location=str(work / "state"), sink=SinkConfig("delta", {"root": str(work / "lake")}),
-            stream=StreamOptions(max_events_per_batch=20_000, heartbeat_s=2.0, trigger_interval_s=1.0))
-        cfg_path = work / "pipeline.json"
-        cfg_path.write_text(config.to_json())
-        plan = build_plan(source, config.include, split=config.split, chunks_per_batch=20)
-        state = StateStore(config.state_location)
-        state.write_plan(plan)
-        say(f"MariaDB on 127.0.0.1:{server.port}; shop.orders 300,000 rows, shop.tenant_items 100,000 rows; "
-            f"{sum(len(b.chunks) for b in plan.batches)} chunks in {len(plan.batches)} batches")
+        return str(Path(p).relative_to(ROOT))
+    except ValueError:
+        return str(p)
 
-        env = dict(os.environ, MYSQLCDC_PASSWORD=source.password, PYSPARK_PYTHON=sys.executable,
-                   PYSPARK_DRIVER_PYTHON=sys.executable)
+
+def redacted(text: str) -> str:
+    return text.replace(ROOT_PASSWORD, "***")
+
+
+def airflow_env(server: MariaDB) -> dict[str, str]:
+    """A private Airflow: nothing AIRFLOW* of the caller's environment leaks in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    bindir = str(Path(sys.executable).parent)
+    env.update({
+        "PATH": bindir + os.pathsep + env.get("PATH", ""),
+        "AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
+        "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
+        "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),  # the template's defaults (watchdog DAG)
+        "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+        "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps({
+            "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
+            "password": ROOT_PASSWORD, "schema": "shop", "extra": {"server_id_range": "5400-5420"}}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    })
+    return env
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).parent / "airflow")
+
+
+def start_migrate(env: dict[str, str]) -> subprocess.Popen:
+    AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
+    out = open(MIGRATE_LOG, "w")
+    return subprocess.Popen([airflow_bin(), "db", "migrate"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop_group(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def print_log_tail(path: Path, lines: int = 60) -> None:
+    print(f"--- last {lines} lines of {rel(path)} ---", flush=True)
+    print(redacted(log_tail(path, lines)), flush=True)
+    print("---", flush=True)
+
+
+# --- reading the run back: metadata DB (task instances, XComs) and the state location -----------
+
+def metadata_db() -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{AIRFLOW_HOME / 'airflow.db'}?mode=ro", uri=True)
+
+
+def last_run_id(db: sqlite3.Connection) -> str:
+    return db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)).fetchone()[0]
+
+
+def task_instances(db: sqlite3.Connection, run_id: str) -> list[dict]:
+    cur = db.execute("SELECT task_id, map_index, state, duration, rendered_map_index, try_number FROM task_instance "
+                     "WHERE dag_id = ? AND run_id = ? ORDER BY start_date", (DAG_ID, run_id))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def xcoms(db: sqlite3.Connection, run_id: str, task_id: str) -> dict[int, object]:
+    out = {}
+    for map_index, value in db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND "
+                                       "task_id = ? AND key = 'return_value'", (DAG_ID, run_id, task_id)):
+        if isinstance(value, bytes):
+            value = value.decode()
+        v = json.loads(value) if isinstance(value, str) else value
+        if isinstance(v, str):  # stored JSON text of a JSON document
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        out[map_index] = v
+    return out
+
+
+def fmt_offset(o: dict | None) -> str:
+    return f"{o.get('file')}:{o.get('position')}" if o else "?"
+
+
+class Progress:
+    """Prints what the DAG run has done so far, from the state location (the run itself logs to a file)."""
+
+    def __init__(self, state: StateStore) -> None:
+        self.state = state
+        self.plan_seen = False
+        self.batches_seen: set[str] = set()
+        self.labels: dict[str, str] = {}
+        self.stream_seen = False
+
+    def poll(self) -> None:
+        try:
+            if not self.plan_seen and self.state.exists("plan.json"):
+                plan = self.state.read_plan()
+                self.plan_seen = True
+                self.labels = {b.batch_id: batch_label(b) for b in plan.batches}
+                say(f"plan: {len(plan.schemas)} tables, {sum(len(b.chunks) for b in plan.batches)} chunks of "
+                    f"{CHUNK_SIZE:,} rows, {len(plan.batches)} snapshot batches (mapped tasks)")
+            for r in sorted(self.state.batch_results(), key=lambda r: r["batch_id"]):
+                if r["batch_id"] in self.batches_seen:
+                    continue
+                self.batches_seen.add(r["batch_id"])
+                rows = sum(sum(v.values()) for v in r["rows_per_chunk"].values())
+                say(f"  snapshot {r['batch_id']} ({self.labels.get(r['batch_id'], '?')}): {rows:,} rows, "
+                    f"HW {fmt_offset(r['high_watermark'])}, {r.get('backfill_events', 0):,} backfill events, "
+                    f"{r.get('seconds') or 0:.1f}s in Spark")
+            if not self.stream_seen and self.state.exists("stream/process.json"):
+                self.stream_seen = True
+                say(f"  stream: launched (pid {self.state.read_json('stream/process.json')['pid']}), "
+                    "waiting for its first committed micro-batch")
+        except Exception:  # a file being written: next poll
+            pass
+
+
+def run_dag(env: dict[str, str], conf: dict, state: StateStore) -> int:
+    """`airflow dags test` with the console output in DAG_LOG; live progress from the state location."""
+    argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
+    progress = Progress(state)
+    with open(DAG_LOG, "w") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=str(ROOT))
+        try:
+            deadline = time.monotonic() + DAG_RUN_TIMEOUT_S
+            while proc.poll() is None:
+                progress.poll()
+                if time.monotonic() > deadline:
+                    say(f"the DAG run took longer than {DAG_RUN_TIMEOUT_S}s: stopping it")
+                    stop_group(proc)
+                    return -1
+                time.sleep(1)
+            progress.poll()
+            return proc.returncode
+        finally:
+            stop_group(proc)
+
+
+def report_run() -> None:
+    """Task durations and the snapshot/stream XComs of the run, from the metadata DB."""
+    with metadata_db() as db:
+        run_id = last_run_id(db)
+        tis = task_instances(db, run_id)
+        snaps = xcoms(db, run_id, "snapshot")
+        stream = xcoms(db, run_id, "stream").get(-1)
+    by_map = {ti["map_index"]: ti for ti in tis if ti["task_id"] == "snapshot"}
+    other = ", ".join(f"{ti['task_id']} {ti['duration'] or 0:.1f}s" for ti in tis if ti["task_id"] != "snapshot")
+    say(f"run {run_id}: {other}")
+    for i, x in sorted(snaps.items()):
+        ti = by_map.get(i, {})
+        say(f"  snapshot[{i}] {x.get('batch_label')}: {x.get('rows', 0):,} rows in {x.get('chunks')} chunks, "
+            f"{x.get('seconds') or 0:.1f}s in Spark ({x.get('rows_per_s') or 0:,} rows/s), task "
+            f"{ti.get('duration') or 0:.1f}s with spark-submit, HW {fmt_offset(x.get('high_watermark'))}")
+    if isinstance(stream, dict):
+        say(f"  stream: running={stream.get('running')}, micro-batch {stream.get('batch_id')} committed at "
+            f"{fmt_offset(stream.get('committed_offset'))}, pid {stream.get('pid')}")
+
+
+def stream_progress(state: StateStore) -> str:
+    from airflow_provider_mysqlcdc.spark.stream_status import read_status
+
+    st = read_status(state)
+    if st is None:
+        return "  stream: no status yet"
+    behind = f", {st.behind_bytes / 1e6:.1f} MB of binlog behind the head" if st.behind_bytes is not None else ""
+    return f"  stream: micro-batch {st.batch_id} committed at {fmt_offset(st.committed_offset)}{behind}"
+
+
+def compare(server: MariaDB, specs, schemas) -> tuple[list[str], int]:
+    diffs, rows = [], 0
+    for spec, schema in zip(specs, schemas):
+        cols = list(spec.key_columns) + list(VALUE_COLS)
+        want = mysql_rows(server, schema.table_id, cols, schema.row_identity)
+        try:
+            got = delta_rows(WORK / "lake", schema.table_id, schema.row_identity)
+        except Exception as e:  # table not readable yet
+            diffs.append(f"{schema.table_id}: {type(e).__name__}: {e}")
+            continue
+        rows += len(want)
+        if got != want:
+            missing = len(want.keys() - got.keys())
+            extra = len(got.keys() - want.keys())
+            changed = sum(1 for k in want.keys() & got.keys() if want[k] != got[k])
+            diffs.append(f"{schema.table_id}: {missing} missing, {extra} extra, {changed} different")
+    return diffs, rows
+
+
+def main() -> int:
+    from airflow_provider_mysqlcdc.spark.stream_launcher import running_local_stream, stop_local_stream
+
+    t_start = time.monotonic()
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    server = MariaDB(base_dir=WORK / "mariadb", server_id=1)
+    state = StateStore(str(WORK / "state"))
+    writers: list[ConcurrentWriter] = []
+    migrate = None
+    try:
+        say("starting a private MariaDB ...")
+        server.start()
+        env = airflow_env(server)
+        say(f"private Airflow in {rel(AIRFLOW_HOME)} (SQLite); `airflow db migrate` running in the background")
+        migrate = start_migrate(env)
+
+        server.execute("CREATE DATABASE shop")
+        specs = [make(server, "shop", n, name) for name, n, make in TABLES]
+        say(f"MariaDB on 127.0.0.1:{server.port}; " + ", ".join(f"shop.{name} {n:,} rows" for name, n, _ in TABLES))
         for i, spec in enumerate(specs):
             writers.append(ConcurrentWriter(lambda: server.connect("shop"), spec, seed=7 + i, threads=1,
                                             pause_s=0.002).start())
         say("writers started (inserts, updates, deletes, key moves)")
 
-        spark_submit = str(Path(sys.executable).parent / "spark-submit")
-        for b in plan.batches:
-            t = time.perf_counter()
-            p = subprocess.run([spark_submit, "--master", "local[2]", "--jars", jdbc_jar_path() or "",
-                                "--conf", "spark.ui.showConsoleProgress=false",
-                                str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"),
-                                "--config", str(cfg_path), "--batch-id", b.batch_id],
-                               env=env, capture_output=True, text=True)
-            if p.returncode != 0:
-                print(p.stderr[-4000:])
-                raise SystemExit(f"snapshot job for {b.batch_id} failed")
-            r = state.read_batch_result(b.batch_id)
-            rows = sum(sum(v.values()) for v in r["rows_per_chunk"].values())
-            say(f"snapshot {b.batch_id}: {rows:,} rows, HW {r['high_watermark']['file']}:"
-                f"{r['high_watermark']['position']}, {r['backfill_events']} backfill events, "
-                f"{time.perf_counter() - t:.1f}s (spark-submit included)")
+        t = time.monotonic()
+        if migrate.wait() != 0:
+            print(f"FAILED: airflow db migrate exited with {migrate.returncode}", flush=True)
+            print_log_tail(MIGRATE_LOG)
+            return 1
+        say(f"airflow db migrate done (waited {time.monotonic() - t:.0f}s more)")
 
-        finished = state.finished_from_results()
-        state.write_finished(finished)
-        say(f"starting the binlog stream from the minimum HW {min(f.high_watermark for f in finished)}")
-        log = open(work / "stream.log", "w")
-        stream = subprocess.Popen([sys.executable, str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "binlog_stream.py"),
-                                   "--config", str(cfg_path)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        conf = {
+            "tables": [f"shop.{name}" for name, _, _ in TABLES],
+            "state_location": str(WORK / "state"),
+            "sink_type": "delta",
+            "sink_options": {"root": str(WORK / "lake")},
+            "chunk_size": CHUNK_SIZE,
+            "rows_per_batch": ROWS_PER_BATCH,
+            "stream_options": {"max_events_per_batch": 20_000, "heartbeat_s": 2.0, "trigger_interval_s": 1.0},
+        }
+        say(f"airflow dags test {DAG_ID} (rows_per_batch {ROWS_PER_BATCH:,}, snapshot parallelism 1, "
+            f"Spark local[2], Delta sink in {rel(WORK / 'lake')}); Airflow output: {rel(DAG_LOG)}")
+        t = time.monotonic()
+        rc = run_dag(env, conf, state)
+        if rc != 0:
+            print(f"FAILED: `airflow dags test {DAG_ID}` exited with {rc} after {time.monotonic() - t:.0f}s; "
+                  f"full output in {rel(DAG_LOG)}", flush=True)
+            print_log_tail(DAG_LOG)
+            return 1
+        say(f"DAG run succeeded in {time.monotonic() - t:.0f}s: snapshot done, stream running")
+        try:
+            report_run()
+        except Exception as e:  # figures only; the verification below is what counts
+            say(f"(could not read the run's task instances / XComs: {type(e).__name__}: {e})")
+
+        proc = running_local_stream(state)
+        if proc is None:
+            print("FAILED: the DAG run succeeded but no binlog stream is running", flush=True)
+            print_log_tail(Path(state.path("stream", "stream.log")))
+            return 1
+        say(f"stream pid {proc.pid}, log {rel(proc.log_path)}; writers keep going for {WRITE_AFTER_SNAPSHOT_S}s")
         time.sleep(WRITE_AFTER_SNAPSHOT_S)
-        total = 0
-        for w in writers:
-            total += w.stop().total
+        stats = [w.stop() for w in writers]
         writers.clear()
-        say(f"writers stopped after {total:,} changes; waiting for the stream to catch up")
+        say(f"writers stopped after {sum(s.total for s in stats):,} changes "
+            f"({sum(s.inserts for s in stats):,} inserts, {sum(s.updates for s in stats):,} updates, "
+            f"{sum(s.deletes for s in stats):,} deletes, {sum(s.key_moves for s in stats):,} key moves); "
+            "waiting for the stream to catch up")
 
-        tables = [(s, plan.schemas[next(t for t in plan.schemas if t.table == s.table)]) for s in specs]
-        deadline = time.time() + 180
+        plan = state.read_plan()
+        schemas = [next(s for t_id, s in plan.schemas.items() if t_id.table == spec.table) for spec in specs]
+        deadline = time.time() + CATCH_UP_TIMEOUT_S
+        next_report = time.time() + CATCH_UP_REPORT_EVERY_S
         while True:
-            if stream.poll() is not None:
-                raise SystemExit(f"the stream job exited with {stream.returncode}; see {work / 'stream.log'}")
-            diffs, rows = [], 0
-            for spec, schema in tables:
-                cols = list(spec.key_columns) + list(VALUE_COLS)
-                want = mysql_rows(server, schema.table_id, cols, schema.row_identity)
-                try:
-                    got = delta_rows(work / "lake", schema.table_id, schema.row_identity)
-                except Exception as e:  # table not readable yet
-                    diffs.append(f"{schema.table_id}: {e}")
-                    continue
-                rows += len(want)
-                if got != want:
-                    missing = len(want.keys() - got.keys())
-                    extra = len(got.keys() - want.keys())
-                    changed = sum(1 for k in want.keys() & got.keys() if want[k] != got[k])
-                    diffs.append(f"{schema.table_id}: {missing} missing, {extra} extra, {changed} different")
+            if time.time() >= next_report:
+                next_report = time.time() + CATCH_UP_REPORT_EVERY_S
+                say(stream_progress(state))
+            if running_local_stream(state) is None:
+                print("FAILED: the binlog stream stopped running before the sink caught up", flush=True)
+                print_log_tail(Path(proc.log_path))
+                return 1
+            diffs, rows = compare(server, specs, schemas)
             if not diffs:
-                print(f"VERIFIED: sink equals source ({rows} rows, {len(tables)} tables)", flush=True)
+                say(f"total {time.monotonic() - t_start:.0f}s")
+                print(f"VERIFIED: sink equals source ({rows} rows, {len(specs)} tables)", flush=True)
                 return 0
             if time.time() > deadline:
-                print("FAILED: sink differs from source: " + "; ".join(diffs), flush=True)
+                print(f"FAILED: sink differs from source after {CATCH_UP_TIMEOUT_S}s: " + "; ".join(diffs),
+                      flush=True)
+                print_log_tail(Path(proc.log_path), 30)
                 return 1
             time.sleep(3)
     finally:
         for w in writers:
             w.stop()
-        if stream is not None and stream.poll() is None:
-            os.killpg(stream.pid, signal.SIGTERM)
-            try:
-                stream.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(stream.pid, signal.SIGKILL)
+        stop_group(migrate)
+        try:
+            if stop_local_stream(state):
+                say("stream stopped")
+        except Exception as e:
+            say(f"could not stop the stream: {type(e).__name__}: {e}")
         server.stop()
+        say("MariaDB stopped")
 
 
 if __name__ == "__main__":

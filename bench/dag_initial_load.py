@@ -1,0 +1,273 @@
+"""Initial load through the DAG template, end to end: `airflow dags test mysql_cdc_pipeline`.
+
+Builds a 20,000,000-row table (override with --rows) in a private MariaDB (BIGINT primary key,
+INT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), as tests/support/tables.py), then runs the
+template DAG (dags/mysql_cdc_pipeline.py) with the real Airflow CLI in a private AIRFLOW_HOME
+(SQLite): validate -> plan -> one mapped snapshot task per batch (spark-submit, local[2],
+snapshot parallelism 1) into a Delta Lake. The stream task is skipped by default
+(--mark-success-pattern, it is not part of an initial load); --stream launch runs it (the
+binlog stream starts, commits its first micro-batch) and stops the stream afterwards.
+
+Measured: from launching `airflow dags test` (the trigger) to the end_date of the last
+snapshot task instance in the metadata DB; rows = the table's row count. Baseline, in the
+same run: the `mariadb` client scanning the table (`--quick -N -e "SELECT * ..." > /dev/null`),
+median of 3 runs.
+
+Last line: rows_per_s=<int> ratio_vs_cli=<float>   (ratio > 1: the DAG loads faster than the CLI scans)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
+from airflow_provider_mysqlcdc.spark.stream_launcher import log_tail  # noqa: E402
+from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
+from tests.support.tables import VALUE_DDL, VALUE_FILL  # noqa: E402
+
+DAG_ID = "mysql_cdc_pipeline"
+DB, TABLE = "bench", "orders"
+WORK = ROOT / "bench" / ".work" / "dag_initial_load"
+AIRFLOW_HOME = WORK / "airflow"
+DAG_LOG = WORK / "airflow-dags-test.log"
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).parent / "airflow")
+
+
+def airflow_env(server: MariaDB) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+        "AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
+        "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
+        "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
+        "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+        "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps({
+            "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
+            "password": ROOT_PASSWORD, "schema": DB, "extra": {"server_id_range": "5400-5420"}}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    })
+    return env
+
+
+def stop_group(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def build_table(server: MariaDB, rows: int, step: int = 5_000_000) -> None:
+    """INSERT ... SELECT from the SEQUENCE engine, a few statements, outside the binlog (the load
+    is not a change to capture: the snapshot reads the table, the stream starts at its HW)."""
+    server.execute(f"CREATE DATABASE {DB}")
+    server.execute(f"CREATE TABLE {TABLE} (id BIGINT NOT NULL PRIMARY KEY, {VALUE_DDL}) ENGINE=InnoDB", database=DB)
+    stmts = ["SET SESSION sql_log_bin = 0"]
+    for lo in range(1, rows + 1, step):
+        hi = min(rows, lo + step - 1)
+        stmts.append(f"INSERT INTO {TABLE} SELECT seq, {', '.join(VALUE_FILL)} FROM seq_{lo}_to_{hi}")
+    stmts.append(f"ANALYZE TABLE {TABLE}")
+    server.execute(*stmts, database=DB)
+
+
+def cli_scan(server: MariaDB) -> float:
+    t = time.perf_counter()
+    with open(os.devnull, "wb") as devnull:
+        subprocess.run(server.cli("--quick", "-N", "-e", f"SELECT * FROM {DB}.{TABLE}"), env=server.cli_env(),
+                       stdout=devnull, check=True)
+    return time.perf_counter() - t
+
+
+def parse_ts(value) -> float:
+    """An Airflow UTC timestamp from SQLite ('2026-01-01 10:00:00.123456[+00:00]') as epoch seconds."""
+    d = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=dt.timezone.utc)
+    return d.timestamp()
+
+
+def read_run() -> tuple[dict, list[dict], dict[int, dict]]:
+    with contextlib.closing(sqlite3.connect(f"file:{AIRFLOW_HOME / 'airflow.db'}?mode=ro", uri=True)) as db:
+        cur = db.execute("SELECT run_id, state, start_date, end_date FROM dag_run WHERE dag_id = ? "
+                         "ORDER BY id DESC LIMIT 1", (DAG_ID,))
+        run = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+        cur = db.execute("SELECT task_id, map_index, state, start_date, end_date, duration, rendered_map_index "
+                         "FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY start_date",
+                         (DAG_ID, run["run_id"]))
+        cols = [d[0] for d in cur.description]
+        tis = [dict(zip(cols, r)) for r in cur.fetchall()]
+        xcoms = {}
+        for map_index, value in db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND "
+                                           "task_id = 'snapshot' AND key = 'return_value'", (DAG_ID, run["run_id"])):
+            v = json.loads(value.decode() if isinstance(value, bytes) else value)
+            xcoms[map_index] = json.loads(v) if isinstance(v, str) else v
+    return run, tis, xcoms
+
+
+def delta_row_count(root: Path) -> int | None:
+    """Rows of the Delta table from its log's per-file statistics (no data read)."""
+    try:
+        from deltalake import DeltaTable
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        # deltalake >= 1.0 returns an arro3 table: pyarrow takes it through the Arrow C stream interface.
+        actions = pa.table(DeltaTable(str(root / DB / TABLE)).get_add_actions(flatten=True))
+        return int(pc.sum(actions.column("num_records")).as_py())
+    except Exception as e:  # figures only
+        say(f"(could not count the Delta table's rows: {type(e).__name__}: {e})")
+        return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--batches", type=int, default=4, help="snapshot batches to aim for (default 4)")
+    ap.add_argument("--rows-per-batch", type=int, default=None,
+                    help="the DAG's rows_per_batch (default: --rows / (--batches - 0.5), so row estimates "
+                         "within about +-12%% still give --batches batches)")
+    ap.add_argument("--chunk-size", type=int, default=8096, help="the DAG's chunk_size (template default 8096)")
+    ap.add_argument("--stream", choices=("skip", "launch"), default="skip",
+                    help="skip: --mark-success-pattern stream; launch: run it, then stop the stream")
+    ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
+    ap.add_argument("--keep-log", metavar="PATH", default=None,
+                    help="copy the `airflow dags test` output there before the work dir is removed")
+    args = ap.parse_args()
+    rows_per_batch = args.rows_per_batch or math.ceil(args.rows / max(args.batches - 0.5, 0.5))
+
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    server = MariaDB(base_dir=WORK / "mariadb", server_id=1,
+                     extra_args=(f"--innodb-buffer-pool-size={args.buffer_pool}",))
+    state = StateStore(str(WORK / "state"))
+    migrate = dag_proc = None
+    t_bench = time.perf_counter()
+    try:
+        server.start()
+        env = airflow_env(server)
+        AIRFLOW_HOME.mkdir(parents=True)
+        migrate = subprocess.Popen([airflow_bin(), "db", "migrate"], env=env, stdout=open(WORK / "migrate.log", "w"),
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        t = time.perf_counter()
+        build_table(server, args.rows)
+        rows = int(server.query(f"SELECT COUNT(*) FROM {DB}.{TABLE}")[0][0])
+        say(f"table {DB}.{TABLE}: {rows:,} rows built in {time.perf_counter() - t:.1f}s "
+            f"(MariaDB {server.query('SELECT VERSION()')[0][0]}, buffer pool {args.buffer_pool})")
+        if migrate.wait() != 0:
+            say(f"FAILED: airflow db migrate:\n{log_tail(WORK / 'migrate.log')}")
+            return 1
+
+        cli_times = [cli_scan(server) for _ in range(3)]
+        cli_s = statistics.median(cli_times)
+        say(f"mariadb CLI scan: {', '.join(f'{x:.2f}s' for x in cli_times)} -> median {cli_s:.2f}s "
+            f"= {rows / cli_s:,.0f} rows/s")
+
+        conf = {"tables": [f"{DB}.{TABLE}"], "state_location": str(WORK / "state"), "sink_type": "delta",
+                "sink_options": {"root": str(WORK / "lake")}, "chunk_size": args.chunk_size,
+                "rows_per_batch": rows_per_batch}
+        argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
+        if args.stream == "skip":
+            argv += ["--mark-success-pattern", "^stream$"]
+        say(f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
+            f"snapshot parallelism 1, Spark local[2], Delta sink; stream task: "
+            + ("skipped (--mark-success-pattern '^stream$')" if args.stream == "skip"
+               else "launched, stopped after the run") + f"; output in {DAG_LOG.relative_to(ROOT)}")
+        with open(DAG_LOG, "w") as out:
+            t_trigger = time.time()
+            t0 = time.perf_counter()
+            dag_proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, cwd=str(ROOT))
+            rc = dag_proc.wait()
+            cli_total_s = time.perf_counter() - t0
+        if rc != 0:
+            say(f"FAILED: airflow dags test exited with {rc} after {cli_total_s:.0f}s; last lines of {DAG_LOG}:")
+            say(log_tail(DAG_LOG, 60).replace(ROOT_PASSWORD, "***"))
+            return 1
+
+        run, tis, xcoms = read_run()
+        snaps = sorted((ti for ti in tis if ti["task_id"] == "snapshot"), key=lambda ti: ti["map_index"])
+        if not snaps or any(ti["state"] != "success" for ti in snaps):
+            say(f"FAILED: snapshot task instances: {[(ti['map_index'], ti['state']) for ti in snaps]}")
+            return 1
+        last_end = max(parse_ts(ti["end_date"]) for ti in snaps)
+        total_s = last_end - t_trigger
+        run_s = last_end - parse_ts(run["start_date"])
+        snap_rows = sum(int(x.get("rows") or 0) for x in xcoms.values())
+        say(f"dag run {run['run_id']}: {run['state']}; "
+            + ", ".join(f"{ti['task_id']} {ti['state']} {ti['duration'] or 0:.1f}s"
+                        for ti in tis if ti["task_id"] != "snapshot"))
+        for ti in snaps:
+            x = xcoms.get(ti["map_index"], {})
+            say(f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
+                f"{x.get('chunks')} chunks, {x.get('seconds') or 0:.1f}s in Spark "
+                f"({int(x.get('rows_per_s') or 0):,} rows/s), task {ti['duration'] or 0:.1f}s with spark-submit")
+        delta_rows = delta_row_count(WORK / "lake")
+        if snap_rows != rows or (delta_rows is not None and delta_rows != rows):
+            say(f"FAILED: the table has {rows:,} rows, the snapshot XComs say {snap_rows:,}, "
+                f"the Delta table {delta_rows}")
+            return 1
+        rps = rows / total_s
+        say(f"rows: {rows:,} (snapshot XComs {snap_rows:,}, Delta table {delta_rows if delta_rows is not None else '?'})")
+        say(f"batches: {len(snaps)}")
+        task_s = ", ".join(f"{ti['duration'] or 0:.1f}" for ti in snaps)
+        spark_s = ", ".join(f"{xcoms.get(ti['map_index'], {}).get('seconds') or 0:.1f}" for ti in snaps)
+        say(f"snapshot task seconds: {task_s} (Spark job seconds: {spark_s})")
+        say(f"total seconds (trigger -> last snapshot task success): {total_s:.1f} "
+            f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})")
+        say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
+        say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
+        say(f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f}")
+        return 0
+    finally:
+        stop_group(dag_proc)
+        stop_group(migrate)
+        with contextlib.suppress(Exception):
+            from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+
+            if stop_local_stream(state):
+                say("stream stopped")
+        server.stop()
+        if args.keep_log and DAG_LOG.exists():
+            with contextlib.suppress(OSError):
+                Path(args.keep_log).write_text(DAG_LOG.read_text(errors="replace").replace(ROOT_PASSWORD, "***"))
+                say(f"airflow dags test output kept in {args.keep_log}")
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
