@@ -18,7 +18,7 @@ import pytest
 
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.processes import CommandLineWatcher, capture_output
+from tests.support.processes import CommandLineWatcher
 from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
 from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
 from tests.support.writer import ConcurrentWriter
@@ -42,14 +42,18 @@ def _use_source(server, db: str) -> None:
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
 
 
-def _dag():
-    dag = airflow_env.load_template_dag()
-    for t in dag.tasks:  # failures must stay failures here (the template retries twice)
-        t.retries = 0
-    return dag
+def run_dag(conf: dict, log_path: Path):
+    """``dag.test()`` of the template in a subprocess (see tests/support/airflow_runner.py)."""
+    res = airflow_env.run_template(["test", json.dumps(conf)], log_path)
+    return airflow_env.dag_run("mysql_cdc_pipeline", res["run_id"])
 
 
-def _sink_equals_source(server, work: Path, specs, timeout_s: float = 120.0) -> str:
+def clear_and_run(run_id: str, task_ids: list, log_path: Path):
+    res = airflow_env.run_template(["clear", run_id, json.dumps(task_ids)], log_path)
+    return airflow_env.dag_run("mysql_cdc_pipeline", res["run_id"])
+
+
+def _sink_equals_source(server, work: Path, specs, timeout_s: float = 300.0) -> str:
     problems = []
     for spec in specs:
         from airflow_provider_mysqlcdc.cdc.model import TableId
@@ -78,14 +82,13 @@ def pipeline_run(mariadb, tmp_path_factory):
     mariadb.execute(f"CREATE DATABASE `{db}`")
     specs = [create_int_table(mariadb, db, 60_000, "orders"), create_composite_table(mariadb, db, 20_000)]
     _use_source(mariadb, db)
-    dag = _dag()
+    dag = airflow_env.load_template_dag()
     writers = [ConcurrentWriter(lambda: mariadb.connect(db), s, seed=11 + i, threads=1, pause_s=0.003).start()
                for i, s in enumerate(specs)]
     watcher = CommandLineWatcher(("spark-submit", "SparkSubmit", "snapshot_chunks", "binlog_stream")).start()
     conf = _conf(db, work)
     try:
-        with capture_output(work / "dag_test_output.log"):
-            dr = dag.test(run_conf=conf)
+        dr = run_dag(conf, work / "dag_test_output.log")
         time.sleep(5)  # the stream keeps up with the writers for a while
         changes = sum(w.stop().total for w in writers)
         writers.clear()
@@ -148,8 +151,7 @@ def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pip
     state = StateStore(pipeline_run["conf"]["state_location"])
     first = running_local_stream(state)
     assert first is not None
-    with capture_output(work / "rerun_stream.log"):
-        dr2 = airflow_env.clear_and_run(dag, dr.run_id, ["stream"])
+    dr2 = clear_and_run(dr.run_id, ["stream"], work / "rerun_stream.log")
     assert airflow_env.task_states(dr2)[("stream", -1)][0] == "success"
     again = running_local_stream(state)
     assert again is not None and again.pid == first.pid  # no second stream
@@ -167,8 +169,7 @@ def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pip
     time.sleep(3)
     sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location),
                                   max_lag_s=None, relaunch=True)
-    with capture_output(work / "sensor.log"):
-        result = sensor.poke({})
+    result = sensor.poke({})
     for w in writers:
         w.stop()
     assert result.is_done and result.xcom_value["running"]

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_pipeline_dag import _conf, _dag, _sink_equals_source, _stop_stream, _use_source
+from tests.e2e.test_pipeline_dag import _conf, _sink_equals_source, _stop_stream, _use_source, clear_and_run, run_dag
 from tests.support import airflow_env
-from tests.support.processes import CommandLineWatcher, capture_output
+from tests.support.processes import CommandLineWatcher
 from tests.support.tables import create_composite_table, create_int_table
 from tests.support.writer import ConcurrentWriter
 
@@ -31,7 +31,6 @@ def test_clearing_one_failed_map_index_reruns_only_its_batch(mariadb, tmp_path):
     mariadb.execute(f"CREATE DATABASE `{db}`")
     specs = [create_int_table(mariadb, db, 60_000, "orders"), create_composite_table(mariadb, db, 20_000)]
     _use_source(mariadb, db)
-    dag = _dag()
     conf = _conf(db, tmp_path)
     killed: list[str] = []
 
@@ -48,8 +47,7 @@ def test_clearing_one_failed_map_index_reruns_only_its_batch(mariadb, tmp_path):
                for i, s in enumerate(specs)]
     state = StateStore(conf["state_location"])
     try:
-        with capture_output(tmp_path / "first_run.log"):
-            dr = dag.test(run_conf=conf)
+        dr = run_dag(conf, tmp_path / "first_run.log")
         states = airflow_env.task_states(dr)
         assert killed, "the victim batch's Spark job was never seen"
         failed = [k for k, v in states.items() if v[0] == "failed"]
@@ -60,8 +58,7 @@ def test_clearing_one_failed_map_index_reruns_only_its_batch(mariadb, tmp_path):
         others = {b: state.read_batch_result(b) for b in (r["batch_id"] for r in state.batch_results())}
         assert others and VICTIM not in others
 
-        with capture_output(tmp_path / "rerun.log"):
-            dr = airflow_env.clear_and_run(dag, dr.run_id, [("snapshot", victim_index), "stream"])
+        dr = clear_and_run(dr.run_id, [["snapshot", victim_index], "stream"], tmp_path / "rerun.log")
         states = airflow_env.task_states(dr)
         assert dr.state == "success", states
         assert states[("snapshot", victim_index)] == ("success", 2)

@@ -27,6 +27,7 @@ def configure() -> Path:
     home = Path(os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="mysqlcdc-airflow-"))
     home.mkdir(parents=True, exist_ok=True)
     os.environ.update({
+        "MYSQLCDC_TEST_AIRFLOW_HOME": str(home),  # child processes share this Airflow
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -69,12 +70,13 @@ def load_template_dag(dag_id: str = "mysql_cdc_pipeline"):
     return {d.dag_id: d for d in vars(module).values() if type(d).__name__ == "DAG"}[dag_id]
 
 
-def task_states(dr) -> dict[tuple[str, int], str]:
+def task_states(dr) -> dict[tuple[str, int], tuple[str, int]]:
+    from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        return {(ti.task_id, ti.map_index): (ti.state, ti.try_number)
-                for ti in dr.get_task_instances(session=session)}
+        tis = session.query(TaskInstance).filter_by(dag_id=dr.dag_id, run_id=dr.run_id).all()
+        return {(ti.task_id, ti.map_index): (str(ti.state), ti.try_number) for ti in tis}
 
 
 def xcom_values(dag_id: str, run_id: str, task_id: str) -> dict[int, Any]:
@@ -127,6 +129,29 @@ def clear_and_run(dag, run_id: str, task_ids: Sequence[Any]):
                             ti.state in (TaskInstanceState.SCHEDULED, None, TaskInstanceState.UP_FOR_RETRY)
                             for ti in dr.get_task_instances(session=session)):
                         break
+        return dr
+
+
+def run_template(action: Sequence[str], log_path: Path, timeout_s: float = 1500) -> dict[str, Any]:
+    """``tests/support/airflow_runner.py`` in a subprocess, output appended to ``log_path``;
+    returns ``{"run_id", "state"}`` and a handle to the run for queries."""
+    with open(log_path, "ab") as out:
+        p = subprocess.run([sys.executable, "-m", "tests.support.airflow_runner", *action], cwd=str(REPO),
+                           env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+    lines = [l for l in Path(log_path).read_text(errors="replace").splitlines() if l.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        tail = "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-60:])
+        raise RuntimeError(f"airflow runner {action[0]} exited with {p.returncode}:\n{tail}")
+    return json.loads(lines[-1].split(" ", 1)[1])
+
+
+def dag_run(dag_id: str, run_id: str):
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        dr = session.query(DagRun).filter_by(dag_id=dag_id, run_id=run_id).one()
+        session.expunge(dr)
         return dr
 
 

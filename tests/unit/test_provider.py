@@ -1,0 +1,124 @@
+"""Provider registration, the connection's form fields, the hook's reading of connections,
+and the rules that keep secrets off command lines. Real Airflow, connections from env."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysqlcdc.cdc.errors import ConfigError
+from tests.support import airflow_env
+
+
+def test_airflow_lists_the_provider_and_its_connection_form_fields():
+    airflow = str(Path(sys.executable).parent / "airflow")
+    out = subprocess.run([airflow, "providers", "list", "-o", "json"], capture_output=True, text=True, check=True)
+    names = [p["package_name"] for p in json.loads(out.stdout)]
+    assert "airflow-provider-mysqlcdc" in names
+    from airflow.providers_manager import ProvidersManager
+
+    pm = ProvidersManager()
+    assert pm.hooks["mysql_cdc"].hook_class_name == "airflow_provider_mysqlcdc.hooks.mysql_cdc.MySqlCdcHook"
+    fields = {k for k in pm.connection_form_widgets if k.startswith("extra__mysql_cdc__")}
+    assert {"extra__mysql_cdc__server_id_range", "extra__mysql_cdc__server_time_zone",
+            "extra__mysql_cdc__ssl_ca"} <= fields
+    assert pm.field_behaviours["mysql_cdc"]["relabeling"]["schema"] == "Default database"
+
+
+def test_hook_turns_a_connection_into_the_engine_config():
+    from airflow_provider_mysqlcdc.hooks.mysql_cdc import MySqlCdcHook
+
+    airflow_env.set_connection("cdc_hook_test", "mysql_cdc", host="db.example.com", port=3307, login="cdc",
+                               password="pw-1", schema="shop",
+                               extra={"server_id_range": "6000-6009", "server_time_zone": "Europe/Berlin",
+                                      "ssl_ca": "/etc/ca.pem", "ssl_verify_identity": False,
+                                      "jdbc_fetch_size": 5000})
+    hook = MySqlCdcHook("cdc_hook_test")
+    src = hook.get_source_config()
+    assert (src.host, src.port, src.user, src.password) == ("db.example.com", 3307, "cdc", "pw-1")
+    assert str(src.server_id_range) == "6000-6009" and src.server_time_zone == "Europe/Berlin"
+    assert src.ssl == {"ca": "/etc/ca.pem", "check_hostname": False} and src.jdbc_fetch_size == 5000
+    assert src.jdbc_tls_params() == "sslMode=verify-ca&serverSslCert=/etc/ca.pem"
+    assert hook.default_database() == "shop"
+    assert "pw-1" not in repr(src) and "pw-1" not in json.dumps(src.to_dict())
+
+
+def test_a_plain_mysql_connection_works_too():
+    from airflow_provider_mysqlcdc.hooks.mysql_cdc import MySqlCdcHook
+
+    airflow_env.set_connection("plain_mysql_test", "mysql", host="10.0.0.5", login="u", password="p",
+                               extra={"ssl": {"ca": "/ca.pem"}})
+    src = MySqlCdcHook("plain_mysql_test").get_source_config()
+    assert (src.host, src.port, src.ssl) == ("10.0.0.5", 3306, {"ca": "/ca.pem"})
+
+
+def test_client_certificates_are_refused_for_jdbc_with_a_fix():
+    from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+
+    with pytest.raises(ConfigError, match="ssl_cert"):
+        SourceConfig(ssl={"ca": "/ca", "cert": "/c", "key": "/k"}).jdbc_tls_params()
+
+
+def test_passwords_go_through_the_environment_only_where_it_stays_private():
+    from airflow_provider_mysqlcdc.operators._spark import secret_env
+
+    env = secret_env(master="local[2]", deploy_mode=None, mysql_password="s3", sink_password="pg",
+                     password_file=None, cluster_provides_password=False)
+    assert env == {"MYSQLCDC_PASSWORD": "s3", "PGPASSWORD": "pg"}
+    assert secret_env(master="spark://m:7077", deploy_mode="client", mysql_password="s3", sink_password=None,
+                      password_file=None, cluster_provides_password=False) == {"MYSQLCDC_PASSWORD": "s3"}
+    for master, mode in (("yarn", "cluster"), ("yarn", "client"), ("k8s://https://k:443", "cluster"),
+                         ("spark://m:7077", "cluster")):
+        with pytest.raises(ConfigError, match="password_file"):
+            secret_env(master=master, deploy_mode=mode, mysql_password="s3", sink_password=None,
+                       password_file=None, cluster_provides_password=False)
+    assert secret_env(master="yarn", deploy_mode="cluster", mysql_password="s3", sink_password=None,
+                      password_file="/secrets/mysql", cluster_provides_password=False) == {}
+
+
+def test_table_names_from_the_trigger_form():
+    from airflow_provider_mysqlcdc.operators._pipeline import as_list, qualify_tables
+
+    assert as_list("a.b, c.d\ne.f", "tables") == ["a.b", "c.d", "e.f"]
+    assert as_list('["a.b"]', "tables") == ["a.b"]
+    assert qualify_tables(["orders", "x.y", r"shop\.order_.*"], "shop") == ["shop.orders", "x.y", r"shop\.order_.*"]
+    with pytest.raises(ConfigError, match="schema"):
+        qualify_tables(["orders"], None)
+
+
+def test_local_masters_get_task_retries():
+    from airflow_provider_mysqlcdc.operators._stream import local_master_with_retries
+
+    assert local_master_with_retries("local[2]") == "local[2,4]"
+    assert local_master_with_retries("local[*]") == "local[*,4]"
+    assert local_master_with_retries("local") == "local[1,4]"
+    assert local_master_with_retries("local[2,3]") == "local[2,4]"
+    assert local_master_with_retries("yarn") == "yarn"
+
+
+def test_sink_settings_never_hold_a_password():
+    from airflow_provider_mysqlcdc.operators.plan import sink_config
+
+    with pytest.raises(ConfigError, match="sink_conn_id"):
+        sink_config("postgres", {"dsn": "host=x", "password": "p"}, None)
+    with pytest.raises(ConfigError, match="root"):
+        sink_config("delta", {}, None)
+    airflow_env.set_connection("pg_sink_test", "postgres", host="pg", port=5433, login="w", password="pgpw",
+                               schema="lake")
+    cfg = sink_config("postgres", {"schema": "cdc"}, "pg_sink_test")
+    assert cfg.options["dsn"] == {"host": "pg", "port": 5433, "dbname": "lake", "user": "w"}
+    assert "pgpw" not in json.dumps(dict(cfg.options))
+
+
+def test_the_dag_template_parses_with_its_params_and_shape():
+    dag = airflow_env.load_template_dag()
+    assert [t.task_id for t in dag.topological_sort()] == ["validate", "plan", "snapshot", "stream"]
+    assert {"tables", "state_location", "sink_type", "chunk_size", "rows_per_batch", "startup_mode",
+            "reset"} <= set(dag.params.keys())
+    assert dag.doc_md and "clear" in dag.doc_md
+    watchdog = airflow_env.load_template_dag("mysql_cdc_stream_watchdog")
+    assert [t.task_id for t in watchdog.tasks] == ["stream_health"]
