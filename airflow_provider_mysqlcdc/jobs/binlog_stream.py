@@ -12,6 +12,13 @@ Started with plain ``python`` (no spark-submit), it runs Spark in local mode as
 gives up after the first failure. The source itself retries lost connections (server
 restarts) before a task fails at all. ``--sink-factory module:function`` builds the sink
 from ``SinkConfig`` instead of the built-in factory (custom sinks, tests).
+
+While it runs, a listener on the driver keeps ``stream/status.json`` in the state location
+up to date (last committed micro-batch and offset, binlog head, lag; see
+``spark/stream_status.py``). SIGTERM (or SIGINT) stops it cleanly: the query is stopped
+between micro-batches (after waiting up to 10 s for the running one; past that it is
+interrupted and simply runs again on the next start), the sink is closed, Spark stopped,
+and the job exits 0.
 """
 
 from __future__ import annotations
@@ -21,7 +28,10 @@ import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
+import time
 
 DEFAULT_LOCAL_MASTER = "local[2,4]"
 
@@ -29,6 +39,50 @@ DEFAULT_LOCAL_MASTER = "local[2,4]"
 def _load_factory(spec: str):
     module, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module), attr or "build")
+
+
+def _stop_on_signals(log: logging.Logger) -> threading.Event:
+    """An event set by SIGTERM/SIGINT. The handler only sets it: calling into Spark from a signal
+    handler would re-enter the py4j connection the main thread is blocked on."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: object) -> None:
+        log.info("%s received: stopping the binlog stream", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+    return stop
+
+
+def _between_triggers(query, timeout_s: float, log: logging.Logger) -> None:
+    """Wait (up to ``timeout_s``) until no micro-batch is running, so ``stop()`` does not interrupt one.
+
+    Interrupting a foreachBatch is safe (the batch is not committed and runs again on the next
+    start) but Spark 4 then logs a StackOverflowError from matching the huge py4j error text.
+    Caught up, the query spends most of its time between triggers; catching up, batches run
+    back to back and the stop may still land inside one.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not query.status.get("isTriggerActive"):
+                return
+        except Exception:  # the query is going away anyway
+            return
+        time.sleep(0.02)
+    log.info("a micro-batch is still running after %.0f s: interrupting it (it runs again on the next start)",
+             timeout_s)
+
+
+def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0) -> None:
+    """Wait for the query to end (a failure raises) or for a stop request, then stop it."""
+    while not stop.is_set():
+        if query.awaitTermination(1.0):
+            return
+    _between_triggers(query, grace_s, log)
+    query.stop()
+    log.info("binlog stream stopped on request")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,15 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", help=f"Spark master when not under spark-submit (default {DEFAULT_LOCAL_MASTER})")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j logs every Python callback (each micro-batch, each listener event) at INFO
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     log = logging.getLogger("mysqlcdc.binlog_stream")
+    stop = _stop_on_signals(log)
 
     from pyspark.sql import SparkSession
 
     from airflow_provider_mysqlcdc.cdc.discovery import discover_tables
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.spark.session import configure_builder
     from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
     from airflow_provider_mysqlcdc.spark.stream import start_stream
+    from airflow_provider_mysqlcdc.spark.stream_status import install_status_listener
 
     password = read_password(args.password_file)
     config = load_pipeline_config(args.config, password=password)
@@ -62,13 +121,23 @@ def main(argv: list[str] | None = None) -> int:
     spark = configure_builder(builder).getOrCreate()
 
     sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else build_sink(config.sink)
+    listener = None
+    failure: str | None = None
     try:
         sink.prepare(schemas)
+        if stop.is_set():  # terminated while starting up
+            return 0
+        listener = install_status_listener(spark, config, StateStore(config.state_location))
         query = start_stream(spark, config, sink, schemas, password=password)
         log.info("streaming %d tables (%s) into %s", len(schemas),
                  ", ".join(str(s.table_id) for s in schemas[:10]), sink.name)
-        query.awaitTermination()
+        _run_until_stopped(query, stop, log)
+    except Exception as e:
+        failure = f"{type(e).__name__}: {e}"
+        raise
     finally:
+        if listener is not None:
+            listener.close(failure)  # status.json: stopped, or failed with the reason
         sink.close()
         spark.stop()
     return 0
