@@ -28,7 +28,7 @@ from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
 from airflow_provider_mysqlcdc.cdc.fastbinlog import (
-    ChangeBatch, CompressedEventError, FastBinlogReader, PartialImageError,
+    ChangeBatch, CompressedEventError, FastBinlogReader, PartialImageError, TableDecoder,
 )
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
@@ -213,9 +213,15 @@ def fast_read(mariadb, start, stop, tables, **kw) -> list:
 
 def test_corpus_matches_the_library_event_for_event(mariadb, fresh_db):
     db = fresh_db
-    types, keyed, geo, ignored = (TableId(db, n) for n in ("types", "keyed", "geo", "ignored"))
-    mariadb.execute(TYPES_DDL, KEYS_DDL, GEO_DDL, "CREATE TABLE ignored (id INT PRIMARY KEY, v TEXT)", database=db)
-    c = Corpus(mariadb, db, [types, keyed, geo])
+    types, typesc, keyed, geo, ignored = (TableId(db, n) for n in ("types", "typesc", "keyed", "geo", "ignored"))
+    mariadb.execute(TYPES_DDL, KEYS_DDL, GEO_DDL, "CREATE TABLE ignored (id INT PRIMARY KEY, v TEXT)",
+                    # every type again, without the DECIMALs wider than 18 digits: decoded column by column
+                    "CREATE TABLE typesc LIKE types", "ALTER TABLE typesc DROP d19, DROP d38, DROP d65, DROP d65i",
+                    database=db)
+    (typesc_cols,) = mariadb.query(
+        "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = 'typesc'", (db,))[0]
+    c = Corpus(mariadb, db, [types, typesc, keyed, geo])
     c.ddl()  # first segment: the schemas as created
     # every type: extremes, NULLs, minima, odd values; one event per statement
     for row in TYPES_ROWS:
@@ -232,6 +238,9 @@ def test_corpus_matches_the_library_event_for_event(mariadb, fresh_db):
           " FROM (SELECT CAST(seq AS SIGNED) AS seq FROM seq_1_to_150) s")
     c.sql("UPDATE types SET ti = IFNULL(ti, 0) DIV 2, tx = CONCAT(IFNULL(tx, ''), '+'), d10 = IFNULL(d10, 1) * -1")
     c.sql("UPDATE types SET iu = NULL, tx = NULL WHERE id > 140", "UPDATE types SET iu = 7, tx = 'back' WHERE id > 140")
+    c.sql(f"INSERT INTO typesc ({typesc_cols}) SELECT {typesc_cols} FROM types",
+          "UPDATE typesc SET tx = CONCAT(IFNULL(tx, ''), '!'), ts6 = NULL WHERE id % 2 = 0",
+          "UPDATE typesc SET b9 = NULL, ti = 1", "DELETE FROM typesc WHERE id % 3 = 0")
     c.sql("INSERT INTO ignored VALUES (1, 'not captured')", "UPDATE ignored SET v = 'still not'")
     # a transaction over several tables, with the uncaptured one in between
     c.sql("BEGIN", "INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', NULL)",
@@ -259,10 +268,15 @@ def test_corpus_matches_the_library_event_for_event(mariadb, fresh_db):
     c.sql("DELETE FROM types")
     stop = now(mariadb)
 
-    tables = [types, keyed, geo]
-    fast = fast_read(mariadb, c.start, stop, tables)
+    tables = [types, typesc, keyed, geo]
     ref = library_read(mariadb, c.segments, stop, tables, raw=[geo])
+    fast = fast_read(mariadb, c.start, stop, tables, columnar=False)
     assert_same(fast, ref)
+    with FastBinlogReader(mariadb.source_config(), FAST_ID, c.start, stop, tables=tables, columnar=True) as r:
+        columnar = [e for e in r.changes() if not isinstance(e, Heartbeat)]
+        decoders = {d.table_id: d.columnar_reason for d in r.decoders.values() if isinstance(d, TableDecoder)}
+    assert_same(columnar, ref)
+    assert decoders[typesc] is None and decoders[geo] is None and "wider than 64 bits" in decoders[types]
     # the corpus really covers what it claims
     rows = [e for e in fast if isinstance(e, RowChange)]
     assert len(rows) > 400

@@ -180,9 +180,10 @@ def test_random_schemas_match_the_library(mariadb, fresh_db, sc):
         deletes = [f"DELETE FROM `{name}` WHERE id IN ({i}, {i + 100})" for i in sc["deletes"]]
         mariadb.execute(*inserts, *updates, *deletes, database=db)
         stop = now(mariadb)
-        fast = fast_read(mariadb, start, stop, [t])
         ref = library_read(mariadb, [(start, {t: schema})], stop, [t])
+        fast = fast_read(mariadb, start, stop, [t], columnar=False)
         assert_same(fast, ref)
+        assert_same(fast_read(mariadb, start, stop, [t], columnar=True), ref)
         assert len([e for e in fast if isinstance(e, RowChange)]) >= len(sc["rows"])
     finally:
         mariadb.execute(f"DROP TABLE `{name}`", database=db)

@@ -6,11 +6,13 @@ import datetime as dt
 import decimal
 import struct
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pymysql import charset as pc
 
 from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
+from airflow_provider_mysqlcdc.cdc.fastbinlog.columnar import columnar_reason, decode_events
 from airflow_provider_mysqlcdc.cdc.fastbinlog.decoder import TableDecoder, Unsupported, plan_table
 from airflow_provider_mysqlcdc.cdc.fastbinlog.tablemap import parse_table_map, table_map_names
 from tests.unit.test_fastbinlog_events import Col, event, table_map_body
@@ -145,6 +147,43 @@ def test_decode_fast_and_null_paths_agree():
     assert dec.image_struct([None, images[0]]).to_pylist() == [None, EXPECTED]
 
 
+def test_columnar_decoding_equals_row_decoding():
+    """Several events, one or two images each, NULLs in places: both decoders, identical arrays."""
+    dec = plan(COLS)
+    assert columnar_reason(dec) is None
+    variants = [_image(VALUES), _image(VALUES, {"tiny", "v", "tx", "y"}), _image(VALUES, {c.name for c in COLS}),
+                _image(VALUES, {"d", "dt", "e", "s", "bn", "bits", "big", "l1"})]
+    events = [variants[0], variants[1] + variants[2], variants[3], variants[2] + variants[0] + variants[3]]
+    pad = b"HEAD"
+    blob = b"".join(pad + e + b"TAIL" for e in events)
+    starts, ends, pos = [], [], 0
+    for e in events:
+        starts.append(pos + 4)
+        ends.append(pos + 4 + len(e))
+        pos += len(e) + 8
+    got = decode_events(dec, blob, np.array(starts), np.array(ends))
+    expected_images = []
+    for s_, e_ in zip(starts, ends):
+        images, end = dec.decode_rows(blob, s_, e_)
+        assert end == e_
+        expected_images.extend(images)
+    expected = dec.image_arrays(expected_images)
+    for col, exp, cp in zip(got.columns, expected, dec.columns):
+        assert col.to_pylist() == exp.to_pylist(), cp.name
+        assert col.type == exp.type
+    assert got.event.tolist() == [0, 1, 1, 2, 3, 3, 3] and got.image.tolist() == [0, 0, 1, 0, 0, 1, 2]
+
+
+def test_columnar_long_multi_row_events_use_the_row_decoder_for_the_tail():
+    dec = plan(COLS)
+    images = [_image(VALUES, {"v"} if i % 3 else set()) for i in range(40)]
+    blob = b"".join(images) + _image(VALUES)
+    got = decode_events(dec, blob, np.array([0, len(blob) - len(images[0])]), np.array([len(blob) - len(images[0]), len(blob)]))
+    assert got.event.tolist() == [0] * 40 + [1] and got.image.tolist() == list(range(40)) + [0]
+    rows = pa.StructArray.from_arrays(got.columns, fields=list(dec.image_type)).to_pylist()
+    assert rows[0] == EXPECTED and rows[1]["v"] is None and rows[40] == EXPECTED
+
+
 def test_decimal_text_above_38_digits_and_bit64():
     cols = [Col(C.T_NEWDECIMAL, bytes([65, 30]), name="d"), Col(C.T_BIT, bytes([0, 8]), name="b")]
     dec = plan(cols)
@@ -184,3 +223,8 @@ def test_truncated_row_raises():
     dec = plan([Col(C.T_LONGLONG, name="a")])
     with pytest.raises(struct.error):
         dec.decode_rows(b"\x00\x01\x02", 0, 3)
+
+
+def test_wide_decimals_are_not_columnar():
+    assert "wider than 64 bits" in columnar_reason(plan([Col(C.T_NEWDECIMAL, bytes([19, 0]), name="d")]))
+    assert columnar_reason(plan([Col(C.T_NEWDECIMAL, bytes([18, 9]), name="d")])) is None

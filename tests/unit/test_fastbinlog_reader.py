@@ -18,6 +18,7 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog import (
     UnknownEventError, UnsupportedRows, UnsupportedTableError,
 )
 from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
+from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import PacketReader, frame_packets
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from tests.unit.test_fastbinlog_events import (
@@ -36,30 +37,43 @@ def image(i: int, v: str | None) -> bytes:
     return b"\x00" + struct.pack("<i", i) + bytes([len(v)]) + v.encode()
 
 
-class _Reader:
-    def __init__(self, events):
-        self._it = iter(events)
-
-    def read_event(self):
-        return next(self._it, None)
-
-    def buffered(self):
-        return 1
-
-
 class FakeConn:
+    """The DumpConnection surface the walk uses: a real PacketReader over the framed events."""
+
     checksum_algorithm = "CRC32"
     is_mariadb = True
 
-    def __init__(self, events):
-        self._reader = _Reader(events)
+    def __init__(self, events, chunk=None):
+        data = b"".join(frame_packets(b"\x00" + ev, 1 + i) for i, ev in enumerate(events))
+        data += frame_packets(b"\xfe\x00\x00\x02\x00", 1 + len(events))  # EOF: caught up
+        pos = 0
+
+        def read_into(view):
+            nonlocal pos
+            n = min(len(view), len(data) - pos, chunk or len(data))
+            view[:n] = data[pos:pos + n]
+            pos += n
+            return n
+
+        self._reader = PacketReader(read_into, buffer_size=4096)
 
 
-def walk(events, start, stop=None, tables=(T,), items=False, **kw):
+MODE = {"columnar": True}
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["columnar", "rows"])
+def decode_mode(request):
+    """Every walk runs with the columnar decoder and with the row decoder."""
+    MODE["columnar"] = request.param
+    yield request.param
+
+
+def walk(events, start, stop=None, tables=(T,), items=False, chunk=None, **kw):
+    kw.setdefault("columnar", MODE["columnar"])
     r = FastBinlogReader(None, 1, start, stop, tables=tables, blocking=False, **kw)
     r._charsets = CHARSETS
     out = []
-    for group in r._loop(FakeConn(events)):
+    for group in r._loop(FakeConn(events, chunk)):
         for x in group:
             if isinstance(x, ChangeBatch) and not items:
                 out.extend(x.changes())
@@ -282,3 +296,14 @@ def test_events_before_start_are_read_not_yielded():
     _, got = walk(b.events, start, dump_from=first)
     assert [c.after["id"] for c in got if isinstance(c, RowChange)] == [2]
     assert not [x for x in got if isinstance(x, SchemaChange)]
+
+
+@pytest.mark.parametrize("chunk", [1, 13, 200])
+def test_events_split_across_socket_reads(chunk):
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    for i in range(4):
+        txn(b, i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, "v" * i)])
+        txn(b, i + 10, 11, C.WRITE_ROWS_EVENT_V1, [image(i, "o")], table="other")
+    _, got = walk(b.events, start, BinlogOffset(b.file, b.pos), chunk=chunk)
+    assert [(c.after["id"], c.gtid) for c in got] == [(i, f"0-1-{i + 1}") for i in range(4)]

@@ -22,6 +22,7 @@ engine's offsets are file positions.
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from typing import Any
@@ -95,10 +96,23 @@ class DumpConnection:
             # The dump's packets continue the command's sequence (1, 2, ...). Read through
             # the connection's buffered file: anything it already holds comes first.
             rfile = conn._rfile
-            self._reader = PacketReader(rfile.readinto1, first_seq=conn._next_seq_id)
+            self._reader = PacketReader(rfile.readinto1, first_seq=conn._next_seq_id, ready=self._ready)
         except BaseException:
             self.close()
             raise
+
+    def _ready(self) -> bool:
+        """Bytes waiting in the socket (or decrypted in its TLS layer): a read would not block."""
+        sock = self.sock
+        if sock is None:
+            return True
+        pending = getattr(sock, "pending", None)
+        if pending is not None and pending() > 0:
+            return True
+        try:
+            return bool(select.select([sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
 
     @property
     def sock(self) -> socket.socket | None:

@@ -41,7 +41,9 @@ import logging
 import re
 import struct
 import uuid
+import zlib
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Collection, Iterator, Mapping
 
 import numpy as np
@@ -56,12 +58,13 @@ from ..model import TableId
 from ..offsets import BinlogOffset, split_binlog_file
 from . import constants as C
 from .connection import DumpConnection
+from .columnar import columnar_reason, decode_events, select
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
     CompressedEventError, FastBinlogError, PartialImageError, ProtocolError, UnknownEventError,
     UnsupportedTableError,
 )
-from .packets import verify_checksum
+from .packets import CRC32_RESIDUE, verify_checksum
 from .tablemap import parse_table_map, read_lenenc, table_map_names
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,10 @@ log = logging.getLogger(__name__)
 _ER_MASTER_FATAL_READING_BINLOG = 1236
 _HEADER = struct.Struct("<IBIIIH").unpack_from
 _GTID = struct.Struct("<QI").unpack_from
+_SIZE_POS = struct.Struct("<II").unpack_from   # event_size, log_pos at offset 9 of the header
+_U64 = struct.Struct("<Q").unpack_from         # a 6-byte table id plus the 2 flag bytes after it
+_U32 = struct.Struct("<I").unpack_from
+_TS = _U32
 _FAR = 1 << 62
 
 META_FIELDS = [
@@ -131,26 +138,81 @@ Item = ChangeBatch | SchemaChange | Heartbeat | UnsupportedRows
 
 
 class _Builder:
-    """Rows of one table structure waiting to become a record batch."""
+    """Rows of one table structure waiting to become a record batch.
 
-    __slots__ = ("decoder", "events", "befores", "afters", "first_seq")
+    Row mode keeps decoded images (``befores``/``afters``); columnar mode keeps the raw
+    events and where their row data is (``raw``), decoded all at once in ``build``.
+    """
 
-    def __init__(self, decoder: TableDecoder, first_seq: int) -> None:
+    __slots__ = ("decoder", "events", "befores", "afters", "first_seq", "raw")
+
+    def __init__(self, decoder: TableDecoder, first_seq: int, columnar: bool = False) -> None:
         self.decoder = decoder
-        self.events: list[tuple] = []   # (op, file, pos, gtid, ts, nrows, first row index)
+        # per event: (op, file, pos, gtid, ts, nrows, first row index); nrows -1 = not yet known
+        self.events: list[tuple] = []
         self.befores: list[tuple | None] = []
         self.afters: list[tuple | None] = []
         self.first_seq = first_seq
+        self.raw: list[tuple[bytes, int, int]] | None = [] if columnar else None
 
     def build(self) -> ChangeBatch:
+        if self.raw is not None:
+            return self._build_columnar()
         dec = self.decoder
-        ops, files, poss, gtids, tss, counts, row0s = zip(*self.events)
-        n = len(self.afters)
+        counts = [e[5] for e in self.events]
+        row0s = [e[6] for e in self.events]
+        rows = _row_numbers(counts, row0s)
+        return self._batch(counts, rows, dec.image_struct(self.befores), dec.image_struct(self.afters))
+
+    def _build_columnar(self) -> ChangeBatch:
+        dec = self.decoder
+        raw = self.raw
+        assert raw is not None
+        lengths = np.fromiter((len(ev) for ev, _, _ in raw), dtype=np.int64, count=len(raw))
+        bases = np.cumsum(lengths) - lengths
+        starts = bases + np.fromiter((d for _, d, _ in raw), dtype=np.int64, count=len(raw))
+        ends = bases + np.fromiter((e for _, _, e in raw), dtype=np.int64, count=len(raw))
+        decoded = decode_events(dec, b"".join(ev for ev, _, _ in raw), starts, ends)
+        ops = np.fromiter((_OP_CODES[e[0]] for e in self.events), dtype=np.int8, count=len(raw))
+        skips = np.fromiter((e[6] for e in self.events), dtype=np.int64, count=len(raw))
+        ev_of = decoded.event
+        update = ops[ev_of] == 1
+        n_images = np.bincount(ev_of, minlength=len(raw))
+        if ((ops == 1) & (n_images % 2 == 1)).any():
+            raise ProtocolError(f"an UPDATE rows event of {dec.table_id} has an odd number of row images")
+        row_in_event = np.where(update, decoded.image // 2, decoded.image)
+        is_after = np.where(update, decoded.image % 2 == 1, ops[ev_of] == 0)
+        keep = row_in_event >= skips[ev_of]
+        per_event = np.where(ops == 1, n_images // 2, n_images) - skips
+        per_event = np.maximum(per_event, 0)
+        row_base = np.cumsum(per_event) - per_event
+        total = int(per_event.sum())
+        row_id = row_base[ev_of] + row_in_event - skips[ev_of]
+        before = np.full(total, -1, dtype=np.int64)
+        after = np.full(total, -1, dtype=np.int64)
+        img = np.arange(len(ev_of), dtype=np.int64)
+        sel = keep & is_after
+        after[row_id[sel]] = img[sel]
+        sel = keep & ~is_after
+        before[row_id[sel]] = img[sel]
+        counts = per_event.tolist()
+        self.events = [e[:5] + (c,) + e[6:] for e, c in zip(self.events, counts)]
+        nonempty = per_event > 0
+        if not nonempty.all():  # (events whose rows were all before the start row)
+            self.events = [e for e, k in zip(self.events, nonempty.tolist()) if k]
+            counts = [c for c in counts if c]
+        rows = _row_numbers(counts, [e[6] for e in self.events])
+        fields = list(dec.image_type)
+        return self._batch(counts, rows, select(decoded.columns, before, fields),
+                           select(decoded.columns, after, fields))
+
+    def _batch(self, counts: list[int], rows: np.ndarray, before: pa.Array, after: pa.Array) -> ChangeBatch:
+        dec = self.decoder
+        ev = self.events
+        ops, files, poss, gtids, tss = (list(map(itemgetter(k), ev)) for k in range(5))
+        n = int(sum(counts))
         counts_a = np.array(counts, dtype=np.int64)
         idx = pa.array(np.repeat(np.arange(len(counts), dtype=np.int64), counts_a))
-        starts = np.cumsum(counts_a) - counts_a
-        rows = np.arange(n, dtype=np.int64) - np.repeat(starts, counts_a) + np.repeat(
-            np.array(row0s, dtype=np.int64), counts_a)
         tid = dec.table_id
         ts = np.repeat(np.array(tss, dtype=np.int64) * 1_000_000, counts_a)
         columns = [
@@ -162,10 +224,21 @@ class _Builder:
             pa.array(rows.astype(np.int32)),
             pa.array(gtids, pa.string()).take(idx),
             pa.array(ts, pa.timestamp("us", tz="UTC")),
-            dec.image_struct(self.befores),
-            dec.image_struct(self.afters),
+            before,
+            after,
         ]
         return ChangeBatch(tid, dec, pa.RecordBatch.from_arrays(columns, schema=batch_schema(dec)))
+
+
+_OP_CODES = {"insert": 0, "update": 1, "delete": 2}
+
+
+def _row_numbers(counts: list[int], first: list[int]) -> np.ndarray:
+    """Row index inside its event of every row: first[i], first[i] + 1, ... for counts[i] rows."""
+    c = np.array(counts, dtype=np.int64)
+    starts = np.cumsum(c) - c
+    return np.arange(int(c.sum()), dtype=np.int64) - np.repeat(starts, c) + np.repeat(
+        np.array(first, dtype=np.int64), c)
 
 
 class FastBinlogReader:
@@ -179,7 +252,10 @@ class FastBinlogReader:
     ``UnsupportedRows`` for each such event instead, so the caller can fetch exactly
     those from python-mysql-replication. ``verify_checksum`` checks the CRC32 of every
     event that is used (uncaptured tables' rows events are skipped unchecked).
-    ``server_id`` must be unique among the server's replicas.
+    ``columnar`` decodes the rows of a batch column by column with numpy (``columnar.py``)
+    for tables where that is possible; False uses the generated row decoders everywhere
+    (same values, the differential tests run both). ``server_id`` must be unique among
+    the server's replicas.
     """
 
     def __init__(
@@ -196,6 +272,7 @@ class FastBinlogReader:
         batch_rows: int = 20_000,
         on_unsupported: str = "raise",
         verify_checksum: bool = True,
+        columnar: bool = True,
     ) -> None:
         if stop is not None and stop < start:
             raise ValueError(f"binlog read: stop {stop} is before start {start}")
@@ -215,6 +292,7 @@ class FastBinlogReader:
         self.batch_rows = int(batch_rows)
         self.on_unsupported = on_unsupported
         self.verify = verify_checksum
+        self.columnar = columnar
         self.unsupported: dict[TableId, str] = {}
         self.decoders: dict[bytes, TableDecoder | Unsupported | None] = {}
         self._conn: DumpConnection | None = None
@@ -323,29 +401,47 @@ class FastBinlogReader:
         return start, stop
 
     def _loop(self, conn: DumpConnection) -> Iterator[list[Item]]:
-        """Walk the events. Written for speed: the hot paths (rows and TABLE_MAP events of
-        uncaptured tables, GTID and XID) touch as little as possible."""
-        reader = conn._reader
-        assert reader is not None
-        read = reader.read_event
-        buffered = reader.buffered
+        """Walk the events; every yielded list is one flush (see ``_groups``).
+
+        Written for speed, with the packet framing inlined: an event whose packet is
+        complete in the receive buffer is dispatched straight from the buffer, and only
+        the events that are used (captured rows, new TABLE_MAPs, DDL, rotations ...) are
+        copied out. Rows and TABLE_MAP events of uncaptured tables, GTID and XID events --
+        most of a busy binlog -- cost a header unpack and a dict lookup. Everything else
+        (partial packets, 16 MB continuations, EOF, errors) goes through
+        ``PacketReader.read_event``, after a flush if that call would wait for the server.
+
+        The hot state (framing offsets, position, transaction start) lives in locals and is
+        written back to ``self`` before anything leaves the loop (a yield, a rare event, the
+        end): the ``position`` / ``transaction_start`` properties are exact between items.
+        """
+        R = conn._reader
+        assert R is not None
         crc = 4 if conn.checksum_algorithm == "CRC32" else 0
         verify = self.verify
         tid_len, tm_post = 6, 8
+        tid_mask = (1 << 48) - 1
         start_pos, stop_pos = self._bounds()
         start_row = self.start.row
         by_id: dict[int, TableDecoder | Unsupported | None] = {}
+        last_map: dict[int, tuple[bytes, TableDecoder | Unsupported | None]] = {}
         tm_cache = self.decoders
         builders: dict[int, _Builder] = {}     # id(decoder) -> builder
         pending = 0
         seq = 0
-        gtid_event: bytes | None = None        # checked lazily: only when rows use its GTID
+        gtid_event: bytes | None = None        # verified lazily: only when rows use its GTID
+        gtid_parts: tuple[int, int, int] | None = None
         charsets = self._charsets
         ROWS = C.ROWS_EVENTS
         TABLE_MAP = C.TABLE_MAP_EVENT
         MARIADB_GTID = C.MARIADB_GTID_EVENT
         XID = C.XID_EVENT
+        MAXP = C.MAX_PACKET_LEN
         from_bytes = int.from_bytes
+        sizepos = _SIZE_POS
+        u64 = _U64
+        crc32 = zlib.crc32
+        RESIDUE = CRC32_RESIDUE
 
         def flush() -> list[Item]:
             nonlocal pending
@@ -354,192 +450,191 @@ class FastBinlogReader:
             pending = 0
             return out
 
-        while True:
-            if pending and not buffered():
-                yield flush()
-            ev = read()
-            if ev is None:  # non-blocking dump: caught up with the server
-                break
-            if self._done:
-                return
-            ts, typ, server_id, size, log_pos, flags = _HEADER(ev, 0)
-            rows_kind = ROWS.get(typ)
-            if rows_kind is not None:
-                pos = log_pos - size
-                if pos >= stop_pos:
-                    break
-                self._pos = log_pos
-                dec = by_id.get(from_bytes(ev[19:19 + tid_len], "little"), _MISSING)
-                if dec is None:
-                    continue  # not captured
-                if not self._in_txn:
-                    self._txn = (self._file, pos)
-                    self._in_txn = True
-                if pos < start_pos:
-                    continue
-                if dec is _MISSING:
-                    raise ProtocolError(
-                        f"rows event at {self._file}:{pos} for table id {from_bytes(ev[19:19 + tid_len], 'little')} "
-                        "without its TABLE_MAP: a read must start at a transaction boundary (or pass "
-                        "dump_from = the transaction's start)")
-                if verify and crc:
-                    verify_checksum(ev, f"{self._file}:{pos}")
-                    if gtid_event is not None:
-                        verify_checksum(gtid_event, f"{self._file} (GTID event before {pos})")
-                        gtid_event = None
-                if dec.__class__ is Unsupported:
-                    item = self._unsupported(dec, pos)
-                    yield (flush() if pending else []) + [item]
-                    continue
-                kind, version = rows_kind
-                images = self._decode_rows(dec, ev, kind, version, tid_len, len(ev) - crc, pos)
-                skip = start_row if pos == start_pos else 0
-                b = builders.get(id(dec))
-                if b is None:
-                    b = builders[id(dec)] = _Builder(dec, seq)
-                    seq += 1
-                if kind == "update":
-                    if len(images) == 2 and not skip:
-                        b.befores.append(images[0])
-                        b.afters.append(images[1])
-                        nrows = 1
+        rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
+        cur_pos, in_txn, txn = self._pos, self._in_txn, self._txn
+        try:
+            while True:
+                # --- framing: the next event is buf[o:end] -------------------------------
+                o = rstart
+                if rend - o >= 24:
+                    length = rbuf[o] | (rbuf[o + 1] << 8) | (rbuf[o + 2] << 16)
+                    if rend - o >= 4 + length and length < MAXP and rbuf[o + 4] == 0 and rbuf[o + 3] == rseq:
+                        rseq = (rseq + 1) & 0xFF
+                        rstart = end = o + 4 + length
+                        o += 5
+                        buf = rbuf
                     else:
-                        befores, afters = images[skip * 2::2], images[skip * 2 + 1::2]
-                        b.befores.extend(befores)
-                        b.afters.extend(afters)
-                        nrows = len(afters)
+                        o = -1
                 else:
-                    if skip:
-                        images = images[skip:]
-                    nrows = len(images)
-                    if kind == "insert":
-                        b.befores.extend([None] * nrows)
-                        b.afters.extend(images)
-                    else:
-                        b.befores.extend(images)
-                        b.afters.extend([None] * nrows)
-                if nrows:
-                    b.events.append((kind, self._file, pos, self._gtid, ts, nrows, skip))
-                    pending += nrows
-                    if pending >= self.batch_rows:
-                        yield flush()
-                continue
+                    o = -1
+                if o < 0:
+                    R._start, R._seq = rstart, rseq
+                    if pending and not R.ready():
+                        self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                        yield flush()  # about to wait for the server: deliver what we have
+                    if self._done:
+                        return
+                    ev = R.read_event()
+                    rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
+                    if ev is None:  # non-blocking dump: caught up with the server
+                        break
+                    buf, o, end = ev, 0, len(ev)
+                typ = buf[o + 4]
+                size, log_pos = sizepos(buf, o + 9)
 
-            if typ == TABLE_MAP:
-                pos = log_pos - size
-                if pos >= stop_pos:
-                    break
-                self._pos = log_pos
-                key = ev[19 + tm_post:len(ev) - crc]
-                dec = tm_cache.get(key, _MISSING)
-                if dec is _MISSING:
-                    if verify and crc:
-                        verify_checksum(ev, f"{self._file}:{pos}")
-                    dec = self._plan(ev, tid_len, tm_post, crc, charsets, conn.is_mariadb)
-                    tm_cache[key] = dec
-                elif dec is not None and verify and crc:
-                    verify_checksum(ev, f"{self._file}:{pos}")
-                by_id[from_bytes(ev[19:19 + tid_len], "little")] = dec
-                continue
-
-            if typ == MARIADB_GTID:
-                pos = log_pos - size
-                if pos >= stop_pos:
-                    break
-                self._pos = log_pos
-                seq_no, domain = _GTID(ev, 19)
-                self._gtid = f"{domain}-{server_id}-{seq_no}"
-                gtid_event = ev
-                if not self._in_txn:
-                    self._txn = (self._file, pos)
-                    self._in_txn = True
-                continue
-
-            if typ == XID:
-                pos = log_pos - size
-                if pos >= stop_pos:
-                    break
-                self._pos = log_pos
-                self._in_txn = False
-                continue
-
-            if typ == C.ROTATE_EVENT:
-                if verify and crc:
-                    verify_checksum(ev, f"{self._file} (rotate)")
-                position = from_bytes(ev[19:27], "little")
-                next_file = bytes(ev[27:len(ev) - crc]).decode("utf-8")
-                if log_pos and not flags & C.LOG_EVENT_ARTIFICIAL_F and log_pos - size >= stop_pos:
-                    break
-                self._file = next_file
-                self._pos = position
-                start_pos, stop_pos = self._bounds()
-                if (not log_pos or flags & C.LOG_EVENT_ARTIFICIAL_F) and position >= stop_pos:
-                    break  # a fake rotate says "you are at file:position"
-                continue
-
-            if typ == C.FORMAT_DESCRIPTION_EVENT:
-                crc_alg, tid_len, tm_post = _parse_fde(ev)
-                crc = 4 if crc_alg == C.CHECKSUM_CRC32 else 0
-                if verify and crc:
-                    verify_checksum(ev, f"{self._file} (format description)")
-                if log_pos:
+                # --- rows --------------------------------------------------------------------
+                rows_kind = ROWS.get(typ)
+                if rows_kind is not None:
                     pos = log_pos - size
                     if pos >= stop_pos:
                         break
-                    self._pos = log_pos
-                continue
+                    cur_pos = log_pos
+                    dec = by_id.get(u64(buf, o + 19)[0] & tid_mask if tid_len == 6 else
+                                    from_bytes(buf[o + 19:o + 23], "little"), _MISSING)
+                    if dec is None:
+                        continue  # not captured
+                    if not in_txn:
+                        txn = (self._file, pos)
+                        in_txn = True
+                    if pos < start_pos:
+                        continue
+                    if dec is _MISSING:
+                        raise ProtocolError(
+                            f"rows event at {self._file}:{pos} for table id "
+                            f"{from_bytes(buf[o + 19:o + 19 + tid_len], 'little')} without its TABLE_MAP: a read "
+                            "must start at a transaction boundary (or pass dump_from = the transaction's start)")
+                    ev = buf if buf is not rbuf else bytes(view[o:end])
+                    if verify and crc:
+                        if crc32(ev) != RESIDUE:
+                            verify_checksum(ev, f"{self._file}:{pos}")
+                        if gtid_event is not None:
+                            if crc32(gtid_event) != RESIDUE:
+                                verify_checksum(gtid_event, f"{self._file} (GTID event before {pos})")
+                            gtid_event = None
+                    if dec.__class__ is Unsupported:
+                        self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                        item = self._unsupported(dec, pos)
+                        yield (flush() if pending else []) + [item]
+                        continue
+                    if gtid_parts is not None:
+                        self._gtid = f"{gtid_parts[0]}-{gtid_parts[1]}-{gtid_parts[2]}"
+                        gtid_parts = None
+                    kind, version = rows_kind
+                    skip = start_row if pos == start_pos else 0
+                    b = builders.get(id(dec))
+                    if b is None:
+                        b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None)
+                        seq += 1
+                    if b.raw is not None:
+                        b.raw.append((ev, self._rows_data_start(dec, ev, kind, version, tid_len, pos), len(ev) - crc))
+                        b.events.append((kind, self._file, pos, self._gtid, _TS(ev, 0)[0], -1, skip))
+                        pending += 1
+                        if pending >= self.batch_rows:
+                            self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                            yield flush()
+                        continue
+                    images = self._decode_rows(dec, ev, kind, version, tid_len, len(ev) - crc, pos)
+                    if kind == "update":
+                        if len(images) == 2 and not skip:
+                            b.befores.append(images[0])
+                            b.afters.append(images[1])
+                            nrows = 1
+                        else:
+                            befores, afters = images[skip * 2::2], images[skip * 2 + 1::2]
+                            b.befores.extend(befores)
+                            b.afters.extend(afters)
+                            nrows = len(afters)
+                    else:
+                        if skip:
+                            images = images[skip:]
+                        nrows = len(images)
+                        if kind == "insert":
+                            b.befores.extend([None] * nrows)
+                            b.afters.extend(images)
+                        else:
+                            b.befores.extend(images)
+                            b.afters.extend([None] * nrows)
+                    if nrows:
+                        b.events.append((kind, self._file, pos, self._gtid, _TS(ev, 0)[0], nrows, skip))
+                        pending += nrows
+                        if pending >= self.batch_rows:
+                            self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                            yield flush()
+                    continue
 
-            if typ in (C.HEARTBEAT_LOG_EVENT, C.HEARTBEAT_LOG_EVENT_V2):
-                if typ == C.HEARTBEAT_LOG_EVENT and log_pos:
-                    self._pos = log_pos
-                if self._pos >= stop_pos:
+                # --- table maps: the same bytes as last time for this id -> the same decoder ----
+                if typ == TABLE_MAP:
+                    pos = log_pos - size
+                    if pos >= stop_pos:
+                        break
+                    cur_pos = log_pos
+                    tid = u64(buf, o + 19)[0] & tid_mask if tid_len == 6 else from_bytes(buf[o + 19:o + 23], "little")
+                    last = last_map.get(tid)
+                    if last is not None and end - crc - o - 19 == len(last[0]) and buf.startswith(last[0], o + 19):
+                        dec = last[1]
+                        if dec is not None and verify and crc and crc32(view[o:end] if buf is rbuf else buf) != RESIDUE:
+                            verify_checksum(view[o:end] if buf is rbuf else buf, f"{self._file}:{pos}")
+                    else:
+                        ev = buf if buf is not rbuf else bytes(view[o:end])
+                        key = ev[19 + tm_post:len(ev) - crc]
+                        dec = tm_cache.get(key, _MISSING)
+                        if dec is _MISSING:
+                            dec = self._plan(ev, tid_len, tm_post, crc, charsets, conn.is_mariadb)
+                            tm_cache[key] = dec
+                        if dec is not None and verify and crc:
+                            verify_checksum(ev, f"{self._file}:{pos}")
+                        last_map[tid] = (ev[19:len(ev) - crc], dec)
+                    by_id[tid] = dec
+                    continue
+
+                if typ == MARIADB_GTID:
+                    pos = log_pos - size
+                    if pos >= stop_pos:
+                        break
+                    cur_pos = log_pos
+                    seq_no, domain = _GTID(buf, o + 19)
+                    gtid_parts = (domain, _U32(buf, o + 5)[0], seq_no)
+                    if verify and crc:
+                        gtid_event = bytes(view[o:end]) if buf is rbuf else buf
+                    if not in_txn:
+                        txn = (self._file, pos)
+                        in_txn = True
+                    continue
+
+                if typ == XID:
+                    pos = log_pos - size
+                    if pos >= stop_pos:
+                        break
+                    cur_pos = log_pos
+                    in_txn = False
+                    continue
+
+                # --- everything else: rare, so on a copy and with the state in self -----------
+                ev = buf if buf is not rbuf else bytes(view[o:end])
+                self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                if gtid_parts is not None:  # a DDL or a rotation may need the current GTID
+                    self._gtid = f"{gtid_parts[0]}-{gtid_parts[1]}-{gtid_parts[2]}"
+                    gtid_parts = None
+                item, stop_now = self._other_event(ev, crc, start_pos, stop_pos)
+                if typ == C.FORMAT_DESCRIPTION_EVENT:
+                    crc_alg, tid_len, tm_post = _parse_fde(ev)
+                    crc = 4 if crc_alg == C.CHECKSUM_CRC32 else 0
+                    if verify and crc:
+                        verify_checksum(ev, f"{self._file} (format description)")
+                elif typ == C.ROTATE_EVENT and not stop_now:
+                    start_pos, stop_pos = self._bounds()
+                    if not log_pos or ev[17] & C.LOG_EVENT_ARTIFICIAL_F:
+                        stop_now = self._pos >= stop_pos  # a fake rotate says "you are at file:position"
+                cur_pos, in_txn, txn = self._pos, self._in_txn, self._txn
+                if stop_now:
                     break
-                if self._pos >= start_pos:
-                    yield (flush() if pending else []) + [Heartbeat(self.position)]
-                continue
-
-            if not log_pos:
-                continue  # an artificial event without a place in the binlog
-            pos = log_pos - size
-            if pos >= stop_pos:
-                break
-            self._pos = log_pos
-            if typ == C.QUERY_EVENT:
-                sc = self._on_query(ev, pos, ts, crc, start_pos)
-                if sc is not None:
-                    yield (flush() if pending else []) + [sc]
-            elif typ == C.GTID_LOG_EVENT:
-                if verify and crc:
-                    verify_checksum(ev, f"{self._file}:{pos}")
-                self._gtid = f"{uuid.UUID(bytes=bytes(ev[20:36]))}:{from_bytes(ev[36:44], 'little')}"
-                self._begin(pos)
-            elif typ == C.GTID_TAGGED_LOG_EVENT:
-                self._gtid = None  # MySQL 8.4 tagged GTIDs: serialized differently; not decoded
-                self._begin(pos)
-            elif typ == C.XA_PREPARE_LOG_EVENT:
-                self._in_txn = False
-            elif typ in C.SKIPPED_EVENTS:
-                pass
-            elif typ in C.COMPRESSED_ROWS_EVENTS or typ in (C.QUERY_COMPRESSED_EVENT, C.TRANSACTION_PAYLOAD_EVENT):
-                raise CompressedEventError(
-                    f"compressed binlog event (type {typ}) at {self._file}:{pos}: the fast reader does not "
-                    "decompress events (MariaDB log_bin_compress / MySQL binlog_transaction_compression). "
-                    "Fix: turn binlog compression off on the server; the events must not be skipped, "
-                    "the rows inside would be lost.")
-            elif typ == C.PARTIAL_UPDATE_ROWS_EVENT:
-                raise PartialImageError(
-                    f"partial JSON update event at {self._file}:{pos}: rows lack their full after-image. "
-                    "Fix: SET GLOBAL binlog_row_value_options = '' (and binlog_row_image = FULL).")
-            elif typ == C.INCIDENT_EVENT:
-                raise FastBinlogError(
-                    f"INCIDENT event at {self._file}:{pos}: the server reports that changes are missing "
-                    "from its binlog here; the captured tables must be snapshotted again.")
-            elif flags & C.LOG_EVENT_IGNORABLE_F:
-                pass
-            else:
-                raise UnknownEventError(
-                    f"unknown binlog event type {typ} at {self._file}:{pos} (not marked ignorable): "
-                    "refusing to skip it, it may carry rows.")
+                if item is not None:
+                    yield (flush() if pending else []) + [item]
+        finally:
+            R._start, R._seq = rstart, rseq
+            self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+            if gtid_parts is not None:
+                self._gtid = f"{gtid_parts[0]}-{gtid_parts[1]}-{gtid_parts[2]}"
 
         if pending:
             yield flush()
@@ -548,6 +643,79 @@ class FastBinlogReader:
                 f"the binlog ended at {self.position} before the requested stop {self.stop}: "
                 "the stop offset must be one the server has already written (SHOW MASTER STATUS)."
             )
+
+    def _other_event(self, ev: bytes, crc: int, start_pos: int, stop_pos: int) -> tuple[Item | None, bool]:
+        """The rare events: (item to yield or None, True if the read reached ``stop``).
+
+        Works on ``self`` (position, transaction state), which the loop syncs around it.
+        """
+        ts, typ, server_id, size, log_pos, flags = _HEADER(ev, 0)
+        verify = self.verify and crc
+        if typ == C.ROTATE_EVENT:
+            if verify:
+                verify_checksum(ev, f"{self._file} (rotate)")
+            position = int.from_bytes(ev[19:27], "little")
+            next_file = bytes(ev[27:len(ev) - crc]).decode("utf-8")
+            artificial = not log_pos or flags & C.LOG_EVENT_ARTIFICIAL_F
+            if not artificial and log_pos - size >= stop_pos:
+                return None, True
+            self._file = next_file
+            self._pos = position
+            return None, False
+        if typ == C.FORMAT_DESCRIPTION_EVENT:
+            if log_pos:
+                if log_pos - size >= stop_pos:
+                    return None, True
+                self._pos = log_pos
+            return None, False
+        if typ in (C.HEARTBEAT_LOG_EVENT, C.HEARTBEAT_LOG_EVENT_V2):
+            if typ == C.HEARTBEAT_LOG_EVENT and log_pos:
+                self._pos = log_pos
+            if self._pos >= stop_pos:
+                return None, True
+            return (Heartbeat(self.position) if self._pos >= start_pos else None), False
+        if not log_pos:
+            return None, False  # an artificial event without a place in the binlog
+        pos = log_pos - size
+        if pos >= stop_pos:
+            return None, True
+        self._pos = log_pos
+        if typ == C.QUERY_EVENT:
+            sc = self._on_query(ev, pos, ts, crc, start_pos)
+            if sc is not None and verify:
+                verify_checksum(ev, f"{self._file}:{pos}")
+            return sc, False
+        if typ == C.GTID_LOG_EVENT:
+            if verify:
+                verify_checksum(ev, f"{self._file}:{pos}")
+            self._gtid = f"{uuid.UUID(bytes=bytes(ev[20:36]))}:{int.from_bytes(ev[36:44], 'little')}"
+            self._begin(pos)
+        elif typ == C.GTID_TAGGED_LOG_EVENT:
+            self._gtid = None  # MySQL 8.4 tagged GTIDs: serialized differently; not decoded
+            self._begin(pos)
+        elif typ == C.XA_PREPARE_LOG_EVENT:
+            self._in_txn = False
+        elif typ in C.SKIPPED_EVENTS or typ in (C.MARIADB_GTID_EVENT, C.XID_EVENT):
+            pass
+        elif typ in C.COMPRESSED_ROWS_EVENTS or typ in (C.QUERY_COMPRESSED_EVENT, C.TRANSACTION_PAYLOAD_EVENT):
+            raise CompressedEventError(
+                f"compressed binlog event (type {typ}) at {self._file}:{pos}: the fast reader does not "
+                "decompress events (MariaDB log_bin_compress / MySQL binlog_transaction_compression). "
+                "Fix: turn binlog compression off on the server; the events must not be skipped, "
+                "the rows inside would be lost.")
+        elif typ == C.PARTIAL_UPDATE_ROWS_EVENT:
+            raise PartialImageError(
+                f"partial JSON update event at {self._file}:{pos}: rows lack their full after-image. "
+                "Fix: SET GLOBAL binlog_row_value_options = '' (and binlog_row_image = FULL).")
+        elif typ == C.INCIDENT_EVENT:
+            raise FastBinlogError(
+                f"INCIDENT event at {self._file}:{pos}: the server reports that changes are missing "
+                "from its binlog here; the captured tables must be snapshotted again.")
+        elif not flags & C.LOG_EVENT_IGNORABLE_F:
+            raise UnknownEventError(
+                f"unknown binlog event type {typ} at {self._file}:{pos} (not marked ignorable): "
+                "refusing to skip it, it may carry rows.")
+        return None, False
 
     # --- pieces of the loop ------------------------------------------------------------------
 
@@ -565,6 +733,8 @@ class FastBinlogReader:
             return None
         tm = parse_table_map(ev, tid_len, tm_post, crc, is_mariadb)
         dec = plan_table(tm, charsets)
+        if isinstance(dec, TableDecoder):
+            dec.columnar_reason = columnar_reason(dec)
         if isinstance(dec, Unsupported):
             self.unsupported[tid] = dec.reason
             log.info("fast binlog decoder falls back for %s", dec)
@@ -575,8 +745,9 @@ class FastBinlogReader:
             raise UnsupportedTableError(str(dec.table_id), dec.reason)
         return UnsupportedRows(dec.table_id, BinlogOffset(self._file, pos), self.transaction_start, dec.reason)
 
-    def _decode_rows(self, dec: TableDecoder, ev: bytes, kind: str, version: int, tid_len: int,
-                     end: int, pos: int) -> list[tuple]:
+    def _rows_data_start(self, dec: TableDecoder, ev: bytes, kind: str, version: int, tid_len: int,
+                         pos: int) -> int:
+        """Where the row images of a rows event start, after checking it carries every column."""
         p = 19 + tid_len + 2
         if version == 2:
             p += ev[p] | (ev[p + 1] << 8)  # extra data; the length counts its own two bytes
@@ -594,7 +765,11 @@ class FastBinlogReader:
                 f"({ncols} of {len(dec.columns)}, present bitmap {bytes(ev[p:p + nb]).hex()}): "
                 "binlog_row_image must be FULL. Fix: SET GLOBAL binlog_row_image = FULL; rows "
                 "logged before the change cannot be read completely.")
-        p += nb * (2 if kind == "update" else 1)
+        return p + nb * (2 if kind == "update" else 1)
+
+    def _decode_rows(self, dec: TableDecoder, ev: bytes, kind: str, version: int, tid_len: int,
+                     end: int, pos: int) -> list[tuple]:
+        p = self._rows_data_start(dec, ev, kind, version, tid_len, pos)
         try:
             images, q = dec.decode_rows(ev, p, end)
         except (IndexError, ValueError, struct.error, KeyError, UnicodeDecodeError) as e:
