@@ -48,6 +48,7 @@ from typing import Any, Collection, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pymysql
 
 from ..binlog import check_start_available, ddl_tables, is_ddl
@@ -75,6 +76,9 @@ _GTID = struct.Struct("<QI").unpack_from
 _SIZE_POS = struct.Struct("<II").unpack_from   # event_size, log_pos at offset 9 of the header
 _U64 = struct.Struct("<Q").unpack_from         # a 6-byte table id plus the 2 flag bytes after it
 _U32 = struct.Struct("<I").unpack_from
+# packet length+sequence id, status byte, [timestamp], type, [server id], event size, log_pos,
+# [flags], then 8 bytes: a rows event's / TABLE_MAP's 6-byte table id and 2 flag bytes
+_FRAME = struct.Struct("<IB4xB4xII2xQ").unpack_from
 _TS = _U32
 _FAR = 1 << 62
 
@@ -138,53 +142,71 @@ Item = ChangeBatch | SchemaChange | Heartbeat | UnsupportedRows
 
 
 class _Builder:
-    """Rows of one table structure waiting to become a record batch.
+    """Rows events of one table structure waiting to become a record batch.
 
-    Row mode keeps decoded images (``befores``/``afters``); columnar mode keeps the raw
-    events and where their row data is (``raw``), decoded all at once in ``build``.
+    The walk only keeps each event's bytes, its GTID and (rarely) a file change or a start
+    row: everything else -- op, position, timestamp, where the row data starts, the
+    full-image check -- is read back from the joined event bytes with numpy in ``build``,
+    where the rows are decoded column by column (``columnar.decode_events``) or, for
+    tables that cannot be, by the generated row decoder.
     """
 
-    __slots__ = ("decoder", "events", "befores", "afters", "first_seq", "raw")
+    __slots__ = ("decoder", "first_seq", "columnar", "crc", "tid_len", "events", "gtids", "files", "skips")
 
-    def __init__(self, decoder: TableDecoder, first_seq: int, columnar: bool = False) -> None:
+    def __init__(self, decoder: TableDecoder, first_seq: int, columnar: bool, crc: int, tid_len: int,
+                 file: str) -> None:
         self.decoder = decoder
-        # per event: (op, file, pos, gtid, ts, nrows, first row index); nrows -1 = not yet known
-        self.events: list[tuple] = []
-        self.befores: list[tuple | None] = []
-        self.afters: list[tuple | None] = []
         self.first_seq = first_seq
-        self.raw: list[tuple[bytes, int, int]] | None = [] if columnar else None
+        self.columnar = columnar
+        self.crc = crc
+        self.tid_len = tid_len
+        self.events: list[bytes] = []
+        self.gtids: list[Any] = []              # str, (domain, server id, seq) or None, per event
+        self.files: list[tuple[int, str]] = [(0, file)]   # (first event index, file name)
+        self.skips: dict[int, int] = {}         # event index -> rows to drop (the start row)
+
+    def add(self, ev: bytes, gtid: Any, file: str, skip: int) -> None:
+        if file != self.files[-1][1]:
+            self.files.append((len(self.events), file))
+        if skip:
+            self.skips[len(self.events)] = skip
+        self.events.append(ev)
+        self.gtids.append(gtid)
 
     def build(self) -> ChangeBatch:
-        if self.raw is not None:
-            return self._build_columnar()
         dec = self.decoder
-        counts = [e[5] for e in self.events]
-        row0s = [e[6] for e in self.events]
-        rows = _row_numbers(counts, row0s)
-        return self._batch(counts, rows, dec.image_struct(self.befores), dec.image_struct(self.afters))
-
-    def _build_columnar(self) -> ChangeBatch:
-        dec = self.decoder
-        raw = self.raw
-        assert raw is not None
-        lengths = np.fromiter((len(ev) for ev, _, _ in raw), dtype=np.int64, count=len(raw))
-        bases = np.cumsum(lengths) - lengths
-        starts = bases + np.fromiter((d for _, d, _ in raw), dtype=np.int64, count=len(raw))
-        ends = bases + np.fromiter((e for _, _, e in raw), dtype=np.int64, count=len(raw))
-        decoded = decode_events(dec, b"".join(ev for ev, _, _ in raw), starts, ends)
-        ops = np.fromiter((_OP_CODES[e[0]] for e in self.events), dtype=np.int8, count=len(raw))
-        skips = np.fromiter((e[6] for e in self.events), dtype=np.int64, count=len(raw))
-        ev_of = decoded.event
-        update = ops[ev_of] == 1
-        n_images = np.bincount(ev_of, minlength=len(raw))
-        if ((ops == 1) & (n_images % 2 == 1)).any():
+        evs = self.events
+        n_ev = len(evs)
+        lengths = np.fromiter(map(len, evs), dtype=np.int64, count=n_ev)
+        base = np.cumsum(lengths) - lengths
+        blob = b"".join(evs)
+        B = np.frombuffer(blob, dtype=np.uint8)
+        typ = B[base + 4]
+        size = _gather_u32(B, base + 9)
+        pos = _gather_u32(B, base + 13) - size
+        ts = _gather_u32(B, base)
+        kind = _KIND_OF_TYPE[typ]          # 0 insert, 1 update, 2 delete
+        if (kind < 0).any():
+            raise ProtocolError(f"not a rows event in the batch of {dec.table_id}")
+        starts = self._data_starts(B, base, typ, kind, pos)
+        ends = base + lengths - self.crc
+        if self.columnar:
+            decoded = decode_events(dec, blob, starts, ends)
+            columns, ev_of, image = decoded.columns, decoded.event, decoded.image
+        else:
+            columns, ev_of, image = self._decode_rows(blob, starts, ends, pos)
+        skips = np.zeros(n_ev, dtype=np.int64)
+        for i, k in self.skips.items():
+            skips[i] = k
+        update = kind == 1
+        n_images = np.bincount(ev_of, minlength=n_ev)
+        if (update & (n_images % 2 == 1)).any():
             raise ProtocolError(f"an UPDATE rows event of {dec.table_id} has an odd number of row images")
-        row_in_event = np.where(update, decoded.image // 2, decoded.image)
-        is_after = np.where(update, decoded.image % 2 == 1, ops[ev_of] == 0)
+        img_update = update[ev_of]
+        row_in_event = np.where(img_update, image // 2, image)
+        is_after = np.where(img_update, image % 2 == 1, kind[ev_of] == 0)
         keep = row_in_event >= skips[ev_of]
-        per_event = np.where(ops == 1, n_images // 2, n_images) - skips
-        per_event = np.maximum(per_event, 0)
+        per_event = np.maximum(np.where(update, n_images // 2, n_images) - skips, 0)
         row_base = np.cumsum(per_event) - per_event
         total = int(per_event.sum())
         row_id = row_base[ev_of] + row_in_event - skips[ev_of]
@@ -195,50 +217,122 @@ class _Builder:
         after[row_id[sel]] = img[sel]
         sel = keep & ~is_after
         before[row_id[sel]] = img[sel]
-        counts = per_event.tolist()
-        self.events = [e[:5] + (c,) + e[6:] for e, c in zip(self.events, counts)]
-        nonempty = per_event > 0
-        if not nonempty.all():  # (events whose rows were all before the start row)
-            self.events = [e for e, k in zip(self.events, nonempty.tolist()) if k]
-            counts = [c for c in counts if c]
-        rows = _row_numbers(counts, [e[6] for e in self.events])
         fields = list(dec.image_type)
-        return self._batch(counts, rows, select(decoded.columns, before, fields),
-                           select(decoded.columns, after, fields))
-
-    def _batch(self, counts: list[int], rows: np.ndarray, before: pa.Array, after: pa.Array) -> ChangeBatch:
-        dec = self.decoder
-        ev = self.events
-        ops, files, poss, gtids, tss = (list(map(itemgetter(k), ev)) for k in range(5))
-        n = int(sum(counts))
-        counts_a = np.array(counts, dtype=np.int64)
-        idx = pa.array(np.repeat(np.arange(len(counts), dtype=np.int64), counts_a))
+        # per-row metadata: every event's values repeated for its rows
+        ev_row = np.repeat(np.arange(n_ev, dtype=np.int64), per_event)
+        take = pa.array(ev_row)
+        rows = _row_numbers(per_event, skips)
+        file_idx = np.zeros(n_ev, dtype=np.int64)
+        for k, (first, _) in enumerate(self.files[1:], 1):
+            file_idx[first:] = k
         tid = dec.table_id
-        ts = np.repeat(np.array(tss, dtype=np.int64) * 1_000_000, counts_a)
-        columns = [
-            pa.repeat(pa.scalar(tid.database), n),
-            pa.repeat(pa.scalar(tid.table), n),
-            pa.array(ops, pa.string()).take(idx),
-            pa.array(files, pa.string()).take(idx),
-            pa.array(np.repeat(np.array(poss, dtype=np.int64), counts_a)),
+        columns_out = [
+            pa.repeat(pa.scalar(tid.database), total),
+            pa.repeat(pa.scalar(tid.table), total),
+            _OPS.take(pa.array(kind[ev_row])),
+            pa.array([f for _, f in self.files], pa.string()).take(pa.array(file_idx[ev_row])),
+            pa.array(pos[ev_row]),
             pa.array(rows.astype(np.int32)),
-            pa.array(gtids, pa.string()).take(idx),
-            pa.array(ts, pa.timestamp("us", tz="UTC")),
-            before,
-            after,
+            _gtid_array(self.gtids).take(take),
+            pa.array(ts[ev_row] * 1_000_000, pa.timestamp("us", tz="UTC")),
+            select(columns, before, fields),
+            select(columns, after, fields),
         ]
-        return ChangeBatch(tid, dec, pa.RecordBatch.from_arrays(columns, schema=batch_schema(dec)))
+        return ChangeBatch(tid, dec, pa.RecordBatch.from_arrays(columns_out, schema=batch_schema(dec)))
+
+    def _data_starts(self, B: np.ndarray, base: np.ndarray, typ: np.ndarray, kind: np.ndarray,
+                     pos: np.ndarray) -> np.ndarray:
+        """Where each event's row images start; checks the column count and the full-image bitmaps."""
+        dec = self.decoder
+        p = base + 19 + self.tid_len + 2
+        v2 = typ >= C.WRITE_ROWS_EVENT_V2
+        if v2.any():
+            p = p + np.where(v2, _gather_u16(B, p), 0)  # extra data; its length counts its own 2 bytes
+        ncols = len(dec.columns)
+        if ncols < 0xFB:
+            ok = B[p] == ncols
+            p = p + 1
+        else:
+            ok = (B[p] == 0xFC) & (_gather_u16(B, p + 1) == ncols)
+            p = p + 3
+        nb = (ncols + 7) // 8
+        full = np.frombuffer(dec.full_bitmap, dtype=np.uint8)
+        for i in range(nb):
+            ok &= B[p + i] == full[i]
+        upd = kind == 1
+        if upd.any():
+            q = p + nb
+            for i in range(nb):
+                ok &= ~upd | (B[q + i] == full[i])
+        if not ok.all():
+            bad = int(np.argmin(ok))
+            raise PartialImageError(
+                f"rows event at {self._file_of(bad)}:{int(pos[bad])} for {dec.table_id} does not carry every "
+                "column (or not the table map's column count): binlog_row_image must be FULL. Fix: SET GLOBAL "
+                "binlog_row_image = FULL; rows logged before the change cannot be read completely.")
+        return p + nb * np.where(upd, 2, 1)
+
+    def _file_of(self, event_index: int) -> str:
+        name = self.files[0][1]
+        for first, f in self.files:
+            if first <= event_index:
+                name = f
+        return name
+
+    def _decode_rows(self, blob: bytes, starts: np.ndarray, ends: np.ndarray, pos: np.ndarray
+                     ) -> tuple[list[pa.Array], np.ndarray, np.ndarray]:
+        """The row decoder over every event: (columns, event index, image index) of every image."""
+        dec = self.decoder
+        images: list[tuple] = []
+        ev_of: list[int] = []
+        image: list[int] = []
+        decode = dec.decode_rows
+        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+            try:
+                got, q = decode(blob, s, e)
+            except (IndexError, ValueError, struct.error, KeyError, UnicodeDecodeError) as err:
+                raise ProtocolError(
+                    f"cannot decode rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: "
+                    f"{type(err).__name__}: {err}") from None
+            if q != e:
+                raise ProtocolError(
+                    f"rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: row data ends at "
+                    f"{q - s}, the event's at {e - s}: the table map does not describe these rows")
+            images.extend(got)
+            ev_of.extend([i] * len(got))
+            image.extend(range(len(got)))
+        return dec.image_arrays(images), np.array(ev_of, dtype=np.int64), np.array(image, dtype=np.int64)
 
 
-_OP_CODES = {"insert": 0, "update": 1, "delete": 2}
+_OPS = pa.array(["insert", "update", "delete"], pa.string())
+_KIND_OF_TYPE = np.full(256, -1, dtype=np.int8)
+for _t, (_k, _v) in C.ROWS_EVENTS.items():
+    _KIND_OF_TYPE[_t] = {"insert": 0, "update": 1, "delete": 2}[_k]
 
 
-def _row_numbers(counts: list[int], first: list[int]) -> np.ndarray:
+def _gather_u32(B: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return (B[p].astype(np.int64) | (B[p + 1].astype(np.int64) << 8) | (B[p + 2].astype(np.int64) << 16)
+            | (B[p + 3].astype(np.int64) << 24))
+
+
+def _gather_u16(B: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return B[p].astype(np.int64) | (B[p + 1].astype(np.int64) << 8)
+
+
+def _gtid_array(gtids: list[Any]) -> pa.Array:
+    """GTIDs of the events as strings; MariaDB's (domain, server, seq) triples formatted in bulk."""
+    if gtids and all(type(g) is tuple for g in gtids):
+        parts = np.array(gtids, dtype=np.uint64)
+        return pc.binary_join_element_wise(*(pa.array(parts[:, k]).cast(pa.string()) for k in range(3)), "-")
+    return pa.array([g if g is None or isinstance(g, str) else f"{g[0]}-{g[1]}-{g[2]}" for g in gtids], pa.string())
+
+
+def _row_numbers(counts: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Row index inside its event of every row: first[i], first[i] + 1, ... for counts[i] rows."""
-    c = np.array(counts, dtype=np.int64)
+    c = np.asarray(counts, dtype=np.int64)
     starts = np.cumsum(c) - c
     return np.arange(int(c.sum()), dtype=np.int64) - np.repeat(starts, c) + np.repeat(
-        np.array(first, dtype=np.int64), c)
+        np.asarray(first, dtype=np.int64), c)
 
 
 class FastBinlogReader:
@@ -440,6 +534,7 @@ class FastBinlogReader:
         from_bytes = int.from_bytes
         sizepos = _SIZE_POS
         u64 = _U64
+        frame = _FRAME
         crc32 = zlib.crc32
         RESIDUE = CRC32_RESIDUE
 
@@ -455,10 +550,14 @@ class FastBinlogReader:
         try:
             while True:
                 # --- framing: the next event is buf[o:end] -------------------------------
+                # One unpack reads the packet header (length, sequence id), the status byte,
+                # the event's type, size and end position, and the table id a rows event
+                # or TABLE_MAP starts with (garbage, unused, for other events).
                 o = rstart
-                if rend - o >= 24:
-                    length = rbuf[o] | (rbuf[o + 1] << 8) | (rbuf[o + 2] << 16)
-                    if rend - o >= 4 + length and length < MAXP and rbuf[o + 4] == 0 and rbuf[o + 3] == rseq:
+                if rend - o >= 32:
+                    plen, status, typ, size, log_pos, tidq = frame(rbuf, o)
+                    length = plen & 0xFFFFFF
+                    if status == 0 and size + 1 == length < MAXP and o + 4 + length <= rend and plen >> 24 == rseq:
                         rseq = (rseq + 1) & 0xFF
                         rstart = end = o + 4 + length
                         o += 5
@@ -479,8 +578,11 @@ class FastBinlogReader:
                     if ev is None:  # non-blocking dump: caught up with the server
                         break
                     buf, o, end = ev, 0, len(ev)
-                typ = buf[o + 4]
-                size, log_pos = sizepos(buf, o + 9)
+                    typ = ev[4]
+                    size, log_pos = sizepos(ev, 9)
+                    tidq = u64(ev, 19)[0] if len(ev) >= 27 else 0
+                if tid_len != 6:
+                    tidq = from_bytes(buf[o + 19:o + 23], "little")
 
                 # --- rows --------------------------------------------------------------------
                 rows_kind = ROWS.get(typ)
@@ -489,8 +591,7 @@ class FastBinlogReader:
                     if pos >= stop_pos:
                         break
                     cur_pos = log_pos
-                    dec = by_id.get(u64(buf, o + 19)[0] & tid_mask if tid_len == 6 else
-                                    from_bytes(buf[o + 19:o + 23], "little"), _MISSING)
+                    dec = by_id.get(tidq & tid_mask, _MISSING)
                     if dec is None:
                         continue  # not captured
                     if not in_txn:
@@ -516,50 +617,18 @@ class FastBinlogReader:
                         item = self._unsupported(dec, pos)
                         yield (flush() if pending else []) + [item]
                         continue
-                    if gtid_parts is not None:
-                        self._gtid = f"{gtid_parts[0]}-{gtid_parts[1]}-{gtid_parts[2]}"
-                        gtid_parts = None
-                    kind, version = rows_kind
-                    skip = start_row if pos == start_pos else 0
                     b = builders.get(id(dec))
                     if b is None:
-                        b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None)
+                        b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None,
+                                                         crc, tid_len, self._file)
                         seq += 1
-                    if b.raw is not None:
-                        b.raw.append((ev, self._rows_data_start(dec, ev, kind, version, tid_len, pos), len(ev) - crc))
-                        b.events.append((kind, self._file, pos, self._gtid, _TS(ev, 0)[0], -1, skip))
-                        pending += 1
-                        if pending >= self.batch_rows:
-                            self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
-                            yield flush()
-                        continue
-                    images = self._decode_rows(dec, ev, kind, version, tid_len, len(ev) - crc, pos)
-                    if kind == "update":
-                        if len(images) == 2 and not skip:
-                            b.befores.append(images[0])
-                            b.afters.append(images[1])
-                            nrows = 1
-                        else:
-                            befores, afters = images[skip * 2::2], images[skip * 2 + 1::2]
-                            b.befores.extend(befores)
-                            b.afters.extend(afters)
-                            nrows = len(afters)
-                    else:
-                        if skip:
-                            images = images[skip:]
-                        nrows = len(images)
-                        if kind == "insert":
-                            b.befores.extend([None] * nrows)
-                            b.afters.extend(images)
-                        else:
-                            b.befores.extend(images)
-                            b.afters.extend([None] * nrows)
-                    if nrows:
-                        b.events.append((kind, self._file, pos, self._gtid, _TS(ev, 0)[0], nrows, skip))
-                        pending += nrows
-                        if pending >= self.batch_rows:
-                            self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
-                            yield flush()
+                    # the GTID stays an unformatted (domain, server, seq) triple: formatted per batch
+                    b.add(ev, gtid_parts if gtid_parts is not None else self._gtid, self._file,
+                          start_row if pos == start_pos else 0)
+                    pending += 1
+                    if pending >= self.batch_rows:
+                        self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                        yield flush()
                     continue
 
                 # --- table maps: the same bytes as last time for this id -> the same decoder ----
@@ -568,12 +637,13 @@ class FastBinlogReader:
                     if pos >= stop_pos:
                         break
                     cur_pos = log_pos
-                    tid = u64(buf, o + 19)[0] & tid_mask if tid_len == 6 else from_bytes(buf[o + 19:o + 23], "little")
+                    tid = tidq & tid_mask
                     last = last_map.get(tid)
                     if last is not None and end - crc - o - 19 == len(last[0]) and buf.startswith(last[0], o + 19):
-                        dec = last[1]
+                        dec = last[1]  # by_id[tid] is dec already
                         if dec is not None and verify and crc and crc32(view[o:end] if buf is rbuf else buf) != RESIDUE:
                             verify_checksum(view[o:end] if buf is rbuf else buf, f"{self._file}:{pos}")
+                        continue
                     else:
                         ev = buf if buf is not rbuf else bytes(view[o:end])
                         key = ev[19 + tm_post:len(ev) - crc]
@@ -617,8 +687,11 @@ class FastBinlogReader:
                     gtid_parts = None
                 item, stop_now = self._other_event(ev, crc, start_pos, stop_pos)
                 if typ == C.FORMAT_DESCRIPTION_EVENT:
-                    crc_alg, tid_len, tm_post = _parse_fde(ev)
-                    crc = 4 if crc_alg == C.CHECKSUM_CRC32 else 0
+                    crc_alg, new_tid_len, tm_post = _parse_fde(ev)
+                    new_crc = 4 if crc_alg == C.CHECKSUM_CRC32 else 0
+                    if pending and (new_crc, new_tid_len) != (crc, tid_len):
+                        yield flush()  # builders read their events with one layout
+                    crc, tid_len = new_crc, new_tid_len
                     if verify and crc:
                         verify_checksum(ev, f"{self._file} (format description)")
                 elif typ == C.ROTATE_EVENT and not stop_now:
@@ -744,43 +817,6 @@ class FastBinlogReader:
         if self.on_unsupported == "raise":
             raise UnsupportedTableError(str(dec.table_id), dec.reason)
         return UnsupportedRows(dec.table_id, BinlogOffset(self._file, pos), self.transaction_start, dec.reason)
-
-    def _rows_data_start(self, dec: TableDecoder, ev: bytes, kind: str, version: int, tid_len: int,
-                         pos: int) -> int:
-        """Where the row images of a rows event start, after checking it carries every column."""
-        p = 19 + tid_len + 2
-        if version == 2:
-            p += ev[p] | (ev[p + 1] << 8)  # extra data; the length counts its own two bytes
-        ncols = ev[p]
-        if ncols < 0xFB:
-            p += 1
-        else:
-            ncols, p = read_lenenc(ev, p)
-        nb = (ncols + 7) >> 3
-        full = dec.full_bitmap
-        if ncols != len(dec.columns) or ev[p:p + nb] != full or (
-                kind == "update" and ev[p + nb:p + 2 * nb] != full):
-            raise PartialImageError(
-                f"rows event at {self._file}:{pos} for {dec.table_id} does not carry every column "
-                f"({ncols} of {len(dec.columns)}, present bitmap {bytes(ev[p:p + nb]).hex()}): "
-                "binlog_row_image must be FULL. Fix: SET GLOBAL binlog_row_image = FULL; rows "
-                "logged before the change cannot be read completely.")
-        return p + nb * (2 if kind == "update" else 1)
-
-    def _decode_rows(self, dec: TableDecoder, ev: bytes, kind: str, version: int, tid_len: int,
-                     end: int, pos: int) -> list[tuple]:
-        p = self._rows_data_start(dec, ev, kind, version, tid_len, pos)
-        try:
-            images, q = dec.decode_rows(ev, p, end)
-        except (IndexError, ValueError, struct.error, KeyError, UnicodeDecodeError) as e:
-            raise ProtocolError(
-                f"cannot decode rows event at {self._file}:{pos} for {dec.table_id}: {type(e).__name__}: {e}"
-            ) from None
-        if q != end:
-            raise ProtocolError(
-                f"rows event at {self._file}:{pos} for {dec.table_id}: row data ends at {q}, event at {end}: "
-                "the table map does not describe these rows")
-        return images
 
     def _on_query(self, ev: bytes, pos: int, ts: int, crc: int, start_pos: int) -> SchemaChange | None:
         """Transaction control updates the transaction state; DDL becomes a SchemaChange."""
