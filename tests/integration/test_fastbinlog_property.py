@@ -181,9 +181,9 @@ def test_random_schemas_match_the_library(mariadb, fresh_db, sc):
         mariadb.execute(*inserts, *updates, *deletes, database=db)
         stop = now(mariadb)
         ref = library_read(mariadb, [(start, {t: schema})], stop, [t])
-        fast = fast_read(mariadb, start, stop, [t], columnar=False)
+        fast = fast_read(mariadb, start, stop, [t], columnar=False, bulk_min_events=0)
         assert_same(fast, ref)
-        assert_same(fast_read(mariadb, start, stop, [t], columnar=True), ref)
+        assert_same(fast_read(mariadb, start, stop, [t], columnar=True, bulk_min_events=1), ref)
         assert len([e for e in fast if isinstance(e, RowChange)]) >= len(sc["rows"])
     finally:
         mariadb.execute(f"DROP TABLE `{name}`", database=db)

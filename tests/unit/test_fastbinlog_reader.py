@@ -58,18 +58,21 @@ class FakeConn:
         self._reader = PacketReader(read_into, buffer_size=4096)
 
 
-MODE = {"columnar": True}
+MODE = {"columnar": True, "bulk_min_events": 1}
 
 
-@pytest.fixture(autouse=True, params=[True, False], ids=["columnar", "rows"])
+@pytest.fixture(autouse=True, params=[(True, 1), (False, 1), (True, 0), (False, 0)],
+                ids=["columnar-bulk", "rows-bulk", "columnar", "rows"])
 def decode_mode(request):
-    """Every walk runs with the columnar decoder and with the row decoder."""
-    MODE["columnar"] = request.param
+    """Every walk runs with the columnar and the row decoder, with and without the numpy walk
+    (``bulk_min_events=1``: every stretch of plain events, however short, goes through it)."""
+    MODE["columnar"], MODE["bulk_min_events"] = request.param
     yield request.param
 
 
 def walk(events, start, stop=None, tables=(T,), items=False, chunk=None, **kw):
     kw.setdefault("columnar", MODE["columnar"])
+    kw.setdefault("bulk_min_events", MODE["bulk_min_events"])
     r = FastBinlogReader(None, 1, start, stop, tables=tables, blocking=False, **kw)
     r._charsets = CHARSETS
     out = []
@@ -307,3 +310,22 @@ def test_events_split_across_socket_reads(chunk):
         txn(b, i + 10, 11, C.WRITE_ROWS_EVENT_V1, [image(i, "o")], table="other")
     _, got = walk(b.events, start, BinlogOffset(b.file, b.pos), chunk=chunk)
     assert [(c.after["id"], c.gtid) for c in got] == [(i, f"0-1-{i + 1}") for i in range(4)]
+
+
+def test_the_numpy_walk_takes_plain_stretches_and_agrees():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    for i in range(30):
+        txn(b, 2 * i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, "v" * (i % 5)), image(i + 100, None)])
+        txn(b, 2 * i + 2, 11, C.UPDATE_ROWS_EVENT_V1, [image(i, "o"), image(i, "p")], table="other", update=True)
+    b.add(C.MARIADB_GTID_EVENT, gtid_body(99, flags=1))
+    b.add(C.QUERY_EVENT, query_body("ALTER TABLE t ADD COLUMN x INT", "db"))
+    for i in range(30, 40):
+        txn(b, 100 + i, 10, C.DELETE_ROWS_EVENT_V1, [image(i, "x")])
+    stop = BinlogOffset(b.file, b.pos)
+    plain, got_plain = walk(b.events, start, stop, bulk_min_events=0)
+    bulk, got_bulk = walk(b.events, start, stop, bulk_min_events=8)
+    assert plain.bulk_events == 0 and bulk.bulk_events > 200
+    assert [repr(x) for x in got_bulk] == [repr(x) for x in got_plain]
+    assert len([x for x in got_bulk if isinstance(x, RowChange)]) == 70
+    assert (bulk.position, bulk.transaction_start) == (plain.position, plain.transaction_start)

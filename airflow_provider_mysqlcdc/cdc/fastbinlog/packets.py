@@ -87,6 +87,29 @@ class PacketReader:
                     2013, "Lost connection to MySQL server during the binlog dump")
             self._end += n
 
+    def top_up(self, target: int) -> None:
+        """Read what the server has already sent, without waiting, until ``target`` bytes are buffered.
+
+        The numpy walk pays a fixed cost per stretch of events; reading ahead while the
+        bytes are there makes the stretches long.
+        """
+        if self._end - self._start >= target:
+            return
+        if self._start + target > len(self._buf):
+            have = self._end - self._start
+            if target > len(self._buf):
+                nb = bytearray(target)
+                nb[:have] = self._view[self._start:self._end]
+                self._buf, self._view = nb, memoryview(nb)
+            else:
+                self._buf[:have] = bytes(self._view[self._start:self._end])
+            self._start, self._end = 0, have
+        while self._end - self._start < target and self.ready():
+            n = self._read_into(self._view[self._end:])
+            if not n:
+                return  # the next read reports the lost connection
+            self._end += n
+
     def read_payload(self) -> bytes:
         """The next complete payload (continuation packets joined)."""
         self._fill(4)

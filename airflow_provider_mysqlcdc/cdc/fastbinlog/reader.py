@@ -151,7 +151,7 @@ class _Builder:
     tables that cannot be, by the generated row decoder.
     """
 
-    __slots__ = ("decoder", "first_seq", "columnar", "crc", "tid_len", "events", "gtids", "files", "skips")
+    __slots__ = ("decoder", "first_seq", "columnar", "crc", "tid_len", "pieces", "n", "gtids", "files", "skips")
 
     def __init__(self, decoder: TableDecoder, first_seq: int, columnar: bool, crc: int, tid_len: int,
                  file: str) -> None:
@@ -160,26 +160,40 @@ class _Builder:
         self.columnar = columnar
         self.crc = crc
         self.tid_len = tid_len
-        self.events: list[bytes] = []
+        # event bytes: one event (bytes, None) or several back to back (bytes, their lengths)
+        self.pieces: list[tuple[bytes, np.ndarray | None]] = []
+        self.n = 0                              # events so far
         self.gtids: list[Any] = []              # str, (domain, server id, seq) or None, per event
         self.files: list[tuple[int, str]] = [(0, file)]   # (first event index, file name)
         self.skips: dict[int, int] = {}         # event index -> rows to drop (the start row)
 
     def add(self, ev: bytes, gtid: Any, file: str, skip: int) -> None:
         if file != self.files[-1][1]:
-            self.files.append((len(self.events), file))
+            self.files.append((self.n, file))
         if skip:
-            self.skips[len(self.events)] = skip
-        self.events.append(ev)
+            self.skips[self.n] = skip
+        self.pieces.append((ev, None))
         self.gtids.append(gtid)
+        self.n += 1
+
+    def add_many(self, blob: bytes, lengths: np.ndarray, gtids: list[Any], file: str) -> None:
+        if file != self.files[-1][1]:
+            self.files.append((self.n, file))
+        self.pieces.append((blob, lengths))
+        self.gtids.extend(gtids)
+        self.n += len(lengths)
 
     def build(self) -> ChangeBatch:
         dec = self.decoder
-        evs = self.events
-        n_ev = len(evs)
-        lengths = np.fromiter(map(len, evs), dtype=np.int64, count=n_ev)
+        n_ev = self.n
+        pieces = self.pieces
+        if all(lens is None for _, lens in pieces):
+            lengths = np.fromiter((len(b) for b, _ in pieces), dtype=np.int64, count=n_ev)
+        else:
+            lengths = np.concatenate([np.array([len(b)], dtype=np.int64) if lens is None else lens
+                                      for b, lens in pieces])
         base = np.cumsum(lengths) - lengths
-        blob = b"".join(evs)
+        blob = b"".join(b for b, _ in pieces)
         B = np.frombuffer(blob, dtype=np.uint8)
         typ = B[base + 4]
         size = _gather_u32(B, base + 9)
@@ -305,6 +319,9 @@ class _Builder:
 
 
 _OPS = pa.array(["insert", "update", "delete"], pa.string())
+_BULK_TYPE = np.zeros(256, dtype=bool)
+for _t in (*C.ROWS_EVENTS, C.TABLE_MAP_EVENT, C.MARIADB_GTID_EVENT, C.XID_EVENT):
+    _BULK_TYPE[_t] = True
 _KIND_OF_TYPE = np.full(256, -1, dtype=np.int8)
 for _t, (_k, _v) in C.ROWS_EVENTS.items():
     _KIND_OF_TYPE[_t] = {"insert": 0, "update": 1, "delete": 2}[_k]
@@ -348,8 +365,10 @@ class FastBinlogReader:
     event that is used (uncaptured tables' rows events are skipped unchecked).
     ``columnar`` decodes the rows of a batch column by column with numpy (``columnar.py``)
     for tables where that is possible; False uses the generated row decoders everywhere
-    (same values, the differential tests run both). ``server_id`` must be unique among
-    the server's replicas.
+    (same values, the differential tests run both). ``bulk_min_events``: stretches of at
+    least this many plain events (rows, TABLE_MAP, GTID, XID) already received are walked
+    with numpy (``_bulk_walk``) instead of one by one; 0 turns that off. ``server_id`` must
+    be unique among the server's replicas.
     """
 
     def __init__(
@@ -367,6 +386,7 @@ class FastBinlogReader:
         on_unsupported: str = "raise",
         verify_checksum: bool = True,
         columnar: bool = True,
+        bulk_min_events: int = 64,
     ) -> None:
         if stop is not None and stop < start:
             raise ValueError(f"binlog read: stop {stop} is before start {start}")
@@ -387,6 +407,8 @@ class FastBinlogReader:
         self.on_unsupported = on_unsupported
         self.verify = verify_checksum
         self.columnar = columnar
+        self.bulk_min_events = bulk_min_events
+        self.bulk_events = 0   # events walked by _bulk_walk (observability, tests)
         self.unsupported: dict[TableId, str] = {}
         self.decoders: dict[bytes, TableDecoder | Unsupported | None] = {}
         self._conn: DumpConnection | None = None
@@ -547,6 +569,10 @@ class FastBinlogReader:
 
         rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
         cur_pos, in_txn, txn = self._pos, self._in_txn, self._txn
+        bulk_min = self.bulk_min_events
+        bulk_bytes = 32 * bulk_min   # ~ the bytes of that many small events
+        bulk_target = 1 << 20        # read ahead up to this much for the numpy walk
+        bulk_after = 0               # no bulk attempt before this buffer offset
         try:
             while True:
                 # --- framing: the next event is buf[o:end] -------------------------------
@@ -554,6 +580,27 @@ class FastBinlogReader:
                 # the event's type, size and end position, and the table id a rows event
                 # or TABLE_MAP starts with (garbage, unused, for other events).
                 o = rstart
+                if bulk_min and o >= bulk_after:
+                    if rend - o < bulk_target // 4:
+                        R._start, R._seq = rstart, rseq
+                        R.top_up(bulk_target)  # whatever the server has sent already: long stretches
+                        rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
+                        o = rstart
+                    res = None
+                    if rend - o >= bulk_bytes:
+                        res = self._bulk_walk(
+                            rbuf, o, rend, rseq, view, start_pos, stop_pos, crc if verify else 0, crc, by_id,
+                            last_map, builders, seq, in_txn, txn, gtid_parts, gtid_event,
+                            max(self.batch_rows - pending, 1))
+                    if res is None:  # not worth it here: walk one by one for a while
+                        bulk_after = min(rend, o + max(bulk_bytes, (rend - o) // 8))
+                    else:
+                        (rstart, rseq, cur_pos, in_txn, txn, gtid_parts, gtid_event, seq, added) = res
+                        pending += added
+                        if pending >= self.batch_rows:
+                            self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
+                            yield flush()
+                        continue
                 if rend - o >= 32:
                     plen, status, typ, size, log_pos, tidq = frame(rbuf, o)
                     length = plen & 0xFFFFFF
@@ -575,6 +622,7 @@ class FastBinlogReader:
                         return
                     ev = R.read_event()
                     rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
+                    bulk_after = 0
                     if ev is None:  # non-blocking dump: caught up with the server
                         break
                     buf, o, end = ev, 0, len(ev)
@@ -716,6 +764,165 @@ class FastBinlogReader:
                 f"the binlog ended at {self.position} before the requested stop {self.stop}: "
                 "the stop offset must be one the server has already written (SHOW MASTER STATUS)."
             )
+
+    def _bulk_walk(self, rbuf: bytearray, start: int, rend: int, rseq: int, view: memoryview, start_pos: int,
+                   stop_pos: int, verify_crc: int, crc: int, by_id: dict, last_map: dict, builders: dict,
+                   seq: int, in_txn: bool, txn: tuple | None, gtid_parts: Any, gtid_event: Any, limit: int
+                   ) -> tuple | None:
+        """Walk the plain events already in the receive buffer with numpy; None if not worth it.
+
+        Only a Python loop over packet lengths remains per event: types, sizes, positions,
+        table ids are gathered with numpy, and the stretch is cut before the first event
+        that needs the one-by-one walk -- any other type, a TABLE_MAP that differs from the
+        last one for its id, a rows event of a table without a decoder (or unsupported),
+        the stop position, a framing surprise. Within the stretch the id -> decoder map is
+        therefore constant, so captured rows events are found by table id; each is copied
+        and checked (CRC32) and handed to its builder with its transaction's GTID. Returns
+        the walk's new state (see the caller).
+        """
+        offs: list[int] = []
+        append = offs.append
+        o = start
+        last = rend - 32
+        while o <= last:  # the one per-event Python loop: follow the packet lengths
+            nxt = o + 4 + (rbuf[o] | (rbuf[o + 1] << 8) | (rbuf[o + 2] << 16))
+            if nxt > rend:
+                break
+            append(o)
+            o = nxt
+        del offs[limit:]
+        n = len(offs)
+        if n < self.bulk_min_events:
+            return None
+        B = np.frombuffer(rbuf, dtype=np.uint8)
+        O = np.array(offs, dtype=np.int64)
+        plen = B[O].astype(np.int64) | (B[O + 1].astype(np.int64) << 8) | (B[O + 2].astype(np.int64) << 16)
+        e = O + 5
+        typ = B[e + 4]
+        size = _gather_u32(B, e + 9)
+        pos = _gather_u32(B, e + 13) - size
+        tid = _gather_u32(B, e + 19) | (_gather_u16(B, e + 23) << 32)
+        ok = ((B[O + 3] == ((rseq + np.arange(n)) & 0xFF)) & (B[O + 4] == 0) & (size + 1 == plen)
+              & (plen < C.MAX_PACKET_LEN)
+              & _BULK_TYPE[typ] & (pos < stop_pos)
+              # before the start and at a start row the plain walk skips what it must
+              & ((pos > start_pos) if self.start.row else (pos >= start_pos)))
+        k = n if ok.all() else int(np.argmin(ok))
+        # table maps must repeat the last map of their id byte for byte
+        is_tm = typ[:k] == C.TABLE_MAP_EVENT
+        if is_tm.any():
+            tm_idx = np.nonzero(is_tm)[0]
+            for t in np.unique(tid[tm_idx]).tolist():
+                idx = tm_idx[tid[tm_idx] == t]
+                ref = last_map.get(t)
+                if ref is None:
+                    k = min(k, int(idx[0]))
+                    continue
+                body = np.frombuffer(ref[0], dtype=np.uint8)
+                same = size[idx] - 19 - crc == len(body)
+                if same.any() and len(body):
+                    cand = idx[same]
+                    eq = (B[(e[cand] + 19)[:, None] + np.arange(len(body))] == body).all(axis=1)
+                    same[np.nonzero(same)[0][~eq]] = False
+                if not same.all():
+                    k = min(k, int(idx[np.argmin(same)]))
+        # rows events: their table must have a decoder (or be known as not captured)
+        is_rows = _KIND_OF_TYPE[typ[:k]] >= 0
+        groups: dict[int, tuple[TableDecoder, list[np.ndarray]]] = {}
+        if is_rows.any():
+            rows_idx = np.nonzero(is_rows)[0]
+            for t in np.unique(tid[rows_idx]).tolist():
+                dec = by_id.get(t, _MISSING)
+                if dec is None:
+                    continue
+                idx = rows_idx[tid[rows_idx] == t]
+                if dec is _MISSING or dec.__class__ is Unsupported:
+                    k = min(k, int(idx[0]))
+                    continue
+                groups.setdefault(id(dec), (dec, []))[1].append(idx)
+        if k < self.bulk_min_events:
+            return None
+        typ, size, pos, e = typ[:k], size[:k], pos[:k], e[:k]
+        is_gtid = typ == C.MARIADB_GTID_EVENT
+        last_gtid = np.maximum.accumulate(np.where(is_gtid, np.arange(k), -1))
+        file = self._file
+        crc32 = zlib.crc32
+        added = 0
+        captured_any = np.zeros(k, dtype=bool)
+        used_gtids: set[int] = set()
+        carried_used = False
+        for dec, parts in groups.values():
+            idx = np.sort(np.concatenate(parts))
+            idx = idx[idx < k]
+            if not len(idx):
+                continue
+            captured_any[idx] = True
+            # copy the group's events out of the receive buffer in one gather
+            a, sz = e[idx], size[idx]
+            offsets = np.cumsum(sz) - sz
+            blob = B[np.repeat(a - offsets, sz) + np.arange(int(sz.sum()), dtype=np.int64)].tobytes()
+            if verify_crc:
+                mv = memoryview(blob)
+                for off, ln, p_ in zip(offsets.tolist(), sz.tolist(), pos[idx].tolist()):
+                    if crc32(mv[off:off + ln]) != CRC32_RESIDUE:
+                        verify_checksum(mv[off:off + ln], f"{file}:{p_}")
+            g = last_gtid[idx]
+            ge = e[np.maximum(g, 0)]
+            gtids: list[Any] = list(zip(_gather_u32(B, ge + 27).tolist(), _gather_u32(B, ge + 5).tolist(),
+                                        (_gather_u32(B, ge + 19) | (_gather_u32(B, ge + 23) << 32)).tolist()))
+            if (g < 0).any():
+                carried = gtid_parts if gtid_parts is not None else self._gtid
+                for j in np.nonzero(g < 0)[0].tolist():
+                    gtids[j] = carried
+                carried_used = True
+            used_gtids.update(np.unique(g[g >= 0]).tolist())
+            b = builders.get(id(dec))
+            if b is None:
+                b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None,
+                                                 crc, 6, file)
+                seq += 1
+            b.add_many(blob, sz, gtids, file)
+            added += len(idx)
+        e_l, size_l, pos_l = e.tolist(), size.tolist(), pos.tolist()
+        if verify_crc:
+            if carried_used and gtid_event is not None:
+                if crc32(gtid_event) != CRC32_RESIDUE:
+                    verify_checksum(gtid_event, f"{file} (GTID event before {pos_l[0]})")
+                gtid_event = None
+            for gi in sorted(used_gtids):  # the GTIDs the captured rows carry
+                a = e_l[gi]
+                if crc32(view[a:a + size_l[gi]]) != CRC32_RESIDUE:
+                    verify_checksum(view[a:a + size_l[gi]], f"{file}:{pos_l[gi]}")
+            # TABLE_MAPs of captured tables are used too
+            tm_idx = np.nonzero(typ == C.TABLE_MAP_EVENT)[0]
+            used = [t for t in np.unique(tid[tm_idx]).tolist() if last_map[t][1] is not None]
+            for i in tm_idx[np.isin(tid[tm_idx], used)].tolist():
+                a = e_l[i]
+                if crc32(view[a:a + size_l[i]]) != CRC32_RESIDUE:
+                    verify_checksum(view[a:a + size_l[i]], f"{file}:{pos_l[i]}")
+        # the transaction state after the stretch, as the one-by-one walk would leave it: a GTID
+        # or a captured rows event begins a transaction unless one is open, an XID ends it
+        g = int(last_gtid[k - 1])
+        begins = is_gtid | captured_any
+        boundary = np.nonzero(begins | (typ == C.XID_EVENT))[0]
+        if len(boundary):
+            is_begin = begins[boundary]
+            opened_before = np.concatenate(([in_txn], is_begin[:-1]))
+            starts = boundary[is_begin & ~opened_before]
+            if len(starts):
+                txn = (file, int(pos[starts[-1]]))
+            in_txn = bool(is_begin[-1])
+        if g >= 0:  # the last GTID is the current one
+            ga = e_l[g]
+            seq_no, domain = _GTID(rbuf, ga + 19)
+            gtid_parts = (domain, _U32(rbuf, ga + 5)[0], seq_no)
+            gtid_event = None if (g in used_gtids or not verify_crc) else bytes(view[ga:ga + size_l[g]])
+        last = k - 1
+        self.bulk_events += k
+        cur_pos = int(pos[last] + size[last])
+        new_start = int(O[last] + 4 + plen[last])
+        del B
+        return new_start, (rseq + k) & 0xFF, cur_pos, in_txn, txn, gtid_parts, gtid_event, seq, added
 
     def _other_event(self, ev: bytes, crc: int, start_pos: int, stop_pos: int) -> tuple[Item | None, bool]:
         """The rare events: (item to yield or None, True if the read reached ``stop``).
