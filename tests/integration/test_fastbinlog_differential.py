@@ -281,7 +281,7 @@ def test_corpus_matches_the_library_event_for_event(mariadb, fresh_db):
         decoders = {d.table_id: d.columnar_reason for d in r.decoders.values() if isinstance(d, TableDecoder)}
     assert_same(columnar, ref)
     assert decoders[typesc] is None and decoders[geo] is None and "wider than 64 bits" in decoders[types]
-    assert r.bulk_events > 100
+    assert r.bulk_events > 50  # the numpy walk did take part
     # the corpus really covers what it claims
     rows = [e for e in fast if isinstance(e, RowChange)]
     assert len(rows) > 400
