@@ -27,8 +27,6 @@ import socket
 import struct
 from typing import Any
 
-import pymysql
-
 from ..config import SourceConfig
 from .constants import BINLOG_DUMP_NON_BLOCK, COM_BINLOG_DUMP, COM_REGISTER_SLAVE
 from .errors import ProtocolError
@@ -61,13 +59,14 @@ class DumpConnection:
     """
 
     def __init__(self, source: SourceConfig, server_id: int, file: str, position: int,
-                 blocking: bool = False, heartbeat_s: float | None = None) -> None:
+                 blocking: bool = False, heartbeat_s: float | None = None, receive_buffer: int = 8 << 20) -> None:
         self.source = source
         self.server_id = int(server_id)
         self.file = file
         self.position = int(position)
         self.blocking = blocking
         self.heartbeat_s = heartbeat_s
+        self.receive_buffer = receive_buffer
         self.checksum_algorithm: str = "NONE"
         self.server_version: str = ""
         self.is_mariadb = False
@@ -89,6 +88,14 @@ class DumpConnection:
                 if self.heartbeat_s:
                     period_ns = int(min(float(self.heartbeat_s), 4294967.0) * 1_000_000_000)
                     cur.execute("SET @master_heartbeat_period = %s", (period_ns,))
+            sock = getattr(conn, "_sock", None)
+            if sock is not None and self.receive_buffer:
+                # A deep kernel buffer lets the server keep sending while we decode a stretch
+                # (the loopback default stalls it after a few hundred KB).
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+                except OSError:
+                    pass
             conn._execute_command(COM_REGISTER_SLAVE, register_slave_payload(self.server_id))
             conn._read_ok_packet()
             conn._execute_command(COM_BINLOG_DUMP, binlog_dump_payload(

@@ -342,7 +342,7 @@ def _column_lines(j: int, cp: ColumnPlan, g: dict[str, Any]) -> list[str]:
                 f"p += {5 + n}"]
     if t == C.T_TIMESTAMP2:
         frac, n = _frac_lines(c.fsp, 4)
-        return [f"s_ = int.from_bytes(buf[p:p + 4], 'big')", f"f_ = {frac}",
+        return ["s_ = int.from_bytes(buf[p:p + 4], 'big')", f"f_ = {frac}",
                 f"{v} = s_ * 1000000 + f_ if s_ or f_ else None", f"p += {4 + n}"]
     if t == C.T_TIME2:
         g["RTIME2"] = V.read_time2

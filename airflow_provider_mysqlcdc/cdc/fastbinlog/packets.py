@@ -26,7 +26,7 @@ from typing import Callable
 import pymysql
 
 from .constants import CHECKSUM_LEN, MAX_PACKET_LEN
-from .errors import ChecksumError, ProtocolError
+from .errors import ChecksumError, CompressedEventError, ProtocolError
 
 ReadInto = Callable[[memoryview], int]
 
@@ -216,3 +216,24 @@ def verify_checksum(event: bytes | bytearray | memoryview, where: str = "") -> N
         f"binlog event checksum mismatch{(' at ' + where) if where else ''}: stored {stored:#010x}, "
         f"computed {actual:#010x}. The event was corrupted in transit or on disk; do not trust "
         "the data read from here (check the server's binlog with mariadb-binlog --verify-binlog-checksum).")
+
+
+def mariadb_uncompress(data: bytes | memoryview) -> bytes:
+    """The payload of a MariaDB compressed event part (``log_bin_compress``).
+
+    Layout: one header byte -- bit 7 set, algorithm in bits 4-6 (0 = zlib), the number of
+    bytes of the uncompressed length in bits 0-2 -- then that length (big endian), then
+    the zlib stream.
+    """
+    h = data[0]
+    if not h & 0x80 or (h >> 4) & 0x07 != 0:
+        raise CompressedEventError(f"compressed binlog event with an unknown header byte {h:#04x} (not zlib)")
+    lenlen = h & 0x07
+    expected = int.from_bytes(bytes(data[1:1 + lenlen]), "big")
+    try:
+        out = zlib.decompress(bytes(data[1 + lenlen:]))
+    except zlib.error as e:
+        raise CompressedEventError(f"compressed binlog event does not inflate: {e}") from None
+    if len(out) != expected:
+        raise CompressedEventError(f"compressed binlog event inflates to {len(out)} bytes, its header says {expected}")
+    return out

@@ -13,22 +13,31 @@ where events start, ``row`` numbers the rows of one event, DDL as ``SchemaChange
 * ``changes()``: ``RowChange`` objects in binlog order, with the canonical values of
   ``cdc/types.py`` -- a drop-in for ``BinlogReader`` and what the differential tests use.
 
-Why it is fast: uncaptured tables are dropped by table id at the event header (their rows
-are never parsed and their checksums never computed); TABLE_MAPs are looked up by their
-raw bytes, so a captured table's map is parsed and its decoder generated once; rows are
-decoded by per-table generated code (``decoder.py``) and turned into Arrow column by
-column in bulk.
+Why it is fast (measured on the bench workload, see bench/decoder_throughput.py):
 
-Batching and order: rows are buffered per table structure and flushed when
-``batch_rows`` rows are buffered, before any ``SchemaChange`` / ``Heartbeat`` /
+* the packet framing is inlined into the event walk, and stretches of plain events
+  already received (rows, TABLE_MAP, GTID, XID) are walked with numpy (``_bulk_walk``):
+  one Python loop step per event to follow packet lengths, everything else vectorized;
+* uncaptured tables are dropped by table id at the event header -- their rows are never
+  parsed or copied, their checksums never computed;
+* a TABLE_MAP identical to the last one for its id costs a byte comparison; a new one is
+  looked up by its structure bytes, so a table's decoder is generated once;
+* rows are not decoded in the walk: a batch keeps the raw events of each table structure
+  and decodes them at the end all at once, column by column with numpy
+  (``columnar.py``), or with the generated per-table row decoder (``decoder.py``) where a
+  column cannot be vectorized.
+
+Batching and order: events are buffered per table structure and flushed when about
+``batch_rows`` rows events are buffered, before any ``SchemaChange`` / ``Heartbeat`` /
 ``UnsupportedRows`` is yielded (so a DDL is always ordered after every row before it), at
-the end of the read, and whenever the bytes received so far are used up (a blocking
-reader then delivers what it has before it waits). Batches of one flush are yielded in
-the order of their first rows; rows of different tables interleave in the binlog, so use
-the offset columns where a global order matters (``changes()`` merges them back).
+the end of the read, and whenever the reader would wait for the server (a blocking reader
+delivers what it has first). Batches of one flush are yielded in the order of their first
+rows; rows of different tables interleave in the binlog, so use the offset columns where a
+global order matters (``changes()`` merges them back).
 
-What is refused loudly rather than skipped: compressed events (MariaDB
-``log_bin_compress``, MySQL ``binlog_transaction_compression``), partial row images
+MariaDB's compressed events (``log_bin_compress``: zlib rows and QUERY events) are
+inflated and read like the plain ones. What is refused loudly rather than skipped: MySQL's
+compressed transactions (``binlog_transaction_compression``, zstd), partial row images
 (``binlog_row_image`` MINIMAL/NOBLOB, partial JSON updates), rows events whose TABLE_MAP
 was not seen, incidents (the server says events were lost), unknown event types the server
 did not mark ignorable, and checksum mismatches.
@@ -43,7 +52,6 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, Collection, Iterator, Mapping
 
 import numpy as np
@@ -65,7 +73,7 @@ from .errors import (
     CompressedEventError, FastBinlogError, PartialImageError, ProtocolError, UnknownEventError,
     UnsupportedTableError,
 )
-from .packets import CRC32_RESIDUE, verify_checksum
+from .packets import CRC32_RESIDUE, mariadb_uncompress, verify_checksum
 from .tablemap import parse_table_map, read_lenenc, table_map_names
 
 log = logging.getLogger(__name__)
@@ -79,7 +87,6 @@ _U32 = struct.Struct("<I").unpack_from
 # packet length+sequence id, status byte, [timestamp], type, [server id], event size, log_pos,
 # [flags], then 8 bytes: a rows event's / TABLE_MAP's 6-byte table id and 2 flag bytes
 _FRAME = struct.Struct("<IB4xB4xII2xQ").unpack_from
-_TS = _U32
 _FAR = 1 << 62
 
 META_FIELDS = [
@@ -319,6 +326,36 @@ class _Builder:
 
 
 _OPS = pa.array(["insert", "update", "delete"], pa.string())
+_ROWS_COMPRESSED = {**{t: False for t in C.ROWS_EVENTS}, **{t: True for t in C.COMPRESSED_ROWS_EVENTS}}
+
+
+def _uncompress_rows_event(ev: bytes, crc: int, tid_len: int) -> bytes:
+    """A MariaDB compressed rows event as the plain rows event it stands for.
+
+    Only the row images are compressed; the post-header, column count and bitmaps are
+    not. The result keeps the original header's size and position (positions stay the
+    binlog's) but the plain type, and carries a fresh CRC32 of its own bytes.
+    """
+    typ = ev[4]
+    plain = C.COMPRESSED_ROWS_EVENTS[typ]
+    p = 19 + tid_len + 2
+    if C.ROWS_EVENTS[plain][1] == 2:
+        p += ev[p] | (ev[p + 1] << 8)
+    ncols, p = read_lenenc(ev, p)
+    p += ((ncols + 7) // 8) * (2 if C.ROWS_EVENTS[plain][0] == "update" else 1)
+    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p:len(ev) - crc])
+    out = body[:4] + bytes([plain]) + body[5:]
+    return out + struct.pack("<I", zlib.crc32(out)) if crc else out
+
+
+def _uncompress_query_event(ev: bytes, crc: int) -> bytes:
+    """A MariaDB QUERY_COMPRESSED event as a plain QUERY event (the statement inflated)."""
+    db_len = ev[19 + 8]
+    status_len = ev[19 + 11] | (ev[19 + 12] << 8)
+    p = 19 + 13 + status_len + db_len + 1
+    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p:len(ev) - crc])
+    out = body[:4] + bytes([C.QUERY_EVENT]) + body[5:]
+    return out + struct.pack("<I", zlib.crc32(out)) if crc else out
 _BULK_TYPE = np.zeros(256, dtype=bool)
 for _t in (*C.ROWS_EVENTS, C.TABLE_MAP_EVENT, C.MARIADB_GTID_EVENT, C.XID_EVENT):
     _BULK_TYPE[_t] = True
@@ -358,7 +395,8 @@ class FastBinlogReader:
     Arguments mirror ``cdc.binlog.BinlogReader``: ``tables`` (None = all), ``blocking``
     (default: block when there is no ``stop``), ``dump_from`` (a transaction start at or
     before ``start``; everything before ``start`` is read but not yielded).
-    ``on_unsupported``: ``"raise"`` fails with ``UnsupportedTableError`` at the first rows
+    ``batch_rows``: a batch is flushed once about this many rows events are buffered (one
+    row each in a stream of small transactions). ``on_unsupported``: ``"raise"`` fails with ``UnsupportedTableError`` at the first rows
     event of a captured table the fast path cannot decode; ``"report"`` yields an
     ``UnsupportedRows`` for each such event instead, so the caller can fetch exactly
     those from python-mysql-replication. ``verify_checksum`` checks the CRC32 of every
@@ -455,9 +493,9 @@ class FastBinlogReader:
         conn = DumpConnection(self.source, self.server_id, self.dump_from.file, self.dump_from.position,
                               blocking=self.blocking, heartbeat_s=self.heartbeat_s if self.blocking else None)
         conn.open()
-        if self._done:  # closed while connecting
-            conn.close()
         self._conn = conn
+        if self._done:  # closed (from another thread) while connecting
+            self.close()
         return conn
 
     # --- public iteration ------------------------------------------------------------------
@@ -486,6 +524,8 @@ class FastBinlogReader:
             return
         try:
             conn = self._open()
+            if self._done:
+                return
             yield from self._loop(conn)
         except Exception as e:
             if self._done and not isinstance(e, FastBinlogError):
@@ -548,7 +588,7 @@ class FastBinlogReader:
         gtid_event: bytes | None = None        # verified lazily: only when rows use its GTID
         gtid_parts: tuple[int, int, int] | None = None
         charsets = self._charsets
-        ROWS = C.ROWS_EVENTS
+        ROWS = _ROWS_COMPRESSED   # rows event type -> True if MariaDB compressed it
         TABLE_MAP = C.TABLE_MAP_EVENT
         MARIADB_GTID = C.MARIADB_GTID_EVENT
         XID = C.XID_EVENT
@@ -580,7 +620,7 @@ class FastBinlogReader:
                 # the event's type, size and end position, and the table id a rows event
                 # or TABLE_MAP starts with (garbage, unused, for other events).
                 o = rstart
-                if bulk_min and o >= bulk_after:
+                if bulk_min and o >= bulk_after and tid_len == 6:
                     if rend - o < bulk_target // 4:
                         R._start, R._seq = rstart, rseq
                         R.top_up(bulk_target)  # whatever the server has sent already: long stretches
@@ -660,6 +700,8 @@ class FastBinlogReader:
                             if crc32(gtid_event) != RESIDUE:
                                 verify_checksum(gtid_event, f"{self._file} (GTID event before {pos})")
                             gtid_event = None
+                    if rows_kind:  # MariaDB log_bin_compress: inflate into the plain event
+                        ev = _uncompress_rows_event(ev, crc, tid_len)
                     if dec.__class__ is Unsupported:
                         self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
                         item = self._unsupported(dec, pos)
@@ -960,6 +1002,11 @@ class FastBinlogReader:
         if pos >= stop_pos:
             return None, True
         self._pos = log_pos
+        if typ == C.QUERY_COMPRESSED_EVENT:  # MariaDB log_bin_compress: the statement is zlib
+            if verify:
+                verify_checksum(ev, f"{self._file}:{pos}")
+            ev = _uncompress_query_event(ev, crc)
+            typ = C.QUERY_EVENT
         if typ == C.QUERY_EVENT:
             sc = self._on_query(ev, pos, ts, crc, start_pos)
             if sc is not None and verify:
@@ -977,12 +1024,12 @@ class FastBinlogReader:
             self._in_txn = False
         elif typ in C.SKIPPED_EVENTS or typ in (C.MARIADB_GTID_EVENT, C.XID_EVENT):
             pass
-        elif typ in C.COMPRESSED_ROWS_EVENTS or typ in (C.QUERY_COMPRESSED_EVENT, C.TRANSACTION_PAYLOAD_EVENT):
+        elif typ == C.TRANSACTION_PAYLOAD_EVENT:
             raise CompressedEventError(
-                f"compressed binlog event (type {typ}) at {self._file}:{pos}: the fast reader does not "
-                "decompress events (MariaDB log_bin_compress / MySQL binlog_transaction_compression). "
-                "Fix: turn binlog compression off on the server; the events must not be skipped, "
-                "the rows inside would be lost.")
+                f"compressed transaction (TRANSACTION_PAYLOAD event) at {self._file}:{pos}: the fast reader "
+                "does not decompress MySQL's binlog_transaction_compression (zstd). Fix: SET GLOBAL "
+                "binlog_transaction_compression = OFF; the event must not be skipped, the rows inside "
+                "would be lost.")
         elif typ == C.PARTIAL_UPDATE_ROWS_EVENT:
             raise PartialImageError(
                 f"partial JSON update event at {self._file}:{pos}: rows lack their full after-image. "
