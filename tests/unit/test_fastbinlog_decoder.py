@@ -202,7 +202,6 @@ def test_decimal_text_above_38_digits_and_bit64():
     ([Col(C.T_VARCHAR, struct.pack("<H", 10), name="a", collation=2000)], {}, "unknown collation id 2000"),
     ([Col(C.T_TIME, name="a")], {}, "pre-MySQL-5.6"),
     ([Col(C.T_DATETIME, name="a")], {}, "pre-MySQL-5.6"),
-    ([Col(C.T_JSON, bytes([4]), name="a")], {}, "binary JSON"),
     ([Col(C.T_STRING, bytes([C.T_ENUM, 1]), name="a", members=None)], {}, "member strings"),
 ])
 def test_unsupported_tables_say_why(cols, kw, reason):
@@ -228,3 +227,22 @@ def test_truncated_row_raises():
 def test_wide_decimals_are_not_columnar():
     assert "wider than 64 bits" in columnar_reason(plan([Col(C.T_NEWDECIMAL, bytes([19, 0]), name="d")]))
     assert columnar_reason(plan([Col(C.T_NEWDECIMAL, bytes([18, 9]), name="d")])) is None
+
+
+def test_mysql_binary_json_column_in_both_decoders():
+    from tests.unit.test_fastbinlog_jsonb import document
+
+    dec = plan([Col(C.T_LONG, name="id", nullable=False), Col(C.T_JSON, bytes([4]), name="j")])
+    assert isinstance(dec, TableDecoder) and columnar_reason(dec) is None
+    assert dec.image_type.field("j").type == pa.string()
+    docs = [document({"a": [1, "x"], "b": None}), document([]), b""]
+    images = [b"\x00" + struct.pack("<i", i) + struct.pack("<I", len(d)) + d for i, d in enumerate(docs)]
+    images.append(b"\x02" + struct.pack("<i", 9))  # j NULL
+    blob = b"".join(images)
+    got_rows, _ = dec.decode_rows(blob, 0, len(blob))
+    want = [{"id": 0, "j": '{"a": [1, "x"], "b": null}'}, {"id": 1, "j": "[]"}, {"id": 2, "j": None},
+            {"id": 9, "j": None}]
+    assert dec.image_struct(got_rows).to_pylist() == want
+    bounds = np.cumsum([0] + [len(i) for i in images])
+    got = decode_events(dec, blob, bounds[:-1], bounds[1:])
+    assert pa.StructArray.from_arrays(got.columns, fields=list(dec.image_type)).to_pylist() == want

@@ -9,15 +9,16 @@ operations producing one Arrow array. An UPDATE event with one row is two rounds
 after image). Positions advance per image by the widths just read, so variable-length
 columns and NULLs need no special path.
 
-Multi-row events take one round per image; when few events are still active after
-``MAX_ROUNDS`` rounds (a 1000-row INSERT would need 1000 rounds over one event), the rest
-of their images go through the row decoder instead, and the two are merged back into
-binlog order with one ``take``.
+Multi-row events take one round per image. A round pays a fixed numpy cost, so once fewer
+than ``MIN_ACTIVE`` events are still active (a lone 1000-row INSERT would need 1000
+rounds over one event), the rest of their images go through the row decoder instead, and
+the two are merged back into binlog order with one ``take``.
 
 Values are the same Arrow storage values the row decoder makes (microseconds, days,
 unscaled decimals ...), so both paths produce identical batches; the differential tests
 run both. Tables with a column this module cannot vectorize (DECIMAL wider than 8 bytes,
-i.e. more than 18 digits; non-UTF-8 text is decoded per value) use the row path.
+i.e. more than 18 digits) use the row path; non-UTF-8 text and MySQL's binary JSON are
+sliced column-wise and decoded per value.
 """
 
 from __future__ import annotations
@@ -32,16 +33,16 @@ from . import constants as C
 from . import values as V
 from .decoder import ColumnPlan, TableDecoder, _SetNames
 from .errors import ProtocolError
+from .jsonb import jsonb_text
 
-MAX_ROUNDS = 4          # vectorized rounds before the rest goes to the row decoder
-MIN_ACTIVE = 16         # ... or as soon as fewer events than this are still active
+MIN_ACTIVE = 16         # vectorized rounds while at least this many events are still active
 PAD = 16                # zero bytes after the joined buffer: gathers for NULL images stay in bounds
 
 _DIM = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 _FIXED = {C.T_TINY: 1, C.T_SHORT: 2, C.T_INT24: 3, C.T_LONG: 4, C.T_LONGLONG: 8, C.T_FLOAT: 4,
           C.T_DOUBLE: 8, C.T_YEAR: 1, C.T_DATE: 3, C.T_NEWDATE: 3}
 _VARLEN = {C.T_VARCHAR, C.T_VAR_STRING, C.T_STRING, C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB,
-           C.T_LONG_BLOB, C.T_GEOMETRY}
+           C.T_LONG_BLOB, C.T_GEOMETRY, C.T_JSON}
 
 
 def columnar_reason(dec: TableDecoder) -> str | None:
@@ -246,9 +247,7 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
             shift -= 8 * nbytes
             g = ((raw >> np.uint64(shift)) & np.uint64((1 << (8 * nbytes)) - 1)).astype(np.int64)
             v = v * (10 ** digits) + g
-        v = np.where(positive, v, -v)
-        if cp.kind == "decimal_text":  # not reached: > 38 digits never fits in 8 bytes
-            raise AssertionError("decimal_text in the columnar path")
+        v = np.where(positive, v, -v)  # (DECIMAL wider than 38 digits never fits in 8 bytes)
         return _decimal128(v, cp.arrow_type, mask), width(size)
     if t == C.T_BIT:
         v = _be(B, p, c.length)
@@ -281,6 +280,8 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         arr = arr.cast(pa.string())
     elif cp.kind == "text":
         arr = pa.array([None if v is None else v.decode(cp.codec) for v in arr.to_pylist()], pa.string())
+    elif cp.kind == "json":
+        arr = pa.array([None if v is None else jsonb_text(v) for v in arr.to_pylist()], pa.string())
     return arr, width(lp + length)
 
 
@@ -308,7 +309,7 @@ def decode_events(dec: TableDecoder, blob: bytes, starts: np.ndarray, ends: np.n
     im_idx: list[np.ndarray] = []
     r = 0
     active = np.nonzero(P < E)[0]
-    while len(active) and r < MAX_ROUNDS and (r == 0 or len(active) >= MIN_ACTIVE):
+    while len(active) and (r == 0 or len(active) >= MIN_ACTIVE):
         p = P[active]
         bitmap = _le(B, p, nb) if nb <= 8 else None
         p = p + nb

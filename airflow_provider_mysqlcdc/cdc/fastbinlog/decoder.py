@@ -36,6 +36,7 @@ from ..sql import python_codec
 from ..types import map_column
 from . import constants as C
 from . import values as V
+from .jsonb import jsonb_text
 from .tablemap import MapColumn, TableMap, synthesize_column, synthesize_schema
 
 _UTF8_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8"})
@@ -185,8 +186,10 @@ def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str]) -> Col
                 "TIME(n)/DATETIME(n)/TIMESTAMP(n) of mysql56_temporal_format=OFF under the same type "
                 "code with another width, so it cannot be decoded safely). Fix: ALTER TABLE ... FORCE "
                 "with mysql56_temporal_format=ON")
-    if t in (C.T_JSON,):
-        return "MySQL binary JSON is not decoded by the fast path"
+    if t == C.T_JSON:
+        if c.length not in (1, 2, 3, 4):
+            return f"JSON with a {c.length}-byte length prefix"
+        return ColumnPlan(name, "json", pa.string(), c)
     if t == C.T_GEOMETRY:
         if c.length not in (1, 2, 3, 4):
             return f"GEOMETRY with a {c.length}-byte length prefix"
@@ -358,12 +361,15 @@ def _column_lines(j: int, cp: ColumnPlan, g: dict[str, Any]) -> list[str]:
     # length-prefixed: CHAR/BINARY, VARCHAR/VARBINARY, BLOB/TEXT, GEOMETRY
     if t in (C.T_STRING, C.T_VARCHAR, C.T_VAR_STRING):
         lp = 2 if c.length > 255 else 1
-    elif t in (C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB, C.T_LONG_BLOB, C.T_GEOMETRY):
+    elif t in (C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB, C.T_LONG_BLOB, C.T_GEOMETRY, C.T_JSON):
         lp = c.length
     else:
         raise _CannotGenerate(f"column {cp.name!r}: no reader for column type {t}")
     lines = [f"n_ = {_length_expr(lp)}", f"{v} = buf[p + {lp}:p + {lp} + n_]", f"p += {lp} + n_"]
-    if cp.kind == "text":
+    if cp.kind == "json":
+        g["JSONB"] = jsonb_text
+        lines.insert(2, f"{v} = JSONB({v})")
+    elif cp.kind == "text":
         lines.insert(2, f"{v} = {v}.decode({cp.codec!r})")
     elif cp.kind == "binary" and cp.extra:
         lines.insert(2, f"if n_ < {cp.extra}: {v} = {v}.ljust({cp.extra}, b'\\x00')")
@@ -468,6 +474,6 @@ def _to_arrow(cp: ColumnPlan, vals: list) -> pa.Array:
         return _decimal128(vals, t)
     if k == "text_utf8":
         return pa.array(vals, pa.binary()).cast(pa.string())
-    if k == "decimal_text":
+    if k in ("decimal_text", "json"):
         return pa.array(vals, pa.string())
     raise AssertionError(f"no Arrow conversion for kind {k!r}")

@@ -345,6 +345,8 @@ def synthesize_column(c: MapColumn, charset: str | None) -> Column | None:
         dt = "binary" if charset == "binary" else "char"
         # information_schema counts characters; for BINARY (the only user of it here) bytes.
         return Column(data_type=dt, column_type=dt, charset=charset, char_max_length=c.length, **kw)
+    if t == C.T_JSON:  # MySQL's binary JSON (MariaDB's JSON is a LONGTEXT)
+        return Column(data_type="json", column_type="json", **kw)
     if t in (C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB, C.T_LONG_BLOB) and c.length in _BLOB_NAMES:
         dt = _BLOB_NAMES[c.length][0 if charset == "binary" else 1]
         return Column(data_type=dt, column_type=dt, charset=charset, **kw)
@@ -354,8 +356,8 @@ def synthesize_column(c: MapColumn, charset: str | None) -> Column | None:
 def synthesize_schema(tm: TableMap, charsets: Mapping[int, str]) -> TableSchema:
     """A ``TableSchema`` as information_schema would give it (names, types, keys) for ``tm``.
 
-    Columns whose type has no information_schema equivalent here (GEOMETRY, MySQL JSON,
-    VECTOR) are left out; the decoder reports them separately.
+    Columns whose type has no information_schema equivalent here (GEOMETRY, VECTOR) are
+    left out; the decoder reports them separately.
     """
     cols = []
     for c in tm.columns:
