@@ -9,8 +9,8 @@ one binlog range it times, in the same run, median of ``--repeat`` (3):
     decoding only the captured table's rows, as we do); ``mariadb-binlog -v`` without the
     filter is printed too;
   * python-mysql-replication through the engine's ``BinlogReader``, raw library values
-    (``library``) and normalized to the canonical values (``library_normalized``: what
-    the stream does today);
+    (``library``); with ``--normalized`` also normalized to the canonical values
+    (``library_normalized``: what the stream does today);
   * ``FastBinlogReader.batches()`` -- Arrow record batches (``decoder``), and
     ``FastBinlogReader.changes()`` -- RowChange objects (``decoder_rowchange``).
 
@@ -85,6 +85,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=400_000, help="UPDATE statements in the workload (both tables)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--normalized", action="store_true",
+                    help="also time the library with cdc.types normalization (slow: doubles the library time)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="mysqlcdc-bench-decoder-") as work:
@@ -147,7 +149,7 @@ def main() -> None:
                 ("mariadb_binlog_table", mariadb_binlog(True)),
                 ("mariadb_binlog_all", mariadb_binlog(False)),
                 ("library", library(False)),
-                ("library_normalized", library(True)),
+                *([("library_normalized", library(True))] if args.normalized else []),
                 ("decoder", decoder),
                 ("decoder_rowchange", decoder_rowchange),
             ]
