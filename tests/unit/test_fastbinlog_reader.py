@@ -377,3 +377,27 @@ def test_the_numpy_walk_takes_plain_stretches_and_agrees():
     assert [repr(x) for x in got_bulk] == [repr(x) for x in got_plain]
     assert len([x for x in got_bulk if isinstance(x, RowChange)]) == 70
     assert (bulk.position, bulk.transaction_start) == (plain.position, plain.transaction_start)
+
+
+def test_mysql_flavour_gtids_v2_rows_with_extra_data_and_begin_commit():
+    """MySQL writes GTID (33) events, BEGIN/COMMIT queries for non-InnoDB tables, v2 rows events."""
+    import uuid as _uuid
+
+    sid = _uuid.UUID("3e11fa47-71ca-11e1-9e33-c80aa9429562")
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    b.add(C.GTID_LOG_EVENT, b"\x01" + sid.bytes + struct.pack("<Q", 23) + b"\x02" + bytes(16))
+    b.add(C.QUERY_EVENT, query_body("BEGIN", "db"))
+    b.add(C.TABLE_MAP_EVENT, table_map_body(10, "db", "t", COLS))
+    w = b.add(C.WRITE_ROWS_EVENT_V2, rows_body(10, 2, [image(1, "a")], version=2))
+    # extra data: a partition-info block (type 1, partition id 7) -> extra length 2 + 3
+    plain = rows_body(10, 2, [image(1, "a"), image(1, "b")], update=True, version=2)
+    with_extra = plain[:8] + b"\x05\x00\x01\x07\x00" + plain[10:]
+    u = b.add(C.UPDATE_ROWS_EVENT_V2, with_extra)
+    b.add(C.QUERY_EVENT, query_body("COMMIT", "db"))
+    r, got = walk(b.events, start, BinlogOffset(b.file, b.pos))
+    assert [(c.kind, c.before, c.after, c.offset.position, c.gtid) for c in got] == [
+        ("insert", None, {"id": 1, "v": "a"}, w, f"{sid}:23"),
+        ("update", {"id": 1, "v": "a"}, {"id": 1, "v": "b"}, u, f"{sid}:23"),
+    ]
+    assert r.transaction_start == start
