@@ -176,6 +176,7 @@ def main() -> int:
                      extra_args=(f"--innodb-buffer-pool-size={args.buffer_pool}",))
     state = StateStore(str(WORK / "state"))
     migrate = dag_proc = None
+    final_line = ""
     t_bench = time.perf_counter()
     try:
         server.start()
@@ -251,8 +252,7 @@ def main() -> int:
             f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})")
         say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
-        say(f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f}")
-        return 0
+        final_line = f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f}"
     finally:
         stop_group(dag_proc)
         stop_group(migrate)
@@ -267,6 +267,8 @@ def main() -> int:
                 Path(args.keep_log).write_text(DAG_LOG.read_text(errors="replace").replace(ROOT_PASSWORD, "***"))
                 say(f"airflow dags test output kept in {args.keep_log}")
         shutil.rmtree(WORK, ignore_errors=True)
+    say(final_line)  # the last line, after the cleanup's messages
+    return 0
 
 
 if __name__ == "__main__":

@@ -264,36 +264,38 @@ def compare(server: MariaDB, specs, schemas) -> tuple[list[str], int]:
     return diffs, rows
 
 
-def main() -> int:
-    from airflow_provider_mysqlcdc.spark.stream_launcher import running_local_stream, stop_local_stream
+class Demo:
+    """The resources the demo owns, so that cleanup() can always release them."""
 
-    t_start = time.monotonic()
-    shutil.rmtree(WORK, ignore_errors=True)
-    WORK.mkdir(parents=True)
-    server = MariaDB(base_dir=WORK / "mariadb", server_id=1)
-    state = StateStore(str(WORK / "state"))
-    writers: list[ConcurrentWriter] = []
-    migrate = None
-    try:
+    def __init__(self) -> None:
+        self.server = MariaDB(base_dir=WORK / "mariadb", server_id=1)
+        self.state = StateStore(str(WORK / "state"))
+        self.writers: list[ConcurrentWriter] = []
+        self.migrate: subprocess.Popen | None = None
+
+    def run(self) -> str:
+        """Everything up to the verdict: 'VERIFIED: ...' or 'FAILED: ...' (diagnostics printed before)."""
+        from airflow_provider_mysqlcdc.spark.stream_launcher import running_local_stream
+
+        server, state = self.server, self.state
         say("starting a private MariaDB ...")
         server.start()
         env = airflow_env(server)
         say(f"private Airflow in {rel(AIRFLOW_HOME)} (SQLite); `airflow db migrate` running in the background")
-        migrate = start_migrate(env)
+        self.migrate = start_migrate(env)
 
         server.execute("CREATE DATABASE shop")
         specs = [make(server, "shop", n, name) for name, n, make in TABLES]
         say(f"MariaDB on 127.0.0.1:{server.port}; " + ", ".join(f"shop.{name} {n:,} rows" for name, n, _ in TABLES))
         for i, spec in enumerate(specs):
-            writers.append(ConcurrentWriter(lambda: server.connect("shop"), spec, seed=7 + i, threads=1,
-                                            pause_s=0.002).start())
+            self.writers.append(ConcurrentWriter(lambda: server.connect("shop"), spec, seed=7 + i, threads=1,
+                                                 pause_s=0.002).start())
         say("writers started (inserts, updates, deletes, key moves)")
 
         t = time.monotonic()
-        if migrate.wait() != 0:
-            print(f"FAILED: airflow db migrate exited with {migrate.returncode}", flush=True)
+        if self.migrate.wait() != 0:
             print_log_tail(MIGRATE_LOG)
-            return 1
+            return f"FAILED: airflow db migrate exited with {self.migrate.returncode} (output: {rel(MIGRATE_LOG)})"
         say(f"airflow db migrate done (waited {time.monotonic() - t:.0f}s more)")
 
         conf = {
@@ -310,10 +312,9 @@ def main() -> int:
         t = time.monotonic()
         rc = run_dag(env, conf, state)
         if rc != 0:
-            print(f"FAILED: `airflow dags test {DAG_ID}` exited with {rc} after {time.monotonic() - t:.0f}s; "
-                  f"full output in {rel(DAG_LOG)}", flush=True)
             print_log_tail(DAG_LOG)
-            return 1
+            return (f"FAILED: `airflow dags test {DAG_ID}` exited with {rc} after {time.monotonic() - t:.0f}s; "
+                    f"full output in {rel(DAG_LOG)}")
         say(f"DAG run succeeded in {time.monotonic() - t:.0f}s: snapshot done, stream running")
         try:
             report_run()
@@ -322,13 +323,12 @@ def main() -> int:
 
         proc = running_local_stream(state)
         if proc is None:
-            print("FAILED: the DAG run succeeded but no binlog stream is running", flush=True)
             print_log_tail(Path(state.path("stream", "stream.log")))
-            return 1
+            return "FAILED: the DAG run succeeded but no binlog stream is running"
         say(f"stream pid {proc.pid}, log {rel(proc.log_path)}; writers keep going for {WRITE_AFTER_SNAPSHOT_S}s")
         time.sleep(WRITE_AFTER_SNAPSHOT_S)
-        stats = [w.stop() for w in writers]
-        writers.clear()
+        stats = [w.stop() for w in self.writers]
+        self.writers.clear()
         say(f"writers stopped after {sum(s.total for s in stats):,} changes "
             f"({sum(s.inserts for s in stats):,} inserts, {sum(s.updates for s in stats):,} updates, "
             f"{sum(s.deletes for s in stats):,} deletes, {sum(s.key_moves for s in stats):,} key moves); "
@@ -343,31 +343,53 @@ def main() -> int:
                 next_report = time.time() + CATCH_UP_REPORT_EVERY_S
                 say(stream_progress(state))
             if running_local_stream(state) is None:
-                print("FAILED: the binlog stream stopped running before the sink caught up", flush=True)
                 print_log_tail(Path(proc.log_path))
-                return 1
+                return "FAILED: the binlog stream stopped running before the sink caught up"
             diffs, rows = compare(server, specs, schemas)
             if not diffs:
-                say(f"total {time.monotonic() - t_start:.0f}s")
-                print(f"VERIFIED: sink equals source ({rows} rows, {len(specs)} tables)", flush=True)
-                return 0
+                say("sink caught up")
+                return f"VERIFIED: sink equals source ({rows} rows, {len(specs)} tables)"
             if time.time() > deadline:
-                print(f"FAILED: sink differs from source after {CATCH_UP_TIMEOUT_S}s: " + "; ".join(diffs),
-                      flush=True)
                 print_log_tail(Path(proc.log_path), 30)
-                return 1
+                return f"FAILED: sink differs from source after {CATCH_UP_TIMEOUT_S}s: " + "; ".join(diffs)
             time.sleep(3)
-    finally:
-        for w in writers:
-            w.stop()
-        stop_group(migrate)
+
+    def cleanup(self) -> None:
+        from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+
+        for w in self.writers:
+            try:
+                w.stop()
+            except Exception as e:  # a writer's own failure: already reported by the run if it mattered
+                say(f"writer: {type(e).__name__}: {e}")
+        self.writers.clear()
+        stop_group(self.migrate)
         try:
-            if stop_local_stream(state):
+            if stop_local_stream(self.state):
                 say("stream stopped")
         except Exception as e:
             say(f"could not stop the stream: {type(e).__name__}: {e}")
-        server.stop()
+        self.server.stop()
         say("MariaDB stopped")
+
+
+def main() -> int:
+    t_start = time.monotonic()
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    demo = Demo()
+    try:
+        verdict = demo.run()
+    except BaseException as e:
+        import traceback
+
+        print(redacted(traceback.format_exc()), file=sys.stderr, flush=True)
+        verdict = f"FAILED: {type(e).__name__}: {redacted(str(e))}"
+    finally:
+        demo.cleanup()
+    say(f"total {time.monotonic() - t_start:.0f}s")
+    print(verdict, flush=True)
+    return 0 if verdict.startswith("VERIFIED") else 1
 
 
 if __name__ == "__main__":
