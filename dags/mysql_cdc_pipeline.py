@@ -140,10 +140,12 @@ with DAG(
     doc_md="Checks the mysql_cdc_pipeline stream: relaunches it from its checkpoint if it died, "
            "and fails when it stays more than 10 minutes behind the binlog head.",
     tags=["mysqlcdc", "cdc"],
+    params={"state_location": Param(f"{STATE_ROOT}/pipeline", type="string", title="State location",
+                                    description="The pipeline's state_location (scheduled runs use this default).")},
 ) as watchdog:
     MySqlCdcStreamSensor(
         task_id="stream_health",
-        state_location=f"{STATE_ROOT}/pipeline",
+        state_location="{{ params.state_location }}",
         mysql_cdc_conn_id="mysql_cdc_default",
         spark_conn_id="spark_default",
         max_lag_s=600,

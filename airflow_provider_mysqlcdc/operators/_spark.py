@@ -92,7 +92,21 @@ def package_zip(cache_dir: str | None = None) -> str:
         for p in sorted(PACKAGE_DIR.rglob("*.py")):
             z.write(p, Path(PACKAGE_DIR.name) / p.relative_to(PACKAGE_DIR))
     os.replace(tmp, target)
+    _prune(cache, keep=target)
     return str(target)
+
+
+def _prune(cache: Path, keep: Path, max_age_s: float = 86_400) -> None:
+    """Drop zips of older package versions a day after they were built (running jobs may
+    still be reading a recent one)."""
+    import time
+
+    for old in cache.glob("airflow_provider_mysqlcdc-*.zip"):
+        try:
+            if old != keep and time.time() - old.stat().st_mtime > max_age_s:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def archive_conf(python_archive: str | None) -> tuple[str | None, dict[str, str]]:

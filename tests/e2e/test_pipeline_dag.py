@@ -1,9 +1,10 @@
 """The DAG template end to end under ``dag.test()``: real Airflow (SQLite metadata DB), real
 MariaDB, real ``spark-submit`` in local mode, the Delta sink, writers running throughout.
 
-One run is shared by several tests (each DAG run costs a minute or two of spark-submits):
-the sink equals the source, the stream task is idempotent, a killed stream comes back
-through the sensor, and the password appears in no log, XCom or command line.
+One run is shared by several tests (each DAG run costs minutes of spark-submits): one
+snapshot task fails and only its map index is cleared and rerun, the sink equals the
+source, the stream task is idempotent, a killed stream comes back through the sensor, and
+the password appears in no log, XCom or command line.
 """
 
 from __future__ import annotations
@@ -74,31 +75,93 @@ def _stop_stream(state_location: str) -> None:
     stop_local_stream(StateStore(state_location))
 
 
+# spark-submit execs spark-class, which execs the JVM running SparkSubmit (one pid per job);
+# spark-class's subshell and the short-lived launcher JVM it runs name SparkSubmit too.
+SUBMIT = "org.apache.spark.deploy.SparkSubmit"
+LAUNCHER = "org.apache.spark.launcher.Main"
+JVM = "-cp "
+VICTIM = "batch-0001"
+
+
 @pytest.fixture(scope="module")
 def pipeline_run(mariadb, tmp_path_factory):
-    """One DAG run with writers going during the snapshot and after the stream started."""
+    """One DAG run, writers going throughout, in which one snapshot task fails (its Spark job
+    is killed mid-read: a lost node, an OOM kill) and then that map index alone is cleared and
+    run again, as from the grid's "Clear" on one map index; the stream then starts."""
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.operators._spark import kill_process_tree
+
     db = f"e2e_{os.getpid()}"
     work = tmp_path_factory.mktemp("e2e")
     mariadb.execute(f"CREATE DATABASE `{db}`")
     specs = [create_int_table(mariadb, db, 60_000, "orders"), create_composite_table(mariadb, db, 20_000)]
     _use_source(mariadb, db)
     dag = airflow_env.load_template_dag()
+    conf = _conf(db, work)
+    killed: list[str] = []
+
+    def kill_victim_once(pid: int, line: str) -> None:
+        if (not killed and SUBMIT in line and JVM in line and LAUNCHER not in line and conf["state_location"] in line
+                and f"--batch-id {VICTIM}" in line):
+            killed.append(line)
+            time.sleep(4)
+            kill_process_tree(pid)
+
+    watcher = CommandLineWatcher(("spark-submit", "SparkSubmit", "snapshot_chunks", "binlog_stream"),
+                                 on_new=kill_victim_once).start()
     writers = [ConcurrentWriter(lambda: mariadb.connect(db), s, seed=11 + i, threads=1, pause_s=0.003).start()
                for i, s in enumerate(specs)]
-    watcher = CommandLineWatcher(("spark-submit", "SparkSubmit", "snapshot_chunks", "binlog_stream")).start()
-    conf = _conf(db, work)
+    state = StateStore(conf["state_location"])
     try:
         dr = run_dag(conf, work / "dag_test_output.log")
+        first = {"states": airflow_env.task_states(dr), "killed": list(killed),
+                 "victim_result": state.read_batch_result(VICTIM),
+                 "others": {r["batch_id"]: r for r in state.batch_results()}}
+        failed = [k for k, v in first["states"].items() if v[0] == "failed"]
+        victim_index = failed[0][1] if failed else None
+        if victim_index is not None:
+            dr = clear_and_run(dr.run_id, [["snapshot", victim_index], "stream"], work / "rerun_output.log")
         time.sleep(5)  # the stream keeps up with the writers for a while
         changes = sum(w.stop().total for w in writers)
         writers.clear()
-        yield {"dag": dag, "dr": dr, "db": db, "work": work, "specs": specs, "conf": conf,
-               "changes": changes, "watcher": watcher, "server": mariadb}
+        yield {"dag": dag, "dr": dr, "db": db, "work": work, "specs": specs, "conf": conf, "first": first,
+               "victim_index": victim_index, "changes": changes, "watcher": watcher, "server": mariadb}
     finally:
         for w in writers:
             w.stop()
         watcher.stop()
         _stop_stream(conf["state_location"])
+
+
+def test_a_failed_snapshot_task_left_nothing_and_failed_the_run(pipeline_run):
+    first = pipeline_run["first"]
+    assert first["killed"], "the victim batch's Spark job was never seen"
+    failed = [k for k, v in first["states"].items() if v[0] == "failed"]
+    assert len(failed) == 1 and failed[0][0] == "snapshot", first["states"]
+    assert first["states"][("stream", -1)][0] == "upstream_failed", first["states"]
+    assert first["victim_result"] is None  # a failed job leaves no result file
+    assert first["others"] and VICTIM not in first["others"]
+
+
+def test_clearing_that_map_index_alone_reran_only_its_batch(pipeline_run):
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+
+    states = airflow_env.task_states(pipeline_run["dr"])
+    index = pipeline_run["victim_index"]
+    assert pipeline_run["dr"].state == "success", states
+    assert states[("snapshot", index)] == ("success", 2)
+    assert all(v == ("success", 1) for k, v in states.items() if k[0] == "snapshot" and k[1] != index)
+    # Only the victim's chunks were read again: one Spark job per other batch in all.
+    others = pipeline_run["first"]["others"]
+    watcher = pipeline_run["watcher"]
+    mine = pipeline_run["conf"]["state_location"]  # not another pipeline's jobs on this machine
+    per_batch = {b: len(watcher.processes(SUBMIT, JVM, mine, f"--batch-id {b}", unless=LAUNCHER))
+                 for b in [*others, VICTIM]}
+    assert per_batch[VICTIM] == 2 and all(n == 1 for b, n in per_batch.items() if b != VICTIM), per_batch
+    state = StateStore(pipeline_run["conf"]["state_location"])
+    for b, before in others.items():
+        assert state.read_batch_result(b) == before  # untouched
+    assert VICTIM in {f.batch_id for f in state.read_finished()}
 
 
 def test_dag_run_loads_and_streams_with_the_sink_equal_to_the_source(pipeline_run):
@@ -107,7 +170,7 @@ def test_dag_run_loads_and_streams_with_the_sink_equal_to_the_source(pipeline_ru
     assert dr.state == "success", states
     snapshots = {k: v for k, v in states.items() if k[0] == "snapshot"}
     assert len(snapshots) >= 3, states  # several mapped Spark jobs
-    assert all(v == ("success", 1) for v in snapshots.values())
+    assert all(v[0] == "success" for v in snapshots.values())
     assert pipeline_run["changes"] > 500
     assert not _sink_equals_source(pipeline_run["server"], work, pipeline_run["specs"])
 

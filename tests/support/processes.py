@@ -21,6 +21,7 @@ class CommandLineWatcher:
         self.every_s = every_s
         self.on_new = on_new
         self.seen: list[str] = []
+        self.by_pid: dict[int, list[str]] = {}
         self._pids: set[tuple[int, str]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -35,6 +36,12 @@ class CommandLineWatcher:
 
     def matching(self, needle: str) -> list[str]:
         return [c for c in self.seen if needle in c]
+
+    def processes(self, *needles: str, unless: str | None = None) -> list[int]:
+        """Pids that at some point ran a command line containing every needle (one process
+        may exec several command lines: spark-submit -> spark-class -> java)."""
+        return [pid for pid, lines in self.by_pid.items()
+                if any(all(n in l for n in needles) and (unless is None or unless not in l) for l in lines)]
 
     def _run(self) -> None:
         import psutil
@@ -54,6 +61,7 @@ class CommandLineWatcher:
                     continue
                 self._pids.add(key)
                 self.seen.append(line)
+                self.by_pid.setdefault(p.info["pid"], []).append(line)
                 if self.on_new is not None:
                     try:
                         self.on_new(p.info["pid"], line)
