@@ -73,10 +73,6 @@ class MapColumn:
     members: tuple[str, ...] | None = None   # ENUM/SET members, definition order
     geometry_type: int | None = None
 
-    @property
-    def is_character(self) -> bool:
-        return self.type in _CHARACTER_TYPES or (self.type == C.T_GEOMETRY)
-
 
 @dataclass
 class TableMap:
@@ -188,8 +184,8 @@ def _member_lists(data: bytes) -> list[tuple[bytes, ...]]:
     return out
 
 
-def _assign_charsets(cols: list[MapColumn], which: list[MapColumn], default: int | None,
-                     per_col: dict[int, int] | list[int]) -> None:
+def _assign_charsets(which: list[MapColumn], default: int | None, per_col: dict[int, int] | list[int]) -> None:
+    """Collation ids of the columns a charset field covers: a default plus exceptions, or one each."""
     for k, c in enumerate(which):
         if isinstance(per_col, dict):
             c.collation_id = per_col.get(k, default)
@@ -243,11 +239,11 @@ def parse_table_map(event: bytes, table_id_len: int = 6, post_header_len: int = 
             tm.has_signedness = True
         elif kind in (C.OM_DEFAULT_CHARSET, C.OM_COLUMN_CHARSET):
             default, per = _charsets(data, kind == C.OM_DEFAULT_CHARSET)
-            _assign_charsets(cols, character, default, per)
+            _assign_charsets(character, default, per)
             tm.has_charsets = True
         elif kind in (C.OM_ENUM_AND_SET_DEFAULT_CHARSET, C.OM_ENUM_AND_SET_COLUMN_CHARSET):
             default, per = _charsets(data, kind == C.OM_ENUM_AND_SET_DEFAULT_CHARSET)
-            _assign_charsets(cols, enum_set, default, per)
+            _assign_charsets(enum_set, default, per)
         elif kind == C.OM_COLUMN_NAME:
             names = _strings(data)
             if len(names) != ncols:
