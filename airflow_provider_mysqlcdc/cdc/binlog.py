@@ -264,12 +264,7 @@ class BinlogReader:
             self.close()
 
     def _raise_if_purged(self, cause: Exception) -> None:
-        conn = self.source.connect()
-        try:
-            check_start_available(conn, BinlogOffset(self._file, 4), self.tables)
-        finally:
-            conn.close()
-        raise CdcError(f"the server stopped the binlog dump at {self.position}: {cause}") from cause
+        raise_dump_stopped(self.source, self._file, self.tables, self.position, cause)
 
     def _events(self) -> Iterator[Event]:
         from pymysqlreplication.event import (
@@ -405,3 +400,14 @@ def _row_kind(ev: Any) -> str:
     if isinstance(ev, DeleteRowsEvent):
         return "delete"
     raise CdcError(f"unexpected rows event {type(ev).__name__}")
+
+
+def raise_dump_stopped(source: SourceConfig, file: str, tables: Any, position: Any, cause: Exception) -> None:
+    """The server ended a binlog dump with a fatal error: say it was purged (which file, what
+    to do) when that is why, else report where the dump stopped. Shared by both readers."""
+    conn = source.connect()
+    try:
+        check_start_available(conn, BinlogOffset(file, 4), tables)
+    finally:
+        conn.close()
+    raise CdcError(f"the server stopped the binlog dump at {position}: {cause}") from cause

@@ -59,7 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 
-from ..binlog import check_start_available, ddl_tables, is_ddl
+from ..binlog import check_start_available, ddl_tables, is_ddl, raise_dump_stopped
 from ..config import SourceConfig
 from ..errors import CdcError
 from ..events import Heartbeat, RowChange, SchemaChange
@@ -537,12 +537,7 @@ class FastBinlogReader:
             self.close()
 
     def _raise_if_purged(self, cause: Exception) -> None:
-        ctl = self.source.connect()
-        try:
-            check_start_available(ctl, BinlogOffset(self._file, 4), self.tables)
-        finally:
-            ctl.close()
-        raise CdcError(f"the server stopped the binlog dump at {self.position}: {cause}") from cause
+        raise_dump_stopped(self.source, self._file, self.tables, self.position, cause)
 
     def _bounds(self) -> tuple[int, int]:
         """(start, stop) as positions in the current file: every event is compared as ints."""
