@@ -94,6 +94,14 @@ class HandoffFilter:
         """Where the stream must start: the minimum HW over all batches (None without batches)."""
         return self._start
 
+    def horizon(self, table_id: TableId) -> BinlogOffset | None:
+        """From this offset on, every change of ``table_id`` is emitted as is (None: all of them are).
+
+        Lets a columnar reader pass whole batches through and look up keys only for the rows
+        before it."""
+        index = self._tables.get(table_id)
+        return index.max_hw if index is not None else None
+
     def _emit(self, index: _TableIndex, table_id: TableId, row: Mapping[str, Any], offset: BinlogOffset) -> bool:
         entry = index.find(key_of(row, self.schemas[table_id].chunk_key, table_id))
         return entry is None or offset >= entry.high_watermark

@@ -33,12 +33,37 @@ class SinkConfig:
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """``max_events_per_batch`` bounds a micro-batch (admission control); ``heartbeat_s`` keeps
-    offsets moving while captured tables are idle; ``trigger_interval_s`` paces micro-batches."""
+    """How the stream paces itself.
+
+    Near the binlog's head, ``max_events_per_batch`` bounds a micro-batch in row changes
+    (admission control: the driver counts them). Further behind than ``catchup_min_bytes``
+    of binlog, counting would mean reading the backlog twice, so micro-batches are planned
+    by bytes instead (``catchup_batch_bytes``, ending at a transaction start the server
+    names) and split into ``catchup_parallelism`` ranges decoded by parallel Spark tasks,
+    each with its own server id (see ``cdc/catchup.py``). ``heartbeat_s`` keeps offsets
+    moving while captured tables are idle; ``trigger_interval_s`` paces micro-batches.
+    """
 
     max_events_per_batch: int = 20_000
     heartbeat_s: float = 5.0
     trigger_interval_s: float = 1.0
+    catchup_parallelism: int = 2
+    catchup_min_bytes: int = 16 << 20
+    catchup_batch_bytes: int = 128 << 20
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("max_events_per_batch", self.max_events_per_batch, 1),
+            ("catchup_parallelism", self.catchup_parallelism, 1),
+            ("catchup_min_bytes", self.catchup_min_bytes, 1 << 16),
+            ("catchup_batch_bytes", self.catchup_batch_bytes, 1 << 16),
+        ]
+        for name, value, least in checks:
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"stream_options.{name}: found {value!r}, need an integer >= {least}.")
+        if self.catchup_parallelism > 64:
+            raise ConfigError(f"stream_options.catchup_parallelism: found {self.catchup_parallelism}, "
+                              "need at most 64 (each range holds a replication connection and a server id).")
 
 
 @dataclass(frozen=True)

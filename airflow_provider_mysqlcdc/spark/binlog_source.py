@@ -17,13 +17,28 @@ and everything before ``file:position#row`` is read but not emitted. ``gtid`` is
 server's GTID set at that offset when known (offsets taken from the server's head), else
 null; it is informational, ordering uses (file index, position, row).
 
-**Admission control**: ``getDefaultReadLimit()`` is ``ReadMaxRows(max_events_per_batch)``.
-``latestOffset(start, limit)`` scans the binlog on the driver from ``start`` towards the
-server's head, counting captured row changes (one per row of a row event, before the
-handoff filter); the offset of the (N+1)-th change ends the micro-batch, else the head.
-This costs a second parse of each micro-batch's binlog (the driver's count, then the
-executor's read), with the cheap packet-level table filter of python-mysql-replication
-skipping other tables' rows undecoded.
+**Rows**: the executor reads a range with the fast columnar decoder and yields Arrow
+record batches in the layout of ``change_rows.SourceLayout`` (one struct column per
+table); see ``binlog_read.py`` for the handoff filter, the per-table fallback to
+python-mysql-replication and reconnects. Every row's ``seq`` is computed from its binlog
+position, so parallel ranges and replays number rows identically.
+
+**Admission control near the head**: ``getDefaultReadLimit()`` is
+``ReadMaxRows(max_events_per_batch)``. ``latestOffset(start, limit)`` scans the binlog on
+the driver from ``start`` towards the server's head with the fast decoder, counting
+captured row changes (one per row of a rows event, before the handoff filter); the offset
+of the (N+1)-th change ends the micro-batch, else the head. That scan is a second parse of
+the micro-batch's binlog, which is why it is only done near the head.
+
+**Catch-up**: when the stream is at least ``catchup_min_bytes`` of binlog behind the head,
+the driver plans by bytes instead (``cdc/catchup.py``): the micro-batch ends at a
+transaction start about ``catchup_batch_bytes`` on (or the head), found by the server's
+own event walk, and is cut at transaction starts into up to ``catchup_parallelism``
+ranges -- one Spark task each, range i > 0 reading with the i-th server id from the top of
+``server_id_range``. The binlog is read once, in parallel; the ranges' rows are put back
+in binlog order by ``seq`` in the sink. A catch-up micro-batch may hold more than
+``max_events_per_batch`` rows. After a driver restart a replayed micro-batch is read as
+one range (the cuts are driver memory): same rows, same numbers, just slower.
 
 **Heartbeat**: the head is where the server's binlog ends, whatever tables wrote it. When
 the captured tables are idle and others busy, a scan finds no captured change and the
@@ -32,15 +47,15 @@ micro-batch and a checkpoint write), with the scanned range remembered so the ne
 scans only what is new. Such a known-empty range is planned with no partition at all. So a
 restart never replays more than ``heartbeat_s`` of unrelated binlog.
 
-**One reader**: ``partitions()`` returns one partition: the binlog is one ordered stream,
-and exactly one task reads it. Server ids (``source.server_id_range``, see ``cdc/plan.py``):
-slot 0 is the executor's reader, slot 1 the driver's offset scans (latestOffset, and the
-timestamp / GTID startup lookups); slots 2.. belong to snapshot batches.
+**Server ids** (``source.server_id_range``, see ``cdc/plan.py``): slot 0 is the executor's
+reader (range 0), slot 1 the driver's offset scans (latestOffset, and the timestamp / GTID
+startup lookups); slots 2.. belong to snapshot batches; catch-up ranges 1.. take ids from
+the top of the range down.
 
 **Robustness**: the executor's read and the driver's scans retry a lost connection (server
-restart) for ``reconnect_timeout_s``: the read resumes after the last row it yielded (from
-that row's transaction start), so nothing is emitted twice or lost within the task; a
-task failure beyond that is retried by Spark from the partition's start (deterministic).
+restart) for ``reconnect_timeout_s``: the read starts again from the range's start and
+skips the rows it already yielded, so nothing is emitted twice or lost within the task; a
+task failure beyond that is retried by Spark from the range's start (deterministic).
 A purged binlog file fails with ``BinlogPurgedError`` (which file, the oldest still there,
 snapshot again) -- never retried.
 
@@ -58,47 +73,35 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
-from pyspark.sql.types import (
-    IntegerType, LongType, StringType, StructField, StructType, TimestampType,
-)
+from pyspark.sql.types import StructType
 
-from ..cdc.binlog import BinlogReader
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import PASSWORD_ENV, SourceConfig
 from ..cdc.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
 from ..cdc.events import RowChange
-from ..cdc.handoff import HandoffFilter
 from ..cdc.model import TableId, TableSchema
 from ..cdc.offsets import BinlogOffset
 from ..cdc.pipeline import PipelineConfig
 from ..cdc.state import StateStore
-from . import change_rows as cr
+from .binlog_read import range_batches
+from .change_rows import SourceLayout
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "mysqlcdc-binlog"
-STREAM_READER_SLOT = 0   # the executor's one binlog reader
+STREAM_READER_SLOT = 0   # the executor's binlog reader (range 0 of a micro-batch)
 OFFSET_SCAN_SLOT = 1     # the driver's latestOffset / startup scans
 DEFAULT_RECONNECT_TIMEOUT_S = 120.0
-
-SOURCE_SCHEMA = StructType([
-    StructField(cr.SRC_DATABASE, StringType(), False),
-    StructField(cr.SRC_TABLE, StringType(), False),
-    StructField(cr.SRC_OP, StringType(), False),
-    StructField(cr.SRC_FILE, StringType(), False),
-    StructField(cr.SRC_POS, LongType(), False),
-    StructField(cr.SRC_ROW, IntegerType(), False),
-    StructField(cr.SRC_GTID, StringType(), True),
-    StructField(cr.SRC_TS, TimestampType(), True),
-    StructField(cr.SRC_SEQ, LongType(), False),
-    StructField(cr.SRC_PAYLOAD, StringType(), False),
-])
 
 T = TypeVar("T")
 
@@ -191,7 +194,10 @@ def with_reconnect(fn: Callable[[], T], timeout_s: float, what: str) -> T:
             delay = min(delay * 2, 5.0)
 
 
-# --- reading -----------------------------------------------------------------------------------
+# --- settings and planning (driver) -------------------------------------------------------------
+
+MIN_RANGE_BYTES = 512 << 10  # a catch-up range smaller than this is not worth a reader of its own
+SCAN_BATCH_ROWS = 2_000   # the driver's scan flushes often: a cut resumes from the last flush's transaction
 
 
 @dataclass(frozen=True)
@@ -208,90 +214,30 @@ class StreamSettings:
     startup_offset: Mapping[str, Any] | None
     startup_timestamp: float | None
     state_location: str
+    catchup_parallelism: int = 1
+    catchup_min_bytes: int = 16 << 20
+    catchup_batch_bytes: int = 128 << 20
 
     @property
     def tables(self) -> list[TableId]:
         return [s.table_id for s in self.schemas]
 
+    def catchup_server_id(self, part: int) -> int:
+        """Range 0 of a micro-batch reads with the stream's id; range i > 0 with the i-th id from
+        the top of the range (snapshot batches take theirs from slot 2 upwards)."""
+        ids = self.source.server_id_range
+        if part == 0:
+            return ids.pick(STREAM_READER_SLOT)
+        return ids.pick(len(ids) - part)
 
-def build_handoff(settings: StreamSettings) -> HandoffFilter | None:
-    """The handoff filter over the finished batches of captured tables (None when there are none)."""
-    from ..cdc.keyorder import key_order_for
-
-    schemas = {s.table_id: s for s in settings.schemas}
-    finished = []
-    for b in settings.finished:
-        ranges = tuple(r for r in b.ranges if r.table_id in schemas)
-        if ranges:
-            finished.append(FinishedBatch(b.batch_id, ranges, b.high_watermark))
-    if not finished:
-        return None
-    tables = {r.table_id for b in finished for r in b.ranges}
-    orders = {t: key_order_for(schemas[t], settings.source) for t in tables}
-    return HandoffFilter(finished, orders, {t: schemas[t] for t in tables})
-
-
-def read_changes(settings: StreamSettings, start: StreamOffset, end: StreamOffset,
-                 server_id: int, normalize: bool = True) -> Iterator[tuple[RowChange, BinlogOffset | None]]:
-    """Captured row changes in ``[start, end)`` with their transaction starts, reconnecting as needed.
-
-    Deterministic: the same range always yields the same changes. After a lost connection
-    the read resumes just after the last change yielded (from its transaction's start), so
-    within one call nothing is yielded twice and nothing is skipped.
-    """
-    from ..cdc.types import row_normalizer
-
-    normalizers = ({s.table_id: row_normalizer(s, settings.source.server_time_zone) for s in settings.schemas}
-                   if normalize else None)
-    pos = start
-    deadline = None
-    while pos.at < end.at:
-        reader = BinlogReader(settings.source, server_id, pos.at, stop=_stop_for(end),
-                              tables=settings.tables, normalizers=normalizers, blocking=False,
-                              dump_from=pos.dump_from, heartbeat_s=0)
-        try:
-            for ev in reader:
-                if not isinstance(ev, RowChange):
-                    continue
-                if ev.offset >= end.at:
-                    return
-                txn = reader.transaction_start
-                yield ev, txn
-                pos = StreamOffset.after(ev, txn)
-                deadline = None
-            return
-        except Exception as e:
-            if not is_connection_loss(e):
-                raise
-            deadline = deadline or time.monotonic() + settings.reconnect_timeout_s
-            if time.monotonic() > deadline:
-                raise
-            log.warning("binlog read: connection lost at %s (%s); resuming", pos, type(e).__name__)
-            time.sleep(1.0)
-        finally:
-            reader.close()
-
-
-def _stop_for(end: StreamOffset) -> BinlogOffset:
-    """The reader's stop for an exclusive ``end``: the reader stops on whole events, so an end in
-    the middle of an event (``row`` > 0) lets that event through and ``read_changes`` cuts its rows."""
-    return BinlogOffset(end.at.file, end.at.position + (1 if end.at.row else 0))
-
-
-def source_rows(settings: StreamSettings, start: StreamOffset, end: StreamOffset) -> Iterator[tuple]:
-    """The source rows of ``[start, end)``: handoff-filtered changes, numbered in binlog order."""
-    handoff = build_handoff(settings) if settings.finished else None
-    server_id = settings.source.server_id_range.pick(STREAM_READER_SLOT)
-    seq = 0
-    try:
-        for change, _ in read_changes(settings, start, end, server_id):
-            for out in (handoff.apply(change) if handoff is not None else [change]):
-                if isinstance(out, RowChange):
-                    yield cr.source_row(out, seq)
-                    seq += 1
-    finally:
-        if handoff is not None:
-            handoff.close()
+    def check(self) -> None:
+        ids = self.source.server_id_range
+        extra = self.catchup_parallelism - 1
+        if extra and len(ids) - extra <= OFFSET_SCAN_SLOT:
+            raise ConfigError(
+                f"stream_options.catchup_parallelism {self.catchup_parallelism} needs {extra} server ids beyond "
+                f"the stream's two, but server_id_range {ids} has {len(ids)}. Fix: widen server_id_range or "
+                "lower catchup_parallelism.")
 
 
 def _head(source: SourceConfig) -> BinlogOffset:
@@ -323,14 +269,92 @@ class ScanResult:
 
 def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffset,
                  max_changes: int | None) -> ScanResult:
-    """Count captured changes from ``start`` towards ``head``; stop at the (max+1)-th one."""
+    """Count captured changes from ``start`` towards ``head``; end before the (max+1)-th one.
+
+    Decodes with the fast reader (counting needs each event's rows). A cut inside a
+    transaction resumes from a transaction start at or before it: the scan's own start for
+    the first flush, else the reader's transaction start after the previous flush.
+    """
+    from ..cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+    from .change_rows import offsets_of
+
     server_id = settings.source.server_id_range.pick(OFFSET_SCAN_SLOT)
     n = 0
-    for change, txn in read_changes(settings, start, StreamOffset.boundary(head), server_id, normalize=False):
-        if max_changes is not None and n >= max_changes:
-            return ScanResult(StreamOffset.at_change(change, txn), n, True)
-        n += 1
+    resume_from = start.dump_from
+    reader = FastBinlogReader(settings.source, server_id, start.at, stop=head, tables=settings.tables,
+                              blocking=False, heartbeat_s=None, dump_from=start.dump_from,
+                              batch_rows=SCAN_BATCH_ROWS, on_unsupported="report")
+    try:
+        for group in reader.flushes():
+            offsets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            for item in group:
+                if isinstance(item, ChangeBatch):
+                    offsets.append(offsets_of(item.batch))
+                elif isinstance(item, UnsupportedRows):   # counted as one change: its rows are not decoded here
+                    o = item.offset
+                    offsets.append((np.array([o.file_index]), np.array([o.position]), np.array([0])))
+            rows = sum(len(o[0]) for o in offsets)
+            if max_changes is not None and rows and n + rows > max_changes:
+                f = np.concatenate([o[0] for o in offsets])
+                p = np.concatenate([o[1] for o in offsets])
+                r = np.concatenate([o[2] for o in offsets])
+                order = np.lexsort((r, p, f))
+                k = order[max_changes - n]
+                file = _file_named(settings, group, int(f[k]))
+                cut = BinlogOffset(file, int(p[k]), None, int(r[k]))
+                return ScanResult(StreamOffset(cut, resume_from), max_changes, True)
+            n += rows
+            resume_from = reader.transaction_start or resume_from
+    finally:
+        reader.close()
     return ScanResult(StreamOffset.boundary(head), n, False)
+
+
+def _file_named(settings: StreamSettings, group: list, index: int) -> str:
+    from ..cdc.fastbinlog.reader import ChangeBatch
+    from ..cdc.offsets import split_binlog_file
+
+    for item in group:
+        names = (pa.compute.unique(item.batch.column("binlog_file")).to_pylist() if isinstance(item, ChangeBatch)
+                 else [item.offset.file])
+        for name in names:
+            if split_binlog_file(name)[1] == index:
+                return name
+    raise AssertionError(f"no binlog file with index {index} in the scanned flush")
+
+
+@dataclass(frozen=True)
+class CatchupPlan:
+    """A micro-batch planned by bytes: its end and the transaction starts cutting it into ranges."""
+
+    end: StreamOffset
+    cuts: tuple[BinlogOffset, ...]
+    behind_bytes: int
+
+
+def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffset) -> CatchupPlan | None:
+    """A byte-planned micro-batch when the stream is at least ``catchup_min_bytes`` behind, else None."""
+    from ..cdc import catchup
+
+    conn = settings.source.connect()
+    try:
+        files = catchup.BinlogFiles.read(conn, head)
+        try:
+            behind = files.bytes_between(start.dump_from, head)
+        except KeyError:
+            return None
+        if behind < settings.catchup_min_bytes:
+            return None
+        end = catchup.batch_end(conn, files, start.dump_from, head, settings.catchup_batch_bytes)
+        if end <= start.at:
+            end = head
+        cuts: list[BinlogOffset] = []
+        if settings.catchup_parallelism > 1:
+            cuts = [c for c in catchup.split_range(conn, files, start.dump_from, end, settings.catchup_parallelism,
+                                                   MIN_RANGE_BYTES) if start.at < c < end]
+    finally:
+        conn.close()
+    return CatchupPlan(StreamOffset.boundary(end), tuple(cuts), behind)
 
 
 # --- startup offsets ----------------------------------------------------------------------------
@@ -378,24 +402,53 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
 # --- the Spark data source ------------------------------------------------------------------------
 
 
-class BinlogPartition(InputPartition):
-    """The one partition of a micro-batch: the offset range as JSON texts."""
+def _log_to_stderr() -> None:
+    """The driver side of a Python source runs in a Python worker process of its own, where
+    logging is not configured: without this its planning lines (catch-up, heartbeats) are lost.
+    The worker's stderr reaches the job's log."""
+    pkg = logging.getLogger("airflow_provider_mysqlcdc")
+    if logging.getLogger().handlers or pkg.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    pkg.addHandler(handler)
+    pkg.setLevel(logging.INFO)
 
-    def __init__(self, start: dict, end: dict) -> None:
-        super().__init__(json.dumps([start, end]))
+
+class BinlogPartition(InputPartition):
+    """One range of a micro-batch: offsets as JSON texts, the reader's server id, and the
+    micro-batch's first binlog file index (every range numbers its rows from it)."""
+
+    def __init__(self, start: dict, end: dict, server_id: int, first_file_index: int, part: int = 0,
+                 parts: int = 1) -> None:
+        super().__init__(json.dumps([start, end, server_id, first_file_index, part, parts]))
         self.start = start
         self.end = end
+        self.server_id = server_id
+        self.first_file_index = first_file_index
+        self.part = part
+        self.parts = parts
 
 
 class BinlogStreamReader(DataSourceStreamReader):
-    """Driver: offsets and admission control. Executor: ``read()`` of one offset range."""
+    """Driver: offsets, admission control, catch-up planning. Executor: ``read()`` of one range."""
 
     def __init__(self, settings: StreamSettings) -> None:
+        settings.check()
+        _log_to_stderr()
         self.settings = settings
+        self._layout: SourceLayout | None = None
         # Driver-side memory (not needed for correctness; the executor never uses it):
         self._idle_scan: tuple[str, StreamOffset] | None = None   # (start json, scanned-to head)
         self._last_move = time.monotonic()
         self._empty_ranges: set[str] = set()
+        self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
+
+    @property
+    def layout(self) -> SourceLayout:
+        if self._layout is None:
+            self._layout = SourceLayout(self.settings.schemas, self.settings.source.server_time_zone)
+        return self._layout
 
     def initialOffset(self) -> dict:
         off = with_reconnect(lambda: initial_offset(self.settings), self.settings.reconnect_timeout_s,
@@ -418,6 +471,15 @@ class BinlogStreamReader(DataSourceStreamReader):
         head = _head(self.settings.source)
         if head <= start.at:
             return start_d
+        plan = plan_catchup(self.settings, start, head)
+        if plan is not None:
+            end_d = plan.end.to_dict()
+            self._idle_scan = None
+            self._last_move = time.monotonic()
+            self._cuts[json.dumps([start_d, end_d])] = plan.cuts
+            log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges",
+                     plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1)
+            return end_d
         scan_from = start
         if self._idle_scan is not None and self._idle_scan[0] == key:
             scan_from = self._idle_scan[1]  # [start, there) is known to hold no captured change
@@ -444,15 +506,30 @@ class BinlogStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
-        if json.dumps([start, end]) in self._empty_ranges:
-            self._empty_ranges.discard(json.dumps([start, end]))
+        key = json.dumps([start, end])
+        if key in self._empty_ranges:
+            self._empty_ranges.discard(key)
             return []  # scanned on this driver: no captured change in it
-        return [BinlogPartition(start, end)]
+        first = min(StreamOffset.from_dict(start).dump_from.file_index, StreamOffset.from_dict(end).at.file_index)
+        bounds = [start] + [StreamOffset.boundary(c).to_dict() for c in self._cuts.pop(key, ())] + [end]
+        n = len(bounds) - 1
+        return [BinlogPartition(a, b, self.settings.catchup_server_id(i), first, i, n)
+                for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogPartition)
-        yield from source_rows(self.settings, StreamOffset.from_dict(partition.start),
-                               StreamOffset.from_dict(partition.end))
+        s = self.settings
+        start, end = StreamOffset.from_dict(partition.start), StreamOffset.from_dict(partition.end)
+        began, rows = time.monotonic(), 0
+        for batch in range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
+                                   partition.first_file_index, s.reconnect_timeout_s):
+            rows += batch.num_rows
+            yield batch
+        if partition.parts > 1:
+            _log_to_stderr()
+            took = time.monotonic() - began
+            log.info("catch-up range %d/%d %s .. %s: %d changes in %.2f s (server id %d)", partition.part + 1,
+                     partition.parts, start, end.at, rows, took, partition.server_id)
 
     def commit(self, end: dict) -> None:
         """Spark has processed everything before ``end``; nothing to release on the server."""
@@ -469,10 +546,20 @@ class BinlogDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return source_layout(self.options).spark_schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return BinlogStreamReader(settings_from_options(self.options))
+
+
+def source_layout(options: Mapping[str, str]) -> SourceLayout:
+    """The source's schema from its options (the driver asks before any reader exists)."""
+    opts = {str(k).lower(): v for k, v in options.items()}
+    if "config" not in opts or "schemas" not in opts:
+        raise ConfigError(f"{FORMAT_NAME}: options 'config' and 'schemas' are required")
+    config = json.loads(opts["config"])
+    tz = (config.get("source") or {}).get("server_time_zone") or "UTC"
+    return SourceLayout([TableSchema.from_dict(d) for d in json.loads(opts["schemas"])], tz)
 
 
 def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
@@ -503,6 +590,9 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
         startup_offset=config.startup_offset,
         startup_timestamp=config.startup_timestamp,
         state_location=config.state_location,
+        catchup_parallelism=int(config.stream.catchup_parallelism),
+        catchup_min_bytes=int(config.stream.catchup_min_bytes),
+        catchup_batch_bytes=int(config.stream.catchup_batch_bytes),
     )
 
 

@@ -1,41 +1,34 @@
-"""Change events <-> the payload column of the stream, and payload -> typed change rows.
+"""The stream's source rows, columnar: one struct column per captured table, and typed change rows.
 
-The binlog stream is one Spark source for many tables, so its schema cannot hold every
-table's columns. Each source row carries a change's before/after images as ``payload``,
-a JSON text that is *lossless* for the canonical values of ``cdc/types.py`` (the values
-the snapshot path yields too):
+The binlog stream is one Spark source for many tables, so its schema holds every captured
+table: the binlog metadata columns, ``seq``, then one column per table (``t0``, ``t1`` ...
+in the order of the stream's schemas) of type ``struct<before: image, after: image>``,
+where an image is the table's snapshot row type (``struct_type(map_table(schema))``). A
+source row fills its own table's column and leaves the others null.
 
-    canonical Python value         JSON
-    -----------------------------  ---------------------------------------------------
-    None, int, str                 as is (ints of any size: JSON numbers are exact here)
-    float                          number (``repr`` round-trips every double; a float32
-                                   value is a double exactly)
-    decimal.Decimal                string ('-1.50', exactly the scale the value has)
-    bytes                          base64 string
-    datetime with tzinfo (TIMESTAMP)  int: microseconds since the epoch (UTC instant)
-    naive datetime (DATETIME)      int: microseconds since 1970-01-01 wall clock
-    datetime.date                  'YYYY-MM-DD'
+Why this shape: the fast binlog decoder (``cdc/fastbinlog``) already produces Arrow record
+batches whose ``before``/``after`` columns are exactly such structs, so an executor hands
+them to Spark with no per-row Python work at all (a cast and a few null columns), and
+turning them into change rows is a Spark projection (``typed_changes``) that runs in the
+JVM. The JSON payload this replaced cost more per row than decoding the binlog.
 
-Decoding is driven by the column's type mapping (not by tags in the JSON), so a table's
-change rows get exactly ``struct_type(map_table(schema))`` -- the snapshot's row type -- plus
-the ``META_*`` columns of ``sinks/base.py``. One change event becomes one change row per op:
-insert -> ``+I`` (after), delete -> ``-D`` (before), update -> ``-U`` (before) then ``+U``
-(after). ``_seq = 2 * source seq (+1 for +U)`` orders them totally inside a micro-batch.
-
-Pure functions (``encode_payload``, ``decode_image``, ``change_records``) are unit-tested
-without Spark; ``typed_changes`` runs them on executors with ``mapInArrow``, so nothing is
-collected onto the driver.
+``seq`` orders source rows globally inside a micro-batch, and is computed from the binlog
+position alone -- ``(file index - the micro-batch's first file index) << 52 | position
+<< 20 | row`` -- so that parallel readers of one micro-batch, and a replay of it, give every
+row the same number without talking to each other. One change becomes one change row per
+op: insert -> ``+I`` (after), delete -> ``-D`` (before), update -> ``-U`` (before) then
+``+U`` (after), with ``_seq = 2 * seq (+1 for +U)``.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
-import json
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -44,7 +37,8 @@ from pyspark.sql.types import (
 
 from ..cdc.errors import SchemaMismatchError
 from ..cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
-from ..cdc.model import TableSchema
+from ..cdc.model import TableId, TableSchema
+from ..cdc.offsets import split_binlog_file
 from ..cdc.types import ColumnMapping, map_table
 from .sinks.base import (
     META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ,
@@ -52,149 +46,187 @@ from .sinks.base import (
 )
 from .types import struct_type
 
-_UTC = dt.timezone.utc
-_EPOCH = dt.datetime(1970, 1, 1)
-_EPOCH_DATE = dt.date(1970, 1, 1)
-_US = 1_000_000
-
-# Columns of the stream source (binlog_source.SOURCE_SCHEMA), by name, so both modules agree.
+# Columns of the stream source, by name, so the source and the projection agree.
 SRC_DATABASE = "database"
 SRC_TABLE = "table"
-SRC_OP = "op"            # insert | update | delete (the RowChange kind)
+SRC_OP = "op"            # insert | update | delete
 SRC_FILE = "binlog_file"
 SRC_POS = "binlog_pos"
 SRC_ROW = "binlog_row"
 SRC_GTID = "gtid"
 SRC_TS = "event_time"
 SRC_SEQ = "seq"
-SRC_PAYLOAD = "payload"
+
+FILE_SHIFT = 52
+POS_SHIFT = 20
+MAX_FILES_PER_BATCH = 1 << (63 - 1 - FILE_SHIFT)   # 2 * seq + 1 must fit a signed 64-bit integer
+MAX_ROWS_PER_EVENT = 1 << POS_SHIFT
 
 META_SPARK_FIELDS = {
     META_OP: StringType(), META_DATABASE: StringType(), META_TABLE: StringType(),
     META_FILE: StringType(), META_POS: LongType(), META_ROW: IntegerType(), META_GTID: StringType(),
     META_TS: TimestampType(), META_SEQ: LongType(),
 }
-META_ARROW_FIELDS = {
-    META_OP: pa.string(), META_DATABASE: pa.string(), META_TABLE: pa.string(),
-    META_FILE: pa.string(), META_POS: pa.int64(), META_ROW: pa.int32(), META_GTID: pa.string(),
-    META_TS: pa.timestamp("us", tz="UTC"), META_SEQ: pa.int64(),
-}
+
+_SOURCE_META_SPARK = [
+    StructField(SRC_DATABASE, StringType(), False),
+    StructField(SRC_TABLE, StringType(), False),
+    StructField(SRC_OP, StringType(), False),
+    StructField(SRC_FILE, StringType(), False),
+    StructField(SRC_POS, LongType(), False),
+    StructField(SRC_ROW, IntegerType(), False),
+    StructField(SRC_GTID, StringType(), True),
+    StructField(SRC_TS, TimestampType(), True),
+    StructField(SRC_SEQ, LongType(), False),
+]
 
 
-# --- encoding (executor side of the source) ----------------------------------------------
+def seq_of(file: str, position: int, row: int, first_file_index: int) -> int:
+    """The source row number of a change at ``file:position#row`` (see the module docstring)."""
+    rel = split_binlog_file(file)[1] - first_file_index
+    if not 0 <= rel < MAX_FILES_PER_BATCH or not 0 <= row < MAX_ROWS_PER_EVENT:
+        raise ValueError(f"binlog offset {file}:{position}#{row} cannot be numbered in a micro-batch "
+                         f"starting at file index {first_file_index}")
+    return rel << FILE_SHIFT | position << POS_SHIFT | row
 
 
-def _micros(value: dt.datetime) -> int:
-    """Microseconds since the epoch; aware values as instants, naive ones as wall clock."""
-    if value.tzinfo is not None:
-        value = value.astimezone(_UTC).replace(tzinfo=None)
-    d = value - _EPOCH
-    return (d.days * 86400 + d.seconds) * _US + d.microseconds
+def offsets_of(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(file index, position, row) of every row of a fast-decoder batch, as int64 arrays."""
+    files = batch.column(SRC_FILE)
+    pos = batch.column(SRC_POS).to_numpy(zero_copy_only=False).astype(np.int64)
+    row = batch.column(SRC_ROW).to_numpy(zero_copy_only=False).astype(np.int64)
+    uniq = pc.unique(files).to_pylist()
+    if len(uniq) == 1:
+        fidx = np.full(len(pos), split_binlog_file(uniq[0])[1], dtype=np.int64)
+    else:
+        index = {f: split_binlog_file(f)[1] for f in uniq}
+        fidx = np.array([index[f] for f in files.to_pylist()], dtype=np.int64)
+    return fidx, pos, row
 
 
-def encode_value(v: Any) -> Any:
-    """One canonical value as JSON-safe data (see the module table)."""
-    if v is None or isinstance(v, (bool, int, str, float)):
-        return v
-    if isinstance(v, decimal.Decimal):
-        return format(v, "f")
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, dt.datetime):
-        return _micros(v)
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    raise TypeError(f"cannot encode {type(v).__name__} value {v!r} into a change payload")
+@dataclass(frozen=True)
+class _TableSlot:
+    index: int
+    column: str
+    schema: TableSchema
+    mappings: tuple[ColumnMapping, ...]
+    image: pa.StructType
+    pair: pa.StructType
 
 
-def encode_image(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if image is None else {k: encode_value(v) for k, v in image.items()}
+class SourceLayout:
+    """The stream source's schema for a list of captured tables, and Arrow batches in it."""
 
+    def __init__(self, schemas: Sequence[TableSchema], server_time_zone: str = "UTC") -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-def encode_payload(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
-    """The ``payload`` of one change: ``{"before": {...}|null, "after": {...}|null}``."""
-    return json.dumps({"before": encode_image(before), "after": encode_image(after)},
-                      ensure_ascii=False, separators=(",", ":"))
+        self.schemas = tuple(schemas)
+        spark_fields = list(_SOURCE_META_SPARK)
+        mappings = {}
+        for i, s in enumerate(self.schemas):
+            mappings[s.table_id] = tuple(map_table(s, server_time_zone))
+            image = struct_type(mappings[s.table_id])
+            spark_fields.append(StructField(f"t{i}", StructType([StructField("before", image, True),
+                                                                 StructField("after", image, True)]), True))
+        self.spark_schema = StructType(spark_fields)
+        # Spark checks returned batches against exactly this Arrow schema (types and nullability)
+        self.arrow_schema = to_arrow_schema(self.spark_schema, timezone="UTC")
+        self.slots: dict[TableId, _TableSlot] = {}
+        for i, s in enumerate(self.schemas):
+            pair = self.arrow_schema.field(f"t{i}").type
+            self.slots[s.table_id] = _TableSlot(i, f"t{i}", s, mappings[s.table_id], pair.field("before").type, pair)
 
+    def slot(self, table_id: TableId) -> _TableSlot:
+        try:
+            return self.slots[table_id]
+        except KeyError:
+            raise SchemaMismatchError(f"{table_id} is not one of the stream's captured tables") from None
 
-def source_row(change: RowChange, seq: int) -> tuple:
-    """The stream source's row for one (normalized, handoff-filtered) change."""
-    t = change.table_id
-    ts = dt.datetime.fromtimestamp(change.timestamp, _UTC) if change.timestamp else None
-    return (t.database, t.table, change.kind, change.offset.file, change.offset.position,
-            change.offset.row, change.gtid, ts, seq, encode_payload(change.before, change.after))
+    def _assemble(self, slot: _TableSlot, meta: list[pa.Array], before: pa.Array, after: pa.Array
+                  ) -> pa.RecordBatch:
+        n = len(meta[0])
+        pair = pa.StructArray.from_arrays([before, after], fields=list(slot.pair))
+        columns = list(meta)
+        for other in self.slots.values():
+            columns.append(pair if other is slot else pa.nulls(n, other.pair))
+        return pa.RecordBatch.from_arrays(
+            [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, self.arrow_schema)],
+            schema=self.arrow_schema)
 
+    def _cast_image(self, slot: _TableSlot, image: pa.Array) -> pa.Array:
+        if image.type == slot.image:
+            return image
+        got = [f.name for f in image.type]
+        want = [f.name for f in slot.image]
+        if got != want:
+            raise SchemaMismatchError(
+                f"{slot.schema.table_id}: the binlog has columns {got} but the stream started with {want}: "
+                "the table's schema changed since the stream started. Fix: restart the stream job so it "
+                "reads the new schema.")
+        try:
+            return image.cast(slot.image)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaMismatchError(
+                f"{slot.schema.table_id}: binlog column types {image.type} do not convert to the stream's "
+                f"{slot.image} ({e}). Fix: restart the stream job so it reads the table's current schema.") from e
 
-# --- decoding (per table) -------------------------------------------------------------------
+    def from_arrow(self, table_id: TableId, batch: pa.RecordBatch, first_file_index: int) -> pa.RecordBatch:
+        """A fast-decoder batch (``fastbinlog.reader.batch_schema``) in the source layout."""
+        slot = self.slot(table_id)
+        fidx, pos, row = offsets_of(batch)
+        rel = fidx - first_file_index
+        if row.size and int(row.max()) >= MAX_ROWS_PER_EVENT:
+            raise ValueError(f"{table_id}: a rows event with more than {MAX_ROWS_PER_EVENT} rows")
+        if rel.size and (int(rel.min()) < 0 or int(rel.max()) >= MAX_FILES_PER_BATCH):
+            raise ValueError(f"{table_id}: binlog files beyond the {MAX_FILES_PER_BATCH} a micro-batch may span")
+        seq = pa.array((rel << FILE_SHIFT) | (pos << POS_SHIFT) | row, pa.int64())
+        meta = [batch.column(name) for name in
+                (SRC_DATABASE, SRC_TABLE, SRC_OP, SRC_FILE, SRC_POS, SRC_ROW, SRC_GTID, SRC_TS)] + [seq]
+        before = self._cast_image(slot, batch.column("before"))
+        after = self._cast_image(slot, batch.column("after"))
+        return self._assemble(slot, meta, before, after)
 
-
-def _decoder(mp: ColumnMapping) -> Callable[[Any], Any]:
-    """JSON value -> canonical value of this column (inverse of ``encode_value``)."""
-    t = mp.arrow_type
-    if pa.types.is_decimal(t):
-        return decimal.Decimal
-    if pa.types.is_timestamp(t):
-        if t.tz:
-            return lambda v: (_EPOCH + dt.timedelta(microseconds=int(v))).replace(tzinfo=_UTC)
-        return lambda v: _EPOCH + dt.timedelta(microseconds=int(v))
-    if pa.types.is_date(t):
-        return dt.date.fromisoformat
-    if pa.types.is_binary(t):
-        return base64.b64decode
-    if pa.types.is_floating(t):
-        return float
-    if pa.types.is_integer(t):
-        return int
-    return lambda v: v  # strings
-
-
-def image_decoder(mappings: Sequence[ColumnMapping]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """A function decoding one JSON image into canonical values, in table column order."""
-    decoders = [(mp.name, _decoder(mp)) for mp in mappings]
-
-    def decode(image: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, dec in decoders:
-            if name not in image:
-                raise SchemaMismatchError(
-                    f"change image lacks column {name!r} (has {sorted(image)}): the table's schema "
-                    "changed since the stream started. Fix: restart the stream job so it reads the new schema.")
-            v = image[name]
-            out[name] = None if v is None else dec(v)
+    def from_changes(self, changes: Sequence[RowChange], first_file_index: int) -> list[pa.RecordBatch]:
+        """Row changes (canonical values, e.g. from python-mysql-replication) in the source layout."""
+        by_table: dict[TableId, list[RowChange]] = {}
+        for c in changes:
+            by_table.setdefault(c.table_id, []).append(c)
+        out = []
+        for table_id, rows in by_table.items():
+            slot = self.slot(table_id)
+            meta = [
+                pa.array([c.table_id.database for c in rows], pa.string()),
+                pa.array([c.table_id.table for c in rows], pa.string()),
+                pa.array([c.kind for c in rows], pa.string()),
+                pa.array([c.offset.file for c in rows], pa.string()),
+                pa.array([c.offset.position for c in rows], pa.int64()),
+                pa.array([c.offset.row for c in rows], pa.int32()),
+                pa.array([c.gtid for c in rows], pa.string()),
+                pa.array([c.timestamp * 1_000_000 if c.timestamp else None for c in rows],
+                         pa.timestamp("us", tz="UTC")),
+                pa.array([seq_of(c.offset.file, c.offset.position, c.offset.row, first_file_index)
+                          for c in rows], pa.int64()),
+            ]
+            out.append(self._assemble(slot, meta, self._images(slot, [c.before for c in rows]),
+                                      self._images(slot, [c.after for c in rows])))
         return out
 
-    return decode
+    @staticmethod
+    def _images(slot: _TableSlot, images: Sequence[Mapping[str, Any] | None]) -> pa.Array:
+        arrays = []
+        for mp in slot.mappings:
+            try:
+                arrays.append(pa.array([None if img is None else img[mp.name] for img in images], mp.arrow_type))
+            except KeyError:
+                raise SchemaMismatchError(
+                    f"{slot.schema.table_id}: a change image lacks column {mp.name!r}: the table's schema changed "
+                    "since the stream started. Fix: restart the stream job so it reads the new schema.") from None
+        mask = pa.array([img is None for img in images], pa.bool_())
+        return pa.StructArray.from_arrays(arrays, fields=list(slot.image), mask=mask)
 
-
-def decode_image(image: Mapping[str, Any], mappings: Sequence[ColumnMapping]) -> dict[str, Any]:
-    return image_decoder(mappings)(image)
-
-
-def change_records(src: Mapping[str, Any], decode: Callable[[Mapping[str, Any]], dict[str, Any]]
-                   ) -> list[dict[str, Any]]:
-    """The change rows (table columns + META_*) of one source row, in op order."""
-    payload = json.loads(src[SRC_PAYLOAD])
-    kind = src[SRC_OP]
-    if kind == "insert":
-        ops = [(OP_INSERT, payload["after"], 0)]
-    elif kind == "delete":
-        ops = [(OP_DELETE, payload["before"], 0)]
-    elif kind == "update":
-        ops = [(OP_UPDATE_BEFORE, payload["before"], 0), (OP_UPDATE_AFTER, payload["after"], 1)]
-    else:
-        raise ValueError(f"unknown change kind {kind!r}")
-    meta = {
-        META_DATABASE: src[SRC_DATABASE], META_TABLE: src[SRC_TABLE], META_FILE: src[SRC_FILE],
-        META_POS: src[SRC_POS], META_ROW: src[SRC_ROW], META_GTID: src[SRC_GTID], META_TS: src[SRC_TS],
-    }
-    out = []
-    for op, image, half in ops:
-        row = decode(image)
-        row.update(meta)
-        row[META_OP] = op
-        row[META_SEQ] = int(src[SRC_SEQ]) * 2 + half
-        out.append(row)
-    return out
+    def tables_in(self, batch: DataFrame) -> list[TableId]:
+        """The captured tables with rows in a (persisted) micro-batch."""
+        return sorted(TableId(r[0], r[1]) for r in batch.select(SRC_DATABASE, SRC_TABLE).distinct().collect())
 
 
 # --- Spark ------------------------------------------------------------------------------------
@@ -209,39 +241,35 @@ def change_schema(mappings: Sequence[ColumnMapping]) -> StructType:
     return StructType(list(base.fields) + [StructField(n, META_SPARK_FIELDS[n], True) for n in META_COLUMNS])
 
 
-def _arrow_change_schema(mappings: Sequence[ColumnMapping]) -> pa.Schema:
-    fields = [pa.field(mp.name, mp.arrow_type, nullable=True) for mp in mappings]
-    fields += [pa.field(n, META_ARROW_FIELDS[n], nullable=True) for n in META_COLUMNS]
-    return pa.schema(fields)
+def _op(kind: str, image: str, half: int, column: SparkColumn) -> SparkColumn:
+    return F.struct(F.lit(kind).alias("op"), column.getField(image).alias("img"), F.lit(half).alias("half"))
 
 
-def _to_change_batches(mappings: Sequence[ColumnMapping]
-                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The mapInArrow function: source batches of one table -> typed change-row batches."""
-    schema = _arrow_change_schema(mappings)
-    names = schema.names
-
-    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        decode = image_decoder(mappings)
-        for b in batches:
-            rows: list[dict[str, Any]] = []
-            for src in b.to_pylist():
-                rows.extend(change_records(src, decode))
-            if rows:
-                cols = [[r[n] for r in rows] for n in names]
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
-
-    return convert
-
-
-def typed_changes(source_rows: DataFrame, schema: TableSchema, server_time_zone: str = "UTC") -> DataFrame:
+def typed_changes(source_rows: DataFrame, layout: SourceLayout, table_id: TableId) -> DataFrame:
     """One table's change rows (typed columns + META_*) from the stream's source rows.
 
-    ``source_rows`` may hold many tables; only ``schema``'s rows are kept. Runs on the
-    executors (``mapInArrow``); ordering inside the result is by ``_seq``.
+    ``source_rows`` may hold many tables; only ``table_id``'s rows are kept. A projection
+    and an explode, in the JVM; ordering inside the result is by ``_seq``.
     """
-    mappings = map_table(schema, server_time_zone)
-    t = schema.table_id
-    mine = source_rows.filter((F.col(SRC_DATABASE) == t.database) & (F.col(SRC_TABLE) == t.table))
-    return mine.mapInArrow(_to_change_batches(mappings), change_schema(mappings))
+    slot = layout.slot(table_id)
+    change_schema(slot.mappings)  # refuses column names that clash with the metadata
+    pair = F.col(slot.column)
+    op = F.col(SRC_OP)
+    ops = (F.when(op == "update", F.array(_op(OP_UPDATE_BEFORE, "before", 0, pair),
+                                          _op(OP_UPDATE_AFTER, "after", 1, pair)))
+           .when(op == "insert", F.array(_op(OP_INSERT, "after", 0, pair)))
+           .otherwise(F.array(_op(OP_DELETE, "before", 0, pair))))
+    mine = source_rows.filter((F.col(SRC_DATABASE) == table_id.database) & (F.col(SRC_TABLE) == table_id.table))
+    x = mine.select(*[F.col(c) for c in (SRC_DATABASE, SRC_TABLE, SRC_FILE, SRC_POS, SRC_ROW, SRC_GTID,
+                                         SRC_TS, SRC_SEQ)],
+                    F.explode(ops).alias("_x"))
+    img = F.col("_x").getField("img")
+    columns = [img.getField(mp.name).alias(mp.name) for mp in slot.mappings]
+    meta = {
+        META_OP: F.col("_x").getField("op"),
+        META_DATABASE: F.col(SRC_DATABASE), META_TABLE: F.col(SRC_TABLE), META_FILE: F.col(SRC_FILE),
+        META_POS: F.col(SRC_POS), META_ROW: F.col(SRC_ROW), META_GTID: F.col(SRC_GTID), META_TS: F.col(SRC_TS),
+        META_SEQ: F.col(SRC_SEQ) * 2 + F.col("_x").getField("half"),
+    }
+    return x.select(*columns, *[meta[n].cast(META_SPARK_FIELDS[n]).alias(n) for n in META_COLUMNS])
+

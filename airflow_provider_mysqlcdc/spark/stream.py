@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ..cdc.model import TableId, TableSchema
+from ..cdc.model import TableSchema
 from ..cdc.pipeline import PipelineConfig
 from ..cdc.state import StateStore
 from . import binlog_source
-from .change_rows import SRC_DATABASE, SRC_TABLE, typed_changes
+from .change_rows import SourceLayout, typed_changes
 from .sinks.base import Sink
 
 log = logging.getLogger(__name__)
@@ -54,20 +54,18 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
 def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: str = "UTC"
                  ) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function: fan one micro-batch out to the sink, table by table."""
-    by_id: Mapping[TableId, TableSchema] = {s.table_id: s for s in schemas}
+    layout = SourceLayout(schemas, server_time_zone)
+    captured = set(layout.slots)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            present = sorted(TableId(r[0], r[1]) for r in
-                             batch.select(SRC_DATABASE, SRC_TABLE).distinct().collect())
-            for t in present:
-                schema = by_id.get(t)
-                if schema is None:  # the source reads captured tables only
+            for t in layout.tables_in(batch):
+                if t not in captured:  # the source reads captured tables only
                     log.warning("micro-batch %s: rows of uncaptured table %s ignored", batch_id, t)
                     continue
                 batch.sparkSession.sparkContext.setJobDescription(f"mysqlcdc stream {t} batch {batch_id}")
-                sink.write_changes(schema, typed_changes(batch, schema, server_time_zone), batch_id)
+                sink.write_changes(layout.slot(t).schema, typed_changes(batch, layout, t), batch_id)
         finally:
             batch.unpersist()
 

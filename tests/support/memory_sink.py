@@ -5,7 +5,7 @@ replayed batch id finds its file and changes nothing -- and since the source pro
 replay reads the same rows, it *asserts* that the replayed rows equal the stored ones.
 
 Layout: ``<path>/<db.table>/batch-<batch id, 10 digits>.jsonl``; each line is one change row,
-values JSON-encoded losslessly (``spark/change_rows.encode_value``), read back typed with
+values JSON-encoded losslessly (``json_values.encode_value``), read back typed with
 ``read_changes``. Collects each micro-batch to the driver: test tables only.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 from airflow_provider_mysqlcdc.cdc.types import map_table
-from airflow_provider_mysqlcdc.spark.change_rows import encode_value, image_decoder
+from tests.support.json_values import encode_value, image_decoder
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP, META_SEQ, Sink, SnapshotWrite
 
 BATCH_KEY = "_batch_id"

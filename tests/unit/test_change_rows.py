@@ -1,10 +1,10 @@
-"""Payload encoding is lossless for every canonical value, and change rows follow Flink's RowKind."""
+"""The columnar source layout is lossless for every canonical value, numbers rows by binlog position,
+and its change rows follow Flink's RowKind."""
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 
 import pytest
 
@@ -48,54 +48,86 @@ def _row(i: int) -> dict:
     }
 
 
-def test_payload_round_trip_is_lossless():
-    mappings = map_table(_schema(), "UTC")
-    row = _row(7)
-    payload = json.loads(cr.encode_payload(row, None))
-    assert payload["after"] is None
-    back = cr.decode_image(payload["before"], mappings)
-    assert back == row
-    assert [type(v) for v in back.values()] == [type(v) for v in row.values()]
+F2 = "mysql-bin.000002"
 
 
-def test_nulls_round_trip():
-    mappings = map_table(_schema(), "UTC")
-    row = {k: None for k in _row(1)}
-    assert cr.decode_image(json.loads(cr.encode_payload(None, row))["after"], mappings) == row
+def _change(kind: str, before, after, pos: int = 400, row: int = 1, file: str = F2) -> RowChange:
+    return RowChange(kind, T, before, after, BinlogOffset(file, pos, row=row), "0-1-9", 1_700_000_000)
 
 
-def _src(kind: str, before, after, seq: int = 3) -> dict:
-    ch = RowChange(kind, T, before, after, BinlogOffset("mysql-bin.000002", 400, row=1), "0-1-9", 1_700_000_000)
-    names = [f.name for f in cr.change_schema(map_table(_schema(), "UTC")).fields]
-    assert len(names) == len(_schema().columns) + len(META_COLUMNS)
-    from airflow_provider_mysqlcdc.spark.binlog_source import SOURCE_SCHEMA
-
-    return dict(zip(SOURCE_SCHEMA.names, cr.source_row(ch, seq)))
+def _layout() -> cr.SourceLayout:
+    other = TableSchema(TableId("shop", "other"), (Column("k", 1, "int", "int(11)", False, numeric_precision=10,
+                                                          numeric_scale=0),), ("k",), ("k",), ("k",))
+    return cr.SourceLayout([other, _schema()], "UTC")
 
 
-@pytest.mark.parametrize("kind, ops", [("insert", ["+I"]), ("delete", ["-D"]), ("update", ["-U", "+U"])])
-def test_one_row_per_op_in_order(kind, ops):
-    decode = cr.image_decoder(map_table(_schema(), "UTC"))
-    before = _row(1) if kind != "insert" else None
-    after = dict(_row(2), amount=decimal.Decimal("3.00")) if kind != "delete" else None
-    rows = cr.change_records(_src(kind, before, after), decode)
-    assert [r["_op"] for r in rows] == ops
-    assert [r["_seq"] for r in rows] == [6, 7][: len(ops)]
-    images = {"+I": after, "-D": before, "-U": before, "+U": after}
-    for r in rows:
-        assert {k: r[k] for k in _row(0)} == images[r["_op"]]
-        assert (r["_database"], r["_table"], r["_binlog_file"], r["_binlog_pos"], r["_binlog_row"], r["_gtid"]) == \
-            ("shop", "all_types", "mysql-bin.000002", 400, 1, "0-1-9")
-        assert r["_event_time"] == dt.datetime.fromtimestamp(1_700_000_000, UTC)
+def test_row_changes_round_trip_losslessly_through_the_layout():
+    layout = _layout()
+    changes = [_change("insert", None, _row(7)), _change("update", _row(7), dict(_row(7), s=None), pos=500),
+               _change("delete", {k: None for k in _row(1)}, None, pos=600, row=0)]
+    (batch,) = layout.from_changes(changes, first_file_index=2)
+    assert batch.schema == layout.arrow_schema
+    rows = batch.to_pylist()
+    assert [r["t0"] for r in rows] == [None, None, None]  # the other table's column stays empty
+    assert rows[0]["t1"] == {"before": None, "after": _row(7)}
+    assert [type(v) for v in rows[0]["t1"]["after"].values()] == [type(v) for v in _row(7).values()]
+    assert rows[1]["t1"]["after"]["s"] is None and rows[1]["t1"]["before"] == _row(7)
+    assert rows[2]["t1"]["before"] == {k: None for k in _row(1)}
+    assert [(r["op"], r["binlog_pos"], r["binlog_row"], r["gtid"]) for r in rows] == [
+        ("insert", 400, 1, "0-1-9"), ("update", 500, 1, "0-1-9"), ("delete", 600, 0, "0-1-9")]
+    assert rows[0]["event_time"] == dt.datetime.fromtimestamp(1_700_000_000, UTC)
 
 
-def test_missing_column_is_a_schema_mismatch():
+def test_seq_follows_binlog_order_across_files_and_rows():
+    offsets = [(F2, 4, 0), (F2, 400, 0), (F2, 400, 1), (F2, 401, 0), ("mysql-bin.000003", 4, 0),
+               ("mysql-bin.000003", 2**32 - 1, 2**20 - 1), ("mysql-bin.000012", 7, 3)]
+    seqs = [cr.seq_of(f, p, r, 2) for f, p, r in offsets]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert 2 * max(seqs) + 1 < 2**63
+    with pytest.raises(ValueError):
+        cr.seq_of("mysql-bin.000001", 4, 0, 2)   # before the micro-batch's first file
+    with pytest.raises(ValueError):
+        cr.seq_of(F2, 4, 2**20, 2)
+
+
+def test_from_arrow_numbers_rows_like_from_changes_and_casts_images():
+    import pyarrow as pa
+
+    layout = _layout()
+    slot = layout.slot(T)
+    changes = [_change("insert", None, _row(1), pos=900, row=0), _change("insert", None, _row(2), pos=900, row=1)]
+    (expected,) = layout.from_changes(changes, first_file_index=1)
+    # a fast-decoder batch: the same metadata, before/after as plain structs
+    src = pa.RecordBatch.from_arrays(
+        [expected.column(n) for n in ("database", "table", "op", "binlog_file", "binlog_pos", "binlog_row", "gtid",
+                                      "event_time")]
+        + [expected.column("t1").field("before"), expected.column("t1").field("after")],
+        names=["database", "table", "op", "binlog_file", "binlog_pos", "binlog_row", "gtid", "event_time",
+               "before", "after"])
+    got = layout.from_arrow(T, src, first_file_index=1)
+    assert got.equals(expected)
+    assert got.column("seq").to_pylist() == [cr.seq_of(F2, 900, r, 1) for r in (0, 1)]
+    assert slot.column == "t1"
+
+
+def test_a_binlog_image_with_other_columns_is_a_schema_mismatch():
+    import pyarrow as pa
+
     from airflow_provider_mysqlcdc.cdc.errors import SchemaMismatchError
 
-    img = cr.encode_image(_row(1))
-    del img["s"]
-    with pytest.raises(SchemaMismatchError, match="lacks column 's'"):
-        cr.decode_image(img, map_table(_schema(), "UTC"))
+    layout = _layout()
+    (good,) = layout.from_changes([_change("insert", None, _row(1))], first_file_index=2)
+    after = good.column("t1").field("after")
+    fewer = pa.StructArray.from_arrays(after.flatten()[:-1], names=[f.name for f in after.type][:-1])
+    src = pa.RecordBatch.from_arrays(
+        [good.column(n) for n in ("database", "table", "op", "binlog_file", "binlog_pos", "binlog_row", "gtid",
+                                  "event_time")] + [fewer, fewer],
+        names=["database", "table", "op", "binlog_file", "binlog_pos", "binlog_row", "gtid", "event_time",
+               "before", "after"])
+    with pytest.raises(SchemaMismatchError, match="schema changed since the stream started"):
+        layout.from_arrow(T, src, first_file_index=2)
+    with pytest.raises(SchemaMismatchError, match="lacks column 'e'"):
+        layout.from_changes([_change("insert", None, {k: v for k, v in _row(1).items() if k != "e"})], 2)
 
 
 def test_change_schema_is_snapshot_type_plus_meta():
@@ -107,17 +139,27 @@ def test_change_schema_is_snapshot_type_plus_meta():
     assert tuple(s.names[len(mappings):]) == META_COLUMNS
 
 
-def test_arrow_conversion_builds_typed_batches():
+def test_typed_changes_one_row_per_op_in_order(spark):
+    layout = _layout()
+    changes = [_change("update", _row(1), dict(_row(1), amount=decimal.Decimal("3.00")), pos=400, row=0),
+               _change("insert", None, _row(2), pos=500, row=0),
+               _change("delete", _row(2), None, pos=600, row=0)]
+    batches = layout.from_changes(changes, first_file_index=2)
+    frame = spark.createDataFrame(pa_table(batches), layout.spark_schema)
+    out = cr.typed_changes(frame, layout, T).orderBy("_seq").toArrow().to_pylist()
+    assert [r["_op"] for r in out] == ["-U", "+U", "+I", "-D"]
+    seqs = [r["_seq"] for r in out]
+    assert seqs[1] == seqs[0] + 1 and seqs == sorted(seqs)
+    assert {k: out[0][k] for k in _row(1)} == _row(1)
+    assert out[1]["amount"] == decimal.Decimal("3.00")
+    assert {k: out[2][k] for k in _row(2)} == _row(2) == {k: out[3][k] for k in _row(2)}
+    assert (out[0]["_database"], out[0]["_table"], out[0]["_binlog_file"], out[0]["_binlog_pos"], out[0]["_gtid"]) == \
+        ("shop", "all_types", F2, 400, "0-1-9")
+    assert [f.name for f in cr.typed_changes(frame, layout, T).schema.fields] == \
+        [f.name for f in cr.change_schema(map_table(_schema(), "UTC")).fields]
+
+
+def pa_table(batches):
     import pyarrow as pa
 
-    mappings = map_table(_schema(), "UTC")
-    from airflow_provider_mysqlcdc.spark.binlog_source import SOURCE_SCHEMA
-
-    src = [_src("update", _row(1), _row(2), seq=0), _src("insert", None, _row(3), seq=1)]
-    batch = pa.RecordBatch.from_pylist(src)
-    out = list(cr._to_change_batches(mappings)(iter([batch])))
-    rows = [r for b in out for r in b.to_pylist()]
-    assert [r["_op"] for r in rows] == ["-U", "+U", "+I"]
-    assert [r["_seq"] for r in rows] == [0, 1, 2]
-    assert {k: rows[2][k] for k in _row(3)} == _row(3)
-    assert len(SOURCE_SCHEMA.names) == 10
+    return pa.Table.from_batches(batches)

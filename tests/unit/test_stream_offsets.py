@@ -41,8 +41,10 @@ def test_after_and_at_change():
 
 
 def test_stop_for_mid_event_end_lets_the_event_through():
-    assert bs._stop_for(StreamOffset.boundary(BinlogOffset("f.000001", 100))) == BinlogOffset("f.000001", 100)
-    assert bs._stop_for(StreamOffset(BinlogOffset("f.000001", 100, row=2))) == BinlogOffset("f.000001", 101)
+    from airflow_provider_mysqlcdc.spark.binlog_read import stop_for
+
+    assert stop_for(BinlogOffset("f.000001", 100)) == BinlogOffset("f.000001", 100)
+    assert stop_for(BinlogOffset("f.000001", 100, row=2)) == BinlogOffset("f.000001", 101)
 
 
 def test_connection_loss_classification():
@@ -89,6 +91,7 @@ class _Fake:
         monkeypatch.setattr(bs, "_head", lambda src: BinlogOffset("mysql-bin.000001", self.head))
         monkeypatch.setattr(bs, "_check_available", lambda *a: None)
         monkeypatch.setattr(bs, "scan_for_end", self.scan)
+        monkeypatch.setattr(bs, "plan_catchup", lambda *a: None)   # never far behind here
 
     def scan(self, settings, start, head, max_rows):
         self.scans.append((start.at.position, max_rows))
@@ -149,6 +152,41 @@ def test_captured_change_moves_at_once(monkeypatch):
     monkeypatch.setattr(bs.time, "monotonic", lambda: now[0])
     r = bs.BinlogStreamReader(_settings(heartbeat_s=60.0))
     assert r.latestOffset(_off(4), ReadMaxRows(10))["position"] == 1000
+
+
+def test_catchup_plan_becomes_one_partition_per_range_with_its_own_server_id(monkeypatch):
+    from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
+
+    f = "mysql-bin.000003"
+    cuts = (BinlogOffset(f, 5000), BinlogOffset("mysql-bin.000004", 4))
+    end = StreamOffset.boundary(BinlogOffset("mysql-bin.000004", 9000))
+    monkeypatch.setattr(bs, "_head", lambda src: BinlogOffset("mysql-bin.000004", 20000))
+    monkeypatch.setattr(bs, "_check_available", lambda *a: None)
+    monkeypatch.setattr(bs, "plan_catchup", lambda settings, start, head: bs.CatchupPlan(end, cuts, 1 << 30))
+    monkeypatch.setattr(bs, "scan_for_end", lambda *a: pytest.fail("a catch-up batch must not be scanned"))
+    src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5409))
+    r = bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=3))
+    start = StreamOffset(BinlogOffset(f, 300, None, 2), BinlogOffset(f, 120)).to_dict()
+    got = r.latestOffset(start, ReadMaxRows(10))
+    assert got == end.to_dict()                                 # not bounded by the row limit
+    parts = r.partitions(start, got)
+    assert [(p.start, p.end) for p in parts] == [
+        (start, StreamOffset.boundary(cuts[0]).to_dict()),
+        (StreamOffset.boundary(cuts[0]).to_dict(), StreamOffset.boundary(cuts[1]).to_dict()),
+        (StreamOffset.boundary(cuts[1]).to_dict(), got)]
+    assert [p.server_id for p in parts] == [5400, 5409, 5408]    # the stream's id, then from the top
+    assert {p.first_file_index for p in parts} == {3}           # one numbering for the whole batch
+    assert len(r.partitions(start, got)) == 1                   # a replay without the plan: one range
+
+
+def test_catchup_parallelism_needs_server_ids():
+    from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
+    from airflow_provider_mysqlcdc.cdc.errors import ConfigError
+
+    src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5402))
+    bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=2))
+    with pytest.raises(ConfigError, match="widen server_id_range or lower catchup_parallelism"):
+        bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=3))
 
 
 def test_one_partition_per_batch():

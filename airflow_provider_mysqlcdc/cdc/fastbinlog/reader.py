@@ -505,6 +505,13 @@ class FastBinlogReader:
         for group in self._groups():
             yield from group
 
+    def flushes(self) -> Iterator[list[Item]]:
+        """The items flush by flush. While a list is being consumed, ``position`` is where the
+        walk stopped (every row before it is in this or an earlier list) and
+        ``transaction_start`` is at or before the transaction of every row still to come --
+        so a caller can cut a range after any flush and resume it without losing a row."""
+        yield from self._groups()
+
     def changes(self) -> Iterator[RowChange | SchemaChange | Heartbeat | UnsupportedRows]:
         """Every captured row change as a ``RowChange``, in binlog order (plus the other items)."""
         for group in self._groups():

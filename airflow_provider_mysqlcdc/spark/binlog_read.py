@@ -1,0 +1,205 @@
+"""Reading one offset range of the binlog into the stream's Arrow batches (the executor side).
+
+``range_batches`` is what a Spark task of the binlog source runs: the fast columnar decoder
+(``cdc/fastbinlog``) over ``[start, end)``, each of its batches cast into the source layout
+(``change_rows.SourceLayout``) with no per-row Python work. Three things may still touch
+single rows, and only where needed:
+
+* **the handoff filter** after a snapshot: rows before the table's largest high watermark
+  need a key lookup; a batch wholly after it passes through untouched;
+* **tables the fast path refuses** (``UnsupportedRows``: e.g. pre-5.6 temporal columns) are
+  read with python-mysql-replication, in one dump after the fast read, for exactly the
+  rows events the fast reader reported. If the library returns no rows for one of them
+  (it silently drops MariaDB's compressed events), the read fails rather than lose them;
+* **a lost connection** (server restart) restarts the fast read from the range's start and
+  skips every row already yielded, so within one task nothing is emitted twice or lost;
+  after ``reconnect_timeout_s`` the error reaches Spark, which retries the task from the
+  range's start (the output is a function of the range: same rows, same ``seq``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..cdc.binlog import BinlogReader
+from ..cdc.chunks import FinishedBatch
+from ..cdc.config import SourceConfig
+from ..cdc.errors import CdcError
+from ..cdc.events import RowChange
+from ..cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+from ..cdc.handoff import HandoffFilter
+from ..cdc.model import TableId, TableSchema
+from ..cdc.offsets import BinlogOffset
+from .change_rows import SourceLayout, offsets_of
+
+if TYPE_CHECKING:
+    from .binlog_source import StreamOffset
+
+log = logging.getLogger(__name__)
+
+
+def build_handoff(source: SourceConfig, schemas: Sequence[TableSchema], finished: Sequence[FinishedBatch]
+                  ) -> HandoffFilter | None:
+    """The handoff filter over the finished batches of captured tables (None when there are none)."""
+    from ..cdc.keyorder import key_order_for
+
+    by_id = {s.table_id: s for s in schemas}
+    kept = []
+    for b in finished:
+        ranges = tuple(r for r in b.ranges if r.table_id in by_id)
+        if ranges:
+            kept.append(FinishedBatch(b.batch_id, ranges, b.high_watermark))
+    if not kept:
+        return None
+    tables = {r.table_id for b in kept for r in b.ranges}
+    orders = {t: key_order_for(by_id[t], source) for t in tables}
+    return HandoffFilter(kept, orders, {t: by_id[t] for t in tables})
+
+
+def stop_for(end: BinlogOffset) -> BinlogOffset:
+    """A reader's (event-level, exclusive) stop for an exclusive row-level ``end``: an end in the
+    middle of an event (``row`` > 0) lets that event through, and its later rows are cut here."""
+    return BinlogOffset(end.file, end.position + (1 if end.row else 0))
+
+
+def before_mask(batch: pa.RecordBatch, offset: BinlogOffset) -> np.ndarray:
+    """Which rows of ``batch`` are at offsets before ``offset``."""
+    f, p, r = offsets_of(batch)
+    fi = offset.file_index
+    return (f < fi) | ((f == fi) & ((p < offset.position) | ((p == offset.position) & (r < offset.row))))
+
+
+def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
+    i = batch.num_rows - 1
+    return BinlogOffset(batch.column("binlog_file")[i].as_py(), batch.column("binlog_pos")[i].as_py(),
+                        row=batch.column("binlog_row")[i].as_py())
+
+
+def _is_connection_loss(e: BaseException) -> bool:
+    from .binlog_source import is_connection_loss
+
+    return is_connection_loss(e)
+
+
+def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",
+               server_id: int, reconnect_timeout_s: float) -> Iterator[ChangeBatch | UnsupportedRows]:
+    """The fast reader's row batches and unsupported events of ``[start, end)``, reconnecting as needed."""
+    last: BinlogOffset | None = None          # the last row yielded
+    seen_unsupported: set[tuple[str, int]] = set()
+    deadline: float | None = None
+    while True:
+        at = start.at if last is None else BinlogOffset(last.file, last.position, None, last.row + 1)
+        reader = FastBinlogReader(source, server_id, at, stop=stop_for(end.at), tables=tables, blocking=False,
+                                  heartbeat_s=None, dump_from=start.dump_from, on_unsupported="report")
+        try:
+            for item in reader.batches():
+                if isinstance(item, ChangeBatch):
+                    batch = item.batch
+                    if end.at.row:
+                        keep = before_mask(batch, end.at)
+                        if not keep.all():
+                            batch = batch.filter(pa.array(keep))
+                    if batch.num_rows:
+                        yield ChangeBatch(item.table_id, item.decoder, batch)
+                        off = _last_offset(batch)
+                        last = off if last is None or off > last else last
+                        deadline = None
+                elif isinstance(item, UnsupportedRows):
+                    key = (item.offset.file, item.offset.position)
+                    if item.offset < end.at and key not in seen_unsupported:
+                        seen_unsupported.add(key)
+                        yield item
+            return
+        except Exception as e:
+            if not _is_connection_loss(e):
+                raise
+            deadline = deadline or time.monotonic() + reconnect_timeout_s
+            if time.monotonic() > deadline:
+                raise
+            log.warning("binlog read: connection lost after %s (%s); reading again from %s",
+                        last or start.at, type(e).__name__, start.dump_from)
+            time.sleep(1.0)
+        finally:
+            reader.close()
+
+
+def library_changes(source: SourceConfig, schemas: Sequence[TableSchema], items: Sequence[UnsupportedRows],
+                    start: "StreamOffset", end: "StreamOffset", server_id: int) -> list[RowChange]:
+    """The rows of the events the fast path reported as unsupported, read by python-mysql-replication."""
+    from ..cdc.types import row_normalizer
+
+    by_id = {s.table_id: s for s in schemas}
+    tables = sorted({u.table_id for u in items})
+    wanted = {(u.offset.file, u.offset.position) for u in items}
+    dump_from = min(u.transaction_start or u.offset for u in items)
+    first = min(u.offset for u in items)
+    last = max(u.offset for u in items)
+    normalizers = {t: row_normalizer(by_id[t], source.server_time_zone) for t in tables}
+    reader = BinlogReader(source, server_id, max(first, start.at), stop=BinlogOffset(last.file, last.position + 1),
+                          tables=tables, normalizers=normalizers, blocking=False, dump_from=dump_from,
+                          heartbeat_s=0)
+    out: list[RowChange] = []
+    try:
+        for ev in reader:
+            if (isinstance(ev, RowChange) and (ev.offset.file, ev.offset.position) in wanted
+                    and start.at <= ev.offset < end.at):
+                out.append(ev)
+    finally:
+        reader.close()
+    missing = wanted - {(c.offset.file, c.offset.position) for c in out}
+    if missing:
+        where = ", ".join(f"{f}:{p}" for f, p in sorted(missing)[:5])
+        reasons = sorted({u.reason for u in items if (u.offset.file, u.offset.position) in missing})
+        raise CdcError(
+            f"binlog rows events at {where} ({len(missing)} in all) of {', '.join(map(str, tables))} cannot be "
+            f"read: the fast decoder refuses them ({'; '.join(reasons)}) and python-mysql-replication returned "
+            "no rows for them (it silently drops compressed events, log_bin_compress=ON). Fix: the reason above "
+            "names what to change in the table; then restart the stream.")
+    return out
+
+
+def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[TableSchema],
+                  finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
+                  first_file_index: int, reconnect_timeout_s: float) -> Iterator[pa.RecordBatch]:
+    """The source batches of ``[start, end)``: handoff-filtered, in the layout, numbered by position."""
+    handoff = build_handoff(source, schemas, finished) if finished else None
+    tables = [s.table_id for s in schemas]
+    unsupported: list[UnsupportedRows] = []
+    try:
+        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s):
+            if isinstance(item, UnsupportedRows):
+                unsupported.append(item)
+                continue
+            batch = item.batch
+            horizon = handoff.horizon(item.table_id) if handoff is not None else None
+            if horizon is not None:
+                early = before_mask(batch, horizon)
+                if early.any():
+                    changes = ChangeBatch(item.table_id, item.decoder, batch.filter(pa.array(early))).changes()
+                    yield from _filtered(layout, handoff, changes, first_file_index)
+                    batch = batch.filter(pa.array(~early))
+            if batch.num_rows:
+                yield layout.from_arrow(item.table_id, batch, first_file_index)
+        if unsupported:
+            log.info("binlog read: %d rows events read by python-mysql-replication (%s)", len(unsupported),
+                     "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})))
+            changes = library_changes(source, schemas, unsupported, start, end, server_id)
+            if handoff is not None:
+                yield from _filtered(layout, handoff, changes, first_file_index)
+            else:
+                yield from layout.from_changes(changes, first_file_index)
+    finally:
+        if handoff is not None:
+            handoff.close()
+
+
+def _filtered(layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[RowChange], first_file_index: int
+              ) -> Iterator[pa.RecordBatch]:
+    kept = [out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
+    if kept:
+        yield from layout.from_changes(kept, first_file_index)
