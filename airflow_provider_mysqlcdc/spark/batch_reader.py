@@ -25,7 +25,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..cdc.binlog import BinlogReader
+from ..cdc.fastbinlog.fallback import changes_with_fallback
 from ..cdc.chunks import Batch, Chunk
 from ..cdc.config import SourceConfig
 from ..cdc.corrections import TableCorrections, reduce_changes
@@ -35,7 +35,7 @@ from ..cdc.offsets import BinlogOffset
 from ..cdc.plan import FIRST_BATCH_SLOT
 from ..cdc.server import consistent_snapshot_offset, current_offset, server_version
 from ..cdc.sql import range_predicate
-from ..cdc.types import ColumnMapping, map_table, row_normalizer
+from ..cdc.types import ColumnMapping, map_table
 from .materialize import CachedMaterializer, Materialized, Materializer, StagedMaterializer
 from .session import JDBC_DRIVER_CLASS
 from .types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
@@ -212,7 +212,6 @@ class ConsistentBatchReader:
 
     def _backfill(self, batch: Batch, lw: BinlogOffset, hw: BinlogOffset):
         schemas = {t: self.schemas[t] for t in batch.tables}
-        normalizers = {t: row_normalizer(s, self.source.server_time_zone) for t, s in schemas.items()}
         key_orders = {t: key_order_for(s, self.source) for t, s in schemas.items()}
         counted = 0
 
@@ -222,9 +221,8 @@ class ConsistentBatchReader:
                 counted += 1
                 yield e
 
-        with BinlogReader(self.source, self.server_id, lw, stop=hw, tables=list(schemas),
-                          normalizers=normalizers) as reader:
-            corrections = reduce_changes(counting(reader), batch, schemas, key_orders)
+        changes = changes_with_fallback(self.source, self.server_id, lw, hw, list(schemas.values()))
+        corrections = reduce_changes(counting(changes), batch, schemas, key_orders)
         return corrections, counted
 
     def _apply(self, table_id: TableId, df: DataFrame, tc: TableCorrections) -> DataFrame:

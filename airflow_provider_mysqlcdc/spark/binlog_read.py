@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..cdc.binlog import BinlogReader
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import SourceConfig
-from ..cdc.errors import CdcError
 from ..cdc.events import RowChange
+from ..cdc.fastbinlog.fallback import library_changes
 from ..cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
 from ..cdc.handoff import HandoffFilter
 from ..cdc.model import TableId, TableSchema
@@ -128,41 +127,6 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
             reader.close()
 
 
-def library_changes(source: SourceConfig, schemas: Sequence[TableSchema], items: Sequence[UnsupportedRows],
-                    start: "StreamOffset", end: "StreamOffset", server_id: int) -> list[RowChange]:
-    """The rows of the events the fast path reported as unsupported, read by python-mysql-replication."""
-    from ..cdc.types import row_normalizer
-
-    by_id = {s.table_id: s for s in schemas}
-    tables = sorted({u.table_id for u in items})
-    wanted = {(u.offset.file, u.offset.position) for u in items}
-    dump_from = min(u.transaction_start or u.offset for u in items)
-    first = min(u.offset for u in items)
-    last = max(u.offset for u in items)
-    normalizers = {t: row_normalizer(by_id[t], source.server_time_zone) for t in tables}
-    reader = BinlogReader(source, server_id, max(first, start.at), stop=BinlogOffset(last.file, last.position + 1),
-                          tables=tables, normalizers=normalizers, blocking=False, dump_from=dump_from,
-                          heartbeat_s=0)
-    out: list[RowChange] = []
-    try:
-        for ev in reader:
-            if (isinstance(ev, RowChange) and (ev.offset.file, ev.offset.position) in wanted
-                    and start.at <= ev.offset < end.at):
-                out.append(ev)
-    finally:
-        reader.close()
-    missing = wanted - {(c.offset.file, c.offset.position) for c in out}
-    if missing:
-        where = ", ".join(f"{f}:{p}" for f, p in sorted(missing)[:5])
-        reasons = sorted({u.reason for u in items if (u.offset.file, u.offset.position) in missing})
-        raise CdcError(
-            f"binlog rows events at {where} ({len(missing)} in all) of {', '.join(map(str, tables))} cannot be "
-            f"read: the fast decoder refuses them ({'; '.join(reasons)}) and python-mysql-replication returned "
-            "no rows for them (it silently drops compressed events, log_bin_compress=ON). Fix: the reason above "
-            "names what to change in the table; then restart the stream.")
-    return out
-
-
 def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[TableSchema],
                   finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
                   first_file_index: int, reconnect_timeout_s: float) -> Iterator[pa.RecordBatch]:
@@ -188,7 +152,7 @@ def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[
         if unsupported:
             log.info("binlog read: %d rows events read by python-mysql-replication (%s)", len(unsupported),
                      "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})))
-            changes = library_changes(source, schemas, unsupported, start, end, server_id)
+            changes = library_changes(source, schemas, unsupported, start.at, end.at, server_id)
             if handoff is not None:
                 yield from _filtered(layout, handoff, changes, first_file_index)
             else:

@@ -1,0 +1,36 @@
+"""The stream workload of issue 5, shared by the decoder and stream benchmarks.
+
+``rows`` autocommit single-row UPDATEs alternating between a captured table ``bench.events``
+(BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), TEXT) and an uncaptured one of the same
+shape, written by a server-side loop (so the client is not the limit).
+"""
+
+from __future__ import annotations
+
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from tests.support.mariadb import MariaDB
+
+SHAPE = "(id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64), amount DECIMAL(12,2), ts DATETIME(3), note TEXT)"
+KEYS = 1000
+
+
+def load(server: MariaDB, rows: int) -> tuple[BinlogOffset, BinlogOffset, int]:
+    """Create both tables, then ``rows`` single-row UPDATEs alternating between them (a server-side loop)."""
+    server.execute("CREATE DATABASE bench")
+    server.execute(f"CREATE TABLE events {SHAPE}", f"CREATE TABLE other {SHAPE}", database="bench")
+    for t in ("events", "other"):
+        server.execute(
+            f"INSERT INTO {t} SELECT seq, CONCAT('v', seq), seq / 100, NOW(3), REPEAT('n', 40) FROM seq_1_to_{KEYS}",
+            database="bench")
+    server.execute("FLUSH BINARY LOGS")
+    start = BinlogOffset(*server.master_status())
+    pairs = rows // 2
+    server.execute(
+        f"BEGIN NOT ATOMIC FOR i IN 1..{pairs} DO "
+        f"UPDATE events SET v = CONCAT('value-', i), amount = i / 100, ts = NOW(3), note = REPEAT('x', 40 + i % 7) "
+        f"WHERE id = i % {KEYS} + 1; "
+        f"UPDATE other SET v = CONCAT('other-', i), amount = i / 100, ts = NOW(3), note = 'o' WHERE id = i % {KEYS} + 1; "
+        "END FOR; END", database="bench")
+    end = BinlogOffset(*server.master_status())
+    assert start.file == end.file, "the workload rotated the binlog; raise max_binlog_size"
+    return start, end, pairs
