@@ -7,9 +7,12 @@ and the same offsets; the source re-reads exactly the same rows (``[start, end)`
 binlog, same handoff filter, same numbering), and every sink's ``write_changes`` is
 idempotent per (table, batch id). So a batch is either not in the sink, or in it once.
 
-Within a batch the source rows are persisted first: each table's ``write_changes`` is its
-own Spark job over the same rows, and re-reading the binlog once per table would cost a
-binlog parse per table (and, with a Spark task retry in between, still be correct but slow).
+With several tables the source rows of a micro-batch are persisted first: each table's
+``write_changes`` is its own Spark job over the same rows, and re-reading the binlog once
+per table would cost a binlog parse per table (and, with a Spark task retry in between,
+still be correct but slow). With one table its write is the only job and reads the binlog
+itself: persisting would only copy every row once more. Sinks accept an empty frame (a
+range without captured changes).
 """
 
 from __future__ import annotations
@@ -58,6 +61,13 @@ def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: s
     captured = set(layout.slots)
 
     def write(batch: DataFrame, batch_id: int) -> None:
+        if len(captured) == 1:  # one table: its write is the only job, so read the binlog in it
+            if batch.rdd.getNumPartitions() == 0:
+                return  # a range the driver knows holds no captured change (heartbeat)
+            (t,) = captured
+            batch.sparkSession.sparkContext.setJobDescription(f"mysqlcdc stream {t} batch {batch_id}")
+            sink.write_changes(layout.slot(t).schema, typed_changes(batch, layout, t), batch_id)
+            return
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             for t in layout.tables_in(batch):

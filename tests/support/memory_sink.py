@@ -42,6 +42,8 @@ class MemorySink(Sink):
 
     def write_changes(self, schema: TableSchema, changes, batch_id: int) -> None:
         rows = sorted(changes.toArrow().to_pylist(), key=lambda r: r[META_SEQ])
+        if not rows:
+            return  # like the changelog sink: no file for a micro-batch without changes
         self._write(self.path / str(schema.table_id) / f"batch-{batch_id:010d}.jsonl", rows)
 
     @staticmethod
