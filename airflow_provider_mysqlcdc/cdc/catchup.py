@@ -14,7 +14,8 @@ events itself, in C (about 4 million events a second here, against about 300,000
 Python reader), and returns a few rows near the k-th event, among which is the next
 transaction start (a ``Gtid`` event on MariaDB, ``Gtid`` / ``Anonymous_Gtid`` on MySQL 5.7+,
 whose position is where that transaction's events begin). The k for a byte target is
-estimated from the average event size in that stretch, refined once.
+estimated from the average event size at the start of that stretch, refined once if far off:
+each such statement walks from the stretch's start, so they are few.
 
 Everything here is advisory: a boundary that cannot be found (one transaction larger than
 a whole range, or a server without GTID events) just means fewer, larger ranges -- never a
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from .offsets import BinlogOffset
 
@@ -102,6 +103,9 @@ def transaction_start_near(conn: Any, file: str, from_pos: int, target: int, end
 
     ``from_pos`` must be an event start in ``file`` (a transaction start or 4). Returns None
     when no transaction starts between the target and ``end`` (the position must be < end).
+    Every ``SHOW BINLOG EVENTS`` walks from ``from_pos`` on the server, so this asks at most
+    three times: a sample for the average event size, the window at the estimated event
+    number, and once more only when that estimate missed by more than a quarter.
     """
     if target <= from_pos:
         return None
@@ -110,28 +114,22 @@ def transaction_start_near(conn: Any, file: str, from_pos: int, target: int, end
         return None
     avg = max(1.0, (sample[-1][2] - sample[0][0]) / len(sample))
     skip = int((target - from_pos) / avg)
-    for _ in range(3):  # refine the estimate from where the k-th event really is
-        probe = _events(conn, file, from_pos, skip, 1)
-        if not probe:
-            skip = skip // 2
-            continue
-        pos = probe[0][0]
-        if abs(pos - target) <= max(4096, (target - from_pos) // 20):
-            break
-        skip = max(0, int(skip * (target - from_pos) / max(1, pos - from_pos)))
+    events = _events(conn, file, from_pos, skip, _WINDOW_EVENTS)
+    if events and abs(events[0][0] - target) > (target - from_pos) / 4:
+        skip = max(0, int(skip * (target - from_pos) / max(1, events[0][0] - from_pos)))
+        events = _events(conn, file, from_pos, skip, _WINDOW_EVENTS)
     window = _WINDOW_EVENTS
-    while window <= _MAX_WINDOW_EVENTS:
-        events = _events(conn, file, from_pos, skip, window)
+    while True:
         for pos, typ, _ in events:
             if pos >= end:
                 return None
             if typ in TRANSACTION_START_TYPES and pos > from_pos:
                 return pos
-        if len(events) < window:
-            return None
+        if len(events) < window or window >= _MAX_WINDOW_EVENTS:
+            return None   # the end of the file, or one transaction larger than the search
         skip += window
         window *= 4
-    return None
+        events = _events(conn, file, from_pos, skip, window)
 
 
 def boundary_after(conn: Any, files: BinlogFiles, start: BinlogOffset, nbytes: int, limit: BinlogOffset
@@ -186,7 +184,3 @@ def batch_end(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOf
         i = files._index(start.file)
         return BinlogOffset(files.files[i + 1][0], _FIRST_EVENT_POS)
     return head
-
-
-def describe(cuts: Sequence[BinlogOffset]) -> str:
-    return ", ".join(str(c) for c in cuts) or "none"
