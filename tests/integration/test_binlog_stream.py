@@ -10,7 +10,6 @@ Slow tests (a Spark subprocess, a server restart) carry ``pytest.mark.slow``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import subprocess
 import time
@@ -31,7 +30,7 @@ from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.memory_sink import MemorySink, apply_rows, batch_files, read_changes
 from tests.support.tables import create_composite_table, create_int_table
 from tests.support.verify import diff
-from tests.support.stream_job import committed, in_flight, kill_job, start_job
+from tests.support.stream_job import committed, start_job
 from tests.support.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -350,53 +349,3 @@ def test_purged_binlog_fails_with_the_documented_error(mariadb, fresh_db, spark,
 
 def _job(cfg_path: Path, log: Path) -> subprocess.Popen:
     return start_job(cfg_path, log, ROOT_PASSWORD, SINK_FACTORY)
-
-
-@pytest.mark.slow
-def test_sigkilled_job_resumes_exactly_once(mariadb, fresh_db, tmp_dir):
-    orders = create_int_table(mariadb, fresh_db, 100)
-    items = create_composite_table(mariadb, fresh_db, 100)
-    tables = [orders.table, items.table]
-    start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, tables, "specific-offset",
-                  {"file": start.file, "position": start.position}, max_events_per_batch=100,
-                  trigger_interval_s=0.0)
-    assert ROOT_PASSWORD not in cfg.to_json()
-    cfg = dataclasses.replace(cfg, sink=SinkConfig("changelog", {"root": str(tmp_dir / "sink")}))
-    cfg_path = tmp_dir / "pipeline.json"
-    cfg_path.write_text(cfg.to_json())
-    schemas = _schemas(cfg, fresh_db, tables)
-    initial = {s.table_id: _source_rows(mariadb, s) for s in schemas}
-    checkpoint = Path(StateStore(cfg.state_location).checkpoint_url())
-    log = tmp_dir / "job.log"
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=s, threads=1, pause_s=0.02)
-               for spec, s in ((orders, 11), (items, 12))]
-    proc = _job(cfg_path, log)
-    head = None
-    try:
-        _wait(lambda: (checkpoint / "metadata").exists(), 120, "the job to start its query")
-        for w in writers:
-            w.start()
-        time.sleep(2.0)
-        _wait(lambda: in_flight(checkpoint), 60, "a micro-batch in flight")
-        kill_job(proc)  # in the middle of a micro-batch, writers still running
-        time.sleep(1.0)
-        for w in writers:
-            w.stop()
-        head = _head(mariadb)
-        proc = _job(cfg_path, log)
-        _wait(lambda: (c := committed(checkpoint)) is not None and c[1].at >= head, 120,
-              "the restarted job to reach the head")
-    except AssertionError as e:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        raise AssertionError(f"{e}; committed {committed(checkpoint)}, head {head}; job log:\n{tail}") from None
-    finally:
-        kill_job(proc)
-    assert ROOT_PASSWORD not in log.read_text(errors="replace")
-    for s in schemas:
-        changes = changes_of(tmp_dir / "sink", s)
-        assert changes, f"no changes of {s.table_id}"
-        _assert_exactly_once(changes)
-        state = dict(initial[s.table_id])
-        apply_rows(state, changes, s)
-        assert diff(_source_rows(mariadb, s), state) == ""

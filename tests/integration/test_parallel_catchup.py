@@ -1,6 +1,7 @@
 """Parallel catch-up against a real MariaDB: ranges cut where the server says transactions start,
-read separately, equal the whole range; and a stream far behind, killed mid catch-up with
-writers running, still ends equal to the source with every change exactly once."""
+read separately, equal the whole range; and a stream of two tables far behind, SIGKILLed mid
+catch-up with writers running, still ends equal to the source with every change exactly once
+(this is also the stream job's kill/restart test)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from tests.integration.test_binlog_stream import (
 )
 from tests.support.memory_sink import apply_rows
 from tests.support.stream_job import committed, in_flight, kill_job
-from tests.support.tables import create_int_table
+from tests.support.mariadb import ROOT_PASSWORD
+from tests.support.tables import create_composite_table, create_int_table
 from tests.support.verify import diff
 from tests.support.writer import ConcurrentWriter
 
@@ -81,25 +83,28 @@ def test_ranges_cut_at_transaction_starts_read_separately_equal_the_whole(mariad
 @pytest.mark.slow
 def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, fresh_db, tmp_dir):
     spec = create_int_table(mariadb, fresh_db, 100)
+    items = create_composite_table(mariadb, fresh_db, 100)
     mariadb.execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT)", database=fresh_db)
     start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "specific-offset",
+    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table, items.table], "specific-offset",
                   {"file": start.file, "position": start.position}, trigger_interval_s=0.0,
                   catchup_parallelism=2, catchup_min_bytes=1 << 20, catchup_batch_bytes=2 << 20)
     cfg = dataclasses.replace(cfg, sink=SinkConfig("changelog", {"root": str(tmp_dir / "sink")}))
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(cfg.to_json())
-    schemas = _schemas(cfg, fresh_db, [spec.table])
-    initial = _source_rows(mariadb, schemas[0])
+    schemas = _schemas(cfg, fresh_db, [spec.table, items.table])
+    initial = {s.table_id: _source_rows(mariadb, s) for s in schemas}
     _backlog(mariadb, fresh_db, spec.table, 12_000, 100_000)
     checkpoint = Path(StateStore(cfg.state_location).checkpoint_url())
     log = tmp_dir / "job.log"
     top_id = cfg.source.server_id_range.last
-    writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=5, threads=1, pause_s=0.01)
+    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), t, seed=s, threads=1, pause_s=0.01)
+               for t, s in ((spec, 5), (items, 6))]
     proc = _job(cfg_path, log)
     head = None
     try:
-        writer.start()
+        for w in writers:
+            w.start()
         _wait(lambda: (checkpoint / "metadata").exists(), 120, "the job to start its query")
         _wait(lambda: in_flight(checkpoint), 60, "a micro-batch in flight")
         _wait(lambda: committed(checkpoint) is not None, 120, "a first committed catch-up micro-batch")
@@ -107,7 +112,8 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
         kill_job(proc)  # in the middle of a catch-up micro-batch, the writer still running
         proc = _job(cfg_path, log)
         time.sleep(3.0)
-        writer.stop()
+        for w in writers:
+            w.stop()
         head = _head(mariadb)
         _wait(lambda: (c := committed(checkpoint)) is not None and c[1].at >= head, 180,
               "the restarted job to reach the head")
@@ -116,13 +122,17 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
         raise AssertionError(f"{e}; committed {committed(checkpoint)}, head {head}; job log:\n{tail}") from None
     finally:
         kill_job(proc)
-        writer.stop()
+        for w in writers:
+            w.stop()
     text = log.read_text(errors="replace")
     assert "catch-up micro-batch" in text and "in 2 ranges" in text, text[-3000:]
     assert "catch-up range 2/2" in text and f"(server id {top_id})" in text, text[-3000:]
-    changes = changes_of(tmp_dir / "sink", schemas[0])
-    assert len(changes) > 12_000
-    _assert_exactly_once(changes)
-    state = dict(initial)
-    apply_rows(state, changes, schemas[0])
-    assert diff(_source_rows(mariadb, schemas[0]), state) == ""
+    assert ROOT_PASSWORD not in text
+    for s in schemas:
+        changes = changes_of(tmp_dir / "sink", s)
+        assert changes, f"no changes of {s.table_id}"
+        _assert_exactly_once(changes)
+        state = dict(initial[s.table_id])
+        apply_rows(state, changes, s)
+        assert diff(_source_rows(mariadb, s), state) == ""
+    assert len(changes_of(tmp_dir / "sink", schemas[0])) > 12_000
