@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from .batching import BatchSizing, pack_batches
 from .chunks import Batch, Chunk, group_chunks
-from .config import SourceConfig, SplitOptions
+from .config import ServerIdRange, SourceConfig, SplitOptions
 from .discovery import discover_tables
 from .errors import ConfigError
 from .model import TableId, TableSchema
@@ -44,6 +44,12 @@ class Plan:
         usable = max(1, slots - FIRST_BATCH_SLOT)
         index = [b.batch_id for b in self.batches].index(batch_id)
         return FIRST_BATCH_SLOT + index % usable
+
+    def batch_server_id(self, batch_id: str, ids: ServerIdRange, reserved_top: int = 0) -> int:
+        """The server id of a batch's backfill reader, never one of the ``reserved_top`` highest ids
+        of the range (the stream's parallel catch-up ranges take those)."""
+        slots = max(len(ids) - reserved_top, FIRST_BATCH_SLOT + 1)
+        return ids.pick(self.server_id_slot(batch_id, slots))
 
     def to_dict(self) -> dict[str, Any]:
         return {"schemas": [s.to_dict() for s in self.schemas.values()],

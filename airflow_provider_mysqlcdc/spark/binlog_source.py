@@ -92,6 +92,7 @@ from ..cdc.events import RowChange
 from ..cdc.model import TableId, TableSchema
 from ..cdc.offsets import BinlogOffset
 from ..cdc.pipeline import PipelineConfig
+from ..cdc.plan import FIRST_BATCH_SLOT
 from ..cdc.state import StateStore
 from .binlog_read import range_batches
 from .change_rows import SourceLayout
@@ -233,11 +234,11 @@ class StreamSettings:
     def check(self) -> None:
         ids = self.source.server_id_range
         extra = self.catchup_parallelism - 1
-        if extra and len(ids) - extra <= OFFSET_SCAN_SLOT:
+        if extra and len(ids) - extra <= FIRST_BATCH_SLOT:
             raise ConfigError(
                 f"stream_options.catchup_parallelism {self.catchup_parallelism} needs {extra} server ids beyond "
-                f"the stream's two, but server_id_range {ids} has {len(ids)}. Fix: widen server_id_range or "
-                "lower catchup_parallelism.")
+                f"the stream's two and one for snapshot batches, but server_id_range {ids} has {len(ids)}. "
+                "Fix: widen server_id_range or lower catchup_parallelism.")
 
 
 def _head(source: SourceConfig) -> BinlogOffset:

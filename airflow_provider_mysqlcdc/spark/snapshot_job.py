@@ -33,7 +33,7 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     state.delete(StateStore.batch_result_rel(batch_id))
 
     source = config.source
-    server_id = source.server_id_range.pick(plan.server_id_slot(batch_id, len(source.server_id_range)))
+    server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
     t0 = time.monotonic()
     sink = build_sink(config.sink)
     try:

@@ -61,3 +61,16 @@ def test_packing_keeps_every_chunk_once_in_order(tables, rows_per_batch, paralle
     flat = [(c.table_id, c.chunk_id) for b in batches for c in b.chunks]
     assert flat == [(t, c.chunk_id) for t in ids for c in chunks[t]]
     assert len({b.batch_id for b in batches}) == len(batches)
+
+
+def test_batch_server_ids_stay_clear_of_the_stream_and_its_catchup_ranges():
+    from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
+    from airflow_provider_mysqlcdc.cdc.plan import Plan
+
+    batches = pack_batches({A: _chunks(A, 400)}, {A: 40_000_000}, BatchSizing(rows_per_batch=1_000_000, parallelism=4))
+    plan = Plan({}, tuple(batches))
+    ids = ServerIdRange(5400, 5409)
+    got = {plan.batch_server_id(b.batch_id, ids, reserved_top=2) for b in batches}
+    assert len(batches) > 10
+    assert got == set(range(5402, 5408))       # not the stream's 5400/5401, not catch-up's 5408/5409
+    assert {plan.batch_server_id(b.batch_id, ids) for b in batches} == set(range(5402, 5410))

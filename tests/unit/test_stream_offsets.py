@@ -183,7 +183,7 @@ def test_catchup_parallelism_needs_server_ids():
     from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
     from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 
-    src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5402))
+    src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5403))
     bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=2))
     with pytest.raises(ConfigError, match="widen server_id_range or lower catchup_parallelism"):
         bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=3))
