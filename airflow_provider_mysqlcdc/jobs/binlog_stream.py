@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         builder = builder.master(args.master or DEFAULT_LOCAL_MASTER)
     builder = builder.config("spark.task.maxFailures", "4").config("spark.ui.showConsoleProgress", "false")
     spark = configure_builder(builder).getOrCreate()
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # Micro-batches are small: Spark's default of 200 shuffle partitions would make the
+        # sinks' reductions (Delta, PostgreSQL) and the per-table fan-out run 200 tiny tasks each.
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
 
     sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else build_sink(config.sink)
     listener = None
