@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,23 +38,10 @@ from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema  # noqa: E
 from airflow_provider_mysqlcdc.cdc.events import RowChange  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 
-from workloads import load  # noqa: E402  (bench/ is on sys.path as the script's directory)
-
-def timed(fn: Callable[[], int], expect: int, repeat: int) -> float:
-    """Median seconds of ``repeat`` runs of ``fn`` (which returns the rows it saw)."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        n = fn()
-        times.append(time.perf_counter() - t)
-        if n != expect:
-            raise AssertionError(f"{fn.__name__}: {n} rows, expected {expect}")
-    return statistics.median(times)
-
+from workloads import load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -57,7 +57,7 @@ from airflow_provider_mysqlcdc.spark.stream import start_stream  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
 
-from workloads import KEYS, load  # noqa: E402  (bench/ is on sys.path as the script's directory)
+from workloads import KEYS, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 TABLE = TableId("bench", "events")
 
@@ -232,17 +232,6 @@ class Bench:
 
 def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
-def timed(fn, expect: int, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        n = fn()
-        times.append(time.perf_counter() - t)
-        if n != expect:
-            raise AssertionError(f"{getattr(fn, '__name__', fn)}: {n} changes, expected {expect}")
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The stream workload of issue 5, shared by the decoder and stream benchmarks.
+"""The stream workload of issue 5 and its timer, shared by the decoder and stream benchmarks.
 
 ``rows`` autocommit single-row UPDATEs alternating between a captured table ``bench.events``
 (BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), TEXT) and an uncaptured one of the same
@@ -6,6 +6,10 @@ shape, written by a server-side loop (so the client is not the limit).
 """
 
 from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
 
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from tests.support.mariadb import MariaDB
@@ -34,3 +38,15 @@ def load(server: MariaDB, rows: int) -> tuple[BinlogOffset, BinlogOffset, int]:
     end = BinlogOffset(*server.master_status())
     assert start.file == end.file, "the workload rotated the binlog; raise max_binlog_size"
     return start, end, pairs
+
+
+def timed(fn: Callable[[], int], expect: int, repeat: int) -> float:
+    """Median seconds of ``repeat`` runs of ``fn`` (which returns the changes it saw)."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        n = fn()
+        times.append(time.perf_counter() - t)
+        if n != expect:
+            raise AssertionError(f"{getattr(fn, '__name__', fn)}: {n} changes, expected {expect}")
+    return statistics.median(times)

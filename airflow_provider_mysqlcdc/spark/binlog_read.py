@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import SourceConfig
+from ..cdc.errors import BinlogPurgedError, SourceUnreachableError
 from ..cdc.events import RowChange
 from ..cdc.fastbinlog.fallback import library_changes
 from ..cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
@@ -79,10 +80,21 @@ def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
                         row=batch.column("binlog_row")[i].as_py())
 
 
-def _is_connection_loss(e: BaseException) -> bool:
-    from .binlog_source import is_connection_loss
+_RETRY_MYSQL_CODES = {1053, 2003, 2006, 2013, 2055, 1927}  # shutdown, can't connect, gone, lost
 
-    return is_connection_loss(e)
+
+def is_connection_loss(e: BaseException) -> bool:
+    """A lost or refused connection (server restart), worth retrying; never a purged binlog."""
+    if isinstance(e, BinlogPurgedError):
+        return False
+    if isinstance(e, SourceUnreachableError):
+        return True
+    import pymysql
+
+    if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
+        code = e.args[0] if e.args else None
+        return code in _RETRY_MYSQL_CODES or isinstance(e, pymysql.err.InterfaceError)
+    return isinstance(e, (ConnectionError, EOFError, BrokenPipeError, TimeoutError))
 
 
 def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",
@@ -115,7 +127,7 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
                         yield item
             return
         except Exception as e:
-            if not _is_connection_loss(e):
+            if not is_connection_loss(e):
                 raise
             deadline = deadline or time.monotonic() + reconnect_timeout_s
             if time.monotonic() > deadline:

@@ -87,14 +87,14 @@ from pyspark.sql.types import StructType
 
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import PASSWORD_ENV, SourceConfig
-from ..cdc.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
+from ..cdc.errors import ConfigError
 from ..cdc.events import RowChange
 from ..cdc.model import TableId, TableSchema
 from ..cdc.offsets import BinlogOffset
 from ..cdc.pipeline import PipelineConfig
 from ..cdc.plan import FIRST_BATCH_SLOT
 from ..cdc.state import StateStore
-from .binlog_read import range_batches
+from .binlog_read import is_connection_loss, range_batches
 from .change_rows import SourceLayout
 
 log = logging.getLogger(__name__)
@@ -162,23 +162,6 @@ class StreamOffset:
 
 
 # --- connection retries ----------------------------------------------------------------------
-
-_RETRY_MYSQL_CODES = {1053, 2003, 2006, 2013, 2055, 1927}  # shutdown, can't connect, gone, lost
-
-
-def is_connection_loss(e: BaseException) -> bool:
-    """A lost or refused connection (server restart), worth retrying; never a purged binlog."""
-    if isinstance(e, BinlogPurgedError):
-        return False
-    if isinstance(e, SourceUnreachableError):
-        return True
-    import pymysql
-
-    if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
-        code = e.args[0] if e.args else None
-        return code in _RETRY_MYSQL_CODES or isinstance(e, pymysql.err.InterfaceError)
-    return isinstance(e, (ConnectionError, EOFError, BrokenPipeError, TimeoutError))
-
 
 def with_reconnect(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     """``fn()``, retried with backoff while the server is unreachable, up to ``timeout_s``."""

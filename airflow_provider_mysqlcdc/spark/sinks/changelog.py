@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -218,8 +219,6 @@ class LineEncoder:
         if len(joined) == 0:
             return b""
         offsets = joined.buffers()[1]
-        import numpy as np
-
         o = np.frombuffer(offsets, dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
         return joined.buffers()[2].to_pybytes()[int(o[0]):int(o[-1])]
 
