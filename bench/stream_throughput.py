@@ -14,15 +14,19 @@ binlog range it times, median of ``--repeats``:
   * the stream job end to end (Structured Streaming, source -> typed change rows -> sink),
     from ``start_stream`` until the sink holds every change, with ``catchup_parallelism`` 1
     and 2 into the changelog sink, and 2 into the Delta sink. The Spark session is warmed
-    by one small stream first (Python workers are reused), so the figures hold query start
-    and every micro-batch, not JVM start; the rate inside micro-batches (changes over the
-    summed ``triggerExecution`` of those with rows) is printed below each.
+    by one stream over the first 32 MiB (Python workers are reused, the JVM has compiled its
+    hot paths), so the figures hold query start and every micro-batch, not JVM start; the
+    rate inside micro-batches (changes over the summed ``triggerExecution`` of those with
+    rows) is printed below each.
 
 Then it runs a steady ``--latency-rate`` transactions/s into a live stream (changelog sink)
 and reports commit-to-visible latency: from the client's commit to the sink file holding
 the row.
 
-Last line (end to end into the changelog sink, catchup_parallelism 1):
+Below each stream run: the CPU seconds the server, the JVM, Spark's Python workers and the
+driver used (median per run), against the core-seconds the run's wall time offered.
+
+Last line (end to end into the changelog sink with the default catchup_parallelism, 2):
     rows_per_s=<int> ratio_vs_mariadb_binlog=<float> p99_latency_s=<float>
 """
 
@@ -57,7 +61,7 @@ from airflow_provider_mysqlcdc.spark.stream import start_stream  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
 
-from workloads import KEYS, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
+from workloads import KEYS, cpu_seconds, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 TABLE = TableId("bench", "events")
 
@@ -90,6 +94,7 @@ class Bench:
         self.spark.sparkContext.setLogLevel("ERROR")
         self.runs = 0
         self.in_batches: list[float] = []   # per stream run: changes / seconds spent in micro-batches
+        self.cpu: list[dict[str, float]] = []  # per stream run: CPU seconds by process kind, and wall
 
     # --- baselines and decoders ---------------------------------------------------------------
 
@@ -151,6 +156,7 @@ class Bench:
         config = self._config(sink_cfg, start, parallelism)
         sink = build_sink(sink_cfg)
         sink.prepare([self.schema])
+        cpu0 = cpu_seconds()
         t = time.perf_counter()
         query = start_stream(self.spark, config, sink, [self.schema], password=self.source.password)
         try:
@@ -163,6 +169,9 @@ class Bench:
             progress = [p for p in query.recentProgress if p["numInputRows"]]
             busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
             self.in_batches.append(sum(p["numInputRows"] for p in progress) / busy if busy else 0.0)
+            wall = time.perf_counter() - t
+            cpu1 = cpu_seconds()
+            self.cpu.append({"wall": wall, **{k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1}})
         finally:
             query.stop()
         if kind == "changelog":
@@ -230,6 +239,16 @@ class Bench:
         return sorted(lat)
 
 
+def cpu_line(runs: list[dict[str, float]]) -> str:
+    """Median CPU seconds per process kind over the runs, and the share of two cores they used."""
+    kinds = sorted({k for r in runs for k in r} - {"wall"})
+    med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in kinds}
+    wall = statistics.median(r["wall"] for r in runs)
+    cores = os.cpu_count() or 1
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in med.items())
+    return f"CPU s per run: {parts}; {sum(med.values()):.1f} of {cores * wall:.1f} core-s available"
+
+
 def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
@@ -259,30 +278,33 @@ def main() -> None:
         # warm the session: Python workers and the data source registration are reused later
         conn = b.source.connect()
         try:
-            first_mib = catchup.boundary_after(conn, catchup.BinlogFiles.read(conn, b.end), b.start, 1 << 20, b.end)
+            # 32 MiB: enough rows for the JVM to compile its hot paths, as in a long-running stream
+            warm_end = catchup.boundary_after(conn, catchup.BinlogFiles.read(conn, b.end), b.start, 32 << 20, b.end)
         finally:
             conn.close()
-        b.stream("changelog", 1, b.start, first_mib, expect=0)
+        b.stream("changelog", 1, b.start, warm_end, expect=0)
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             runs = [
                 ("mariadb-binlog -v", b.mariadb_binlog, args.repeats),
                 ("library (old stream path)", b.library, args.library_repeats),
                 ("decoder alone", b.decoder, args.repeats),
                 ("decoder, parallel catch-up x2", lambda: b.decoder_parallel(pool), args.repeats),
-                ("stream -> changelog", lambda: b.stream("changelog", 1), args.repeats),
+                ("stream -> changelog, catch-up x1", lambda: b.stream("changelog", 1), args.repeats),
                 ("stream -> changelog, catch-up x2", lambda: b.stream("changelog", 2), args.repeats),
                 ("stream -> delta, catch-up x2", lambda: b.stream("delta", 2), args.repeats),
             ]
             for name, fn, repeats in runs:
                 b.in_batches.clear()
+                b.cpu.clear()
                 report(name, timed(fn, n, repeats), repeats)
                 if b.in_batches:
                     print(f"  {'':>34}  {statistics.median(b.in_batches):>10,.0f} changes/s inside micro-batches "
                           "(without query start-up)", flush=True)
+                    print(f"  {'':>34}  {cpu_line(b.cpu)}", flush=True)
         lat = b.latency(args.latency_rate, args.latency_seconds)
         p50, p99 = pct(lat, 50), pct(lat, 99)
         print(f"commit-to-visible latency at {args.latency_rate} tx/s: p50={p50:.3f}s p99={p99:.3f}s", flush=True)
-        e2e = rates["stream -> changelog"]
+        e2e = rates[f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"]
         print(f"rows_per_s={int(e2e)} ratio_vs_mariadb_binlog={e2e / rates['mariadb-binlog -v']:.3f} "
               f"p99_latency_s={p99:.3f}")
     finally:

@@ -7,6 +7,7 @@ shape, written by a server-side loop (so the client is not the limit).
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Callable
@@ -50,3 +51,31 @@ def timed(fn: Callable[[], int], expect: int, repeat: int) -> float:
         if n != expect:
             raise AssertionError(f"{getattr(fn, '__name__', fn)}: {n} changes, expected {expect}")
     return statistics.median(times)
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by this machine's processes of each kind (Linux /proc): the
+    server, the JVM, Spark's Python workers and this (driver) process. Differences over a run
+    say where its time went, and how much of the two cores it left idle."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if "mariadbd" in cmd:
+            kind = "mariadbd"
+        elif "java" in cmd.split(" ", 1)[0]:
+            kind = "jvm"
+        elif "pyspark" in cmd:
+            kind = "python workers"
+        elif int(pid) == os.getpid():
+            kind = "driver (python)"
+        else:
+            continue
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out

@@ -14,6 +14,7 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -89,14 +90,16 @@ def test_json_snapshot_round_trips_exact_values_and_rerun_replaces(typed_table, 
     assert not leftovers, leftovers
 
 
-def test_json_stream_batches_are_ordered_and_replay_gives_no_duplicates(spark, tmp_dir):
+def test_json_stream_batches_are_ordered_and_replay_gives_no_duplicates(spark, tmp_dir, caplog):
     schema = small_schema()
     sink = ChangelogSink(str(tmp_dir / "log"))
     sink.prepare([schema])
     changes = [("+I", row(1)), ("-U", row(1)), ("+U", row(1, "b")), ("+I", row(2)), ("-D", row(1, "b"))] * 20
     rows = change_rows(schema, changes)
     df = spark.createDataFrame(list(reversed(rows)), change_struct(schema)).repartition(4)
-    sink.write_changes(schema, df, 123)
+    with caplog.at_level("INFO", logger="airflow_provider_mysqlcdc"):
+        sink.write_changes(schema, df, 123)
+    assert "spans overlap" in caplog.text  # round-robin partitions: one sorted rewrite
     path = tmp_dir / "log" / sink.stream_file(schema.table_id, 123)
     assert path.name == "batch-000000123.jsonl"
     content = path.read_bytes()
@@ -110,6 +113,17 @@ def test_json_stream_batches_are_ordered_and_replay_gives_no_duplicates(spark, t
     assert path.read_bytes() == content
     sink.write_changes(schema, df.limit(0), 124)  # an empty batch writes nothing
     stream_dir = path.parent
+    assert sorted(p.name for p in stream_dir.iterdir()) == ["batch-000000123.jsonl"]
+
+    # partitions holding disjoint _seq spans (binlog ranges), each out of order and the
+    # partitions themselves in reverse: written in parallel, joined into the same bytes
+    spans = [rows[i:i + 25] for i in range(0, len(rows), 25)]
+    parts = spark.sparkContext.parallelize([r for span in reversed(spans) for r in reversed(span)], len(spans))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="airflow_provider_mysqlcdc"):
+        sink.write_changes(schema, spark.createDataFrame(parts, change_struct(schema)), 123)
+    assert "spans overlap" not in caplog.text and "micro-batch 123: 100 rows" in caplog.text
+    assert path.read_bytes() == content
     assert sorted(p.name for p in stream_dir.iterdir()) == ["batch-000000123.jsonl"]
 
 
@@ -155,3 +169,53 @@ def test_console_prints_each_event(spark):
     assert lines[0].split(" ", 2)[2].startswith('{"id":2,"amount":"1.00","big":"18446744073709551615",'
                                                 '"wall":"1999-12-31T23:59:59.999999",'
                                                 '"at":"2038-01-19T03:14:07.123456Z","raw":"AP8C"')
+
+
+ENCODING_CASES = [
+    # (Spark type, values, the JSON values the changelog must hold)
+    ("decimal(12,2)", [Decimal("1.50"), Decimal("-0.01"), None], ["1.50", "-0.01", None]),
+    ("decimal(20,0)", [Decimal("18446744073709551615"), Decimal(0)], ["18446744073709551615", "0"]),
+    ("decimal(38,30)", [Decimal("1E-30"), Decimal(0)],  # never exponent form
+     ["0.000000000000000000000000000001", "0.000000000000000000000000000000"]),
+    ("binary", [b"\x00\xff", b"", None], ["AP8=", "", None]),
+    ("timestamp_ntz", [dt.datetime(1000, 1, 1, 0, 0, 0, 1), dt.datetime(2026, 3, 8, 2, 30)],
+     ["1000-01-01T00:00:00.000001", "2026-03-08T02:30:00.000000"]),
+    ("timestamp", [dt.datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC), dt.datetime(2038, 1, 19, 3, 14, 7,
+                                                                                        tzinfo=UTC)],
+     ["1969-12-31T23:59:59.500000Z", "2038-01-19T03:14:07.000000Z"]),
+    ("date", [dt.date(1000, 1, 1), dt.date(9999, 12, 31)], ["1000-01-01", "9999-12-31"]),
+    ("bigint", [-3020399000000, 0, None], [-3020399000000, 0, None]),
+    ("float", [1.2345678, -0.0], [float(np.float32(1.2345678)), -0.0]),
+    ("double", [float("nan"), float("inf"), float("-inf"), 1e300, 0.1], ["NaN", "Infinity", "-Infinity", 1e300, 0.1]),
+    ("string", ['h\U0001F600llo "q" \\ \n\t\x01\x1f', "", None], ['h\U0001F600llo "q" \\ \n\t\x01\x1f', "", None]),
+]
+
+
+def test_lines_built_in_the_jvm_have_the_changelog_encoding(spark):
+    """Every type's encoding, whatever the session's time zone; NULLs are kept as null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import _parse_datatype_string as parse
+
+    from airflow_provider_mysqlcdc.spark.sinks.changelog import json_line_column
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        for type_text, values, expected in ENCODING_CASES:
+            struct = StructType([StructField("id", parse("int")), StructField("v", parse(type_text))])
+            frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], struct)
+            meta = [("batch", F.lit(7)), ("seq", "id")]
+            lines = [r[0] for r in frame.orderBy("id").select(
+                json_line_column(frame, ["id", "v"], F.lit("+I"), meta)).collect()]
+            got = [json.loads(line) for line in lines]
+            assert [list(g) for g in got] == [["data", "op", "meta"]] * len(values)
+            assert [list(g["data"]) for g in got] == [["id", "v"]] * len(values)
+            assert [g["meta"] for g in got] == [{"batch": 7, "seq": i} for i in range(len(values))]
+            vals = [g["data"]["v"] for g in got]
+            if type_text in ("float", "double"):
+                assert [repr(v) for v in vals] == [repr(e) for e in expected], type_text
+            else:
+                assert vals == expected, type_text
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.spark.sinks.changelog import (
-    LineEncoder, decode_value, format_micros, json_values, row_decoder,
+    decode_value, format_micros, json_values, row_decoder,
 )
 
 UTC = dt.timezone.utc
@@ -60,33 +60,26 @@ def _schema() -> TableSchema:
     return TableSchema(TableId("shop", "orders"), cols, ("id",), ("id",), ("id",))
 
 
-def test_snapshot_lines_have_changelog_json_shape():
-    batch = pa.record_batch({"id": pa.array([1, 2], pa.int32()),
-                             "amount": pa.array([Decimal("9.99"), None], pa.decimal128(5, 2)),
-                             "raw": pa.array([b"\x01", None]),
-                             "at": pa.array([0, None], pa.timestamp("us", tz="UTC"))})
-    enc = LineEncoder(("id", "amount", "raw", "at"), "shop", "orders", snapshot_batch="shop.orders#0-2")
-    text = enc(batch).decode("utf-8")
-    assert text.endswith("\n") and text.count("\n") == 2
-    first = text.splitlines()[0]
-    assert first == ('{"data":{"id":1,"amount":"9.99","raw":"AQ==","at":"1970-01-01T00:00:00.000000Z"},'
-                     '"op":"+I","meta":{"database":"shop","table":"orders","snapshot_batch":"shop.orders#0-2"}}')
-    assert enc(batch) == enc(batch), "stable bytes"
+def test_row_decoder_turns_a_line_back_into_canonical_values():
     decode = row_decoder(_schema())
-    assert decode(json.loads(first)["data"]) == {"id": 1, "amount": Decimal("9.99"), "raw": b"\x01",
-                                                 "at": dt.datetime(1970, 1, 1, tzinfo=UTC)}
+    data = json.loads('{"id":1,"amount":"9.99","raw":"AQ==","at":"1970-01-01T00:00:00.000000Z"}')
+    assert decode(data) == {"id": 1, "amount": Decimal("9.99"), "raw": b"\x01",
+                            "at": dt.datetime(1970, 1, 1, tzinfo=UTC)}
 
 
-def test_stream_lines_carry_op_and_offsets():
-    batch = pa.record_batch({
-        "id": pa.array([7], pa.int32()), "_op": ["-D"], "_database": ["shop"], "_table": ["orders"],
-        "_binlog_file": ["mariadb-bin.000003"], "_binlog_pos": pa.array([1234], pa.int64()),
-        "_binlog_row": pa.array([2], pa.int64()), "_gtid": ["0-1-42"],
-        "_event_time": pa.array([dt.datetime(2024, 1, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC")),
-        "_seq": pa.array([17], pa.int64())})
-    line = json.loads(LineEncoder(("id",), "shop", "orders", stream_batch=123)(batch))
-    assert line == {"data": {"id": 7}, "op": "-D", "meta": {
-        "database": "shop", "table": "orders", "binlog_file": "mariadb-bin.000003", "binlog_pos": 1234,
-        "binlog_row": 2, "gtid": "0-1-42", "event_time": "2024-01-01T00:00:00.000000Z", "seq": 17,
-        "batch": 123}}
-    assert list(line) == ["data", "op", "meta"]
+def _seq_batches(*runs: list[int]) -> list[pa.RecordBatch]:
+    return [pa.record_batch({"line": [f"l{k}" for k in r], "_seq": pa.array(r, pa.int64())}) for r in runs]
+
+
+def test_in_order_keeps_ordered_input_and_sorts_the_rest():
+    from airflow_provider_mysqlcdc.spark.sinks.arrow_files import in_order
+
+    ordered = _seq_batches([1, 2, 5], [], [5, 9])
+    got, first, last = in_order(iter(ordered), "_seq")
+    assert (first, last) == (1, 9) and [b.num_rows for b in got] == [3, 2]   # passed through
+    assert got[0] is ordered[0]
+    for runs in ([[3, 1, 2]], [[1, 4], [2, 3]]):   # unsorted inside a batch, or across batches
+        got, first, last = in_order(iter(_seq_batches(*runs)), "_seq")
+        lines = [x for b in got for x in b.column("line").to_pylist()]
+        assert lines == [f"l{k}" for k in sorted(k for r in runs for k in r)] and (first, last) == (1, max(map(max, runs)))
+    assert in_order(iter(_seq_batches([])), "_seq")[0] == []

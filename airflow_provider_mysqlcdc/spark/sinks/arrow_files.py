@@ -192,6 +192,9 @@ class FileWriteSpec:
     encoder: Encoder | None = None
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     with_stats: bool = False
+    # Set: the partition's rows are written in this (integer) column's order, sorted here if
+    # they do not arrive sorted, and the record's stats are {"first": .., "last": ..} of it.
+    order_by: str | None = None
 
 
 def _task_file_name(spec: FileWriteSpec) -> str:
@@ -235,9 +238,33 @@ def _write_text(spec: FileWriteSpec, out, batches: Iterable[pa.RecordBatch]) -> 
     return rows
 
 
+def in_order(batches: Iterable[pa.RecordBatch], column: str) -> tuple[list[pa.RecordBatch], int, int]:
+    """All the batches ordered by ``column`` (sorted only if they do not arrive in order: a
+    stream range mostly does), with the column's first and last value."""
+    got = [b for b in batches if b.num_rows]
+    if not got:
+        return [], 0, 0
+    keys = [b.column(column).to_numpy(zero_copy_only=False) for b in got]
+    ordered = all(bool((k[1:] >= k[:-1]).all()) for k in keys) and all(
+        int(a[-1]) <= int(b[0]) for a, b in zip(keys, keys[1:]))
+    if not ordered:
+        table = pa.Table.from_batches(got).combine_chunks()
+        table = table.take(pc.sort_indices(table, [(column, "ascending")]))
+        got = table.to_batches(max_chunksize=64 * 1024)
+        keys = [b.column(column).to_numpy(zero_copy_only=False) for b in got]
+    return got, int(keys[0][0]), int(keys[-1][-1])
+
+
 def write_partition(spec: FileWriteSpec, batches: Iterator[pa.RecordBatch]) -> FileRecord | None:
     """Write one partition's batches to one file; None (and no file) for an empty partition."""
-    conformed = (conform(b, spec.schema) for b in batches)
+    conformed: Iterator[pa.RecordBatch] = (conform(b, spec.schema) for b in batches)
+    order_stats = None
+    if spec.order_by is not None:
+        got, first_key, last_key = in_order(conformed, spec.order_by)
+        if not got:
+            return None
+        conformed = iter(got)
+        order_stats = json.dumps({"first": first_key, "last": last_key})
     first = next((b for b in conformed if b.num_rows), None)
     if first is None:
         return None
@@ -256,7 +283,7 @@ def write_partition(spec: FileWriteSpec, batches: Iterator[pa.RecordBatch]) -> F
         else:
             rows = _write_text(spec, out, all_batches())
     size = fs.get_file_info(prefix + rel).size
-    return FileRecord(rel, int(size), rows, stats.to_json() if stats else None)
+    return FileRecord(rel, int(size), rows, stats.to_json() if stats else order_stats)
 
 
 def _partition_writer(spec: FileWriteSpec):

@@ -15,13 +15,17 @@ JSON lines follow Flink's changelog-json (``data`` and ``op`` as Flink has them)
 Value encoding is stable (same input, same bytes) and lossless: DECIMAL as a plain string
 with its scale ("1.50"), binary as base64, TIMESTAMP as ISO-8601 UTC with microseconds and
 "Z", DATETIME the same without a zone, DATE as "YYYY-MM-DD", TIME as signed microseconds
-(the mapping's int), integers as JSON numbers (BIGINT UNSIGNED is a decimal, so a string).
+(the mapping's int), integers as JSON numbers (BIGINT UNSIGNED is a decimal, so a string),
+floats as the exact double in Java's notation (1.0E10), NaN and infinities as strings.
+Spark's JSON writer builds the lines in the JVM (``json_line_column``): Python only joins the
+finished lines into files. ``json_values`` is the same encoding in Python (console sink).
 
 Parquet files hold the table columns plus the ``_op`` and offset columns of base.py.
 
 Idempotency: a micro-batch is written to a temporary name and renamed onto its final name,
 which depends only on the batch id, so a replayed batch rewrites the same file with the
-same content (rows sorted by ``_seq``): no duplicate lines. A snapshot batch is written
+same content (rows sorted by ``_seq``): no duplicate lines. Each binlog range of the
+micro-batch is written by its own task; the parts are joined in ``_seq`` order. A snapshot batch is written
 into a temporary directory that then replaces the batch's directory (two renames: a
 reader may briefly see the batch missing, never twice; a crash in between is repaired by
 rerunning the batch).
@@ -35,15 +39,15 @@ import decimal
 import json
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, DecimalType, FloatType
 
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
@@ -118,109 +122,60 @@ def data_dicts(batch: pa.RecordBatch, columns: Sequence[str]) -> list[dict[str, 
     return [dict(zip(columns, vals)) for vals in zip(*encoded)] if encoded else [{} for _ in range(batch.num_rows)]
 
 
-def _quoted(texts: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise('"', texts, '"', "")
+# --- the same encoding built in the JVM (the sink's path) ---------------------------------------
+
+# Spark's JSON writer options that give the encoding above: NULLs kept as null, instants in UTC
+# with "Z", wall-clock values without a zone, microseconds always printed.
+SPARK_JSON_OPTIONS = {
+    "ignoreNullFields": "false", "timeZone": "UTC", "dateFormat": "yyyy-MM-dd",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
 
 
-def _json_strings(array: pa.Array) -> pa.Array:
-    """JSON string literals (null for NULL), escaped as ``dumps`` would (UTF-8 kept)."""
-    texts = array.cast(pa.string())
-    esc = pc.replace_substring(pc.replace_substring(texts, "\\", "\\\\"), '"', '\\"')
-    ctrl = pc.match_substring_regex(texts, "[\\x00-\\x1f]")
-    if pc.any(ctrl).as_py():  # rare: control characters get their JSON escapes from json.dumps
-        values = texts.to_pylist()
-        flags = ctrl.to_pylist()
-        fixed = [dumps(v)[1:-1] if f else None for v, f in zip(values, flags)]
-        esc = pc.if_else(ctrl, pa.array(fixed, pa.string()), esc)
-    return _quoted(esc)
+def _json_ready(column: Column, dtype: DataType) -> Column:
+    """Spark prints decimals as JSON numbers (readers would parse them into binary floats) and
+    FLOAT at float precision (0.1, not the 0.10000000149011612 the value is): the changelog has
+    decimals as plain strings with their scale and floats as the exact double."""
+    if isinstance(dtype, DecimalType):
+        return column.cast("string")
+    if isinstance(dtype, FloatType):
+        return column.cast("double")
+    return column
 
 
-def json_texts(array: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """A column's values as JSON texts, vectorized (``null`` for NULL): what ``dumps`` writes for
-    ``json_values(array)``, value for value (floats may print shorter, same number)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    t = array.type
-    if pa.types.is_integer(t):
-        out = array.cast(pa.string())
-    elif pa.types.is_floating(t):
-        d = array.cast(pa.float64())
-        text = d.cast(pa.string())
-        text = pc.if_else(pc.match_substring_regex(text, "[.en]"), text, pc.binary_join_element_wise(text, ".0", ""))
-        odd = pc.if_else(pc.is_nan(d), '"NaN"', pc.if_else(pc.greater(d, 0), '"Infinity"', '"-Infinity"'))
-        out = pc.if_else(pc.is_finite(d), text, odd)
-    elif pa.types.is_timestamp(t):
-        text = pc.strftime(array.cast(pa.timestamp("us", tz=t.tz)), format="%Y-%m-%dT%H:%M:%S")
-        out = _quoted(pc.binary_join_element_wise(text, "Z", "") if t.tz is not None else text)
-    elif pa.types.is_decimal(t):
-        text = array.cast(pa.string())
-        sci = pc.match_substring(text, "E")
-        if pc.any(sci).as_py():  # Arrow prints tiny values as 1E-30; the changelog has plain digits
-            fixed = [None if v is None else format(v, "f") for v in array.filter(sci).to_pylist()]
-            text = pc.replace_with_mask(text, sci, pa.array(fixed, pa.string()))
-        out = _quoted(text)
-    elif pa.types.is_date(t):
-        out = _quoted(array.cast(pa.string()))
-    elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        out = _json_strings(array)
-    else:  # binary and anything else: per value
-        out = pa.array([None if v is None else dumps(v) for v in json_values(array)], pa.string())
-    return out.fill_null("null")
+def json_line_column(frame: DataFrame, columns: Sequence[str], op: str | Column,
+                     meta: Sequence[tuple[str, str | Column]]) -> Column:
+    """One changelog-json line per row of ``frame`` (without the newline), built by Spark's
+    JSON writer in the JVM: Python never sees the rows, only the finished lines.
 
-
-@dataclass(frozen=True)
-class LineEncoder:
-    """Turns an Arrow batch into changelog-json lines; picklable, runs on executors.
-
-    ``snapshot_batch`` set: the rows are snapshot rows (+I, meta names the batch); else the
-    batch carries the metadata columns and ``stream_batch`` is the micro-batch id. Lines are
-    built column by column with Arrow compute (``json_texts``), not row by row in Python:
-    the changelog sink's throughput is this function's.
+    ``op`` and each ``meta`` value (pairs of JSON key and value, in order) are a column name of
+    ``frame``, encoded by its type like a table column, or a Column used as it is.
     """
+    types = {f.name: f.dataType for f in frame.schema}
 
-    columns: tuple[str, ...]
-    database: str
-    table: str
-    snapshot_batch: str | None = None
-    stream_batch: int | None = None
+    def value(v: str | Column) -> Column:
+        return _json_ready(spark_col(v), types[v]) if isinstance(v, str) else v
 
-    def pieces(self, batch: pa.RecordBatch) -> list[Any]:
-        """The parts of every line, in order: constant texts and per-row JSON texts."""
-        parts: list[Any] = ['{"data":{']
-        for i, c in enumerate(self.columns):
-            parts += [("," if i else "") + dumps(c) + ":", json_texts(batch.column(c))]
-        if self.snapshot_batch is not None:
-            meta = {"database": self.database, "table": self.table, "snapshot_batch": self.snapshot_batch}
-            parts.append('},"op":"+I","meta":' + dumps(meta) + "}\n")
-            return parts
-        parts += ['},"op":', json_texts(batch.column(META_OP)), ',"meta":{']
-        first = True
-        for col, key in META_JSON_KEYS.items():
-            if col in batch.schema.names:
-                parts += [("" if first else ",") + dumps(key) + ":", json_texts(batch.column(col))]
-                first = False
-        if self.stream_batch is not None:
-            parts.append(("" if first else ",") + '"batch":' + str(int(self.stream_batch)))
-        parts.append("}}\n")
-        return parts
+    data = F.struct(*[value(c).alias(c) for c in columns])
+    line = F.struct(data.alias("data"), value(op).alias("op"),
+                    F.struct(*[value(v).alias(k) for k, v in meta]).alias("meta"))
+    return F.to_json(line, SPARK_JSON_OPTIONS)
 
-    def lines(self, batch: pa.RecordBatch) -> list[str]:
-        return [line[:-1] for line in self._joined(batch).to_pylist()]
 
-    def _joined(self, batch: pa.RecordBatch) -> pa.Array:
-        parts = self.pieces(batch)
-        if batch.num_rows == 0:
-            return pa.array([], pa.string())
-        return pc.binary_join_element_wise(
-            *[p if isinstance(p, (pa.Array, pa.ChunkedArray)) else pa.scalar(p, pa.string()) for p in parts], "")
+# The file schema of changelog-json writes: the finished lines.
+LINES_SCHEMA = pa.schema([("line", pa.string())])
+# ... of stream writes: the lines and their order.
+STREAM_LINES_SCHEMA = pa.schema([("line", pa.string()), (META_SEQ, pa.int64())])
 
-    def __call__(self, batch: pa.RecordBatch) -> bytes:
-        joined = self._joined(batch)
-        if len(joined) == 0:
-            return b""
-        offsets = joined.buffers()[1]
-        o = np.frombuffer(offsets, dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
-        return joined.buffers()[2].to_pybytes()[int(o[0]):int(o[-1])]
+
+def joined_lines(batch: pa.RecordBatch) -> bytes:
+    """A batch of one string column (lines without newlines) as the bytes of a text file."""
+    lines = batch.column(0)
+    if len(lines) == 0:
+        return b""
+    joined = pc.binary_join_element_wise(lines, "\n", "")
+    o = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
+    return joined.buffers()[2].to_pybytes()[int(o[0]):int(o[-1])]
 
 
 # --- the sink -----------------------------------------------------------------------------------
@@ -269,11 +224,10 @@ class ChangelogSink(Sink):
 
     # --- writing files ------------------------------------------------------------------------
 
-    def _spec(self, schema: TableSchema, directory: str, file_schema: pa.Schema,
-              encoder: LineEncoder) -> FileWriteSpec:
+    def _spec(self, directory: str, file_schema: pa.Schema) -> FileWriteSpec:
         if self.format == "json":
-            return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", file_schema, fmt="text",
-                                 suffix=self.suffix, encoder=encoder)
+            return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", LINES_SCHEMA, fmt="text",
+                                 suffix=self.suffix, encoder=joined_lines)
         return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", file_schema, fmt="parquet",
                              suffix=self.suffix)
 
@@ -282,15 +236,17 @@ class ChangelogSink(Sink):
         t = schema.table_id
         final = self.snapshot_dir(t, batch_id)
         tmp = f"{self.table_dir(t)}/snapshot/.tmp-{safe_name(batch_id)}-{new_run_tag()}"
-        encoder = LineEncoder(schema.column_names, t.database, t.table, snapshot_batch=str(batch_id))
         if self.format == "parquet":
             frame = frame.select(*[spark_col(c) for c in schema.column_names],
                                  F.lit("+I").alias(META_OP), F.lit(t.database).alias(META_DATABASE),
                                  F.lit(t.table).alias(META_TABLE))
             file_schema = change_arrow_schema(schema, (META_OP, META_DATABASE, META_TABLE))
         else:
-            file_schema = table_arrow_schema(schema)
-        records = write_files(frame, self._spec(schema, tmp, file_schema, encoder))
+            meta = [("database", F.lit(t.database)), ("table", F.lit(t.table)),
+                    ("snapshot_batch", F.lit(str(batch_id)))]
+            frame = frame.select(json_line_column(frame, schema.column_names, F.lit("+I"), meta).alias("line"))
+            file_schema = LINES_SCHEMA
+        records = write_files(frame, self._spec(tmp, file_schema))
         check_files(self.fs_spec, records)
         self._replace_dir(tmp, final)
         rows = sum(r.num_rows for r in records)
@@ -311,23 +267,71 @@ class ChangelogSink(Sink):
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         t = schema.table_id
+        tmp_dir = f"{self.table_dir(t)}/stream/.tmp-{int(batch_id):09d}-{new_run_tag()}"
+        if self.format == "json":
+            rows = self._write_json_changes(schema, changes, batch_id, tmp_dir)
+        else:
+            rows = self._write_parquet_changes(schema, changes, batch_id, tmp_dir)
+        fs, prefix = self.fs_spec.open()
+        if fs.get_file_info(prefix + tmp_dir).type != pafs.FileType.NotFound:
+            fs.delete_dir(prefix + tmp_dir)
+        log.info("changelog %s micro-batch %d: %d rows", t, batch_id, rows)
+
+    def _write_json_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int, tmp_dir: str) -> int:
+        """Lines are built in the JVM where the rows are, and every partition (a binlog range
+        of the micro-batch) is written by its own task, in ``_seq`` order; the parts are then
+        joined in ``_seq`` order into the batch's file. Parts whose ``_seq`` spans overlap
+        (input not partitioned by binlog range) are written again as one sorted partition."""
+        present = [m for m in META_COLUMNS if m in changes.columns]
+        meta = [(key, col) for col, key in META_JSON_KEYS.items() if col in present]
+        meta.append(("batch", F.lit(int(batch_id))))
+        line = json_line_column(changes, schema.column_names, META_OP, meta)
+        selected = changes.select(line.alias("line"), spark_col(META_SEQ))
+
+        def write(frame: DataFrame) -> list[tuple[int, int, FileRecord]]:
+            spec = FileWriteSpec(self.fs_spec, tmp_dir, f"part-{new_run_tag()}", STREAM_LINES_SCHEMA, fmt="text",
+                                 suffix=self.suffix, encoder=joined_lines, order_by=META_SEQ)
+            records = write_files(frame, spec)
+            check_files(self.fs_spec, records)
+            spans = [(json.loads(r.stats or "{}"), r) for r in records]
+            return sorted(((span["first"], span["last"], r) for span, r in spans), key=lambda x: x[0])
+
+        parts = write(selected)
+        if any(a[1] >= b[0] for a, b in zip(parts, parts[1:])):
+            log.info("changelog %s micro-batch %d: the partitions' _seq spans overlap; written again as one",
+                     schema.table_id, batch_id)
+            parts = write(selected.repartition(1))
+        if parts:
+            self._publish([r.path for _, _, r in parts], self.stream_file(schema.table_id, batch_id), tmp_dir)
+        return sum(r.num_rows for _, _, r in parts)
+
+    def _publish(self, parts: Sequence[str], final: str, tmp_dir: str) -> None:
+        """Join ``parts`` (in order) into ``final`` by a rename: a reader sees the whole file or none."""
+        fs, prefix = self.fs_spec.open()
+        source = parts[0]
+        if len(parts) > 1:
+            source = f"{tmp_dir}/joined{self.suffix}"
+            with fs.open_output_stream(prefix + source) as out:
+                for p in parts:
+                    with fs.open_input_stream(prefix + p) as f:
+                        while chunk := f.read(8 << 20):
+                            out.write(chunk)
+        fs.move(prefix + source, prefix + final)
+
+    def _write_parquet_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int, tmp_dir: str) -> int:
         present = [m for m in META_COLUMNS if m in changes.columns]
         selected = changes.select(*[spark_col(c) for c in schema.column_names], *present)
         # one input partition (one binlog range): no shuffle, just the sort (rows the library
         # read for refused events come after the range's other rows)
         single = selected.rdd.getNumPartitions() <= 1
         ordered = (selected.coalesce(1) if single else selected.repartition(1)).sortWithinPartitions(META_SEQ)
-        tmp_dir = f"{self.table_dir(t)}/stream/.tmp-{int(batch_id):09d}-{new_run_tag()}"
-        encoder = LineEncoder(schema.column_names, t.database, t.table, stream_batch=int(batch_id))
-        records = write_files(ordered, self._spec(schema, tmp_dir, change_arrow_schema(schema, present), encoder))
+        records = write_files(ordered, self._spec(tmp_dir, change_arrow_schema(schema, present)))
         check_files(self.fs_spec, records)
-        fs, prefix = self.fs_spec.open()
         if records:
             (rec,) = records  # one partition -> at most one file
-            fs.move(prefix + rec.path, prefix + self.stream_file(t, batch_id))
-        if fs.get_file_info(prefix + tmp_dir).type != pafs.FileType.NotFound:
-            fs.delete_dir(prefix + tmp_dir)
-        log.info("changelog %s micro-batch %d: %d rows", t, batch_id, sum(r.num_rows for r in records))
+            fs, prefix = self.fs_spec.open()
+            fs.move(prefix + rec.path, prefix + self.stream_file(schema.table_id, batch_id))
+        return sum(r.num_rows for r in records)
 
 
 def read_json_lines(path: str) -> list[dict[str, Any]]:
@@ -364,5 +368,5 @@ def row_decoder(schema: TableSchema) -> Decoder:
     return lambda data: {k: decode_value(v, types[k]) for k, v in data.items()}
 
 
-__all__ = ["ChangelogSink", "LineEncoder", "FileRecord", "json_values", "format_micros", "dumps",
+__all__ = ["ChangelogSink", "FileRecord", "json_values", "format_micros", "dumps",
            "read_json_lines", "decode_value", "row_decoder"]
