@@ -35,6 +35,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping
 import pymysql
 
 from .config import SourceConfig
+from .connection import connect
 from .errors import CdcError
 from .events import Heartbeat, RowChange, SchemaChange
 from .model import TableId
@@ -184,7 +185,7 @@ class BinlogReader:
         """The library's connection factory: refuses to (re)connect once the reader is closed."""
         if self._done:
             raise _ReaderClosed()
-        return pymysql.connect(**kwargs)
+        return connect(**kwargs)
 
     def _open(self) -> None:
         """Check the start file is still there, then open the dump at ``dump_from``."""

@@ -121,10 +121,12 @@ class SourceConfig:
         """A pymysql connection (autocommit, utf8mb4, session time zone UTC)."""
         import pymysql
 
+        from .connection import connect
+
         kw = self.connect_kwargs()
         kw.update(overrides)
         try:
-            return pymysql.connect(**kw)
+            return connect(**kw)
         except pymysql.err.OperationalError as e:
             code = e.args[0] if e.args else None
             if code == 1045:
