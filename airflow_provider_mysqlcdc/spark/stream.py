@@ -25,11 +25,11 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ..cdc.model import TableSchema
+from ..cdc.model import TableId, TableSchema
 from ..cdc.pipeline import PipelineConfig
 from ..cdc.state import StateStore
 from . import binlog_source
-from .change_rows import SourceLayout, typed_changes
+from .change_rows import ChangeProjection, SourceLayout
 from .sinks.base import Sink
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,12 @@ def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: s
     """The foreachBatch function: fan one micro-batch out to the sink, table by table."""
     layout = SourceLayout(schemas, server_time_zone)
     captured = set(layout.slots)
+    projections: dict[TableId, ChangeProjection] = {}   # built on first use, reused by every batch
+
+    def changes(batch: DataFrame, t: TableId) -> DataFrame:
+        if t not in projections:
+            projections[t] = ChangeProjection(layout, t)
+        return projections[t].apply(batch)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         if len(captured) == 1:  # one table: its write is the only job, so read the binlog in it
@@ -66,7 +72,7 @@ def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: s
                 return  # a range the driver knows holds no captured change (heartbeat)
             (t,) = captured
             batch.sparkSession.sparkContext.setJobDescription(f"mysqlcdc stream {t} batch {batch_id}")
-            sink.write_changes(layout.slot(t).schema, typed_changes(batch, layout, t), batch_id)
+            sink.write_changes(layout.slot(t).schema, changes(batch, t), batch_id)
             return
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
@@ -75,7 +81,7 @@ def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: s
                     log.warning("micro-batch %s: rows of uncaptured table %s ignored", batch_id, t)
                     continue
                 batch.sparkSession.sparkContext.setJobDescription(f"mysqlcdc stream {t} batch {batch_id}")
-                sink.write_changes(layout.slot(t).schema, typed_changes(batch, layout, t), batch_id)
+                sink.write_changes(layout.slot(t).schema, changes(batch, t), batch_id)
         finally:
             batch.unpersist()
 

@@ -39,7 +39,7 @@ import decimal
 import json
 import logging
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -143,23 +143,34 @@ def _json_ready(column: Column, dtype: DataType) -> Column:
     return column
 
 
+class JsonLines:
+    """The ``to_json`` expression of a table's lines, built by Spark's JSON writer in the JVM:
+    Python never sees the rows, only the finished lines. Built once per table and column
+    set: the expression takes a few hundred py4j calls, which each micro-batch paid before.
+
+    ``op`` and each ``meta`` value (pairs of JSON key and value, in order) are a column name,
+    encoded by its type (``types``) like a table column, or a Column used as it is.
+    """
+
+    def __init__(self, types: Mapping[str, DataType], columns: Sequence[str], op: str | Column,
+                 meta: Sequence[tuple[str, str | Column]]) -> None:
+        def value(v: str | Column) -> Column:
+            return _json_ready(spark_col(v), types[v]) if isinstance(v, str) else v
+
+        self.data = F.struct(*[value(c).alias(c) for c in columns]).alias("data")
+        self.op = value(op).alias("op")
+        self.meta = [value(v).alias(k) for k, v in meta]
+
+    def column(self, more_meta: Sequence[tuple[str, Column]] = ()) -> Column:
+        """One line per row (without the newline); ``more_meta`` go after the fixed meta keys."""
+        meta = F.struct(*self.meta, *[v.alias(k) for k, v in more_meta]).alias("meta")
+        return F.to_json(F.struct(self.data, self.op, meta), SPARK_JSON_OPTIONS)
+
+
 def json_line_column(frame: DataFrame, columns: Sequence[str], op: str | Column,
                      meta: Sequence[tuple[str, str | Column]]) -> Column:
-    """One changelog-json line per row of ``frame`` (without the newline), built by Spark's
-    JSON writer in the JVM: Python never sees the rows, only the finished lines.
-
-    ``op`` and each ``meta`` value (pairs of JSON key and value, in order) are a column name of
-    ``frame``, encoded by its type like a table column, or a Column used as it is.
-    """
-    types = {f.name: f.dataType for f in frame.schema}
-
-    def value(v: str | Column) -> Column:
-        return _json_ready(spark_col(v), types[v]) if isinstance(v, str) else v
-
-    data = F.struct(*[value(c).alias(c) for c in columns])
-    line = F.struct(data.alias("data"), value(op).alias("op"),
-                    F.struct(*[value(v).alias(k) for k, v in meta]).alias("meta"))
-    return F.to_json(line, SPARK_JSON_OPTIONS)
+    """One changelog-json line per row of ``frame`` (see ``JsonLines``)."""
+    return JsonLines({f.name: f.dataType for f in frame.schema}, columns, op, meta).column()
 
 
 # The file schema of changelog-json writes: the finished lines.
@@ -199,6 +210,7 @@ class ChangelogSink(Sink):
         self.root = local_or_uri(root).rstrip("/")
         self.format = format
         self.fs_spec = FsSpec("uri", self.root)
+        self._lines: dict[tuple[Any, ...], JsonLines] = {}   # stream line expressions, per table and columns
 
     @property
     def suffix(self) -> str:
@@ -282,10 +294,13 @@ class ChangelogSink(Sink):
         of the micro-batch) is written by its own task, in ``_seq`` order; the parts are then
         joined in ``_seq`` order into the batch's file. Parts whose ``_seq`` spans overlap
         (input not partitioned by binlog range) are written again as one sorted partition."""
-        present = [m for m in META_COLUMNS if m in changes.columns]
-        meta = [(key, col) for col, key in META_JSON_KEYS.items() if col in present]
-        meta.append(("batch", F.lit(int(batch_id))))
-        line = json_line_column(changes, schema.column_names, META_OP, meta)
+        types = {f.name: f.dataType for f in changes.schema}
+        key = (schema.table_id, tuple(types.items()))
+        lines = self._lines.get(key)
+        if lines is None:
+            meta = [(k, col) for col, k in META_JSON_KEYS.items() if col in types]
+            lines = self._lines[key] = JsonLines(types, schema.column_names, META_OP, meta)
+        line = lines.column([("batch", F.lit(int(batch_id)))])
         selected = changes.select(line.alias("line"), spark_col(META_SEQ))
 
         def write(frame: DataFrame) -> list[tuple[int, int, FileRecord]]:
