@@ -25,10 +25,10 @@ Parquet files hold the table columns plus the ``_op`` and offset columns of base
 Idempotency: a micro-batch is written to a temporary name and renamed onto its final name,
 which depends only on the batch id, so a replayed batch rewrites the same file with the
 same content (rows sorted by ``_seq``): no duplicate lines. Each binlog range of the
-micro-batch is written by its own task; the parts are joined in ``_seq`` order. A snapshot batch is written
-into a temporary directory that then replaces the batch's directory (two renames: a
-reader may briefly see the batch missing, never twice; a crash in between is repaired by
-rerunning the batch).
+micro-batch is written by its own task; the parts are joined in ``_seq`` order. A snapshot
+batch is written into a temporary directory that then replaces the batch's directory (two
+renames: a reader may briefly see the batch missing, never twice; a crash in between is
+repaired by rerunning the batch).
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ class ChangelogSink(Sink):
                                  suffix=self.suffix, encoder=joined_lines, order_by=META_SEQ)
             records = write_files(frame, spec)
             check_files(self.fs_spec, records)
-            spans = [(json.loads(r.stats or "{}"), r) for r in records]
+            spans = [(json.loads(r.stats), r) for r in records]   # order_by: stats are the _seq span
             return sorted(((span["first"], span["last"], r) for span, r in spans), key=lambda x: x[0])
 
         parts = write(selected)
