@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import struct
 import zlib
+
+import numpy as np
 
 import pymysql
 import pytest
@@ -11,7 +14,9 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.fastbinlog.connection import binlog_dump_payload, register_slave_payload
 from airflow_provider_mysqlcdc.cdc.fastbinlog.constants import MAX_PACKET_LEN
 from airflow_provider_mysqlcdc.cdc.fastbinlog.errors import ChecksumError, ProtocolError
-from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import PacketReader, frame_packets, verify_checksum
+from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import (
+    PacketReader, checksums_valid, frame_packets, verify_checksum,
+)
 
 
 def stream(data: bytes, chunk: int | None = None):
@@ -126,6 +131,27 @@ def test_checksum():
     bad = ev[:3] + b"X" + ev[4:]
     with pytest.raises(ChecksumError, match="checksum mismatch at f:1"):
         verify_checksum(bad, "f:1")
+
+
+def _events_back_to_back(events: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    starts = np.cumsum([0] + [len(e) for e in events[:-1]])
+    return np.frombuffer(b"".join(events), dtype=np.uint8).copy(), starts
+
+
+def test_checksums_valid_checks_every_event_in_one_call():
+    rng = random.Random(5)
+    events = [event(rng.randbytes(rng.randint(19, 90)))[1:] for _ in range(50)]
+    assert checksums_valid(*_events_back_to_back(events))
+    assert checksums_valid(*_events_back_to_back(events[:1]))
+    for k in (0, 17, 49):  # one bit anywhere in any one event -- its data or its stored CRC
+        for at in (0, 3, 4, len(events[k]) // 2, len(events[k]) - 1):
+            bad = list(events)
+            bad[k] = bad[k][:at] + bytes([bad[k][at] ^ (1 << (at % 8))]) + bad[k][at + 1:]
+            assert not checksums_valid(*_events_back_to_back(bad)), (k, at)
+    # two events swapping their stored CRCs: each alone is wrong, so the run is
+    a, b = events[3], events[4]
+    swapped = events[:3] + [a[:-4] + b[-4:], b[:-4] + a[-4:]] + events[5:]
+    assert not checksums_valid(*_events_back_to_back(swapped))
 
 
 def test_command_payloads():

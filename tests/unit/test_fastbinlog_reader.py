@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 import zlib
 
+import numpy as np
 import pytest
 from pymysql import charset as pc
 
@@ -20,6 +21,7 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog import (
 )
 from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
 from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import PacketReader, frame_packets
+from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import _packet_chain
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from tests.unit.test_fastbinlog_events import (
@@ -377,6 +379,62 @@ def test_the_numpy_walk_takes_plain_stretches_and_agrees():
     assert [repr(x) for x in got_bulk] == [repr(x) for x in got_plain]
     assert len([x for x in got_bulk if isinstance(x, RowChange)]) == 70
     assert (bulk.position, bulk.transaction_start) == (plain.position, plain.transaction_start)
+
+
+# what a whole XID packet looks like to the numpy walk's byte test: packet length 0x20, status
+# 0, type XID, event size 0x1F -- inside a row value, where the walk must not take it for one
+FAKE_PACKET = "\x20\x00\x00\x05\x00" + "\x00" * 4 + "\x10" + "\x01\x00\x00\x00" + "\x1f\x00\x00\x00" + "z" * 20
+
+
+def test_packet_chain_is_not_fooled_by_packets_inside_row_values():
+    b = base()
+    for i in range(10):
+        txn(b, i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, FAKE_PACKET if i == 4 else "v")])
+    data = b"".join(frame_packets(b"\x00" + ev, 1 + i) for i, ev in enumerate(b.events))
+    offsets, o = [], 0
+    while o < len(data):
+        offsets.append(o)
+        o += 4 + int.from_bytes(data[o:o + 3], "little")
+    B = np.frombuffer(data, dtype=np.uint8)
+    fake = offsets[2 + 4 * 4 + 2] + 5 + data[offsets[2 + 4 * 4 + 2] + 5:].index(FAKE_PACKET.encode())
+    assert fake in _packet_chain(B, fake, len(data))  # the test does take it for a packet by itself
+    # from the first GTID (after the rotate and FDE, which the walk does not take)
+    chain = _packet_chain(B, offsets[2], len(data)).tolist()
+    rows4 = 2 + 4 * 4 + 2   # the rows event holding the fake packet ends the stretch
+    assert chain == offsets[2:rows4 + 1]
+    assert _packet_chain(B, offsets[rows4 + 1], len(data)).tolist() == offsets[rows4 + 1:]
+
+
+def test_the_numpy_walk_agrees_when_row_values_look_like_packets():
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    for i in range(40):
+        txn(b, i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, FAKE_PACKET if i % 7 == 3 else "v")])
+    stop = BinlogOffset(b.file, b.pos)
+    plain, got_plain = walk(b.events, start, stop, bulk_min_events=0)
+    bulk, got_bulk = walk(b.events, start, stop, bulk_min_events=4)
+    assert [repr(x) for x in got_bulk] == [repr(x) for x in got_plain]
+    assert [c.after["v"] for c in got_bulk][3] == FAKE_PACKET
+    assert bulk.bulk_events > 100
+
+
+@pytest.mark.parametrize("which", ["gtid", "table_map", "rows"])
+def test_a_corrupt_event_in_a_numpy_stretch_is_named(which):
+    b = base()
+    start = BinlogOffset(b.file, b.pos)
+    for i in range(20):
+        txn(b, i + 1, 10, C.WRITE_ROWS_EVENT_V1, [image(i, "v")])
+    stop = BinlogOffset(b.file, b.pos)
+    k = 2 + 4 * 12 + {"gtid": 0, "table_map": 1, "rows": 2}[which]  # the 13th transaction's event
+    at = stop.position - sum(len(ev) for ev in b.events[k:])
+    ev = b.events[k]
+    b.events[k] = ev[:1] + bytes([ev[1] ^ 0x40]) + ev[2:]  # the timestamp: only the CRC can tell
+    r = FastBinlogReader(None, 1, start, stop, tables=(T,), blocking=False, bulk_min_events=8, columnar=MODE["columnar"])
+    r._charsets = CHARSETS
+    with pytest.raises(ChecksumError, match=f"checksum mismatch at {b.file}:{at}:") as raised:
+        for _ in r._loop(FakeConn(b.events)):
+            pass
+    assert "_bulk_walk" in [entry.name for entry in raised.traceback]  # found by the numpy walk
 
 
 def test_mysql_flavour_gtids_v2_rows_with_extra_data_and_begin_commit():
