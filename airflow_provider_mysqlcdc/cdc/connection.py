@@ -17,6 +17,9 @@ import time
 from typing import Any
 
 import pymysql.connections
+import pymysql.err
+
+from .errors import BinlogPurgedError, SourceUnreachableError
 
 TLS_CONTEXT_TTL_S = 600.0
 
@@ -49,3 +52,18 @@ class Connection(pymysql.connections.Connection):
 def connect(**kwargs: Any) -> Connection:
     """A pymysql connection (same arguments as ``pymysql.connect``)."""
     return Connection(**kwargs)
+
+
+_RETRY_MYSQL_CODES = {1053, 2003, 2006, 2013, 2055, 1927}  # shutdown, can't connect, gone, lost
+
+
+def is_connection_loss(e: BaseException) -> bool:
+    """A lost or refused connection (server restart), worth retrying; never a purged binlog."""
+    if isinstance(e, BinlogPurgedError):
+        return False
+    if isinstance(e, SourceUnreachableError):
+        return True
+    if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
+        code = e.args[0] if e.args else None
+        return code in _RETRY_MYSQL_CODES or isinstance(e, pymysql.err.InterfaceError)
+    return isinstance(e, (ConnectionError, EOFError, BrokenPipeError, TimeoutError))

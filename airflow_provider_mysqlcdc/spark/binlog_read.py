@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import SourceConfig
-from ..cdc.errors import BinlogPurgedError, SourceUnreachableError
+from ..cdc.connection import is_connection_loss
 from ..cdc.events import RowChange
 from ..cdc.fastbinlog.fallback import library_changes
 from ..cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
@@ -78,23 +78,6 @@ def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
     i = batch.num_rows - 1
     return BinlogOffset(batch.column("binlog_file")[i].as_py(), batch.column("binlog_pos")[i].as_py(),
                         row=batch.column("binlog_row")[i].as_py())
-
-
-_RETRY_MYSQL_CODES = {1053, 2003, 2006, 2013, 2055, 1927}  # shutdown, can't connect, gone, lost
-
-
-def is_connection_loss(e: BaseException) -> bool:
-    """A lost or refused connection (server restart), worth retrying; never a purged binlog."""
-    if isinstance(e, BinlogPurgedError):
-        return False
-    if isinstance(e, SourceUnreachableError):
-        return True
-    import pymysql
-
-    if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
-        code = e.args[0] if e.args else None
-        return code in _RETRY_MYSQL_CODES or isinstance(e, pymysql.err.InterfaceError)
-    return isinstance(e, (ConnectionError, EOFError, BrokenPipeError, TimeoutError))
 
 
 def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",

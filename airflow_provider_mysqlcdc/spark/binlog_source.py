@@ -87,6 +87,7 @@ from pyspark.sql.types import StructType
 
 from ..cdc.chunks import FinishedBatch
 from ..cdc.config import PASSWORD_ENV, SourceConfig
+from ..cdc.connection import is_connection_loss
 from ..cdc.errors import ConfigError
 from ..cdc.events import RowChange
 from ..cdc.model import TableId, TableSchema
@@ -94,7 +95,6 @@ from ..cdc.offsets import BinlogOffset
 from ..cdc.pipeline import PipelineConfig
 from ..cdc.plan import FIRST_BATCH_SLOT
 from ..cdc.state import StateStore
-from .binlog_read import is_connection_loss, range_batches
 from .change_rows import SourceLayout
 
 log = logging.getLogger(__name__)
@@ -501,6 +501,10 @@ class BinlogStreamReader(DataSourceStreamReader):
                 for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # imported here: the decoder is executor code, and the driver's source process (one
+        # new Python process per query start) then starts ~0.3 s sooner without it
+        from .binlog_read import range_batches
+
         assert isinstance(partition, BinlogPartition)
         s = self.settings
         start, end = StreamOffset.from_dict(partition.start), StreamOffset.from_dict(partition.end)

@@ -215,3 +215,16 @@ def test_options_are_lower_case_and_password_from_env(monkeypatch):
 def test_initial_mode_without_finished_batches_fails_clearly():
     with pytest.raises(ConfigError, match="no finished snapshot batches"):
         bs.initial_offset(_settings(startup_mode="initial"))
+
+
+def test_the_driver_side_source_does_not_load_the_decoder():
+    """Every query start runs the source in a new Python process on the driver; the decoder
+    and pandas (which a pyarrow list conversion pulls in) are executor-side costs."""
+    import subprocess
+    import sys
+
+    code = ("import sys, airflow_provider_mysqlcdc.spark.binlog_source; "
+            "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.fastbinlog', "
+            "'airflow_provider_mysqlcdc.spark.binlog_read', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
