@@ -16,8 +16,10 @@ where events start, ``row`` numbers the rows of one event, DDL as ``SchemaChange
 Why it is fast (measured on the bench workload, see bench/decoder_throughput.py):
 
 * the packet framing is inlined into the event walk, and stretches of plain events
-  already received (rows, TABLE_MAP, GTID, XID) are walked with numpy (``_bulk_walk``):
-  one Python loop step per event to follow packet lengths, everything else vectorized;
+  already received (rows, TABLE_MAP, GTID, XID) are walked with numpy (``_bulk_walk``)
+  with no Python step per event: the packets are found by testing every byte offset at
+  once and verifying the chain (``_packet_chain``), and the checksums of everything
+  emitted are verified by one crc32 call (``packets.checksums_valid``);
 * uncaptured tables are dropped by table id at the event header -- their rows are never
   parsed or copied, their checksums never computed;
 * a TABLE_MAP identical to the last one for its id costs a byte comparison; a new one is
