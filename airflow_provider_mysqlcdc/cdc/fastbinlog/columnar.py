@@ -132,11 +132,12 @@ def _binary(B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndar
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(out_len, out=offsets[1:])
     total = int(offsets[-1])
-    if total:
+    if total and not pad_to:
+        data = B[np.repeat(start - offsets[:-1], out_len) + np.arange(total, dtype=np.int64)]
+    elif total:
         rel = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], out_len)
-        src = np.repeat(start, out_len) + rel
-        if pad_to:
-            src = np.where(rel < np.repeat(length, out_len), src, len(B) - 1)  # the last byte is a pad 0
+        src = np.where(rel < np.repeat(length, out_len), np.repeat(start, out_len) + rel,
+                       len(B) - 1)  # the last byte is a pad 0
         data = B[src]
     else:
         data = np.zeros(0, dtype=np.uint8)

@@ -172,7 +172,8 @@ class _Builder:
         # event bytes: one event (bytes, None) or several back to back (bytes, their lengths)
         self.pieces: list[tuple[bytes, np.ndarray | None]] = []
         self.n = 0                              # events so far
-        self.gtids: list[Any] = []              # str, (domain, server id, seq) or None, per event
+        # per event, in runs: a list of str / (domain, server id, seq) / None, or a uint64 (n, 3) array
+        self.gtids: list[list[Any] | np.ndarray] = []
         self.files: list[tuple[int, str]] = [(0, file)]   # (first event index, file name)
         self.skips: dict[int, int] = {}         # event index -> rows to drop (the start row)
 
@@ -182,14 +183,16 @@ class _Builder:
         if skip:
             self.skips[self.n] = skip
         self.pieces.append((ev, None))
-        self.gtids.append(gtid)
+        if not self.gtids or not isinstance(self.gtids[-1], list):
+            self.gtids.append([])
+        self.gtids[-1].append(gtid)
         self.n += 1
 
-    def add_many(self, blob: bytes, lengths: np.ndarray, gtids: list[Any], file: str) -> None:
+    def add_many(self, blob: bytes, lengths: np.ndarray, gtids: list[Any] | np.ndarray, file: str) -> None:
         if file != self.files[-1][1]:
             self.files.append((self.n, file))
         self.pieces.append((blob, lengths))
-        self.gtids.extend(gtids)
+        self.gtids.append(gtids)
         self.n += len(lengths)
 
     def build(self) -> ChangeBatch:
@@ -407,20 +410,43 @@ def _packet_chain(B: np.ndarray, start: int, rend: int) -> np.ndarray:
 
 
 def _gather_u32(B: np.ndarray, p: np.ndarray) -> np.ndarray:
-    return (B[p].astype(np.int64) | (B[p + 1].astype(np.int64) << 8) | (B[p + 2].astype(np.int64) << 16)
-            | (B[p + 3].astype(np.int64) << 24))
+    """The little-endian uint32 at each byte offset ``p`` of ``B``, as int64: one gather
+    through a view whose element i is the 4 bytes at byte i (unaligned, stride 1)."""
+    if len(B) < 4:
+        return np.zeros(len(p), dtype=np.int64)
+    return np.ndarray((len(B) - 3,), dtype="<u4", buffer=B, strides=(1,))[p].astype(np.int64)
 
 
 def _gather_u16(B: np.ndarray, p: np.ndarray) -> np.ndarray:
-    return B[p].astype(np.int64) | (B[p + 1].astype(np.int64) << 8)
+    if len(B) < 2:
+        return np.zeros(len(p), dtype=np.int64)
+    return np.ndarray((len(B) - 1,), dtype="<u2", buffer=B, strides=(1,))[p].astype(np.int64)
 
 
-def _gtid_array(gtids: list[Any]) -> pa.Array:
-    """GTIDs of the events as strings; MariaDB's (domain, server, seq) triples formatted in bulk."""
-    if gtids and all(type(g) is tuple for g in gtids):
-        parts = np.array(gtids, dtype=np.uint64)
-        return pc.binary_join_element_wise(*(pa.array(parts[:, k]).cast(pa.string()) for k in range(3)), "-")
-    return pa.array([g if g is None or isinstance(g, str) else f"{g[0]}-{g[1]}-{g[2]}" for g in gtids], pa.string())
+def _gather_events(B: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The events at ``starts`` (with ``sizes``) copied back to back out of ``B`` in one gather,
+    and where each begins in the copy."""
+    offsets = np.cumsum(sizes) - sizes
+    return B[np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)], offsets
+
+
+def _gtid_array(runs: list[list[Any] | np.ndarray]) -> pa.Array:
+    """GTIDs of the events as strings (see ``_Builder.gtids``); MariaDB's (domain, server, seq)
+    triples formatted in bulk, anything else (MySQL's, none) one by one."""
+    arrays: list[np.ndarray] = []
+    for run in runs:
+        if isinstance(run, np.ndarray):
+            arrays.append(run)
+        elif run and all(type(g) is tuple for g in run):
+            arrays.append(np.array(run, dtype=np.uint64).reshape(-1, 3))
+        else:
+            values = [g for r in runs for g in (map(tuple, r.tolist()) if isinstance(r, np.ndarray) else r)]
+            return pa.array([g if g is None or isinstance(g, str) else f"{g[0]}-{g[1]}-{g[2]}" for g in values],
+                            pa.string())
+    if not arrays:
+        return pa.array([], pa.string())
+    parts = np.concatenate(arrays)
+    return pc.binary_join_element_wise(*(pa.array(parts[:, k]).cast(pa.string()) for k in range(3)), "-")
 
 
 def _row_numbers(counts: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -931,7 +957,8 @@ class FastBinlogReader:
         crc32 = zlib.crc32
         added = 0
         captured_any = np.zeros(k, dtype=bool)
-        used_gtids: set[int] = set()
+        gtid_used = np.zeros(k, dtype=bool)
+        emitted: list[tuple[np.ndarray, np.ndarray]] = []   # (events back to back, their offsets)
         carried_used = False
         for dec, parts in groups.values():
             idx = np.sort(np.concatenate(parts))
@@ -940,19 +967,27 @@ class FastBinlogReader:
                 continue
             captured_any[idx] = True
             # copy the group's events out of the receive buffer in one gather
-            a, sz = e[idx], size[idx]
-            offsets = np.cumsum(sz) - sz
-            blob = B[np.repeat(a - offsets, sz) + np.arange(int(sz.sum()), dtype=np.int64)].tobytes()
+            sz = size[idx]
+            events, offsets = _gather_events(B, e[idx], sz)
+            blob = events.tobytes()
+            emitted.append((events, offsets))
             g = last_gtid[idx]
             ge = e[np.maximum(g, 0)]
-            gtids: list[Any] = list(zip(_gather_u32(B, ge + 27).tolist(), _gather_u32(B, ge + 5).tolist(),
-                                        (_gather_u32(B, ge + 19) | (_gather_u32(B, ge + 23) << 32)).tolist()))
-            if (g < 0).any():
+            gtids: np.ndarray | list[Any] = np.empty((len(idx), 3), dtype=np.uint64)  # (domain, server, seq)
+            gtids[:, 0] = _gather_u32(B, ge + 27)
+            gtids[:, 1] = _gather_u32(B, ge + 5)
+            gtids[:, 2] = _gather_u32(B, ge + 19).astype(np.uint64) | (
+                _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32))
+            if (g < 0).any():  # before the stretch's first GTID: the transaction's, carried in
                 carried = gtid_parts if gtid_parts is not None else self._gtid
-                for j in np.nonzero(g < 0)[0].tolist():
-                    gtids[j] = carried
+                if type(carried) is tuple:
+                    gtids[g < 0] = carried
+                else:
+                    gtids = [t for t in map(tuple, gtids.tolist())]
+                    for j in np.nonzero(g < 0)[0].tolist():
+                        gtids[j] = carried
                 carried_used = True
-            used_gtids.update(np.unique(g[g >= 0]).tolist())
+            gtid_used[g[g >= 0]] = True
             b = builders.get(id(dec))
             if b is None:
                 b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None,
@@ -965,18 +1000,24 @@ class FastBinlogReader:
                 if crc32(gtid_event) != CRC32_RESIDUE:
                     verify_checksum(gtid_event, f"{file} (GTID event before {int(pos[0])})")
                 gtid_event = None
-            # what is emitted: the captured rows, the GTIDs they carry, their tables' TABLE_MAPs
+            # what is emitted: the captured rows (copied above), the GTIDs they carry, their
+            # tables' TABLE_MAPs; in any order, as every event is checked on its own
             tm_idx = np.nonzero(typ == C.TABLE_MAP_EVENT)[0]
             used = [t for t in np.unique(tid[tm_idx]).tolist() if last_map[t][1] is not None]
-            check = np.unique(np.concatenate((
-                np.nonzero(captured_any)[0], np.fromiter(used_gtids, dtype=np.int64, count=len(used_gtids)),
-                tm_idx[np.isin(tid[tm_idx], used)])))
-            if len(check):
-                a, sz = e[check], size[check]
-                offsets = np.cumsum(sz) - sz
-                events = B[np.repeat(a - offsets, sz) + np.arange(int(sz.sum()), dtype=np.int64)]
-                if not checksums_valid(events, offsets):
-                    for i in check.tolist():  # name the event
+            others = np.flatnonzero(gtid_used)
+            if len(used):
+                others = np.concatenate((others, tm_idx[np.isin(tid[tm_idx], used)]))
+            if len(others):
+                emitted.append(_gather_events(B, e[others], size[others]))
+            if emitted:
+                lengths = [len(ev) for ev, _ in emitted]
+                bases = np.cumsum([0] + lengths[:-1])
+                all_events = np.concatenate([ev for ev, _ in emitted])
+                starts = np.concatenate([off + base for (_, off), base in zip(emitted, bases)])
+                if not checksums_valid(all_events, starts):
+                    checked = captured_any.copy()
+                    checked[others] = True
+                    for i in np.flatnonzero(checked).tolist():   # name the first bad event
                         at, ln = int(e[i]), int(size[i])
                         verify_checksum(view[at:at + ln], f"{file}:{int(pos[i])}")
         # the transaction state after the stretch, as the one-by-one walk would leave it: a GTID
@@ -995,7 +1036,7 @@ class FastBinlogReader:
             ga = int(e[g])
             seq_no, domain = _GTID(rbuf, ga + 19)
             gtid_parts = (domain, _U32(rbuf, ga + 5)[0], seq_no)
-            gtid_event = None if (g in used_gtids or not verify_crc) else bytes(view[ga:ga + int(size[g])])
+            gtid_event = None if (gtid_used[g] or not verify_crc) else bytes(view[ga:ga + int(size[g])])
         last = k - 1
         self.bulk_events += k
         cur_pos = int(pos[last] + size[last])
