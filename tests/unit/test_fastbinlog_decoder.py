@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import random
 import struct
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from pymysql import charset as pc
 
 from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
-from airflow_provider_mysqlcdc.cdc.fastbinlog.columnar import columnar_reason, decode_events
+from airflow_provider_mysqlcdc.cdc.fastbinlog.columnar import columnar_reason, decode_events, gather_slices
 from airflow_provider_mysqlcdc.cdc.fastbinlog.decoder import TableDecoder, Unsupported, plan_table
 from airflow_provider_mysqlcdc.cdc.fastbinlog.tablemap import parse_table_map, table_map_names
 from tests.unit.test_fastbinlog_events import Col, event, table_map_body
@@ -246,3 +247,22 @@ def test_mysql_binary_json_column_in_both_decoders():
     bounds = np.cumsum([0] + [len(i) for i in images])
     got = decode_events(dec, blob, bounds[:-1], bounds[1:])
     assert pa.StructArray.from_arrays(got.columns, fields=list(dec.image_type)).to_pylist() == want
+
+
+@pytest.mark.parametrize("case", ["dense", "sparse", "adjacent", "empty-slices", "one"])
+def test_gather_slices_equals_slicing(case):
+    """Both ways (mask over the stretch, index per byte) give exactly the slices' bytes in order."""
+    rng = random.Random(case)
+    data = bytes(rng.randrange(256) for _ in range(5000))
+    starts, lengths, at = [], [], 3
+    while at < 4800:
+        n = {"dense": rng.randint(20, 60), "sparse": rng.randint(1, 4), "adjacent": 7,
+             "empty-slices": rng.choice([0, 0, 9]), "one": 4000}[case]
+        starts.append(at)
+        lengths.append(n)
+        gap = {"dense": rng.randint(1, 5), "sparse": rng.randint(30, 90), "adjacent": 0,
+               "empty-slices": rng.randint(0, 3), "one": 5000}[case]
+        at += n + gap
+    B = np.frombuffer(data, dtype=np.uint8)
+    got = gather_slices(B, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64))
+    assert got.tobytes() == b"".join(data[s:s + n] for s, n in zip(starts, lengths))

@@ -120,6 +120,32 @@ def _decimal128(v: np.ndarray, typ: pa.DataType, nulls: np.ndarray | None, unsig
     return pa.Array.from_buffers(typ, n, [_validity(nulls) if k else None, pa.py_buffer(data)], null_count=k)
 
 
+def gather_slices(B: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The bytes ``B[starts[i]:starts[i] + lengths[i]]`` for every i, back to back.
+
+    Two ways to the same bytes: an index per byte copied (``np.repeat`` + ``arange``: eight
+    bytes of index per byte), or -- when the slices are in order, apart from each other and
+    cover much of the stretch they span, as a buffer's captured events or a column's values
+    usually do -- a mask over that stretch (+1 where a slice starts, -1 where it ends, a
+    running sum), which is two to three times cheaper there.
+    """
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8)
+    keep = lengths > 0
+    if not keep.all():
+        starts, lengths = starts[keep], lengths[keep]
+    ends = starts + lengths
+    lo, hi = int(starts[0]), int(ends[-1])
+    if 2 * total > hi - lo and (len(starts) < 2 or bool((starts[1:] > ends[:-1]).all())):
+        edge = np.zeros(hi - lo + 1, dtype=np.int8)
+        edge[starts - lo] = 1
+        edge[ends - lo] = -1
+        return B[lo:hi][np.cumsum(edge[:-1], dtype=np.int8).view(np.bool_)]
+    offsets = np.cumsum(lengths) - lengths
+    return B[np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)]
+
+
 def _binary(B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndarray | None,
             pad_to: int = 0) -> pa.Array:
     """A binary array of the slices B[start:start+length] (padded with 0x00 to ``pad_to``)."""
@@ -133,7 +159,7 @@ def _binary(B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndar
     np.cumsum(out_len, out=offsets[1:])
     total = int(offsets[-1])
     if total and not pad_to:
-        data = B[np.repeat(start - offsets[:-1], out_len) + np.arange(total, dtype=np.int64)]
+        data = gather_slices(B, start, out_len)
     elif total:
         rel = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], out_len)
         src = np.where(rel < np.repeat(length, out_len), np.repeat(start, out_len) + rel,

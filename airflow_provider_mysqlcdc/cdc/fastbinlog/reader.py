@@ -69,7 +69,7 @@ from ..model import TableId
 from ..offsets import BinlogOffset, split_binlog_file
 from . import constants as C
 from .connection import DumpConnection
-from .columnar import columnar_reason, decode_events, select
+from .columnar import columnar_reason, decode_events, gather_slices, select
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
     CompressedEventError, FastBinlogError, PartialImageError, ProtocolError, UnknownEventError,
@@ -426,8 +426,7 @@ def _gather_u16(B: np.ndarray, p: np.ndarray) -> np.ndarray:
 def _gather_events(B: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The events at ``starts`` (with ``sizes``) copied back to back out of ``B`` in one gather,
     and where each begins in the copy."""
-    offsets = np.cumsum(sizes) - sizes
-    return B[np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)], offsets
+    return gather_slices(B, starts, sizes), np.cumsum(sizes) - sizes
 
 
 def _gtid_array(runs: list[list[Any] | np.ndarray]) -> pa.Array:
