@@ -249,19 +249,20 @@ def test_mysql_binary_json_column_in_both_decoders():
     assert pa.StructArray.from_arrays(got.columns, fields=list(dec.image_type)).to_pylist() == want
 
 
-@pytest.mark.parametrize("case", ["dense", "sparse", "adjacent", "empty-slices", "one"])
-def test_gather_slices_equals_slicing(case):
-    """Both ways (mask over the stretch, index per byte) give exactly the slices' bytes in order."""
+@pytest.mark.parametrize("case", ["dense", "sparse", "adjacent", "empty-slices", "one", "many-short"])
+def test_gather_slices_equals_slicing(case, monkeypatch):
+    """Every way (memoryview slices, an index per byte, in chunks) gives exactly the slices' bytes."""
+    monkeypatch.setattr("airflow_provider_mysqlcdc.cdc.fastbinlog.columnar._GATHER_CHUNK", 256)
     rng = random.Random(case)
     data = bytes(rng.randrange(256) for _ in range(5000))
     starts, lengths, at = [], [], 3
     while at < 4800:
         n = {"dense": rng.randint(20, 60), "sparse": rng.randint(1, 4), "adjacent": 7,
-             "empty-slices": rng.choice([0, 0, 9]), "one": 4000}[case]
+             "empty-slices": rng.choice([0, 0, 9]), "one": 4000, "many-short": rng.randint(1, 30)}[case]
         starts.append(at)
         lengths.append(n)
         gap = {"dense": rng.randint(1, 5), "sparse": rng.randint(30, 90), "adjacent": 0,
-               "empty-slices": rng.randint(0, 3), "one": 5000}[case]
+               "empty-slices": rng.randint(0, 3), "one": 5000, "many-short": rng.randint(0, 9)}[case]
         at += n + gap
     B = np.frombuffer(data, dtype=np.uint8)
     got = gather_slices(B, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64))

@@ -120,30 +120,37 @@ def _decimal128(v: np.ndarray, typ: pa.DataType, nulls: np.ndarray | None, unsig
     return pa.Array.from_buffers(typ, n, [_validity(nulls) if k else None, pa.py_buffer(data)], null_count=k)
 
 
-def gather_slices(B: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The bytes ``B[starts[i]:starts[i] + lengths[i]]`` for every i, back to back.
+_GATHER_CHUNK = 1 << 18   # bytes per index gather: its int64 index (8 bytes a byte) stays in cache
+_LONG_SLICE = 96          # average slice length from which one memoryview slice each is cheaper
 
-    Two ways to the same bytes: an index per byte copied (``np.repeat`` + ``arange``: eight
-    bytes of index per byte), or -- when the slices are in order, apart from each other and
-    cover much of the stretch they span, as a buffer's captured events or a column's values
-    usually do -- a mask over that stretch (+1 where a slice starts, -1 where it ends, a
-    running sum), which is two to three times cheaper there.
+
+def gather_slices(B: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The bytes ``B[starts[i]:starts[i] + lengths[i]]`` for every i, back to back (B: uint8).
+
+    Measured here: an index per byte copied (``np.repeat`` + ``arange`` + a gather) costs
+    ~2 ns a byte while its int64 index fits in cache and several times that beyond, so it
+    is done in chunks; for long slices (whole events) joining memoryview slices -- a Python
+    step per slice, but no per-byte work -- is cheaper still.
     """
     total = int(lengths.sum())
+    n = len(starts)
     if total == 0:
         return np.zeros(0, dtype=np.uint8)
-    keep = lengths > 0
-    if not keep.all():
-        starts, lengths = starts[keep], lengths[keep]
-    ends = starts + lengths
-    lo, hi = int(starts[0]), int(ends[-1])
-    if 2 * total > hi - lo and (len(starts) < 2 or bool((starts[1:] > ends[:-1]).all())):
-        edge = np.zeros(hi - lo + 1, dtype=np.int8)
-        edge[starts - lo] = 1
-        edge[ends - lo] = -1
-        return B[lo:hi][np.cumsum(edge[:-1], dtype=np.int8).view(np.bool_)]
+    if total >= _LONG_SLICE * n:
+        mv = memoryview(B)
+        return np.frombuffer(b"".join([mv[a:a + k] for a, k in zip(starts.tolist(), lengths.tolist())]),
+                             dtype=np.uint8)
     offsets = np.cumsum(lengths) - lengths
-    return B[np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)]
+    if total <= _GATHER_CHUNK:
+        return B[np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)]
+    out = np.empty(total, dtype=np.uint8)
+    cuts = np.unique(np.searchsorted(offsets, np.arange(0, total, _GATHER_CHUNK), side="right") - 1).tolist()
+    for i0, i1 in zip(cuts, cuts[1:] + [n]):
+        o0 = int(offsets[i0])
+        o1 = int(offsets[i1]) if i1 < n else total
+        out[o0:o1] = B[np.repeat(starts[i0:i1] - (offsets[i0:i1] - o0), lengths[i0:i1])
+                       + np.arange(o1 - o0, dtype=np.int64)]
+    return out
 
 
 def _binary(B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndarray | None,
