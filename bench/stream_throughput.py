@@ -3,7 +3,8 @@
 Workload (bench/workloads.py, issue 5): ``--rows`` (default 400,000) autocommit single-row
 UPDATEs alternating between the captured table ``bench.events`` and an uncaptured one.
 Rates are changes of the captured table per second (half the statements). On that one
-binlog range it times, median of ``--repeats``:
+binlog range it times, median of ``--repeats``, each repeat right after a run of the
+``mariadb-binlog`` baseline (ratios are the median of those paired ratios):
 
   * ``mariadb-binlog -v --table=events`` decoding the range from the binlog file (the C baseline);
   * the old library path: python-mysql-replication through the engine's ``BinlogReader``
@@ -268,10 +269,26 @@ def main() -> None:
     n = b.changes
     rates: dict[str, float] = {}
 
+    ratios: dict[str, float] = {}
+
+    def paired(name: str, fn, repeats: int) -> float:
+        """Median seconds of ``fn``; its ratio to mariadb-binlog is the median of the ratios to
+        a baseline run just before each repeat, so drift of the shared machine over the
+        script's minutes cancels out (absolute figures moved 20-30% within one run)."""
+        secs, pair = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            b.mariadb_binlog()
+            base = time.perf_counter() - t
+            took = timed(fn, n, 1)
+            secs.append(took)
+            pair.append(base / took)
+        ratios[name] = statistics.median(pair)
+        return statistics.median(secs)
+
     def report(name: str, secs: float, repeats: int) -> None:
         rates[name] = n / secs
-        base = rates.get("mariadb-binlog -v")
-        ratio = f"  ({rates[name] / base:.2f}x mariadb-binlog)" if base else ""
+        ratio = f"  ({ratios[name]:.2f}x mariadb-binlog, paired)" if name in ratios else ""
         print(f"  {name:>34}: {n / secs:>10,.0f} changes/s  {secs:7.2f} s, median of {repeats}{ratio}", flush=True)
 
     try:
@@ -296,7 +313,7 @@ def main() -> None:
             for name, fn, repeats in runs:
                 b.in_batches.clear()
                 b.cpu.clear()
-                report(name, timed(fn, n, repeats), repeats)
+                report(name, timed(fn, n, repeats) if fn == b.mariadb_binlog else paired(name, fn, repeats), repeats)
                 if b.in_batches:
                     print(f"  {'':>34}  {statistics.median(b.in_batches):>10,.0f} changes/s inside micro-batches "
                           "(without query start-up)", flush=True)
@@ -304,8 +321,8 @@ def main() -> None:
         lat = b.latency(args.latency_rate, args.latency_seconds)
         p50, p99 = pct(lat, 50), pct(lat, 99)
         print(f"commit-to-visible latency at {args.latency_rate} tx/s: p50={p50:.3f}s p99={p99:.3f}s", flush=True)
-        e2e = rates[f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"]
-        print(f"rows_per_s={int(e2e)} ratio_vs_mariadb_binlog={e2e / rates['mariadb-binlog -v']:.3f} "
+        headline = f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"
+        print(f"rows_per_s={int(rates[headline])} ratio_vs_mariadb_binlog={ratios[headline]:.3f} "
               f"p99_latency_s={p99:.3f}")
     finally:
         b.spark.stop()
