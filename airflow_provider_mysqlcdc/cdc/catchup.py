@@ -184,3 +184,28 @@ def batch_end(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOf
         i = files._index(start.file)
         return BinlogOffset(files.files[i + 1][0], _FIRST_EVENT_POS)
     return head
+
+
+def plan_batch(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOffset, max_bytes: int,
+               parts: int, min_part_bytes: int) -> tuple[BinlogOffset, list[BinlogOffset]]:
+    """A catch-up micro-batch from ``start``: its end (as ``batch_end``) and up to ``parts - 1``
+    transaction starts cutting it into ranges of about equal bytes (as ``split_range``).
+
+    Found in one pass when the head is beyond ``max_bytes``: every search walks from the last
+    cut found, so the server walks the batch's events once, where ``batch_end`` then
+    ``split_range`` walked them once for the end and again up to the last cut (each
+    ``SHOW BINLOG EVENTS`` walks from the position it is given: ~0.1 s per 64 MiB here).
+    """
+    if files.bytes_between(start, head) <= max_bytes:
+        return head, split_range(conn, files, start, head, parts, min_part_bytes)
+    parts = max(1, min(parts, max_bytes // max(1, min_part_bytes)))
+    cuts: list[BinlogOffset] = []
+    prev = start
+    for _ in range(parts - 1):
+        cut = boundary_after(conn, files, prev, max_bytes // parts, head)
+        if cut is None or cut <= prev:
+            break
+        cuts.append(cut)
+        prev = cut
+    end = batch_end(conn, files, prev, head, max(1, max_bytes - files.bytes_between(start, prev)))
+    return end, [c for c in cuts if c < end]

@@ -329,13 +329,13 @@ def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
             return None
         if behind < settings.catchup_min_bytes:
             return None
-        end = catchup.batch_end(conn, files, start.dump_from, head, settings.catchup_batch_bytes)
-        if end <= start.at:
+        parts = settings.catchup_parallelism
+        end, cuts = catchup.plan_batch(conn, files, start.dump_from, head, settings.catchup_batch_bytes, parts,
+                                       MIN_RANGE_BYTES)
+        if end <= start.at:  # a start inside a transaction, with the planned end before it
             end = head
-        cuts: list[BinlogOffset] = []
-        if settings.catchup_parallelism > 1:
-            cuts = [c for c in catchup.split_range(conn, files, start.dump_from, end, settings.catchup_parallelism,
-                                                   MIN_RANGE_BYTES) if start.at < c < end]
+            cuts = catchup.split_range(conn, files, start.dump_from, end, parts, MIN_RANGE_BYTES)
+        cuts = [c for c in cuts if start.at < c < end]
     finally:
         conn.close()
     return CatchupPlan(StreamOffset.boundary(end), tuple(cuts), behind)

@@ -80,6 +80,30 @@ def test_ranges_cut_at_transaction_starts_read_separately_equal_the_whole(mariad
     assert parts == whole
 
 
+def test_plan_batch_finds_the_end_and_the_cuts_in_one_pass(mariadb, fresh_db):
+    spec = create_int_table(mariadb, fresh_db, 10)
+    mariadb.execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT)", database=fresh_db)
+    start = _head(mariadb)
+    _backlog(mariadb, fresh_db, spec.table, 6000, 100_000)
+    head = _head(mariadb)
+    with contextlib.closing(mariadb.source_config().connect()) as conn:
+        files = catchup.BinlogFiles.read(conn, head)
+        total = files.bytes_between(start, head)
+        budget = total // 2
+        end, cuts = catchup.plan_batch(conn, files, start, head, budget, 3, 64 << 10)
+        for c in [*cuts, end]:  # every bound is where the server says a transaction starts
+            with conn.cursor() as cur:
+                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {c.position} LIMIT 1", (c.file,))
+                assert cur.fetchone()[2] == "Gtid", c
+        # the head within the budget: the end is the head, cut as split_range cuts it
+        assert catchup.plan_batch(conn, files, start, head, total, 3, 64 << 10) == (
+            head, catchup.split_range(conn, files, start, head, 3, 64 << 10))
+    assert len(cuts) == 2 and start < cuts[0] < cuts[1] < end < head
+    assert abs(files.bytes_between(start, end) - budget) < budget * 0.1
+    sizes = [files.bytes_between(a, b) for a, b in zip([start, *cuts], [*cuts, end])]
+    assert min(sizes) > budget / 3 * 0.8 and max(sizes) < budget / 3 * 1.2, sizes
+
+
 @pytest.mark.slow
 def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, fresh_db, tmp_dir):
     spec = create_int_table(mariadb, fresh_db, 100)
