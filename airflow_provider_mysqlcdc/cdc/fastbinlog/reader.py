@@ -396,7 +396,7 @@ def _packet_chain(B: np.ndarray, start: int, rend: int) -> np.ndarray:
     cand = cand[_BULK_TYPE[W[cand + 9]]]
     if not len(cand) or cand[0] != 0:
         return np.zeros(0, dtype=np.int64)
-    plen = W[cand].astype(np.int64) | (W[cand + 1].astype(np.int64) << 8) | (W[cand + 2].astype(np.int64) << 16)
+    plen = _gather_u32(W, cand) & 0xFFFFFF   # packet length (the 4th byte is the sequence id)
     same = _gather_u32(W, cand + 14) + 1 == plen
     cand, plen = cand[same], plen[same]
     if not len(cand) or cand[0] != 0:
@@ -898,7 +898,7 @@ class FastBinlogReader:
         n = len(O)
         if n < self.bulk_min_events:
             return None
-        plen = B[O].astype(np.int64) | (B[O + 1].astype(np.int64) << 8) | (B[O + 2].astype(np.int64) << 16)
+        plen = _gather_u32(B, O) & 0xFFFFFF
         e = O + 5
         typ = B[e + 4]
         size = _gather_u32(B, e + 9)
@@ -982,7 +982,7 @@ class FastBinlogReader:
                 if type(carried) is tuple:
                     gtids[g < 0] = carried
                 else:
-                    gtids = [t for t in map(tuple, gtids.tolist())]
+                    gtids = list(map(tuple, gtids.tolist()))
                     for j in np.nonzero(g < 0)[0].tolist():
                         gtids[j] = carried
                 carried_used = True
