@@ -65,7 +65,9 @@ snapshot again) -- never retried.
 
 Options (keys are lower case: Spark lower-cases data source option keys): ``config`` (the
 pipeline JSON, no password), ``schemas`` (JSON list of ``TableSchema.to_dict()``),
-``password``, optional ``reconnect_timeout_s``.
+``password``, optional ``reconnect_timeout_s`` and ``direct_write`` (a sink's spec, see
+``sinks/changelog_direct.py``: each task writes its range's files and yields part records
+instead of source rows).
 """
 
 from __future__ import annotations
@@ -201,6 +203,7 @@ class StreamSettings:
     catchup_parallelism: int = 1
     catchup_min_bytes: int = 16 << 20
     catchup_batch_bytes: int = 128 << 20
+    direct_write: str | None = None   # a sink's DirectWrite JSON: tasks write its files, yield part records
 
     @property
     def tables(self) -> list[TableId]:
@@ -509,10 +512,19 @@ class BinlogStreamReader(DataSourceStreamReader):
         s = self.settings
         start, end = StreamOffset.from_dict(partition.start), StreamOffset.from_dict(partition.end)
         began, rows = time.monotonic(), 0
-        for batch in range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
-                                   partition.first_file_index, s.reconnect_timeout_s):
-            rows += batch.num_rows
-            yield batch
+        batches = range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
+                                partition.first_file_index, s.reconnect_timeout_s)
+        if s.direct_write is not None:
+            from .sinks.changelog_direct import DirectWrite, current_batch_id, write_range
+
+            records = write_range(DirectWrite.from_json(s.direct_write), self.layout, batches, current_batch_id(),
+                                  partition.part)
+            rows = sum(records.column("changes").to_pylist())
+            yield records
+        else:
+            for batch in batches:
+                rows += batch.num_rows
+                yield batch
         if partition.parts > 1:
             _log_to_stderr()
             took = time.monotonic() - began
@@ -534,6 +546,10 @@ class BinlogDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
+        if {str(k).lower() for k in self.options} & {"direct_write"}:
+            from .sinks.changelog_direct import part_spark_schema
+
+            return part_spark_schema()
         return source_layout(self.options).spark_schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -581,6 +597,7 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
         catchup_parallelism=int(config.stream.catchup_parallelism),
         catchup_min_bytes=int(config.stream.catchup_min_bytes),
         catchup_batch_bytes=int(config.stream.catchup_batch_bytes),
+        direct_write=opts.get("direct_write") or None,
     )
 
 

@@ -13,6 +13,12 @@ per table would cost a binlog parse per table (and, with a Spark task retry in b
 still be correct but slow). With one table its write is the only job and reads the binlog
 itself: persisting would only copy every row once more. Sinks accept an empty frame (a
 range without captured changes).
+
+A sink with a direct write (``Sink.direct_write``: the changelog's JSON lines) skips the
+rows: the source's task that reads a binlog range writes that range's part files, and
+``foreachBatch`` only commits them (``Sink.publish_parts``), in one Spark job for every
+table. Exactly once holds the same way: the parts are a function of the range, and the
+commit is idempotent per (table, batch id).
 """
 
 from __future__ import annotations
@@ -36,8 +42,10 @@ log = logging.getLogger(__name__)
 
 
 def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[TableSchema],
-                 password: str | None = None, reconnect_timeout_s: float | None = None) -> DataFrame:
-    """The streaming DataFrame of source rows (see ``binlog_source.SOURCE_SCHEMA``).
+                 password: str | None = None, reconnect_timeout_s: float | None = None,
+                 direct_write: Any = None) -> DataFrame:
+    """The streaming DataFrame of source rows (``change_rows.SourceLayout``), or with
+    ``direct_write`` (a sink's spec) of the part records the source's tasks wrote.
 
     The password goes in the ``password`` option, which Spark redacts (spark.redaction.regex);
     without it the source reads ``$MYSQLCDC_PASSWORD`` from its process environment.
@@ -51,7 +59,33 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
         reader = reader.option("password", pw)
     if reconnect_timeout_s is not None:
         reader = reader.option("reconnect_timeout_s", str(reconnect_timeout_s))
+    if direct_write is not None:
+        reader = reader.option("direct_write", direct_write.to_json())
     return reader.load()
+
+
+def direct_batch_writer(sink: Sink) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function when the source's tasks write the sink's files themselves:
+    run the micro-batch (the batch id reaches the tasks as a local property), then let the
+    sink commit the part files they report."""
+    from .sinks.changelog_direct import BATCH_ID_PROPERTY
+    from .stream_status import note_rows_written
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        sc = batch.sparkSession.sparkContext
+        query_id = sc.getLocalProperty("sql.streaming.queryId")
+        if batch.rdd.getNumPartitions() == 0:
+            note_rows_written(query_id, batch_id, 0)
+            return  # a range the driver knows holds no captured change (heartbeat)
+        sc.setJobDescription(f"mysqlcdc stream batch {batch_id}")
+        sc.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
+        try:
+            records = [r.asDict() for r in batch.collect()]
+        finally:
+            sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
+        note_rows_written(query_id, batch_id, sink.publish_parts(records, batch_id))
+
+    return write
 
 
 def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: str = "UTC"
@@ -99,13 +133,17 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     """
     checkpoint = checkpoint_location or StateStore(config.state_location).checkpoint_url()
     interval = config.stream.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
-    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s)
+    direct = sink.direct_write()
+    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct)
+    write = (direct_batch_writer(sink) if direct is not None
+             else batch_writer(sink, schemas, config.source.server_time_zone))
     writer: Any = (frame.writeStream
-                   .foreachBatch(batch_writer(sink, schemas, config.source.server_time_zone))
+                   .foreachBatch(write)
                    .option("checkpointLocation", checkpoint)
                    .trigger(processingTime=f"{max(interval, 0.0)} seconds"))
     if query_name:
         writer = writer.queryName(query_name)
     query = writer.start()
-    log.info("binlog stream %s started (checkpoint %s, %d tables)", query.id, checkpoint, len(schemas))
+    log.info("binlog stream %s started (checkpoint %s, %d tables%s)", query.id, checkpoint, len(schemas),
+             ", files written by the source's tasks" if direct is not None else "")
     return query

@@ -466,6 +466,29 @@ class StatusRecorder:
 
 # --- the Spark listener -------------------------------------------------------------------------
 
+# Changes written per (query id, batch id) by a direct-write foreachBatch (spark/stream.py):
+# there Spark's numInputRows counts the part records, not the changes. Same driver process.
+_ROWS_WRITTEN: dict[tuple[str, int], int] = {}
+_ROWS_LOCK = threading.Lock()
+_MAX_NOTED = 1000
+
+
+def note_rows_written(query_id: str | None, batch_id: int, rows: int) -> None:
+    """Record the changes a micro-batch wrote, for the listener's ``rows_last_batch``."""
+    if query_id is None:
+        return
+    with _ROWS_LOCK:
+        if len(_ROWS_WRITTEN) >= _MAX_NOTED:  # progress events that never came (a failed batch)
+            _ROWS_WRITTEN.clear()
+        _ROWS_WRITTEN[(str(query_id), int(batch_id))] = int(rows)
+
+
+def rows_written(query_id: str, batch_id: int) -> int | None:
+    """The changes noted for a micro-batch (once: the entry is removed), or None."""
+    with _ROWS_LOCK:
+        return _ROWS_WRITTEN.pop((str(query_id), int(batch_id)), None)
+
+
 
 def _get(obj: Any, name: str) -> Any:
     """Field of a PySpark event/progress (dict subclasses in PySpark 4, objects before)."""
@@ -510,7 +533,8 @@ def _listener_class() -> type:
         def onQueryProgress(self, event: Any) -> None:
             def go() -> None:
                 p = event.progress
-                rows = _get(p, "numInputRows")
+                rows = rows_written(str(_get(p, "id")), int(_get(p, "batchId")))
+                rows = _get(p, "numInputRows") if rows is None else rows
                 self.recorder.progress(str(_get(p, "id")), str(_get(p, "runId")), int(_get(p, "batchId")),
                                        end_offset_of(p), None if rows is None else int(rows))
             self._safe(go)

@@ -152,6 +152,9 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
     assert "catch-up micro-batch" in text and "in 2 ranges" in text, text[-3000:]
     assert "catch-up range 2/2" in text and f"(server id {top_id})" in text, text[-3000:]
     assert ROOT_PASSWORD not in text
+    # the lines were written by the source's tasks, both ranges joined; the killed batch's parts were cleaned
+    assert "files written by the source's tasks" in text and "lines from 2 binlog ranges" in text, text[-3000:]
+    assert not list((tmp_dir / "sink").rglob(".tmp-*"))
     for s in schemas:
         changes = changes_of(tmp_dir / "sink", s)
         assert changes, f"no changes of {s.table_id}"

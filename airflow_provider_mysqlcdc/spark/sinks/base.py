@@ -60,5 +60,14 @@ class Sink(ABC):
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         """Apply one stream micro-batch of one table exactly once (a replay is a no-op)."""
 
+    def direct_write(self) -> Any:
+        """A spec (with ``to_json()``) for the binlog source to write this sink's stream files
+        itself, or None (the default): the stream then hands change rows to ``write_changes``."""
+        return None
+
+    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
+        """Commit the part files a direct-write micro-batch's tasks wrote; returns the changes in them."""
+        raise NotImplementedError(f"sink {self.name!r} has no direct stream write")
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; default: nothing to release."""

@@ -59,6 +59,7 @@ from .base import (
     META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ, META_TABLE,
     META_TS, Sink, SnapshotWrite,
 )
+from .changelog_direct import DirectWrite, batch_tmp_dir, table_dir
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ class ChangelogSink(Sink):
 
     def table_dir(self, table_id: TableId) -> str:
         """Relative to the root."""
-        return f"{table_id.database}/{table_id.table}"
+        return table_dir(table_id)
 
     def snapshot_dir(self, table_id: TableId, batch_id: str) -> str:
         return f"{self.table_dir(table_id)}/snapshot/{safe_name(batch_id)}"
@@ -332,6 +333,33 @@ class ChangelogSink(Sink):
                         while chunk := f.read(8 << 20):
                             out.write(chunk)
         fs.move(prefix + source, prefix + final)
+
+    def direct_write(self) -> DirectWrite | None:
+        """JSON lines are written by the binlog source's tasks (``changelog_direct``); Parquet is not."""
+        return DirectWrite(self.root) if self.format == "json" else None
+
+    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
+        """Join each table's parts (one per binlog range) in ``_seq`` order into the batch's file,
+        then delete the batch's ``.tmp`` directory with whatever failed attempts left there."""
+        by_table: dict[TableId, list[Mapping[str, Any]]] = {}
+        for r in records:
+            by_table.setdefault(TableId(r["database"], r["table"]), []).append(r)
+        changes = 0
+        fs, prefix = self.fs_spec.open()
+        for t, parts in sorted(by_table.items()):
+            parts = sorted(parts, key=lambda r: r["first_seq"])
+            if any(a["last_seq"] >= b["first_seq"] for a, b in zip(parts, parts[1:])):
+                raise RuntimeError(f"changelog {t} micro-batch {batch_id}: the binlog ranges' parts overlap in _seq "
+                                   f"({[(r['first_seq'], r['last_seq']) for r in parts]}); nothing was published")
+            check_files(self.fs_spec, [FileRecord(r["path"], r["size"], r["lines"]) for r in parts])
+            tmp_dir = batch_tmp_dir(t, batch_id)
+            self._publish([r["path"] for r in parts], self.stream_file(t, batch_id), tmp_dir)
+            fs.delete_dir(prefix + tmp_dir)
+            n = sum(r["changes"] for r in parts)
+            changes += n
+            log.info("changelog %s micro-batch %d: %d changes, %d lines from %d binlog ranges", t, batch_id, n,
+                     sum(r["lines"] for r in parts), len(parts))
+        return changes
 
     def _write_parquet_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int, tmp_dir: str) -> int:
         present = [m for m in META_COLUMNS if m in changes.columns]

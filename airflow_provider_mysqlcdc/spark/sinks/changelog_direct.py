@@ -1,0 +1,187 @@
+"""The changelog sink's direct stream write: the task that reads a binlog range writes its lines.
+
+Why: the stream's executors hold every change as Arrow right after decoding. Passing the
+rows through the JVM (Arrow -> rows -> projection -> ``to_json`` -> Arrow -> Python writer)
+cost about twice the CPU of decoding. In direct mode the binlog source's task encodes its
+range's changes (``changelog_lines.ChangeLines``) and writes one part file per table
+under ``<table>/stream/.tmp-<batch>/``; Spark carries only the part records
+(``PART_SCHEMA``) back to ``foreachBatch``, where ``ChangelogSink.publish_parts`` joins
+each table's parts in ``_seq`` order into the micro-batch's file, as the row path does.
+
+Exactly once stays as it was: the part names carry the task attempt, only the records of
+the attempts Spark accepted are joined, the final file name depends only on the batch id,
+and the batch's ``.tmp`` directory (with any part a failed attempt left) is deleted after
+the join -- also when a replay of the batch joins it again.
+
+The micro-batch id goes into every line's ``meta``. An executor learns it from the Spark
+local property ``BATCH_ID_PROPERTY``, which the stream's ``foreachBatch`` sets before it
+collects the records (local properties travel with the job's tasks).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from ...cdc.model import TableId
+from .changelog_lines import ChangeLines, joined_bytes
+
+BATCH_ID_PROPERTY = "mysqlcdc.stream.batchId"
+SUFFIX = ".jsonl"
+
+# One record per (range, table) with rows: where the part is and which _seq it spans.
+PART_FIELDS = (("database", pa.string()), ("table", pa.string()), ("path", pa.string()), ("size", pa.int64()),
+               ("lines", pa.int64()), ("changes", pa.int64()), ("first_seq", pa.int64()), ("last_seq", pa.int64()))
+PART_ARROW_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in PART_FIELDS])
+
+
+def part_spark_schema() -> Any:
+    """The binlog source's schema in direct mode (Spark types; pyspark imported on use)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    return StructType([StructField(n, StringType() if t == pa.string() else LongType(), False)
+                       for n, t in PART_FIELDS])
+
+
+def table_dir(table_id: TableId) -> str:
+    """A table's directory, relative to the changelog root."""
+    return f"{table_id.database}/{table_id.table}"
+
+
+def batch_tmp_dir(table_id: TableId, batch_id: int) -> str:
+    """Where a micro-batch's parts of a table are written before the join (one per batch id)."""
+    return f"{table_dir(table_id)}/stream/.tmp-{int(batch_id):09d}"
+
+
+@dataclass(frozen=True)
+class DirectWrite:
+    """What the binlog source needs to write changelog-json parts itself (a source option)."""
+
+    root: str
+
+    def to_json(self) -> str:
+        return json.dumps({"root": self.root})
+
+    @classmethod
+    def from_json(cls, text: str) -> "DirectWrite":
+        return cls(str(json.loads(text)["root"]))
+
+
+def current_batch_id() -> int:
+    """The micro-batch id the running task writes for (see the module docstring)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if value is None:
+        raise RuntimeError(
+            f"the binlog source in direct-write mode was read without the Spark local property "
+            f"{BATCH_ID_PROPERTY}: it is only read by the stream's foreachBatch (spark/stream.py), which sets it.")
+    return int(value)
+
+
+class _TablePart:
+    """One table's part file of a range, written as batches arrive, sorted only if they do not
+    arrive in ``_seq`` order (rows python-mysql-replication read for a table whose events the
+    fast decoder refused come after the range's other rows)."""
+
+    def __init__(self, fs: Any, prefix: str, path: str) -> None:
+        self.fs, self.prefix, self.path = fs, prefix, path
+        self.out: Any = None
+        self.seqs: list[np.ndarray] = []     # of the lines in the file, in file order
+        self.held: list[tuple[pa.Array, np.ndarray]] = []   # lines that arrived out of order
+        self.changes = 0
+
+    def add(self, lines: pa.Array, seq: np.ndarray, changes: int) -> None:
+        if not len(seq):
+            return
+        self.changes += changes
+        ordered = not self.held and bool((seq[1:] > seq[:-1]).all()) and (
+            not self.seqs or int(seq[0]) > int(self.seqs[-1][-1]))
+        if not ordered:
+            self.held.append((lines, seq))
+            return
+        if self.out is None:
+            self.fs.create_dir(self.prefix + self.path.rsplit("/", 1)[0], recursive=True)
+            self.out = self.fs.open_output_stream(self.prefix + self.path)
+        self.out.write(joined_bytes(lines))
+        self.seqs.append(seq)
+
+    def close(self) -> dict[str, Any] | None:
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+        if self.held:
+            self._rewrite_sorted()
+        if not self.seqs:
+            return None
+        seq = np.concatenate(self.seqs)
+        size = self.fs.get_file_info(self.prefix + self.path).size
+        return {"path": self.path, "size": int(size), "lines": len(seq), "changes": self.changes,
+                "first_seq": int(seq[0]), "last_seq": int(seq[-1])}
+
+    def abort(self) -> None:
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+
+    def _rewrite_sorted(self) -> None:
+        """Rare: merge the held lines with the file's, in ``_seq`` order, into the same file."""
+        lines: list[str] = []
+        if self.seqs:
+            with self.fs.open_input_stream(self.prefix + self.path) as f:
+                lines = f.read().decode("utf-8").split("\n")[:-1]
+        for held, _ in self.held:
+            lines += held.to_pylist()
+        seq = np.concatenate(self.seqs + [s for _, s in self.held])
+        order = np.argsort(seq, kind="stable")
+        if len(np.unique(seq)) != len(seq):
+            raise AssertionError(f"{self.path}: two changelog lines with the same _seq")
+        self.fs.create_dir(self.prefix + self.path.rsplit("/", 1)[0], recursive=True)
+        with self.fs.open_output_stream(self.prefix + self.path) as out:
+            out.write(joined_bytes(pa.array([lines[i] for i in order], pa.string())))
+        self.seqs, self.held = [seq[order]], []
+
+
+def write_range(spec: DirectWrite, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
+                ) -> pa.RecordBatch:
+    """Encode and write one binlog range's source rows (``change_rows.SourceLayout`` batches);
+    returns the part records (one per table with rows) as one Arrow batch of ``PART_ARROW_SCHEMA``."""
+    from pyspark import TaskContext
+
+    from .arrow_files import FsSpec
+
+    ctx = TaskContext.get()
+    attempt = ctx.attemptNumber() if ctx is not None else 0
+    fs, prefix = FsSpec("uri", spec.root).open()
+    tag = uuid.uuid4().hex[:12]
+    slots = list(layout.slots.items())
+    encoders = {t: ChangeLines(t.database, t.table, slot.column, slot.schema.column_names) for t, slot in slots}
+    parts: dict[TableId, _TablePart] = {}
+    try:
+        for batch in batches:
+            for t, slot in slots:
+                pair = batch.column(slot.column)
+                if pair.null_count == len(pair):
+                    continue
+                rows = batch if pair.null_count == 0 else batch.filter(pair.is_valid())
+                lines, seq = encoders[t].lines(rows, batch_id)
+                if t not in parts:
+                    path = f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{tag}-a{attempt}{SUFFIX}"
+                    parts[t] = _TablePart(fs, prefix, path)
+                parts[t].add(lines, seq, rows.num_rows)
+    except BaseException:
+        for p in parts.values():
+            p.abort()
+        raise
+    records = []
+    for t, p in parts.items():
+        rec = p.close()
+        if rec is not None:
+            records.append({"database": t.database, "table": t.table, **rec})
+    return pa.RecordBatch.from_pylist(records, schema=PART_ARROW_SCHEMA)
