@@ -65,7 +65,8 @@ snapshot again) -- never retried.
 
 Options (keys are lower case: Spark lower-cases data source option keys): ``config`` (the
 pipeline JSON, no password), ``schemas`` (JSON list of ``TableSchema.to_dict()``),
-``password``, optional ``reconnect_timeout_s`` and ``direct_write`` (a sink's spec, see
+``password``, optional ``reconnect_timeout_s``, ``checkpoint_location`` (where a moving
+initial offset is kept, see ``stable_initial_offset``) and ``direct_write`` (a sink's spec, see
 ``sinks/changelog_direct.py``: each task writes its range's files and yields part records
 instead of source rows).
 """
@@ -204,6 +205,7 @@ class StreamSettings:
     catchup_min_bytes: int = 16 << 20
     catchup_batch_bytes: int = 128 << 20
     direct_write: str | None = None   # a sink's DirectWrite JSON: tasks write its files, yield part records
+    checkpoint_location: str | None = None   # the query's checkpoint (keeps a moving initial offset)
 
     @property
     def tables(self) -> list[TableId]:
@@ -386,6 +388,37 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
     raise ConfigError(f"startup_mode: unknown {mode!r}")
 
 
+# Startup modes whose offset depends on when it is asked (the head moves, old files get purged).
+MOVING_STARTUP_MODES = ("latest-offset", "earliest-offset")
+INITIAL_OFFSET_FILE = "mysqlcdc_initial_offset.json"
+
+
+def stable_initial_offset(settings: StreamSettings) -> dict:
+    """The query's initial offset, asked of the server once per checkpoint.
+
+    Spark asks a source for its initial offset both to plan micro-batch 0 and to run it,
+    and again when it replays micro-batch 0 after a crash before its commit (the offset log
+    holds only end offsets). For ``latest-offset`` two answers differ as soon as the server
+    writes in between, and changes between them would be skipped, so the first answer is
+    kept in the query's checkpoint directory and returned from then on.
+    """
+    store = None
+    if settings.startup_mode in MOVING_STARTUP_MODES and settings.checkpoint_location:
+        from ..cdc.state import StateStore
+
+        store = StateStore(settings.checkpoint_location)
+        if store.exists(INITIAL_OFFSET_FILE):
+            kept = store.read_json(INITIAL_OFFSET_FILE)
+            log.info("binlog stream: the query starts at %s (startup_mode %s, recorded in the checkpoint)",
+                     StreamOffset.from_dict(kept), settings.startup_mode)
+            return StreamOffset.from_dict(kept).to_dict()
+    off = with_reconnect(lambda: initial_offset(settings), settings.reconnect_timeout_s, "initial offset")
+    if store is not None:
+        store.write_json(INITIAL_OFFSET_FILE, off.to_dict())
+    log.info("binlog stream: new query starts at %s (startup_mode %s)", off, settings.startup_mode)
+    return off.to_dict()
+
+
 # --- the Spark data source ------------------------------------------------------------------------
 
 
@@ -430,6 +463,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         self._last_move = time.monotonic()
         self._empty_ranges: set[str] = set()
         self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
+        self._initial: dict | None = None
 
     @property
     def layout(self) -> SourceLayout:
@@ -438,10 +472,10 @@ class BinlogStreamReader(DataSourceStreamReader):
         return self._layout
 
     def initialOffset(self) -> dict:
-        off = with_reconnect(lambda: initial_offset(self.settings), self.settings.reconnect_timeout_s,
-                             "initial offset")
-        log.info("binlog stream: new query starts at %s (startup_mode %s)", off, self.settings.startup_mode)
-        return off.to_dict()
+        """Where the query starts; the same answer every time it is asked (see ``stable_initial_offset``)."""
+        if self._initial is None:
+            self._initial = stable_initial_offset(self.settings)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.settings.max_events_per_batch)
@@ -598,6 +632,7 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
         catchup_min_bytes=int(config.stream.catchup_min_bytes),
         catchup_batch_bytes=int(config.stream.catchup_batch_bytes),
         direct_write=opts.get("direct_write") or None,
+        checkpoint_location=opts.get("checkpoint_location") or None,
     )
 
 

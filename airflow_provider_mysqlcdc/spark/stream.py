@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[TableSchema],
                  password: str | None = None, reconnect_timeout_s: float | None = None,
-                 direct_write: Any = None) -> DataFrame:
+                 direct_write: Any = None, checkpoint_location: str | None = None) -> DataFrame:
     """The streaming DataFrame of source rows (``change_rows.SourceLayout``), or with
     ``direct_write`` (a sink's spec) of the part records the source's tasks wrote.
 
@@ -61,6 +61,8 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
         reader = reader.option("reconnect_timeout_s", str(reconnect_timeout_s))
     if direct_write is not None:
         reader = reader.option("direct_write", direct_write.to_json())
+    if checkpoint_location is not None:
+        reader = reader.option("checkpoint_location", checkpoint_location)
     return reader.load()
 
 
@@ -134,7 +136,7 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     checkpoint = checkpoint_location or StateStore(config.state_location).checkpoint_url()
     interval = config.stream.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
     direct = sink.direct_write()
-    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct)
+    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint)
     write = (direct_batch_writer(sink) if direct is not None
              else batch_writer(sink, schemas, config.source.server_time_zone))
     writer: Any = (frame.writeStream

@@ -349,3 +349,29 @@ def test_purged_binlog_fails_with_the_documented_error(mariadb, fresh_db, spark,
 
 def _job(cfg_path: Path, log: Path) -> subprocess.Popen:
     return start_job(cfg_path, log, ROOT_PASSWORD, SINK_FACTORY)
+
+
+def test_latest_offset_start_is_asked_once_per_checkpoint(mariadb, fresh_db, tmp_dir):
+    """Spark asks for the initial offset to plan micro-batch 0, to run it and to replay it after a
+    crash; with latest-offset the head moves in between, so the first answer is kept."""
+    from airflow_provider_mysqlcdc.spark.binlog_source import (
+        INITIAL_OFFSET_FILE, BinlogStreamReader, settings_from_options,
+    )
+
+    spec = create_int_table(mariadb, fresh_db, 5)
+    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "latest-offset")
+    schemas = _schemas(cfg, fresh_db, [spec.table])
+    checkpoint = tmp_dir / "checkpoint"
+    options = {"config": cfg.to_json(), "schemas": json.dumps([s.to_dict() for s in schemas]),
+               "password": ROOT_PASSWORD, "checkpoint_location": str(checkpoint)}
+    first = BinlogStreamReader(settings_from_options(options))
+    start = first.initialOffset()
+    assert StreamOffset.from_dict(start).at == _head(mariadb)
+    mariadb.execute(f"UPDATE {TableId(fresh_db, spec.table).quoted} SET a = a + 1")
+    assert _head(mariadb) > StreamOffset.from_dict(start).at
+    assert first.initialOffset() == start                          # the same reader: the same answer
+    restarted = BinlogStreamReader(settings_from_options(options))  # a restart before the first commit
+    assert restarted.initialOffset() == start
+    assert (checkpoint / INITIAL_OFFSET_FILE).exists()
+    fresh = BinlogStreamReader(settings_from_options({**options, "checkpoint_location": str(tmp_dir / "other")}))
+    assert StreamOffset.from_dict(fresh.initialOffset()).at == _head(mariadb)   # a new checkpoint: the head now
