@@ -17,8 +17,13 @@ with its scale ("1.50"), binary as base64, TIMESTAMP as ISO-8601 UTC with micros
 "Z", DATETIME the same without a zone, DATE as "YYYY-MM-DD", TIME as signed microseconds
 (the mapping's int), integers as JSON numbers (BIGINT UNSIGNED is a decimal, so a string),
 floats as the exact double in Java's notation (1.0E10), NaN and infinities as strings.
-Spark's JSON writer builds the lines in the JVM (``json_line_column``): Python only joins the
-finished lines into files. ``json_values`` is the same encoding in Python (console sink).
+Snapshot lines (and stream lines handed over as rows, ``write_changes``) are built by
+Spark's JSON writer in the JVM (``json_line_column``). The stream's lines are built in Python
+by the binlog source's tasks, from the decoded Arrow rows, and written by them
+(``changelog_lines``, ``changelog_direct``; ``publish_parts`` commits them): same bytes, except
+that a float's digits are the shortest that give back the double where Java 17 sometimes
+prints more (4.9E-324 here is 5.0E-324). ``json_values`` is the encoding as Python values
+(console sink).
 
 Parquet files hold the table columns plus the ``_op`` and offset columns of base.py.
 
