@@ -36,7 +36,7 @@ from ..cdc.pipeline import PipelineConfig
 from ..cdc.state import StateStore
 from . import binlog_source
 from .change_rows import ChangeProjection, SourceLayout
-from .sinks.base import Sink
+from .sinks.base import BATCH_ID_PROPERTY, Sink
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,6 @@ def direct_batch_writer(sink: Sink) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks write the sink's files themselves:
     run the micro-batch (the batch id reaches the tasks as a local property), then let the
     sink commit the part files they report."""
-    from .sinks.changelog_direct import BATCH_ID_PROPERTY
     from .stream_status import note_rows_written
 
     def write(batch: DataFrame, batch_id: int) -> None:

@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableId
+from .base import BATCH_ID_PROPERTY
 from .changelog_lines import ChangeLines, joined_bytes
 
-BATCH_ID_PROPERTY = "mysqlcdc.stream.batchId"
 SUFFIX = ".jsonl"
 
 # One record per (range, table) with rows: where the part is and which _seq it spans.
