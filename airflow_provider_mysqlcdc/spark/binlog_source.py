@@ -38,10 +38,7 @@ ranges -- one Spark task each, range i > 0 reading with the i-th server id from 
 ``server_id_range``. The binlog is read once, in parallel; the ranges' rows are put back
 in binlog order by ``seq`` in the sink. A catch-up micro-batch may hold more than
 ``max_events_per_batch`` rows. After a driver restart a replayed micro-batch is read as
-one range (the cuts are driver memory): same rows, same numbers, just slower. While a
-catch-up micro-batch runs, the driver already plans the next one from its end (a thread;
-any plan up to a head seen earlier stays valid), so the server's walk does not stall the
-stream between batches.
+one range (the cuts are driver memory): same rows, same numbers, just slower.
 
 **Heartbeat**: the head is where the server's binlog ends, whatever tables wrote it. When
 the captured tables are idle and others busy, a scan finds no captured change and the
@@ -80,7 +77,6 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
@@ -350,36 +346,6 @@ def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
     return CatchupPlan(StreamOffset.boundary(end), tuple(cuts), behind)
 
 
-class _PlanAhead:
-    """The next catch-up micro-batch planned in a thread of the driver's source process while
-    the current one runs: the server's event walk then no longer sits between two batches.
-
-    Any plan from a start to a head seen at some time is a valid plan later (the head only
-    moves on), so using it changes nothing but when it was made; a failed or no-longer-needed
-    plan is simply made again, synchronously, by ``latestOffset``.
-    """
-
-    def __init__(self, settings: StreamSettings, start: dict) -> None:
-        self.key = json.dumps(start)
-        self._plan: CatchupPlan | None = None
-        self._timeout_s = settings.reconnect_timeout_s
-        self._thread = threading.Thread(target=self._run, args=(settings, StreamOffset.from_dict(start)),
-                                        name="mysqlcdc-plan-ahead", daemon=True)
-        self._thread.start()
-
-    def _run(self, settings: StreamSettings, start: StreamOffset) -> None:
-        try:
-            head = _head(settings.source)
-            if start.at < head:
-                self._plan = plan_catchup(settings, start, head)
-        except Exception as e:  # planned again by latestOffset, which retries and reports
-            log.info("binlog stream: planning ahead failed (%s: %s); planning when asked", type(e).__name__, e)
-
-    def take(self) -> CatchupPlan | None:
-        self._thread.join(self._timeout_s)
-        return None if self._thread.is_alive() else self._plan
-
-
 # --- startup offsets ----------------------------------------------------------------------------
 
 
@@ -498,7 +464,6 @@ class BinlogStreamReader(DataSourceStreamReader):
         self._empty_ranges: set[str] = set()
         self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
         self._initial: dict | None = None
-        self._ahead: _PlanAhead | None = None
 
     @property
     def layout(self) -> SourceLayout:
@@ -524,24 +489,18 @@ class BinlogStreamReader(DataSourceStreamReader):
         start = StreamOffset.from_dict(start_d)
         key = json.dumps(start_d)
         _check_available(self.settings.source, start.dump_from, self.settings.tables)
-        plan, ahead = self._take_plan_ahead(key), True
-        head: BinlogOffset | None = None
-        if plan is None:
-            ahead = False
-            head = _head(self.settings.source)
-            if head <= start.at:
-                return start_d
-            plan = plan_catchup(self.settings, start, head)
+        head = _head(self.settings.source)
+        if head <= start.at:
+            return start_d
+        plan = plan_catchup(self.settings, start, head)
         if plan is not None:
             end_d = plan.end.to_dict()
             self._idle_scan = None
             self._last_move = time.monotonic()
             self._cuts[json.dumps([start_d, end_d])] = plan.cuts
-            log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges%s",
-                     plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1,
-                     " (planned while the previous one ran)" if ahead else "")
+            log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges",
+                     plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1)
             return end_d
-        assert head is not None
         scan_from = start
         if self._idle_scan is not None and self._idle_scan[0] == key:
             scan_from = self._idle_scan[1]  # [start, there) is known to hold no captured change
@@ -553,11 +512,6 @@ class BinlogStreamReader(DataSourceStreamReader):
             self._last_move = time.monotonic()
             return result.end.to_dict()
         return self._idle_or_move(start_d, key, result.end)
-
-    def _take_plan_ahead(self, key: str) -> CatchupPlan | None:
-        """The plan made during the previous catch-up micro-batch, if it starts at ``key``."""
-        ahead, self._ahead = self._ahead, None
-        return ahead.take() if ahead is not None and ahead.key == key else None
 
     def _idle_or_move(self, start_d: dict, key: str, reached: StreamOffset) -> dict:
         """Nothing captured in [start, reached): move there at most once per heartbeat_s."""
@@ -578,8 +532,6 @@ class BinlogStreamReader(DataSourceStreamReader):
             self._empty_ranges.discard(key)
             return []  # scanned on this driver: no captured change in it
         first = min(StreamOffset.from_dict(start).dump_from.file_index, StreamOffset.from_dict(end).at.file_index)
-        if key in self._cuts:  # a catch-up micro-batch: plan the next one while this one runs
-            self._ahead = _PlanAhead(self.settings, end)
         bounds = [start] + [StreamOffset.boundary(c).to_dict() for c in self._cuts.pop(key, ())] + [end]
         n = len(bounds) - 1
         return [BinlogPartition(a, b, self.settings.catchup_server_id(i), first, i, n)
