@@ -83,10 +83,19 @@ class LocalStreamProcess:
         """The process exists and is not a zombie (our own exited child is reaped here)."""
         return _alive(self.pid)
 
-    def returncode(self) -> int | None:
-        """The exit code, if this process launched it and it has exited; else None."""
+    def returncode(self, wait_s: float = 0.0) -> int | None:
+        """The exit code, if this process launched it and it has exited; else None. ``wait_s``:
+        how long to wait for it (a process whose main thread has exited is dead for
+        ``is_alive`` while its other threads still finish, and has no exit code until then)."""
         popen = self.popen or _children.get(self.pid)
-        return popen.poll() if popen is not None else None
+        if popen is None:
+            return None
+        if wait_s > 0:
+            try:
+                return popen.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+        return popen.poll()
 
 
 # --- /proc helpers --------------------------------------------------------------------------------
@@ -363,7 +372,7 @@ def stop_local_stream(state: "StateStore", timeout_s: float = 30) -> bool:
 
 
 def _died_message(proc: LocalStreamProcess) -> str:
-    rc = proc.returncode()
+    rc = proc.returncode(wait_s=10.0)
     how = f"exited with code {rc}" if rc is not None else "exited"
     return (f"the binlog stream (pid {proc.pid}) {how} before committing its first micro-batch. "
             f"Fix the cause shown in its log ({proc.log_path}) and launch it again.")
