@@ -408,10 +408,10 @@ def stable_initial_offset(settings: StreamSettings) -> dict:
 
         store = StateStore(settings.checkpoint_location)
         if store.exists(INITIAL_OFFSET_FILE):
-            kept = store.read_json(INITIAL_OFFSET_FILE)
+            kept = StreamOffset.from_dict(store.read_json(INITIAL_OFFSET_FILE))
             log.info("binlog stream: the query starts at %s (startup_mode %s, recorded in the checkpoint)",
-                     StreamOffset.from_dict(kept), settings.startup_mode)
-            return StreamOffset.from_dict(kept).to_dict()
+                     kept, settings.startup_mode)
+            return kept.to_dict()
     off = with_reconnect(lambda: initial_offset(settings), settings.reconnect_timeout_s, "initial offset")
     if store is not None:
         store.write_json(INITIAL_OFFSET_FILE, off.to_dict())
@@ -580,7 +580,7 @@ class BinlogDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        if {str(k).lower() for k in self.options} & {"direct_write"}:
+        if any(str(k).lower() == "direct_write" for k in self.options):
             from .sinks.changelog_direct import part_spark_schema
 
             return part_spark_schema()

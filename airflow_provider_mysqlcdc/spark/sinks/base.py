@@ -31,11 +31,11 @@ META_ROW = "_binlog_row"     # row index inside the event
 META_GTID = "_gtid"
 META_TS = "_event_time"      # event header time, TIMESTAMP
 META_SEQ = "_seq"            # total order inside the micro-batch (binlog order, -U before +U)
+META_COLUMNS = (META_OP, META_DATABASE, META_TABLE, META_FILE, META_POS, META_ROW, META_GTID, META_TS, META_SEQ)
+
 # The Spark local property that carries the micro-batch id to a direct write's tasks (set by
 # the stream's foreachBatch around the job; local properties travel with a job's tasks).
 BATCH_ID_PROPERTY = "mysqlcdc.stream.batchId"
-
-META_COLUMNS = (META_OP, META_DATABASE, META_TABLE, META_FILE, META_POS, META_ROW, META_GTID, META_TS, META_SEQ)
 
 
 @dataclass(frozen=True)

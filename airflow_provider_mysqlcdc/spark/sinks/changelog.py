@@ -46,9 +46,7 @@ import logging
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -65,6 +63,7 @@ from .base import (
     META_TS, Sink, SnapshotWrite,
 )
 from .changelog_direct import DirectWrite, batch_tmp_dir, table_dir
+from .changelog_lines import joined_bytes
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +186,7 @@ STREAM_LINES_SCHEMA = pa.schema([("line", pa.string()), (META_SEQ, pa.int64())])
 
 def joined_lines(batch: pa.RecordBatch) -> bytes:
     """A batch of one string column (lines without newlines) as the bytes of a text file."""
-    lines = batch.column(0)
-    if len(lines) == 0:
-        return b""
-    joined = pc.binary_join_element_wise(lines, "\n", "")
-    o = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
-    return joined.buffers()[2].to_pybytes()[int(o[0]):int(o[-1])]
+    return joined_bytes(batch.column(0))
 
 
 # --- the sink -----------------------------------------------------------------------------------

@@ -27,11 +27,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# Jackson's escapes for the control characters (the rest of U+0000..U+001F are \\u00XX).
+# Jackson's escapes: U+0000..U+001F as \\u00XX, except the short forms, and the quote and backslash.
 _SHORT_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
-_ESCAPES = {chr(i): _SHORT_ESCAPES.get(chr(i), f"\\u{i:04X}") for i in range(0x20)}
-_ESCAPES.update({'"': '\\"', "\\": "\\\\"})
-_ESCAPE_TABLE = str.maketrans(_ESCAPES)
+_ESCAPE_TABLE = str.maketrans({**{chr(i): f"\\u{i:04X}" for i in range(0x20)}, **_SHORT_ESCAPES})
 
 
 def json_string(text: str) -> str:
