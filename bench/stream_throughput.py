@@ -24,6 +24,11 @@ Then it runs a steady ``--latency-rate`` transactions/s into a live stream (chan
 and reports commit-to-visible latency: from the client's commit to the sink file holding
 the row.
 
+The stream's query start includes Spark starting its driver-side Python process for the
+source, which imports PySpark from ``$SPARK_HOME/python/lib/pyspark.zip``. The first line says
+whether that zip holds bytecode (``make`` adds it; without it each query start compiles PySpark,
+about 0.5 s more per stream run here: see ``spark/pyspark_bytecode.py``).
+
 Below each stream run: the CPU seconds the server, the JVM, Spark's Python workers and the
 driver used (median per run), against the core-seconds the run's wall time offered.
 
@@ -57,6 +62,7 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogRead
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
+from airflow_provider_mysqlcdc.spark import pyspark_bytecode  # noqa: E402
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E402
 from airflow_provider_mysqlcdc.spark.stream import start_stream  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
@@ -266,6 +272,8 @@ def main() -> None:
     ap.add_argument("--latency-rate", type=int, default=500)
     ap.add_argument("--latency-seconds", type=float, default=20)
     args = ap.parse_args()
+    home = pyspark_bytecode.spark_home()
+    print("spark python zip:", pyspark_bytecode.zip_state(home / "python" / "lib" / "pyspark.zip").describe(), flush=True)
     work = ROOT / "bench" / ".work" / "stream"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -49,3 +49,10 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+
+# Spark starts its Python processes with pyspark.zip first on the path, and that zip ships
+# without bytecode: add it once, so each process does not compile PySpark again (~0.5 s each;
+# see airflow_provider_mysqlcdc/spark/pyspark_bytecode.py). Does nothing when already done.
+# Only the venv's own pyspark: a SPARK_HOME set for other work is left alone.
+venv_spark=$(.venv/bin/python -c "import importlib.util as u; print(u.find_spec('pyspark').submodule_search_locations[0])")
+.venv/bin/python -m airflow_provider_mysqlcdc.spark.pyspark_bytecode --quiet --spark-home "$venv_spark"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+
+from airflow_provider_mysqlcdc.spark.pyspark_bytecode import missing_bytecode_note
 
 # Debian's libmariadb-java; on a cluster pass the driver jar with --jars instead.
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
@@ -16,6 +19,9 @@ def jdbc_jar_path() -> str | None:
 
 def configure_builder(builder):
     """Add the JDBC driver jar and the settings the consistent reader relies on."""
+    note = missing_bytecode_note()
+    if note:
+        logging.getLogger(__name__).info(note)
     jar = jdbc_jar_path()
     if jar:
         builder = builder.config("spark.jars", jar)
