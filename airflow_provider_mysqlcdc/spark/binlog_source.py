@@ -67,8 +67,8 @@ Options (keys are lower case: Spark lower-cases data source option keys): ``conf
 pipeline JSON, no password), ``schemas`` (JSON list of ``TableSchema.to_dict()``),
 ``password``, optional ``reconnect_timeout_s``, ``checkpoint_location`` (where a moving
 initial offset is kept, see ``stable_initial_offset``) and ``direct_write`` (a sink's spec, see
-``sinks/changelog_direct.py``: each task writes its range's files and yields part records
-instead of source rows).
+``sinks/direct.py``: each task does the sink's share of its range -- writes changelog parts, or
+reduces to the last change per key -- and yields that spec's records instead of source rows).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ class StreamSettings:
     catchup_parallelism: int = 1
     catchup_min_bytes: int = 16 << 20
     catchup_batch_bytes: int = 128 << 20
-    direct_write: str | None = None   # a sink's DirectWrite JSON: tasks write its files, yield part records
+    direct_write: str | None = None   # a sink's DirectSpec JSON (sinks/direct.py): tasks yield its records
     checkpoint_location: str | None = None   # the query's checkpoint (keeps a moving initial offset)
 
     @property
@@ -549,10 +549,10 @@ class BinlogStreamReader(DataSourceStreamReader):
         batches = range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
                                 partition.first_file_index, s.reconnect_timeout_s)
         if s.direct_write is not None:
-            from .sinks.changelog_direct import DirectWrite, current_batch_id, write_range
+            from .sinks.direct import current_batch_id, spec_from_json
 
-            records = write_range(DirectWrite.from_json(s.direct_write), self.layout, batches, current_batch_id(),
-                                  partition.part)
+            records = spec_from_json(s.direct_write).write_range(self.layout, batches, current_batch_id(),
+                                                                  partition.part)
             rows = sum(records.column("changes").to_pylist())
             yield records
         else:
@@ -580,10 +580,11 @@ class BinlogDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        if any(str(k).lower() == "direct_write" for k in self.options):
-            from .sinks.changelog_direct import part_spark_schema
+        direct = [v for k, v in self.options.items() if str(k).lower() == "direct_write"]
+        if direct:
+            from .sinks.direct import spec_from_json
 
-            return part_spark_schema()
+            return spec_from_json(direct[0]).spark_schema()
         return source_layout(self.options).spark_schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

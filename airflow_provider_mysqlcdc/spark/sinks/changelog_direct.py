@@ -13,14 +13,11 @@ the attempts Spark accepted are joined, the final file name depends only on the 
 and the batch's ``.tmp`` directory (with any part a failed attempt left) is deleted after
 the join -- also when a replay of the batch joins it again.
 
-The micro-batch id goes into every line's ``meta``. An executor learns it from the Spark
-local property ``BATCH_ID_PROPERTY``, which the stream's ``foreachBatch`` sets before it
-collects the records (local properties travel with the job's tasks).
+The micro-batch id goes into every line's ``meta`` (``direct.current_batch_id``).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -29,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableId
-from .base import BATCH_ID_PROPERTY
 from .changelog_lines import ChangeLines, joined_bytes
+from .direct import DirectSpec
 
 SUFFIX = ".jsonl"
 
@@ -38,14 +35,6 @@ SUFFIX = ".jsonl"
 PART_FIELDS = (("database", pa.string()), ("table", pa.string()), ("path", pa.string()), ("size", pa.int64()),
                ("lines", pa.int64()), ("changes", pa.int64()), ("first_seq", pa.int64()), ("last_seq", pa.int64()))
 PART_ARROW_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in PART_FIELDS])
-
-
-def part_spark_schema() -> Any:
-    """The binlog source's schema in direct mode (Spark types; pyspark imported on use)."""
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    return StructType([StructField(n, StringType() if t == pa.string() else LongType(), False)
-                       for n, t in PART_FIELDS])
 
 
 def table_dir(table_id: TableId) -> str:
@@ -59,30 +48,25 @@ def batch_tmp_dir(table_id: TableId, batch_id: int) -> str:
 
 
 @dataclass(frozen=True)
-class DirectWrite:
-    """What the binlog source needs to write changelog-json parts itself (a source option)."""
+class DirectWrite(DirectSpec):
+    """What the binlog source needs to write changelog-json parts itself."""
 
+    kind = "changelog-json"
     root: str
 
-    def to_json(self) -> str:
-        return json.dumps({"root": self.root})
+    def options(self) -> dict[str, Any]:
+        return {"root": self.root}
 
     @classmethod
-    def from_json(cls, text: str) -> "DirectWrite":
-        return cls(str(json.loads(text)["root"]))
+    def from_options(cls, options: dict[str, Any]) -> "DirectWrite":
+        return cls(str(options["root"]))
 
+    def arrow_schema(self) -> pa.Schema:
+        return PART_ARROW_SCHEMA
 
-def current_batch_id() -> int:
-    """The micro-batch id the running task writes for (see the module docstring)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
-    if value is None:
-        raise RuntimeError(
-            f"the binlog source in direct-write mode was read without the Spark local property "
-            f"{BATCH_ID_PROPERTY}: it is only read by the stream's foreachBatch (spark/stream.py), which sets it.")
-    return int(value)
+    def write_range(self, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
+                    ) -> pa.RecordBatch:
+        return write_range(self, layout, batches, batch_id, part)
 
 
 class _TablePart:

@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..change_arrow import OP_CODES, explode_changes
+
 # Jackson's escapes: U+0000..U+001F as \\u00XX, except the short forms, and the quote and backslash.
 _SHORT_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 _ESCAPE_TABLE = str.maketrans({**{chr(i): f"\\u{i:04X}" for i in range(0x20)}, **_SHORT_ESCAPES})
@@ -165,7 +167,7 @@ def concat_texts(pieces: Sequence[str | pa.Array]) -> pa.Array:
 # --- change lines from the stream's source rows --------------------------------------------------
 
 # Op texts by code: 0 insert, 1 an update's first line, 2 delete, 3 an update's second line.
-_OP_TEXTS = pa.array(['"+I"', '"-U"', '"-D"', '"+U"'], pa.string())
+_OP_TEXTS = pa.array([json_string(op) for op in OP_CODES], pa.string())
 
 
 class ChangeLines:
@@ -190,19 +192,8 @@ class ChangeLines:
         n = batch.num_rows
         if n == 0:
             return pa.array([], pa.string()), np.zeros(0, np.int64)
-        op = batch.column("op")
-        is_upd = pc.equal(op, "update").to_numpy(zero_copy_only=False)
-        is_ins = pc.equal(op, "insert").to_numpy(zero_copy_only=False)
-        counts = 1 + is_upd.astype(np.int64)
-        row_of = np.repeat(np.arange(n), counts)                 # the source row of every line
-        half = np.zeros(len(row_of), np.int64)
-        half[(np.cumsum(counts) - counts)[is_upd] + 1] = 1       # an update's second line is its +U
-        code = np.where(half == 1, 3, np.where(is_upd[row_of], 1, np.where(is_ins[row_of], 0, 2)))
-        use_after = (half == 1) | is_ins[row_of]
-        before, after = batch.column(self.column).flatten()
-        images = pa.concat_arrays([before, after]).take(pa.array(row_of + n * use_after))
-        rows = pa.array(row_of)
-        seq = batch.column("seq").to_numpy(zero_copy_only=False).astype(np.int64)[row_of] * 2 + half
+        ch = explode_changes(batch, self.column)
+        rows = pa.array(ch.source_row)
         meta = concat_texts([
             json_texts(batch.column("binlog_file")), ',"binlog_pos":', batch.column("binlog_pos").cast(pa.string()),
             ',"binlog_row":', batch.column("binlog_row").cast(pa.string()), ',"gtid":', json_texts(batch.column("gtid")),
@@ -210,11 +201,11 @@ class ChangeLines:
         pieces: list[str | pa.Array] = ['{"data":']
         if not self.names:
             pieces.append("{")
-        for key, values in zip(self.data_keys, images.flatten()):
+        for key, values in zip(self.data_keys, ch.images.flatten()):
             pieces += [key, json_texts(values)]
-        pieces += ['},"op":', _OP_TEXTS.take(pa.array(code)), self.meta_head, meta,
-                   pa.array(seq).cast(pa.string()), f',"batch":{int(batch_id)}}}}}']
-        return concat_texts(_merged(pieces)), seq
+        pieces += ['},"op":', _OP_TEXTS.take(pa.array(ch.op_code)), self.meta_head, meta,
+                   pa.array(ch.seq).cast(pa.string()), f',"batch":{int(batch_id)}}}}}']
+        return concat_texts(_merged(pieces)), ch.seq
 
 
 def _merged(pieces: list[str | pa.Array]) -> list[str | pa.Array]:

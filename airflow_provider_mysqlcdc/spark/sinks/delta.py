@@ -10,10 +10,13 @@ removes the files an earlier run of the same batch added. So a rerun replaces ex
 chunks, readers see the old or the new rows of the batch, and a job that dies before the
 commit leaves only unreferenced files (harmless; ``vacuum`` removes them).
 
-Stream (``write_changes``): the micro-batch is reduced in Spark to the last change per row
-identity (by ``_seq``), then merged in one transaction that records the micro-batch id as
-this sink's application transaction version; a batch id at or below the recorded version
-is skipped, so a replayed micro-batch changes nothing.
+Stream: the micro-batch is reduced to the last change per row identity (by ``_seq``), then
+merged in one transaction that records the micro-batch id as this sink's application
+transaction version; a batch id at or below the recorded version is skipped, so a replayed
+micro-batch changes nothing. By default the reduction starts in the binlog source's tasks
+(``direct_write()``, ``last_change.py``): each reduces the range it decoded, and
+``publish_parts`` reduces the ranges' rows again on the driver. With ``direct_write: false``
+Spark reduces the change rows with a window instead (``write_changes``, the row path).
 
 Choices, and why:
 - DATETIME columns are Delta ``timestamp_ntz`` (the timestampNtz table feature, reader v3 /
@@ -38,13 +41,14 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ...cdc.chunks import KeyRange
-from ...cdc.errors import ConfigError
+from ...cdc.errors import ConfigError, SchemaMismatchError
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
     DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
     new_run_tag, safe_name, spark_col, table_arrow_schema, write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
+from .last_change import LastChange, merged_rows
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +87,15 @@ class DeltaSink(Sink):
     name = "delta"
 
     def __init__(self, root: str, storage_options: dict[str, str] | None = None, app_id: str = "mysqlcdc",
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, direct_write: bool = True) -> None:
+        if not isinstance(direct_write, bool):
+            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false.")
         self.root = local_or_uri(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.app_id = app_id
         self.row_group_rows = row_group_rows
+        self.direct = direct_write
+        self._schemas: dict[TableId, TableSchema] = {}   # the tables prepare() was given
 
     # --- locations ------------------------------------------------------------------------------
 
@@ -107,6 +115,7 @@ class DeltaSink(Sink):
     def prepare(self, schemas: Sequence[TableSchema]) -> None:
         for schema in schemas:
             self._prepare_one(schema)
+            self._schemas[schema.table_id] = schema
 
     def _prepare_one(self, schema: TableSchema) -> None:
         from deltalake import DeltaTable
@@ -214,17 +223,44 @@ class DeltaSink(Sink):
 
     # --- stream ---------------------------------------------------------------------------------
 
+    def direct_write(self) -> LastChange | None:
+        return LastChange() if self.direct else None
+
+    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
+        """Merge each table's last changes, reduced by the tasks (``last_change.py``) and again here."""
+        by_table: dict[TableId, list[Mapping[str, Any]]] = {}
+        for r in records:
+            by_table.setdefault(TableId(r["database"], r["table"]), []).append(r)
+        for t, parts in by_table.items():
+            schema = self._schemas.get(t)
+            if schema is None:
+                raise SchemaMismatchError(f"delta: micro-batch {batch_id} holds changes of {t}, a table this sink "
+                                          "was not prepared for. Fix: restart the stream job.")
+            table = self._unapplied(t, batch_id)
+            if table is not None:
+                rows = merged_rows(schema, [bytes(r["payload"]) for r in parts])
+                log.info("delta %s micro-batch %d: %d changes from %d binlog ranges, reduced by the source's tasks "
+                         "to %d rows", t, batch_id, sum(int(r["changes"]) for r in parts), len(parts), rows.num_rows)
+                self._merge(table, schema, self._merge_source(schema, rows), batch_id)
+        return sum(int(r["changes"]) for r in records)
+
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
-        table = self.open_table(schema.table_id)
-        done = table.transaction_version(self.app_id)
-        if done is not None and done >= batch_id:
-            log.info("delta %s: micro-batch %d already applied (version %d), skipped",
-                     schema.table_id, batch_id, done)
+        table = self._unapplied(schema.table_id, batch_id)
+        if table is None:
             return
         source = self.merge_source(schema, changes)
         if source.num_rows == 0:
             return
         self._merge(table, schema, source, batch_id)
+
+    def _unapplied(self, table_id: TableId, batch_id: int):
+        """The Delta table, or None when this micro-batch was merged into it already."""
+        table = self.open_table(table_id)
+        done = table.transaction_version(self.app_id)
+        if done is not None and done >= batch_id:
+            log.info("delta %s: micro-batch %d already applied (version %d), skipped", table_id, batch_id, done)
+            return None
+        return table
 
     def merge_source(self, schema: TableSchema, changes: DataFrame) -> pa.Table:
         """The last change per row identity, reduced in Spark; only this reduced micro-batch
@@ -232,17 +268,23 @@ class DeltaSink(Sink):
         ident = [spark_col(c) for c in schema.row_identity]
         w = Window.partitionBy(*ident).orderBy(F.col(META_SEQ).desc())
         latest = (changes.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1)
-                  .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP).alias(MERGE_OP)))
-        got = latest.toArrow()
-        target = table_arrow_schema(schema).append(pa.field(MERGE_OP, pa.string()))
-        return pa.Table.from_arrays([got.column(f.name).cast(f.type) for f in target], schema=target)
+                  .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP)))
+        return self._merge_source(schema, latest.toArrow())
+
+    @staticmethod
+    def _merge_source(schema: TableSchema, rows: pa.Table) -> pa.Table:
+        """The table's columns in the Delta table's types, and the op as ``MERGE_OP``."""
+        target = table_arrow_schema(schema)
+        columns = [rows.column(f.name).cast(f.type) for f in target] + [rows.column(META_OP).cast(pa.string())]
+        return pa.Table.from_arrays(columns, schema=target.append(pa.field(MERGE_OP, pa.string())))
 
     def _merge(self, table, schema: TableSchema, source: pa.Table, batch_id: int) -> Mapping[str, Any]:
         from deltalake import CommitProperties, Transaction
 
         def eq(c: str) -> str:
             op = "IS NOT DISTINCT FROM" if schema.column(c).nullable else "="
-            return f"t.{sql_ident(c)} {op} s.{sql_ident(c)}"
+            # parenthesized: DataFusion's parser binds AND tighter than IS NOT DISTINCT FROM
+            return f"(t.{sql_ident(c)} {op} s.{sql_ident(c)})"
 
         predicate = " AND ".join(eq(c) for c in schema.row_identity)
         assign = {sql_ident(c): f"s.{sql_ident(c)}" for c in schema.column_names}
