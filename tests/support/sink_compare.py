@@ -52,11 +52,13 @@ def wait_until_equal(read_expected, read_actual, timeout_s: float = 90.0, every_
 
 
 def sink_config(kind: str, tmp_dir: Path, postgres, monkeypatch):
-    """A Delta sink under ``tmp_dir`` (``delta-rows``: with Spark reducing the change rows instead
-    of the source's tasks), or a PostgreSQL sink in a fresh schema (password via $PGPASSWORD)."""
+    """A Delta sink under ``tmp_dir``, or a PostgreSQL sink in a fresh schema (password via
+    $PGPASSWORD); ``delta-rows`` / ``postgres-rows``: with Spark reducing the change rows
+    instead of the source's tasks."""
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 
     if kind in ("delta", "delta-rows"):
         return SinkConfig("delta", {"root": str(tmp_dir / "lake"), "direct_write": kind == "delta"})
     monkeypatch.setenv("PGPASSWORD", postgres.password)
-    return SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema()})
+    return SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema(),
+                                   "direct_write": kind == "postgres"})

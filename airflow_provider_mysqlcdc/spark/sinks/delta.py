@@ -41,14 +41,14 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ...cdc.chunks import KeyRange
-from ...cdc.errors import ConfigError, SchemaMismatchError
+from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
     DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
     new_run_tag, safe_name, spark_col, table_arrow_schema, write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
-from .last_change import LastChange, merged_rows
+from .last_change import LastChange, by_table
 
 log = logging.getLogger(__name__)
 
@@ -228,20 +228,12 @@ class DeltaSink(Sink):
 
     def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
         """Merge each table's last changes, reduced by the tasks (``last_change.py``) and again here."""
-        by_table: dict[TableId, list[Mapping[str, Any]]] = {}
-        for r in records:
-            by_table.setdefault(TableId(r["database"], r["table"]), []).append(r)
-        for t, parts in by_table.items():
-            schema = self._schemas.get(t)
-            if schema is None:
-                raise SchemaMismatchError(f"delta: micro-batch {batch_id} holds changes of {t}, a table this sink "
-                                          "was not prepared for. Fix: restart the stream job.")
-            table = self._unapplied(t, batch_id)
+        for part in by_table(records, self._schemas, "delta", batch_id):
+            table = self._unapplied(part.schema.table_id, batch_id)
             if table is not None:
-                rows = merged_rows(schema, [bytes(r["payload"]) for r in parts])
-                log.info("delta %s micro-batch %d: %d changes from %d binlog ranges, reduced by the source's tasks "
-                         "to %d rows", t, batch_id, sum(int(r["changes"]) for r in parts), len(parts), rows.num_rows)
-                self._merge(table, schema, self._merge_source(schema, rows), batch_id)
+                rows = part.rows()
+                log.info(part.describe("delta", batch_id, rows.num_rows))
+                self._merge(table, part.schema, self._merge_source(part.schema, rows), batch_id)
         return sum(int(r["changes"]) for r in records)
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:

@@ -63,8 +63,10 @@ Snapshot (``write_snapshot`` = ``stage_snapshot`` + ``commit_snapshot``)
     exists); the next run of the same batch drops stale staging tables of that batch first.
     Running a batch twice deletes and re-inserts the same rows: the table ends unchanged.
 
-Stream (``write_changes``)
-    The micro-batch is reduced in Spark to the last change per identity (by ``_seq``); a
+Stream (``publish_parts``, or ``write_changes`` with ``direct_write=False``)
+    The micro-batch is reduced to the last change per identity (by ``_seq``): by default
+    first by the binlog source's tasks, each for the range it decoded, then across ranges
+    on the driver (``last_change.py``); with ``direct_write=False`` by Spark (a window). A
     last op of ``-D`` or ``-U`` (the old key of a key-changing update) is a delete, ``+I`` /
     ``+U`` an upsert. The reduced rows (bounded by the stream's rate limit, never a table)
     come to the driver and are applied in ONE transaction: COPY into temp tables, ``DELETE
@@ -103,6 +105,7 @@ from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema, quote_ident
 from ...cdc.types import ColumnMapping, map_table
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
+from .last_change import LastChange, by_table
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +289,18 @@ def copy_frame(frame: DataFrame, table: PgTable, extra: Sequence[str] = ()) -> D
     return frame.select(*out, *[F.col(quote_ident(e)) for e in extra])
 
 
+def copy_arrow(rows: pa.Table, table: PgTable, extra: Sequence[str] = ()) -> pa.Table:
+    """``copy_frame`` for Arrow rows (the direct write's): binary as ``\\x<HEX>`` text, as Spark's hex writes it."""
+    names, columns = [], []
+    for name, typ, _kind in table.columns:
+        col = rows.column(name)
+        if typ == "bytea":
+            col = pa.array([None if v is None else "\\x" + v.hex().upper() for v in col.to_pylist()], pa.string())
+        names.append(name)
+        columns.append(col)
+    return pa.table(columns + [rows.column(e) for e in extra], names=names + list(extra))
+
+
 def _utc_timestamps(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
     """Zoned timestamps relabelled UTC (same instants), so CSV prints them as ``...Z``."""
     for i, f in enumerate(data.schema):
@@ -354,8 +369,12 @@ class PostgresSink(Sink):
 
     def __init__(self, dsn: str | Mapping[str, Any], *, schema: str = "public",
                  table_name_format: str = "{database}__{table}", password: str | None = None,
-                 password_file: str | os.PathLike | None = None) -> None:
+                 password_file: str | os.PathLike | None = None, direct_write: bool = True) -> None:
+        if not isinstance(direct_write, bool):
+            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false.")
         self.conn_info = PgConnection.resolve(dsn, password, password_file)
+        self.direct = direct_write
+        self._schemas: dict[TableId, TableSchema] = {}   # the tables prepare() was given
         self.schema = _check_ident(schema, "schema")
         self.table_name_format = table_name_format
         self._conn: psycopg.Connection | None = None
@@ -393,6 +412,7 @@ class PostgresSink(Sink):
     def prepare(self, schemas: Sequence[TableSchema]) -> None:
         tables = [self.table(s) for s in schemas]  # name/type errors before touching the server
         _check_distinct_names(tables)
+        self._schemas.update((s.table_id, s) for s in schemas)
         conn = self._driver_conn()
         with conn.transaction():
             # Concurrent prepares (mapped tasks) would race on CREATE ... IF NOT EXISTS.
@@ -588,6 +608,22 @@ class PostgresSink(Sink):
         with conn.transaction():
             conn.execute(f"DELETE FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
                          (self.table(schema).key,))
+
+    def direct_write(self) -> LastChange | None:
+        return LastChange() if self.direct else None
+
+    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
+        """Apply each table's last changes, reduced by the tasks (``last_change.py``) and again here."""
+        for part in by_table(records, self._schemas, "postgres", batch_id):
+            t = self._ensure_prepared(part.schema)
+            last = self.last_batch_id(part.schema)
+            if last is not None and last >= batch_id:
+                log.info("%s: micro-batch %d already applied (last %d), skipped", t.qualified, batch_id, last)
+                continue
+            rows = part.rows()
+            log.info(part.describe("postgres", batch_id, rows.num_rows))
+            self.apply_changes(t, copy_arrow(rows, t, extra=[META_OP]), batch_id)
+        return sum(int(r["changes"]) for r in records)
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         t = self._ensure_prepared(schema)

@@ -1,5 +1,6 @@
-"""Delta's direct stream write (each binlog range reduced to the last change per key by the
-task that decoded it) gives the same Delta table as Spark's reduction of the change rows."""
+"""The direct stream write of Delta and PostgreSQL (each binlog range reduced to the last
+change per key by the task that decoded it) gives the same tables as Spark's reduction of
+the change rows."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import contextlib
 import datetime as dt
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+from airflow_provider_mysqlcdc.spark.sinks.postgres import PostgresSink
 from airflow_provider_mysqlcdc.spark.stream import start_stream
 from tests.integration.test_binlog_stream import _caught_up, _config, _head, _wait
 from tests.integration.test_types_roundtrip import DDL, ROWS
@@ -39,12 +40,21 @@ def _workload(mariadb, db: str) -> None:
     mariadb.execute(*stmts, database=db)
 
 
-def _table(root: Path, t: TableId) -> pa.Table:
+def _delta(root: Path, t: TableId) -> list[dict]:
     from deltalake import DeltaTable
 
     rows = DeltaTable(str(root / t.database / t.table)).to_pyarrow_table()
-    key = "id" if "id" in rows.column_names else "a"
-    return rows.sort_by(key)
+    return rows.sort_by("id" if "id" in rows.column_names else "a").to_pylist()
+
+
+def _postgres(pg, schema: str, t: TableId) -> list[dict]:
+    name = f"{t.database}__{t.table}"
+    cols = [r[0] for r in pg.query("SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                                   "AND table_name = %s AND column_name <> '_mysqlcdc_batch' ORDER BY ordinal_position",
+                                   (schema, name))]
+    key = "id" if "id" in cols else "a"
+    return [dict(zip(cols, r)) for r in
+            pg.query(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{schema}"."{name}" ORDER BY "{key}"')]
 
 
 def _spy(publish, ranges_per_table: list[int]):
@@ -55,7 +65,9 @@ def _spy(publish, ranges_per_table: list[int]):
     return publish_parts
 
 
-def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, fresh_db, spark, tmp_dir):
+@pytest.mark.parametrize("kind", ["delta", "postgres"])
+def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, postgres, fresh_db, spark, tmp_dir,
+                                                                monkeypatch, kind):
     start = _head(mariadb)
     _workload(mariadb, fresh_db)
     head = _head(mariadb)
@@ -66,8 +78,15 @@ def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, fresh_d
         schemas = [read_table_schema(c, TableId(fresh_db, "t")), read_table_schema(c, TableId(fresh_db, "nokey"), "a")]
     assert schemas[1].row_identity == ("a", "f", "s")
     ranges_per_table: list[int] = []
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    pg_schemas = {"direct": postgres.fresh_schema(), "rows": postgres.fresh_schema()}
+
+    def table(name: str, t: TableId) -> list[dict]:
+        return _delta(tmp_dir / name, t) if kind == "delta" else _postgres(postgres, pg_schemas[name], t)
+
     for name, direct in (("direct", True), ("rows", False)):
-        sink = DeltaSink(str(tmp_dir / name), direct_write=direct)
+        sink = (DeltaSink(str(tmp_dir / name), direct_write=direct) if kind == "delta"
+                else PostgresSink(postgres.dsn, schema=pg_schemas[name], direct_write=direct))
         sink.prepare(schemas)
         assert (sink.direct_write() is not None) == direct
         if direct:
@@ -77,19 +96,19 @@ def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, fresh_d
             _wait(_caught_up(query, head), 120, f"the {name} stream to reach the head", query)
         finally:
             query.stop()
+            sink.close()
     assert max(ranges_per_table) == 2, f"parallel catch-up ranges met on the driver: {ranges_per_table}"
 
     for t in (TableId(fresh_db, "t"), TableId(fresh_db, "nokey")):
-        direct, rows = _table(tmp_dir / "direct", t), _table(tmp_dir / "rows", t)
-        assert direct.schema == rows.schema
-        assert direct.to_pylist() == rows.to_pylist(), t
+        direct, rows = table("direct", t), table("rows", t)
+        assert direct and direct == rows, t
 
     # and both are the source (absolute values, so both paths being wrong alike still fails)
-    got = {r["id"]: r for r in _table(tmp_dir / "direct", TableId(fresh_db, "t")).to_pylist()}
+    got = {r["id"]: r for r in table("direct", TableId(fresh_db, "t"))}
     assert sorted(got) == sorted(r[0] for r in mariadb.query(f"SELECT id FROM {fresh_db}.t"))
     assert sorted(got) == [2, 3, 4, 11]
     assert got[3]["tx"] == "x" * 2000 + "1198" and got[4]["tx"] == "x" * 2000 + "1199" and got[4]["i"] == 1199
     assert got[4]["dt6"] == dt.datetime(2026, 1, 1, 0, 0, 0, 1199)
     assert got[11]["bu"] is not None and got[2]["v"] == "back" and got[2]["tx"] is None
-    nokey = _table(tmp_dir / "direct", TableId(fresh_db, "nokey")).to_pylist()
+    nokey = table("direct", TableId(fresh_db, "nokey"))
     assert [(r["a"], r["s"]) for r in nokey] == [(1, "b"), (4, "c")]
