@@ -10,7 +10,7 @@ without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,17 @@ class ArrowChanges:
 
     def __len__(self) -> int:
         return len(self.seq)
+
+
+def rows_by_table(layout: Any, batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, Any, pa.RecordBatch]]:
+    """(table id, its ``SourceLayout`` slot, its rows) for each table with rows in each batch."""
+    slots = list(layout.slots.items())
+    for batch in batches:
+        for t, slot in slots:
+            pair = batch.column(slot.column)
+            if pair.null_count == len(pair):
+                continue
+            yield t, slot, (batch if pair.null_count == 0 else batch.filter(pair.is_valid()))
 
 
 def explode_changes(batch: pa.RecordBatch, column: str) -> ArrowChanges:

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableId
+from ..change_arrow import rows_by_table
 from .changelog_lines import ChangeLines, joined_bytes
 from .direct import DirectSpec
 
@@ -144,21 +145,16 @@ def write_range(spec: DirectWrite, layout: Any, batches: Iterable[pa.RecordBatch
     attempt = ctx.attemptNumber() if ctx is not None else 0
     fs, prefix = FsSpec("uri", spec.root).open()
     tag = uuid.uuid4().hex[:12]
-    slots = list(layout.slots.items())
-    encoders = {t: ChangeLines(t.database, t.table, slot.column, slot.schema.column_names) for t, slot in slots}
+    encoders = {t: ChangeLines(t.database, t.table, slot.column, slot.schema.column_names)
+                for t, slot in layout.slots.items()}
     parts: dict[TableId, _TablePart] = {}
     try:
-        for batch in batches:
-            for t, slot in slots:
-                pair = batch.column(slot.column)
-                if pair.null_count == len(pair):
-                    continue
-                rows = batch if pair.null_count == 0 else batch.filter(pair.is_valid())
-                lines, seq = encoders[t].lines(rows, batch_id)
-                if t not in parts:
-                    path = f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{tag}-a{attempt}{SUFFIX}"
-                    parts[t] = _TablePart(fs, prefix, path)
-                parts[t].add(lines, seq, rows.num_rows)
+        for t, _slot, rows in rows_by_table(layout, batches):
+            lines, seq = encoders[t].lines(rows, batch_id)
+            if t not in parts:
+                path = f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{tag}-a{attempt}{SUFFIX}"
+                parts[t] = _TablePart(fs, prefix, path)
+            parts[t].add(lines, seq, rows.num_rows)
     except BaseException:
         for p in parts.values():
             p.abort()

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ...cdc.errors import SchemaMismatchError
 from ...cdc.model import TableId, TableSchema
-from ..change_arrow import OP_ARRAY, explode_changes, last_per_identity
+from ..change_arrow import OP_ARRAY, explode_changes, last_per_identity, rows_by_table
 from .base import META_OP, META_SEQ
 from .direct import DirectSpec
 
@@ -101,18 +101,12 @@ class LastChange(DirectSpec):
 
     def write_range(self, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
                     ) -> pa.RecordBatch:
-        slots = list(layout.slots.items())
         reduced: dict[Any, _Reduced] = {}
-        for batch in batches:
-            for t, slot in slots:
-                pair = batch.column(slot.column)
-                if pair.null_count == len(pair):
-                    continue
-                rows = batch if pair.null_count == 0 else batch.filter(pair.is_valid())
-                changes = explode_changes(rows, slot.column)
-                if t not in reduced:
-                    reduced[t] = _Reduced(slot.schema.row_identity)
-                reduced[t].add(change_table(changes, slot.schema.column_names), rows.num_rows)
+        for t, slot, rows in rows_by_table(layout, batches):
+            if t not in reduced:
+                reduced[t] = _Reduced(slot.schema.row_identity)
+            changes = explode_changes(rows, slot.column)
+            reduced[t].add(change_table(changes, slot.schema.column_names), rows.num_rows)
         records = []
         for t, r in reduced.items():
             rows = r.result()
