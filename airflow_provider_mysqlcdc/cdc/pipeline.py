@@ -40,7 +40,10 @@ class StreamOptions:
     of binlog, counting would mean reading the backlog twice, so micro-batches are planned
     by bytes instead (``catchup_batch_bytes``, ending at a transaction start the server
     names) and split into ``catchup_parallelism`` ranges decoded by parallel Spark tasks,
-    each with its own server id (see ``cdc/catchup.py``). ``heartbeat_s`` keeps offsets
+    each with its own server id (see ``cdc/catchup.py``). A catch-up micro-batch costs
+    0.3-0.5 s beyond its reading (the server's walk, Spark's offset log and commit, task
+    start, the sink's commit), so ``catchup_batch_bytes`` is large (README, "Stream
+    behaviour", has the measurements). ``heartbeat_s`` keeps offsets
     moving while captured tables are idle; ``trigger_interval_s`` paces micro-batches.
     """
 
@@ -49,7 +52,7 @@ class StreamOptions:
     trigger_interval_s: float = 1.0
     catchup_parallelism: int = 2
     catchup_min_bytes: int = 16 << 20
-    catchup_batch_bytes: int = 128 << 20
+    catchup_batch_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
         checks = [

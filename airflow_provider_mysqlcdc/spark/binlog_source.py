@@ -203,7 +203,7 @@ class StreamSettings:
     state_location: str
     catchup_parallelism: int = 1
     catchup_min_bytes: int = 16 << 20
-    catchup_batch_bytes: int = 128 << 20
+    catchup_batch_bytes: int = 256 << 20
     direct_write: str | None = None   # a sink's DirectSpec JSON (sinks/direct.py): tasks yield its records
     checkpoint_location: str | None = None   # the query's checkpoint (keeps a moving initial offset)
 
