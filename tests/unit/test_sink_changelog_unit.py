@@ -7,6 +7,7 @@ import json
 from decimal import Decimal
 
 import pyarrow as pa
+import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.spark.sinks.changelog import (
@@ -83,3 +84,30 @@ def test_in_order_keeps_ordered_input_and_sorts_the_rest():
         lines = [x for b in got for x in b.column("line").to_pylist()]
         assert lines == [f"l{k}" for k in sorted(k for r in runs for k in r)] and (first, last) == (1, max(map(max, runs)))
     assert in_order(iter(_seq_batches([])), "_seq")[0] == []
+
+
+@pytest.mark.parametrize("kernel", ["copy_file_range", "refused", "refused midway"])
+def test_append_files_joins_in_order(tmp_path, monkeypatch, kernel):
+    """The direct write's join on a local filesystem: the first part grows into the batch's file."""
+    import os
+
+    from airflow_provider_mysqlcdc.spark.sinks.changelog import append_files
+
+    parts = [tmp_path / f"p{i}" for i in range(3)]
+    data = [bytes([65 + i]) * (3_000_000 + i) for i in range(3)]
+    for p, d in zip(parts, data):
+        p.write_bytes(d)
+    if kernel != "copy_file_range":
+        real = os.copy_file_range
+        calls = []
+
+        def copy_file_range(src, dst, count, offset_src, offset_dst):
+            calls.append(count)
+            if kernel == "refused" or len(calls) > 1:
+                raise OSError(18, "Invalid cross-device link")
+            return real(src, dst, min(count, 1000), offset_src, offset_dst)
+
+        monkeypatch.setattr(os, "copy_file_range", copy_file_range)
+    append_files(str(parts[0]), [str(parts[1]), str(parts[2])])
+    assert parts[0].read_bytes() == b"".join(data)
+    assert parts[1].read_bytes() == data[1]

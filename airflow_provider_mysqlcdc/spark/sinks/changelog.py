@@ -44,6 +44,7 @@ import decimal
 import json
 import logging
 import math
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
@@ -321,10 +322,18 @@ class ChangelogSink(Sink):
         return sum(r.num_rows for _, _, r in parts)
 
     def _publish(self, parts: Sequence[str], final: str, tmp_dir: str) -> None:
-        """Join ``parts`` (in order) into ``final`` by a rename: a reader sees the whole file or none."""
+        """Join ``parts`` (in order) into ``final`` by a rename: a reader sees the whole file or none.
+
+        On a local filesystem the first part grows into the joined file, the kernel copying the
+        others onto its end (``copy_file_range``): joining two ranges' 100 MB parts in Python
+        took 0.4-0.5 s of the driver between the tasks and the commit. The parts live in the
+        batch's ``.tmp`` directory, which a replay never reads again (its tasks write new parts).
+        """
         fs, prefix = self.fs_spec.open()
         source = parts[0]
-        if len(parts) > 1:
+        if len(parts) > 1 and isinstance(fs, pafs.LocalFileSystem):
+            append_files(prefix + parts[0], [prefix + p for p in parts[1:]])
+        elif len(parts) > 1:
             source = f"{tmp_dir}/joined{self.suffix}"
             with fs.open_output_stream(prefix + source) as out:
                 for p in parts:
@@ -374,6 +383,38 @@ class ChangelogSink(Sink):
             fs, prefix = self.fs_spec.open()
             fs.move(prefix + rec.path, prefix + self.stream_file(schema.table_id, batch_id))
         return sum(r.num_rows for r in records)
+
+
+def append_files(target: str, sources: Sequence[str]) -> None:
+    """Append local files to ``target`` in the kernel (``copy_file_range``; a plain copy where
+    the filesystem or kernel refuses it)."""
+    fd_out = os.open(target, os.O_WRONLY)
+    try:
+        at = os.fstat(fd_out).st_size
+        for path in sources:
+            with open(path, "rb") as src:
+                size = os.fstat(src.fileno()).st_size
+                done = 0
+                try:
+                    while done < size:
+                        n = os.copy_file_range(src.fileno(), fd_out, size - done, done, at + done)
+                        if n == 0:
+                            break
+                        done += n
+                except OSError:
+                    pass   # EXDEV, ENOSYS, EINVAL ...: finish below
+                if done < size:
+                    src.seek(done)
+                    os.lseek(fd_out, at + done, os.SEEK_SET)
+                    while chunk := src.read(8 << 20):
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(fd_out, view):]
+                at += size
+        if os.fstat(fd_out).st_size != at:
+            raise OSError(f"joining into {target}: expected {at} bytes, found {os.fstat(fd_out).st_size}")
+    finally:
+        os.close(fd_out)
 
 
 def read_json_lines(path: str) -> list[dict[str, Any]]:
