@@ -12,7 +12,7 @@ instead of change rows, and the stream's ``foreachBatch`` hands the micro-batch'
   changelog lines to part files; the sink joins them.
 - ``last-change`` (``last_change.LastChange``): the task reduces the range to the last change
   per row identity and returns those rows (Arrow IPC in the record); the sink reduces across
-  ranges and merges. Delta uses it.
+  ranges and applies them. Delta and PostgreSQL use it.
 
 The spec travels to the tasks as the source option ``direct_write`` (its ``to_json()``), and
 the micro-batch id as the Spark local property ``BATCH_ID_PROPERTY``, which the stream's
