@@ -28,6 +28,7 @@ import zipfile
 from dataclasses import dataclass, field
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
+from typing import Iterable, Iterator
 
 # What Spark's PythonUtils.sparkPythonPath puts on the path, relative to SPARK_HOME.
 ZIP_DIR = ("python", "lib")
@@ -140,6 +141,19 @@ def _temp_beside(path: Path) -> Path:
     return Path(name)
 
 
+def _rewrite(path: Path, entries: Iterable[tuple[zipfile.ZipInfo, bytes]]) -> None:
+    """Write ``entries`` to a new zip beside ``path``, then swap it in with one rename."""
+    tmp = _temp_beside(path)
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info, data in entries:
+                dst.writestr(info, data)
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)   # gone already when it was renamed into place
+
+
 def add_bytecode(path: Path) -> CompileResult:
     """Rewrite ``path`` with a current pyc beside each source; leaves it alone when nothing is new.
 
@@ -161,21 +175,18 @@ def add_bytecode(path: Path) -> CompileResult:
             except (SyntaxError, ValueError):
                 result.failed.append(info.filename)
         if new:
-            tmp = _temp_beside(path)
-            try:
-                with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-                    for info in src.infolist():
-                        if info.filename.endswith(".pyc") and info.filename[:-1] in new:
-                            continue   # another Python's, replaced below
-                        dst.writestr(info, src.read(info))
-                        if info.filename in new:
-                            entry = zipfile.ZipInfo(info.filename + "c", info.date_time)
-                            entry.external_attr = info.external_attr
-                            dst.writestr(entry, new[info.filename], compress_type=zipfile.ZIP_DEFLATED)
-                os.chmod(tmp, path.stat().st_mode & 0o7777)
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)   # gone already when it was renamed into place
+            def entries() -> Iterator[tuple[zipfile.ZipInfo, bytes]]:
+                for info in src.infolist():
+                    if info.filename.endswith(".pyc") and info.filename[:-1] in new:
+                        continue   # another Python's, replaced below
+                    yield info, src.read(info)
+                    if info.filename in new:
+                        entry = zipfile.ZipInfo(info.filename + "c", info.date_time)
+                        entry.external_attr = info.external_attr
+                        entry.compress_type = zipfile.ZIP_DEFLATED
+                        yield entry, new[info.filename]
+
+            _rewrite(path, entries())
     result.compiled = len(new)
     result.size_after = path.stat().st_size
     return result
@@ -183,22 +194,12 @@ def add_bytecode(path: Path) -> CompileResult:
 
 def remove_bytecode(path: Path) -> int:
     """Put the zip back to sources only; returns the pyc entries removed."""
-    with zipfile.ZipFile(path) as zf:
-        sources, pycs = _sources_and_pycs(zf)
+    with zipfile.ZipFile(path) as src:
+        sources, pycs = _sources_and_pycs(src)
         source_names = {i.filename for i in sources}
         drop = {name for name in pycs if name[:-1] in source_names}
-    if not drop:
-        return 0
-    tmp = _temp_beside(path)
-    try:
-        with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-            for info in src.infolist():
-                if info.filename not in drop:
-                    dst.writestr(info, src.read(info))
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        if drop:
+            _rewrite(path, ((i, src.read(i)) for i in src.infolist() if i.filename not in drop))
     return len(drop)
 
 

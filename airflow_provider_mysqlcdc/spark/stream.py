@@ -67,9 +67,9 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
 
 
 def direct_batch_writer(sink: Sink) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function when the source's tasks write the sink's files themselves:
-    run the micro-batch (the batch id reaches the tasks as a local property), then let the
-    sink commit the part files they report."""
+    """The foreachBatch function when the source's tasks do the sink's share themselves
+    (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
+    property), then let the sink commit what their records report."""
     from .stream_status import note_rows_written
 
     def write(batch: DataFrame, batch_id: int) -> None:

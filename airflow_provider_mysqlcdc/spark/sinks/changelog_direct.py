@@ -67,7 +67,36 @@ class DirectWrite(DirectSpec):
 
     def write_range(self, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
                     ) -> pa.RecordBatch:
-        return write_range(self, layout, batches, batch_id, part)
+        """Encode and write one binlog range's source rows (``change_rows.SourceLayout`` batches);
+        returns the part records (one per table with rows) as one Arrow batch of ``PART_ARROW_SCHEMA``."""
+        from pyspark import TaskContext
+
+        from .arrow_files import FsSpec
+
+        ctx = TaskContext.get()
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        fs, prefix = FsSpec("uri", self.root).open()
+        tag = uuid.uuid4().hex[:12]
+        encoders = {t: ChangeLines(t.database, t.table, slot.column, slot.schema.column_names)
+                    for t, slot in layout.slots.items()}
+        parts: dict[TableId, _TablePart] = {}
+        try:
+            for t, _slot, rows in rows_by_table(layout, batches):
+                lines, seq = encoders[t].lines(rows, batch_id)
+                if t not in parts:
+                    path = f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{tag}-a{attempt}{SUFFIX}"
+                    parts[t] = _TablePart(fs, prefix, path)
+                parts[t].add(lines, seq, rows.num_rows)
+        except BaseException:
+            for p in parts.values():
+                p.abort()
+            raise
+        records = []
+        for t, p in parts.items():
+            rec = p.close()
+            if rec is not None:
+                records.append({"database": t.database, "table": t.table, **rec})
+        return pa.RecordBatch.from_pylist(records, schema=PART_ARROW_SCHEMA)
 
 
 class _TablePart:
@@ -131,37 +160,3 @@ class _TablePart:
         with self.fs.open_output_stream(self.prefix + self.path) as out:
             out.write(joined_bytes(pa.array([lines[i] for i in order], pa.string())))
         self.seqs, self.held = [seq[order]], []
-
-
-def write_range(spec: DirectWrite, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
-                ) -> pa.RecordBatch:
-    """Encode and write one binlog range's source rows (``change_rows.SourceLayout`` batches);
-    returns the part records (one per table with rows) as one Arrow batch of ``PART_ARROW_SCHEMA``."""
-    from pyspark import TaskContext
-
-    from .arrow_files import FsSpec
-
-    ctx = TaskContext.get()
-    attempt = ctx.attemptNumber() if ctx is not None else 0
-    fs, prefix = FsSpec("uri", spec.root).open()
-    tag = uuid.uuid4().hex[:12]
-    encoders = {t: ChangeLines(t.database, t.table, slot.column, slot.schema.column_names)
-                for t, slot in layout.slots.items()}
-    parts: dict[TableId, _TablePart] = {}
-    try:
-        for t, _slot, rows in rows_by_table(layout, batches):
-            lines, seq = encoders[t].lines(rows, batch_id)
-            if t not in parts:
-                path = f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{tag}-a{attempt}{SUFFIX}"
-                parts[t] = _TablePart(fs, prefix, path)
-            parts[t].add(lines, seq, rows.num_rows)
-    except BaseException:
-        for p in parts.values():
-            p.abort()
-        raise
-    records = []
-    for t, p in parts.items():
-        rec = p.close()
-        if rec is not None:
-            records.append({"database": t.database, "table": t.table, **rec})
-    return pa.RecordBatch.from_pylist(records, schema=PART_ARROW_SCHEMA)

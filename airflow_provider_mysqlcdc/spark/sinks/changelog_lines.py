@@ -189,8 +189,7 @@ class ChangeLines:
     def lines(self, batch: pa.RecordBatch, batch_id: int) -> tuple[pa.Array, np.ndarray]:
         """(lines without newlines, their ``_seq``) of the batch's rows, in ``_seq`` order if the
         batch's ``seq`` is ascending (as every batch the binlog reader yields is)."""
-        n = batch.num_rows
-        if n == 0:
+        if batch.num_rows == 0:
             return pa.array([], pa.string()), np.zeros(0, np.int64)
         ch = explode_changes(batch, self.column)
         rows = pa.array(ch.source_row)

@@ -68,8 +68,9 @@ class _Reduced:
             self.rows = self.pieces[0].num_rows
 
     def result(self) -> pa.Table:
-        rows = pa.concat_tables(self.pieces) if len(self.pieces) > 1 else self.pieces[0]
-        return last_per_identity(rows, self.identity, META_SEQ)
+        if len(self.pieces) == 1:
+            return self.pieces[0]   # reduced when it was added
+        return last_per_identity(pa.concat_tables(self.pieces), self.identity, META_SEQ)
 
 
 def to_ipc(rows: pa.Table) -> bytes:
@@ -118,8 +119,8 @@ class LastChange(DirectSpec):
 def merged_rows(schema: TableSchema, payloads: Sequence[bytes]) -> pa.Table:
     """The last change per identity over all ranges' reduced rows of one table."""
     tables = [from_ipc(p) for p in payloads]
-    rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    out = last_per_identity(rows, schema.row_identity, META_SEQ)
+    # one range's rows were reduced by its task already
+    out = tables[0] if len(tables) == 1 else last_per_identity(pa.concat_tables(tables), schema.row_identity, META_SEQ)
     order = np.argsort(out.column(META_SEQ).to_numpy(), kind="stable")
     return out.take(pa.array(order))
 
