@@ -325,7 +325,7 @@ class ChangelogSink(Sink):
         """Join ``parts`` (in order) into ``final`` by a rename: a reader sees the whole file or none.
 
         On a local filesystem the first part grows into the joined file, the kernel copying the
-        others onto its end (``copy_file_range``): joining two ranges' 100 MB parts in Python
+        others onto its end (``copy_file_range``): joining two ranges' 73 MB parts in Python
         took 0.4-0.5 s of the driver between the tasks and the commit. The parts live in the
         batch's ``.tmp`` directory, which a replay never reads again (its tasks write new parts).
         """
