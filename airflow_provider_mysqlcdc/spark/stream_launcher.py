@@ -309,9 +309,10 @@ def running_local_stream(state: "StateStore") -> LocalStreamProcess | None:
         return None
     cmd = _cmdline(rec.pid)
     if cmd is not None and not (rec.job_file in cmd and rec.config_url in cmd):
-        if not (rec.pid in _children and cmd == _cmdline(os.getpid())):
+        if not (rec.pid in _children and (cmd == [] or cmd == _cmdline(os.getpid()))):
             return None  # the pid now belongs to another program
-        # else: our own child between fork and exec (it still shows our command line)
+        # else: our own child between fork and exec (it still shows our command line), or
+        # inside execve (its command line reads empty for that moment)
     rec.popen = _children.get(rec.pid)
     return rec
 
