@@ -11,12 +11,13 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Asset, Param
 
 from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
 from airflow_provider_mysqlcdc.operators.snapshot import MySqlCdcSnapshotOperator
 from airflow_provider_mysqlcdc.operators.stream import MySqlCdcStreamOperator
 from airflow_provider_mysqlcdc.operators.validate import MySqlCdcValidateOperator
+from airflow_provider_mysqlcdc.params import pipeline_params
 from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
 
 # How many snapshot Spark jobs run at once. The plan makes the batch count a multiple of it,
@@ -31,47 +32,39 @@ DOC = """
 Lock-free, parallel initial load of MySQL/MariaDB tables, handed off to a binlog stream with
 nothing lost and nothing duplicated (the Flink CDC incremental snapshot algorithm, on Spark).
 
-1. **validate** checks the server: binlog ROW / FULL image, privileges, time zone, version.
-   A failure lists every problem with the setting to change.
-2. **plan** splits the tables into chunks and groups them into batches (millions of rows each),
-   kept in `state_location`: rerunning the DAG reuses the plan and skips finished batches.
-3. **snapshot** runs one Spark job per batch (`map index` = the batch's tables and chunks) and
-   returns its high watermark. A failed batch: clear just that map index and run it again.
-4. **stream** starts the long-lived binlog stream from the minimum high watermark and returns
-   once it has committed its first micro-batch. Running it again never starts a second stream;
-   a dead one resumes from its checkpoint.
+**Start a load:** *Trigger* (top right), fill the **Source** section (connection, tables) and
+press *Trigger*. The defaults load `shop.orders` into a Delta Lake.
 
-Trigger with **reset** to forget the plan and the stream's checkpoint and load everything again.
-The `mysql_cdc_stream_watchdog` DAG checks the stream every 5 minutes and relaunches it if it died.
+1. **validate** checks the server (binlog ROW / FULL image, privileges, time zone, version)
+   and the table list: every entry that matches no table, and tables without a key, are named
+   with the fix. It fails at once, without retries.
+2. **plan** splits the tables into chunks and groups them into batches (millions of rows each);
+   its log shows a table of the batches. Kept in the *State location*: a new run of the DAG
+   reuses the plan and skips finished batches.
+3. **snapshot** runs one Spark job per batch; each map index is named after its tables, chunks
+   and estimated rows. Its log shows progress every 30 s and a summary.
+4. **stream** starts the long-lived binlog stream from the minimum high watermark and returns
+   once it has committed its first micro-batch. The stream then runs outside this DAG run:
+   the **mysql_cdc_stream_watchdog** DAG checks it every 5 minutes (alive, lag, last commit,
+   the tail of its log), relaunches it if it died, and records its health as an Asset event.
+
+**Rerun a failed batch:** in the grid, open the failed *snapshot* map index, press *Clear*,
+keep *Downstream* ticked in the dialog (so *stream* runs again too) and confirm. Only that
+batch's Spark job runs again. Clearing a batch that **finished** reads it again, but only
+before the stream has started; once the stream runs it is the only writer of the sink, and a
+snapshot task refuses with a message instead of overwriting newer changes.
+
+**Reset** (last section of the form) stops the stream and forgets the plan, the batch results
+and the stream's checkpoint: everything is loaded again.
 """
 
-params = {
-    "mysql_conn_id": Param("mysql_cdc_default", type="string", title="MySQL connection",
-                           description="A mysql_cdc (or mysql) connection to the source server."),
-    "tables": Param(["shop.orders"], type="array", title="Tables",
-                    description="db.table names or regular expressions over db.table, one per line."),
-    "exclude": Param([], type="array", title="Exclude", description="Tables to leave out (same forms)."),
-    "state_location": Param(f"{STATE_ROOT}/pipeline", type="string", title="State location",
-                            description="Directory or URL for plan, results and checkpoint; every Spark node "
-                                        "must reach it."),
-    "sink_type": Param("delta", type="string", enum=["delta", "postgres", "changelog", "console"], title="Sink"),
-    "sink_options": Param({"root": LAKE_ROOT}, type="object", title="Sink options",
-                          description='delta/changelog: {"root": "<dir or URL>"}; postgres: {"schema": "cdc"}.'),
-    "sink_conn_id": Param("", type="string", title="PostgreSQL sink connection",
-                          description="For the postgres sink: the connection holding its credentials."),
-    "chunk_size": Param(8096, type="integer", minimum=1, title="Chunk size (rows)"),
-    "rows_per_batch": Param(5_000_000, type="integer", minimum=1, title="Rows per Spark job"),
-    "startup_mode": Param("initial", type="string", title="Startup mode",
-                          enum=["initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset",
-                                "timestamp"]),
-    "startup_offset": Param({}, type="object", title="Startup offset",
-                            description='specific-offset: {"file": "mysql-bin.000003", "position": 4} '
-                                        'or {"gtid": "..."}.'),
-    "stream_options": Param({}, type="object", title="Stream options",
-                            description='e.g. {"max_events_per_batch": 20000, "trigger_interval_s": 1}.'),
-    "reset": Param(False, type="boolean", title="Reset",
-                   description="Forget the plan, batch results and stream checkpoint; load everything again."),
-}
+# The trigger form: every setting of the pipeline with its section, help and checks
+# (airflow_provider_mysqlcdc/cdc/settings.py). Change the shipped defaults here.
+params = pipeline_params(
+    tables=["shop.orders"],
+    state_location=f"{STATE_ROOT}/pipeline",
+    sink_options={"root": LAKE_ROOT},
+)
 
 with DAG(
     dag_id="mysql_cdc_pipeline",
@@ -89,6 +82,8 @@ with DAG(
         task_id="validate",
         mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
         tables="{{ params.tables }}",
+        exclude="{{ params.exclude }}",
+        chunk_key_columns="{{ params.chunk_key_columns }}",
         retries=0,  # a misconfigured server does not fix itself
     )
     plan = MySqlCdcPlanOperator(
@@ -102,10 +97,12 @@ with DAG(
         sink_options="{{ params.sink_options }}",
         sink_conn_id="{{ params.sink_conn_id }}",
         chunk_size="{{ params.chunk_size }}",
+        chunk_key_columns="{{ params.chunk_key_columns }}",
         rows_per_batch="{{ params.rows_per_batch }}",
         parallelism=SNAPSHOT_PARALLELISM,
         startup_mode="{{ params.startup_mode }}",
         startup_offset="{{ params.startup_offset }}",
+        startup_timestamp="{{ params.startup_timestamp }}",
         stream_options="{{ params.stream_options }}",
         reset="{{ params.reset }}",
     )
@@ -114,6 +111,7 @@ with DAG(
         state_location="{{ params.state_location }}",
         mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
         sink_conn_id="{{ params.sink_conn_id }}",
+        reread_batches="{{ params.reread_batches }}",
         conn_id="spark_default",
         map_index_template="{{ task.batch_label }}",
         max_active_tis_per_dagrun=SNAPSHOT_PARALLELISM,
@@ -131,26 +129,43 @@ with DAG(
     validate >> plan >> snapshot >> stream
 
 
+# Every watchdog check records the stream's health (alive, lag, last commit) as an event of
+# this asset: the Assets view shows them, and a DAG scheduled on it runs after every check.
+STREAM_HEALTH = Asset(name="mysql_cdc_pipeline_stream_health", uri="mysqlcdc://mysql_cdc_pipeline/stream_health",
+                      group="mysqlcdc")
+
 with DAG(
     dag_id="mysql_cdc_stream_watchdog",
     schedule=timedelta(minutes=5),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    doc_md="Checks the mysql_cdc_pipeline stream: relaunches it from its checkpoint if it died, "
-           "and fails when it stays more than 10 minutes behind the binlog head.",
+    is_paused_upon_creation=False,  # a stream nobody watches dies unnoticed; skipped while none runs
+    doc_md="""
+### Stream watchdog for `mysql_cdc_pipeline`
+
+The binlog stream runs outside the pipeline's DAG run. Every 5 minutes this DAG checks it and
+logs **alive** (pid, host), its **last commit** (micro-batch, offset, how long ago), its
+**lag** behind the binlog head and the **tail of its log**: open the latest run's
+`stream_health` task log. The same figures are in the task's XCom and in the
+`mysql_cdc_pipeline_stream_health` asset's events (*Assets* view).
+
+A dead stream is relaunched from its checkpoint (nothing lost, nothing twice). The check fails
+when the stream stays more than 10 minutes behind. While no stream was ever started at the
+state location, the check is skipped. It runs unpaused from the start; point its
+`state_location` at the pipeline's.
+""",
     tags=["mysqlcdc", "cdc"],
     params={"state_location": Param(f"{STATE_ROOT}/pipeline", type="string", title="State location",
-                                    description="The pipeline's state_location (scheduled runs use this default).")},
+                                    description="The pipeline's state location (scheduled runs use this default).")},
 ) as watchdog:
     MySqlCdcStreamSensor(
         task_id="stream_health",
         state_location="{{ params.state_location }}",
-        mysql_cdc_conn_id="mysql_cdc_default",
-        spark_conn_id="spark_default",
         max_lag_s=600,
         relaunch=True,
         poke_interval=30,
         timeout=240,
         mode="reschedule",
+        outlets=[STREAM_HEALTH],
     )

@@ -86,8 +86,8 @@ def pack_batches(chunks_by_table: Mapping[TableId, Sequence[Chunk]], row_estimat
     return [Batch(f"batch-{i:0{width}d}", tuple(g)) for i, g in enumerate(groups)]
 
 
-def batch_label(batch: Batch, max_tables: int = 2) -> str:
-    """A short, readable name for UIs: ``shop.orders chunks 0-63 + shop.items chunks 0-3``."""
+def batch_label(batch: Batch, max_tables: int = 2, estimated_rows: int | None = None) -> str:
+    """A short, readable name for UIs: ``shop.orders chunks 0-63 + shop.items chunks 0-3 (~1.2M rows)``."""
     parts = []
     for t in batch.tables[:max_tables]:
         cs = batch.chunks_of(t)
@@ -96,4 +96,29 @@ def batch_label(batch: Batch, max_tables: int = 2) -> str:
     more = len(batch.tables) - max_tables
     if more > 0:
         parts.append(f"{more} more table{'s' if more > 1 else ''}")
-    return " + ".join(parts)
+    label = " + ".join(parts)
+    if estimated_rows is not None:
+        label += f" (~{short_count(estimated_rows)} rows)"
+    return label
+
+
+def short_count(n: float) -> str:
+    """1234 -> '1.2k', 5_000_000 -> '5.0M': for labels, where the exact figure is noise."""
+    n = float(n)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def batch_row_estimates(batches: Sequence[Batch], row_estimates: Mapping[TableId, int]) -> dict[str, int]:
+    """Each batch's estimated rows: a table's estimate spread evenly over its chunks, as packed."""
+    chunks_per_table: dict[TableId, int] = {}
+    for b in batches:
+        for c in b.chunks:
+            chunks_per_table[c.table_id] = chunks_per_table.get(c.table_id, 0) + 1
+    out = {}
+    for b in batches:
+        out[b.batch_id] = round(sum(int(row_estimates.get(c.table_id, 0)) / chunks_per_table[c.table_id]
+                                    for c in b.chunks))
+    return out

@@ -12,15 +12,14 @@ tables.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import ConfigError
 from .model import Column, TableId, TableSchema
+from .table_patterns import TablePattern
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
-_REGEX_META = set("\\^$*+?{}[]()|")
 
 
 @dataclass
@@ -36,31 +35,6 @@ class _TableInfo:
 
 
 # --- patterns -------------------------------------------------------------------------------
-
-
-class TablePattern:
-    """One include/exclude pattern: an exact ``db.table`` or a full-match regex."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.exact = not (set(text) & _REGEX_META)
-        if not self.exact:
-            try:
-                self._regex = re.compile(text)
-            except re.error as e:
-                raise ConfigError(
-                    f"table pattern {text!r} is not a valid regular expression ({e}). "
-                    "Fix: use 'db.table' or a regex over 'db.table' such as 'shop\\.order_.*'."
-                ) from None
-
-    def matches(self, table_id: TableId) -> bool:
-        name = str(table_id)
-        if self.exact:
-            return name == self.text
-        return self._regex.fullmatch(name) is not None
-
-    def __repr__(self) -> str:
-        return f"TablePattern({self.text!r})"
 
 
 def _patterns(texts: Iterable[str], what: str) -> list[TablePattern]:
@@ -231,9 +205,11 @@ def discover_tables(
 ) -> list[TableSchema]:
     """The schemas of every base table matching ``include`` and no ``exclude`` pattern.
 
-    Fails (ConfigError) when an include pattern matches no table, when nothing is left
-    after exclusion, when a ``chunk_key_columns`` entry names an unknown table or column,
-    and when a table has neither a primary key nor a configured chunk key.
+    Fails (ConfigError) naming every problem at once, so a user fixes the table list in one
+    go: include patterns that match no table (saying when they match a view, or differ only
+    in case), nothing left after exclusion, ``chunk_key_columns`` entries for tables not
+    captured or columns that do not exist, and tables with neither a primary key nor a
+    configured chunk key.
     """
     chunk_key_columns = dict(chunk_key_columns or {})
     includes = _patterns(include, "include")
@@ -241,13 +217,15 @@ def discover_tables(
     if not includes:
         raise ConfigError("include: no table patterns given. Fix: list tables as 'db.table' or regexes like 'shop\\..*'.")
     tables = _list_base_tables(conn)
-    for p in includes:
-        if not any(p.matches(i.table_id) for i in tables):
-            raise ConfigError(_nothing_matched(p, tables))
+    problems: list[str] = []
+    unmatched = [p for p in includes if not any(p.matches(i.table_id) for i in tables)]
+    if unmatched:
+        views = _list_views(conn)
+        problems += [_nothing_matched(p, tables, views) for p in unmatched]
     chosen = [i for i in tables
               if any(p.matches(i.table_id) for p in includes)
               and not any(p.matches(i.table_id) for p in excludes)]
-    if not chosen:
+    if not chosen and not problems:
         raise ConfigError(
             f"include {[p.text for p in includes]} minus exclude {[p.text for p in excludes]} leaves no table. "
             "Fix: narrow the exclude patterns."
@@ -255,23 +233,58 @@ def discover_tables(
     chosen_names = {str(i.table_id) for i in chosen}
     unknown = sorted(set(chunk_key_columns) - chosen_names)
     if unknown:
-        raise ConfigError(
+        problems.append(
             f"chunk_key_columns names {', '.join(unknown)}, which the pipeline does not capture. "
             f"Fix: use 'db.table' names of captured tables ({', '.join(sorted(chosen_names)[:20])})."
         )
     _load_details(conn, chosen)
-    return [_build_schema(i, chunk_key_columns.get(str(i.table_id))) for i in chosen]
+    schemas = []
+    for i in chosen:
+        try:
+            schemas.append(_build_schema(i, chunk_key_columns.get(str(i.table_id))))
+        except ConfigError as e:
+            problems.append(str(e))
+    if problems:
+        raise table_list_error(problems)
+    return schemas
 
 
-def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo]) -> str:
+def table_list_error(problems: Sequence[str]) -> ConfigError:
+    """One error for several table-list problems: a first line that says what to do, then each."""
+    if len(problems) == 1:
+        return ConfigError(problems[0])
+    listed = "\n".join(f"  - {p}" for p in problems)
+    return ConfigError(f"the table list has {len(problems)} problems; nothing was read. Fix: correct each "
+                       f"entry below, then trigger again.\n{listed}")
+
+
+def _list_views(conn) -> list[TableId]:
+    rows = _query(
+        conn,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+        f"WHERE TABLE_TYPE <> 'BASE TABLE' AND TABLE_SCHEMA NOT IN ({_placeholders(len(SYSTEM_SCHEMAS))})",
+        sorted(SYSTEM_SCHEMAS),
+    )
+    return [TableId(db, t) for db, t in rows]
+
+
+def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Sequence[TableId] = ()) -> str:
     msg = f"table pattern {p.text!r} matches no table on the server."
+    seen_views = [str(v) for v in views if p.matches(v)]
+    if seen_views:
+        return (f"table pattern {p.text!r} matches only views ({', '.join(seen_views[:5])}): a view has no rows "
+                "in the binlog. Fix: capture the base tables the view reads instead.")
     if p.exact:
         close = [str(i.table_id) for i in tables if str(i.table_id).lower() == p.text.lower()]
         if close:
             return msg + f" Fix: table names are case-sensitive; did you mean {close[0]!r}?"
         if "." not in p.text:
             return msg + " Fix: write it as 'database.table' (or a regex like 'db\\..*')."
-    return msg + " Fix: check the database and table names (only base tables outside the system schemas count)."
+    elif "." not in p.text:
+        return msg + (" Fix: a regular expression matches the whole 'db.table' name: include the database, "
+                      "e.g. 'shop\\.order_.*'.")
+    return msg + (" Fix: check the database and table names (only base tables outside the system schemas "
+                  "count; a table the connection's user has no SELECT grant on is invisible to it).")
 
 
 def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = None) -> TableSchema:

@@ -6,6 +6,7 @@ file only the user can read (never a command-line argument, a log line or the Sp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -53,6 +54,17 @@ class StreamOptions:
     catchup_parallelism: int = 2
     catchup_min_bytes: int = 16 << 20
     catchup_batch_bytes: int = 256 << 20
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | None) -> "StreamOptions":
+        """From user input: unknown keys fail naming the accepted ones (not a TypeError)."""
+        options = dict(options or {})
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ConfigError(f"stream_options: unknown key{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(map(repr, unknown))}. Fix: use only {', '.join(known)}.")
+        return cls(**options)
 
     def __post_init__(self) -> None:
         checks = [
@@ -137,7 +149,7 @@ class PipelineConfig:
             startup_mode=d.get("startup_mode", "initial"),
             startup_offset=d.get("startup_offset"),
             startup_timestamp=d.get("startup_timestamp"),
-            stream=StreamOptions(**(d.get("stream") or {})),
+            stream=StreamOptions.from_mapping(d.get("stream")),
         )
 
     @classmethod

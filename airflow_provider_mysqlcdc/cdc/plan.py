@@ -7,10 +7,11 @@ were planned, and a rerun of the pipeline does not plan again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .batching import BatchSizing, pack_batches
+from .batching import BatchSizing, batch_row_estimates, pack_batches
 from .chunks import Batch, Chunk, group_chunks
 from .config import ServerIdRange, SourceConfig, SplitOptions
 from .discovery import discover_tables
@@ -51,6 +52,10 @@ class Plan:
         slots = max(len(ids) - reserved_top, FIRST_BATCH_SLOT + 1)
         return ids.pick(self.server_id_slot(batch_id, slots))
 
+    def estimated_rows(self) -> dict[str, int]:
+        """Each batch's estimated rows, from the tables' row estimates at planning time."""
+        return batch_row_estimates(self.batches, {t: s.approx_rows for t, s in self.schemas.items()})
+
     def to_dict(self) -> dict[str, Any]:
         return {"schemas": [s.to_dict() for s in self.schemas.values()],
                 "batches": [b.to_dict() for b in self.batches],
@@ -80,7 +85,9 @@ def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[s
         schemas = discover_tables(conn, include, exclude, split.chunk_key_columns)
         splitter = ChunkSplitter(conn, split)
         by_table: dict[TableId, list[Chunk]] = {s.table_id: splitter.split(s) for s in schemas}
-        estimates = {s.table_id: splitter.row_estimate(s) for s in schemas} if sizing else {}
+        estimates = {s.table_id: splitter.row_estimate(s) for s in schemas}
+    # The schemas carry the planner's estimate (exact for small tables): labels and logs use it.
+    schemas = [dataclasses.replace(s, approx_rows=estimates[s.table_id]) for s in schemas]
     if sizing:
         batches = pack_batches(by_table, estimates, sizing)
     else:

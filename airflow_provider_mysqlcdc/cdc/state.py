@@ -104,5 +104,26 @@ class StateStore:
 
         return Plan.from_dict(self.read_json("plan.json")) if self.exists("plan.json") else None
 
+    # --- who wrote a batch, and whether the stream owns the sink --------------------------
+
+    @staticmethod
+    def batch_owner_rel(batch_id: str) -> str:
+        return f"batch_owners/{_safe(batch_id)}.json"
+
+    def write_batch_owner(self, batch_id: str, owner: dict[str, Any]) -> None:
+        """Which task instance snapshotted a batch (no secrets: dag, run, map index), so a
+        cleared task can tell "the user asks me to read my batch again" from "an earlier run
+        already did it"."""
+        self.write_json(self.batch_owner_rel(batch_id), {"batch_id": batch_id, **owner})
+
+    def read_batch_owner(self, batch_id: str) -> dict[str, Any] | None:
+        rel = self.batch_owner_rel(batch_id)
+        return self.read_json(rel) if self.exists(rel) else None
+
+    def stream_started(self) -> bool:
+        """True once the binlog stream of this state location has started (its checkpoint
+        exists): from then on the stream is the only writer of the sink."""
+        return self.exists("stream/checkpoint")
+
     def checkpoint_url(self) -> str:
         return self.url("stream", "checkpoint")

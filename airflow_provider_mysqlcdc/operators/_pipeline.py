@@ -30,17 +30,25 @@ def as_list(value: Sequence[str] | str | None, what: str) -> list[str]:
     return [str(v).strip() for v in value if str(v).strip()]
 
 
-def qualify_tables(tables: Sequence[str] | str, default_database: str | None) -> list[str]:
-    """``orders`` -> ``shop.orders`` when the connection's schema is ``shop``."""
-    out = []
-    for t in as_list(tables, "tables"):
-        if "." not in t.replace("\\.", ""):
-            if not default_database:
-                raise ConfigError(f"table {t!r} has no database. Fix: write 'database.{t}', or set the "
-                                  "connection's schema (Default database).")
-            t = f"{default_database}.{t}"
-        out.append(t)
-    return out
+def epoch_seconds(value: Any, what: str) -> float | None:
+    """Epoch seconds from a number or an ISO 8601 date-time (the form's date-time picker);
+    a date-time without a zone is UTC."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    import pendulum
+
+    try:
+        return float(pendulum.parse(text, tz="UTC").timestamp())
+    except Exception:
+        raise ConfigError(f"{what}: {text!r} is neither epoch seconds nor an ISO 8601 date-time. "
+                          "Fix: e.g. 2026-11-25T08:00:00Z or 1795593600.") from None
 
 
 def truthy(value: Any) -> bool:
@@ -55,9 +63,11 @@ def as_mapping(value: Mapping[str, Any] | str | None, what: str) -> dict[str, An
         try:
             value = json.loads(value)
         except ValueError:
-            raise ConfigError(f"{what}: {value!r} is not a JSON object.") from None
+            raise ConfigError(f"{what}: {value!r} is not a JSON object. Fix: write it as JSON, e.g. "
+                              '{"key": "value"}, or leave it empty.') from None
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{what}: need a JSON object, found {type(value).__name__}.")
+        raise ConfigError(f"{what}: found a {type(value).__name__}, need a JSON object. Fix: write it as "
+                          '{"key": "value"}, or leave it empty.')
     return dict(value)
 
 

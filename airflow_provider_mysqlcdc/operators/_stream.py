@@ -40,6 +40,7 @@ def status_summary(status: Any, now: float | None = None) -> dict[str, Any]:
         "running": True,
         "batch_id": status.batch_id,
         "committed_offset": status.committed_offset,
+        "committed_at": getattr(status, "committed_at", None),
         "head_offset": status.head_offset,
         "lag_s": round(status.lag_now(now), 3) if status.lag_now(now) is not None else None,
         "behind_bytes": status.behind_bytes,
@@ -47,6 +48,21 @@ def status_summary(status: Any, now: float | None = None) -> dict[str, Any]:
         "pid": status.pid,
         "host": status.host,
     }
+
+
+# What a relaunch needs besides the pipeline's settings: the connection ids and how the
+# driver finds its passwords (never the passwords). The watchdog reads it, so it restarts a
+# PostgreSQL-sink stream as well as a Delta one from the state location alone.
+LAUNCH_REL = "stream/launch.json"
+_LAUNCH_KEYS = ("mysql_cdc_conn_id", "spark_conn_id", "sink_conn_id", "password_file",
+                "cluster_provides_password", "python_archive")
+
+
+def read_launch_record(state: StateStore) -> dict[str, Any] | None:
+    try:
+        return state.read_json(LAUNCH_REL) if state.exists(LAUNCH_REL) else None
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass
@@ -65,6 +81,19 @@ class StreamControl:
     def __post_init__(self) -> None:
         self.state = StateStore(self.state_location)
         self._master: tuple[str, str | None] | None = None
+
+    def launch_record(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in _LAUNCH_KEYS}
+
+    @classmethod
+    def from_state(cls, state_location: str, **given: Any) -> "StreamControl":
+        """A control for the stream of ``state_location``: what the caller gives (not None)
+        wins, then what the last launch recorded, then the defaults."""
+        recorded = read_launch_record(StateStore(state_location)) or {}
+        kw = {k: recorded[k] for k in _LAUNCH_KEYS if recorded.get(k) not in (None, "")}
+        kw.update({k: v for k, v in given.items() if v not in (None, "")})
+        kw.setdefault("mysql_cdc_conn_id", MySqlCdcHook.default_conn_name)
+        return cls(state_location, **kw)
 
     # --- where it runs -------------------------------------------------------------------
 
@@ -101,6 +130,17 @@ class StreamControl:
             return status
         return None
 
+    def log_path(self) -> str | None:
+        """Where the last local launch logs (None on a cluster: see the Spark UI / history)."""
+        from ..spark.stream_launcher import recorded_log_path
+
+        return recorded_log_path(self.state)
+
+    def log_tail(self, lines: int) -> str:
+        from ..spark.stream_launcher import log_tail
+
+        return log_tail(self.log_path(), lines)
+
     # --- start it ------------------------------------------------------------------------
 
     def _passwords(self) -> tuple[str, str | None]:
@@ -117,6 +157,7 @@ class StreamControl:
 
         config = read_config(self.state)
         mysql_pw, sink_pw = self._passwords()
+        self.state.write_json(LAUNCH_REL, self.launch_record())
         since = time.time()
         url = config_url(self.state)
         if self.is_local:

@@ -6,14 +6,16 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseHook, BaseOperator
 
-from ..cdc.batching import BatchSizing, batch_label
+from ..cdc.batching import BatchSizing, batch_label, short_count
 from ..cdc.config import SplitOptions
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan, build_plan, plan_inputs
 from ..cdc.state import StateStore
+from ..cdc.table_patterns import qualify_all
 from ..hooks.mysql_cdc import MySqlCdcHook
-from ._pipeline import as_mapping, qualify_tables, truthy, write_config
+from ._fail_fast import config_errors_fail_at_once
+from ._pipeline import as_list, as_mapping, epoch_seconds, truthy, write_config
 
 
 def _max_map_length() -> int:
@@ -61,7 +63,7 @@ class MySqlCdcPlanOperator(BaseOperator):
     chunk settings, so clearing a DAG run neither plans again nor redoes finished batches;
     ``reset=True`` stops the stream, forgets plan, results and checkpoint, and plans afresh.
 
-    Returns one ``{"batch_id", "batch_label"}`` per batch, for ``expand_kwargs`` of
+    Returns one ``{"batch_id", "batch_label", "estimated_rows"}`` per batch, for ``expand_kwargs`` of
     ``MySqlCdcSnapshotOperator``. With a startup mode other than ``initial`` there is no
     snapshot and the list is empty.
 
@@ -84,8 +86,10 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param startup_mode: ``initial`` (snapshot, then binlog), ``snapshot``, ``latest-offset``,
         ``earliest-offset``, ``specific-offset`` or ``timestamp``. (templated)
     :param startup_offset: for ``specific-offset``: ``{"file", "position"}`` or ``{"gtid"}``. (templated)
-    :param startup_timestamp: for ``timestamp``: epoch seconds. (templated)
-    :param stream_options: ``max_events_per_batch``, ``heartbeat_s``, ``trigger_interval_s``. (templated)
+    :param startup_timestamp: for ``timestamp``: epoch seconds or an ISO 8601 date-time (UTC if
+        it has no zone). (templated)
+    :param stream_options: ``max_events_per_batch``, ``heartbeat_s``, ``trigger_interval_s``,
+        ``catchup_parallelism``, ``catchup_min_bytes``, ``catchup_batch_bytes``. (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
     """
 
@@ -129,8 +133,8 @@ class MySqlCdcPlanOperator(BaseOperator):
 
     def pipeline_config(self, hook: MySqlCdcHook) -> PipelineConfig:
         source = hook.get_source_config()
-        include = qualify_tables(self.tables, hook.default_database())
-        exclude = qualify_tables(self.exclude, hook.default_database()) if self.exclude else []
+        include = qualify_all(as_list(self.tables, "tables"), hook.default_database())
+        exclude = qualify_all(as_list(self.exclude, "exclude"), hook.default_database())
         split = SplitOptions(chunk_size=int(self.chunk_size),
                              chunk_key_columns=as_mapping(self.chunk_key_columns, "chunk_key_columns"))
         offset = as_mapping(self.startup_offset, "startup_offset") or None
@@ -140,8 +144,8 @@ class MySqlCdcPlanOperator(BaseOperator):
             state_location=str(self.state_location),
             sink=sink_config(str(self.sink_type), self.sink_options, self.sink_conn_id or None),
             split=split, startup_mode=str(self.startup_mode), startup_offset=offset,
-            startup_timestamp=float(self.startup_timestamp) if self.startup_timestamp not in (None, "") else None,
-            stream=StreamOptions(**as_mapping(self.stream_options, "stream_options")),
+            startup_timestamp=epoch_seconds(self.startup_timestamp, "startup_timestamp"),
+            stream=StreamOptions.from_mapping(as_mapping(self.stream_options, "stream_options")),
         )
 
     def sizing(self) -> BatchSizing:
@@ -155,11 +159,12 @@ class MySqlCdcPlanOperator(BaseOperator):
 
         if stop_local_stream(state):
             self.log.info("reset: stopped the running stream")
-        for rel in ("plan.json", "batches", "finished_batches.json", "stream", "staging"):
+        for rel in ("plan.json", "batches", "batch_owners", "finished_batches.json", "stream", "staging"):
             state.delete(rel)
         self.log.info("reset: forgot plan, batch results and stream checkpoint in %s", state.location)
 
-    def execute(self, context: Any) -> list[dict[str, str]]:
+    @config_errors_fail_at_once
+    def execute(self, context: Any) -> list[dict[str, Any]]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         config = self.pipeline_config(hook)
         state = StateStore(config.state_location)
@@ -183,11 +188,21 @@ class MySqlCdcPlanOperator(BaseOperator):
                           sum(len(b.chunks) for b in plan.batches), len(plan.batches))
         else:
             self.log.info("reusing the stored plan: %d batches", len(plan.batches))
-        self._log_plan(plan, state)
-        return [{"batch_id": b.batch_id, "batch_label": batch_label(b)} for b in plan.batches]
+        estimates = plan.estimated_rows()
+        self._log_plan(plan, state, estimates)
+        return [{"batch_id": b.batch_id, "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id]),
+                 "estimated_rows": estimates[b.batch_id]} for b in plan.batches]
 
-    def _log_plan(self, plan: Plan, state: StateStore) -> None:
+    def _log_plan(self, plan: Plan, state: StateStore, estimates: dict[str, int]) -> None:
+        """The batches as a table: what each snapshot task (map index) will read."""
         done = {r["batch_id"] for r in state.batch_results()}
-        for b in plan.batches:
-            self.log.info("  %s: %s (%d chunks)%s", b.batch_id, batch_label(b), len(b.chunks),
-                          " -- already snapshotted" if b.batch_id in done else "")
+        rows = [("map index", "batch", "chunks", "est. rows", "tables", "")]
+        for i, b in enumerate(plan.batches):
+            rows.append((str(i), b.batch_id, str(len(b.chunks)), short_count(estimates[b.batch_id]),
+                         batch_label(b), "already snapshotted" if b.batch_id in done else ""))
+        widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+        for r in rows:
+            self.log.info("  %s", "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        self.log.info("  total: %d batches, %d chunks, ~%s rows over %d table(s)", len(plan.batches),
+                      sum(len(b.chunks) for b in plan.batches), short_count(sum(estimates.values())),
+                      len(plan.schemas))

@@ -8,13 +8,16 @@ from typing import Any, Sequence
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 
-from ..cdc.errors import CdcError
+from ..cdc.batching import short_count
+from ..cdc.errors import CdcError, StreamOwnsSinkError
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..jobs import application_path
 from ..spark.session import jdbc_jar_path
 from . import _spark
-from ._pipeline import config_url, read_config, truthy
+from ._fail_fast import config_errors_fail_at_once
+from ._spark_output import SparkOutputLog
+from ._pipeline import as_list, config_url, read_config, truthy
 
 
 def result_summary(result: dict[str, Any], label: str | None = None) -> dict[str, Any]:
@@ -39,9 +42,12 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
 
     The job writes the batch into the sink (each table's key range replaced atomically) and
     then its result file in the state location; this task reads that file back. A batch that
-    already has a result file is not read again (so clearing a whole DAG run redoes only
-    unfinished batches) unless ``redo_finished`` is set. Killing the task kills spark-submit
-    and the driver it started.
+    already has a result file from an earlier run is not read again (a new run resumes where
+    the last one stopped). It is read again when this task instance wrote it and the user
+    cleared it, or when ``reread_batches`` names it -- but only before the binlog stream has
+    started: once the stream runs it is the sink's only writer, and the task refuses (nothing
+    written, no retry) rather than put older rows over newer changes. Configuration errors
+    fail the task at once. Killing the task kills spark-submit and the driver it started.
 
     The MySQL password (and a PostgreSQL sink's) reaches spark-submit through its environment,
     never its command line; see ``_spark.secret_env`` for cluster modes.
@@ -49,11 +55,16 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     :param batch_id: the batch of the stored plan (from ``MySqlCdcPlanOperator``). (templated)
     :param batch_label: readable name, e.g. ``shop.orders chunks 0-63``; use it in
         ``map_index_template="{{ task.batch_label }}"``. (templated)
+    :param estimated_rows: the plan's row estimate of the batch (for progress). (templated)
     :param state_location: the plan step's state location. (templated)
     :param mysql_cdc_conn_id: the source connection (for its password). (templated)
     :param sink_conn_id: the PostgreSQL sink's connection, if that is the sink. (templated)
     :param conn_id: the Spark connection (``spark_default``; host ``local[*]`` runs locally).
-    :param redo_finished: snapshot the batch again even if it has a result. (templated)
+    :param reread_batches: finished batches to read again: batch ids, table names (every batch
+        holding the table) or ``*``. (templated)
+    :param redo_finished: snapshot the batch again even if it has a result (as ``reread_batches=["*"]``). (templated)
+    :param spark_log_level: the lowest level of Spark's own log lines shown in the task log
+        (``WARN``; ``INFO`` shows Spark's start-up chatter too). The job's progress lines always show.
     :param password_file: on a cluster, a file on the driver (mode 600) holding the MySQL password.
     :param cluster_provides_password: the driver's environment has ``$MYSQLCDC_PASSWORD`` from a
         cluster secret; send no password.
@@ -63,21 +74,26 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "batch_id", "batch_label",
-                                      "state_location", "mysql_cdc_conn_id", "sink_conn_id", "redo_finished")
+                                      "estimated_rows", "state_location", "mysql_cdc_conn_id", "sink_conn_id",
+                                      "reread_batches", "redo_finished")
     ui_color = "#fdf2e3"
 
     def __init__(self, *, batch_id: str, state_location: str, batch_label: str | None = None,
-                 mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, sink_conn_id: str | None = None,
-                 redo_finished: bool = False, password_file: str | None = None,
+                 estimated_rows: int | None = None, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+                 sink_conn_id: str | None = None, reread_batches: Sequence[str] | str | None = None,
+                 redo_finished: bool = False, spark_log_level: str = "WARN", password_file: str | None = None,
                  cluster_provides_password: bool = False, python_archive: str | None = None,
                  conn_id: str = "spark_default", application: str = "", **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=conn_id, **kwargs)
         self.batch_id = batch_id
         self.batch_label = batch_label
+        self.estimated_rows = estimated_rows
+        self.reread_batches = reread_batches
         self.state_location = state_location
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.sink_conn_id = sink_conn_id
         self.redo_finished = redo_finished
+        self.spark_log_level = spark_log_level
         self.password_file = password_file
         self.cluster_provides_password = cluster_provides_password
         self.python_archive = python_archive
@@ -89,9 +105,11 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         public = self.env_vars
         self.env_vars = {**(public or {}), **self._secret_env}
         try:
-            return super()._get_hook()
+            hook = super()._get_hook()
         finally:
             self.env_vars = public
+        hook._log = SparkOutputLog(hook.log, self.spark_log_level)
+        return hook
 
     def _prepare_submit(self, state: StateStore) -> None:
         config = read_config(state)
@@ -120,35 +138,74 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                      **(self.conf or {})}
         self._hook = None  # build the real hook (with the secret env) in execute
 
+    @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
         state = StateStore(self.state_location)
+        me = _task_identity(context)
         existing = state.read_batch_result(self.batch_id)
-        if existing is not None and not truthy(self.redo_finished):
-            summary = result_summary(existing, self.batch_label)
-            self.log.info("batch %s (%s) is already in the sink (%d rows, HW %s): not read again. Set "
-                          "redo_finished to snapshot it anew.", self.batch_id, self.batch_label, summary["rows"],
-                          _fmt(summary["high_watermark"]))
-            return summary
+        if existing is not None:
+            why = self._reread_reason(state, me)
+            if why is None:
+                summary = result_summary(existing, self.batch_label)
+                owner = state.read_batch_owner(self.batch_id) or {}
+                self.log.info("batch %s (%s) is already in the sink: %d rows, HW %s%s. Not read again; to read it "
+                              "again, clear this task in the run that snapshotted it or trigger with "
+                              "reread_batches=[\"%s\"] (only before the stream has started).", self.batch_id,
+                              self.batch_label, summary["rows"], _fmt(summary["high_watermark"]),
+                              f", snapshotted by run {owner['run_id']}" if owner.get("run_id") else "",
+                              self.batch_id)
+                return summary
+            self.log.info("batch %s (%s) is in the sink already; reading it again: %s", self.batch_id,
+                          self.batch_label, why)
+        if state.stream_started():
+            raise StreamOwnsSinkError(self.batch_id, state.location)
         self._prepare_submit(state)
-        self.log.info("snapshotting batch %s (%s) with %s", self.batch_id, self.batch_label, self.application)
+        est = f", ~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else ""
+        self.log.info("snapshotting batch %s (%s%s) on Spark", self.batch_id, self.batch_label, est)
         t0 = time.monotonic()
         super().execute(context)
         result = state.read_batch_result(self.batch_id)
         if result is None:
             raise CdcError(f"the snapshot job for batch {self.batch_id} finished but left no result file at "
                            f"{state.url(StateStore.batch_result_rel(self.batch_id))}; see the Spark output above.")
+        state.write_batch_owner(self.batch_id, me)
         summary = result_summary(result, self.batch_label)
         elapsed = time.monotonic() - t0
-        self.log.info("batch %s done: %d chunks, %d rows, %s rows/s in Spark, %.1fs with spark-submit; HW %s",
-                      self.batch_id, summary["chunks"], summary["rows"], summary["rows_per_s"], elapsed,
+        self.log.info("batch %s done: %d chunks, %s rows in %.1f s (%s rows/s in Spark, the rest Spark start-up); "
+                      "high watermark %s", self.batch_id, summary["chunks"], f"{summary['rows']:,}", elapsed,
+                      f"{summary['rows_per_s']:,}" if summary.get("rows_per_s") else "?",
                       _fmt(summary["high_watermark"]))
         return summary
+
+    def _reread_reason(self, state: StateStore, me: dict[str, Any]) -> str | None:
+        """Why a finished batch is read again, or None to keep it: it is named in
+        ``reread_batches`` (its id, one of its tables, or ``*``), or this very task instance
+        wrote it and was cleared by the user (a new run skips what earlier runs finished)."""
+        for entry in as_list(self.reread_batches, "reread_batches"):
+            if entry in ("*", self.batch_id):
+                return f"reread_batches names {entry!r}"
+            plan = state.read_plan()
+            if plan is not None and any(str(t) == entry for t in plan.batch(self.batch_id).tables):
+                return f"reread_batches names its table {entry}"
+        if truthy(self.redo_finished):
+            return "redo_finished is set"
+        owner = state.read_batch_owner(self.batch_id) or {}
+        if me.get("run_id") and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index")):
+            return "this task snapshotted it in this run and was cleared"
+        return None
 
     def on_kill(self) -> None:
         sp = getattr(self._hook, "_submit_sp", None) if self._hook else None
         if sp is not None and sp.poll() is None:
             _spark.kill_process_tree(sp.pid)
         super().on_kill()
+
+
+def _task_identity(context: Any) -> dict[str, Any]:
+    """dag, run and map index of the running task instance (what a batch owner records)."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    return {"dag_id": getattr(ti, "dag_id", None), "run_id": getattr(ti, "run_id", None),
+            "map_index": getattr(ti, "map_index", None)}
 
 
 def _fmt(offset: dict[str, Any]) -> str:

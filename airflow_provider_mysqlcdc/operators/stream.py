@@ -10,6 +10,7 @@ from ..cdc.errors import CdcError, ConfigError
 from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import read_config
 from ._stream import StreamControl, status_summary
 
@@ -102,6 +103,7 @@ class MySqlCdcStreamOperator(BaseOperator):
         self.log.info("snapshot complete: %d batches, %d rows; the stream starts at the minimum HW %s",
                       len(finished), sum(int(r.get("rows") or 0) for r in results), low)
 
+    @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
         state = StateStore(self.state_location)
         config = read_config(state)

@@ -1,48 +1,95 @@
-"""Validate the server before anything else runs."""
+"""Validate the server and the table list before anything else runs."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
-from ..cdc.discovery import TablePattern
-from ..cdc.model import TableId
-from ..cdc.validation import validate_server
+from ..cdc.discovery import discover_tables
+from ..cdc.errors import ConfigError, SourceUnreachableError
+from ..cdc.model import TableSchema
+from ..cdc.table_patterns import TablePattern, qualify_all
+from ..cdc.validation import ServerValidationError, validate_server
 from ..hooks.mysql_cdc import MySqlCdcHook
-from ._pipeline import qualify_tables
+from ._fail_fast import config_errors_fail_at_once
+from ._pipeline import as_list, as_mapping
 
 
 class MySqlCdcValidateOperator(BaseOperator):
-    """Checks that the server can be captured: version, binlog settings, privileges, time zone.
+    """Checks that the server can be captured and that the table list means real tables.
 
-    Fails the task with the engine's message, which lists every problem at once with the
-    setting, what was found, what is needed and how to fix it. Returns the server version
-    and current binlog offset (XCom).
+    Server: version, binlog settings, privileges, time zone. Tables: every entry of
+    ``tables`` must match at least one base table the connection's user can see, and every
+    matched table needs a key to split on (its primary key, or ``chunk_key_columns``).
+    All problems are reported at once, each with what to change, and the task fails without
+    retries (a misconfiguration does not fix itself). On success it logs each matched table
+    with its estimated rows and split key, and returns them with the server version and the
+    binlog offset (XCom).
 
-    :param mysql_cdc_conn_id: the ``mysql_cdc`` (or ``mysql``) connection of the source.
-    :param tables: the captured tables (``db.table`` or regular expressions); their databases
-        are checked for the SELECT privilege. (templated)
+    :param mysql_cdc_conn_id: the ``mysql_cdc`` (or ``mysql``) connection of the source. (templated)
+    :param tables: the captured tables (``db.table``, bare names, `` `quoted`.`names` `` or
+        regular expressions over ``db.table``). (templated)
+    :param exclude: tables to leave out (same forms). (templated)
+    :param chunk_key_columns: ``{"db.table": "column"}`` for tables without a primary key. (templated)
     """
 
-    template_fields: Sequence[str] = ("mysql_cdc_conn_id", "tables")
+    template_fields: Sequence[str] = ("mysql_cdc_conn_id", "tables", "exclude", "chunk_key_columns")
     ui_color = "#e8f4fa"
 
     def __init__(self, *, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
-                 tables: Sequence[str] | str | None = None, **kwargs: Any) -> None:
+                 tables: Sequence[str] | str | None = None, exclude: Sequence[str] | str | None = None,
+                 chunk_key_columns: Mapping[str, str] | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
+        self.exclude = exclude
+        self.chunk_key_columns = chunk_key_columns
 
+    @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         source = hook.get_source_config()
-        include = qualify_tables(self.tables or [], hook.default_database()) if self.tables else []
-        # Exact names only: a regex's database part is not a database name.
-        databases = sorted({TableId.parse(t).database for t in include if TablePattern(t).exact})
-        info = validate_server(source, databases)
+        include = qualify_all(as_list(self.tables, "tables"), hook.default_database())
+        exclude = qualify_all(as_list(self.exclude, "exclude"), hook.default_database())
+        exact_dbs = sorted({TablePattern(t).table_id.database for t in include if TablePattern(t).exact})
+        # Server and table list are both checked before failing, so one run names every problem.
+        problems: list[str] = []
+        info = None
+        try:
+            info = validate_server(source, exact_dbs)
+        except ServerValidationError as e:
+            problems.append(str(e))
+        schemas: list[TableSchema] = []
+        if include:
+            try:
+                with contextlib.closing(source.connect()) as conn:
+                    schemas = discover_tables(conn, include, exclude,
+                                              as_mapping(self.chunk_key_columns, "chunk_key_columns"))
+            except ConfigError as e:
+                if not problems or not isinstance(e, SourceUnreachableError):
+                    problems.append(str(e))
+        if problems:
+            raise ConfigError("\n".join(problems))
+        assert info is not None
         self.log.info("%s at %s:%s is ready for CDC; binlog at %s", info.version, source.host, source.port,
                       info.offset)
+        if schemas:
+            self.log.info("%d table(s) to capture:", len(schemas))
+            for line in table_lines(schemas):
+                self.log.info("  %s", line)
         return {"version": str(info.version), "offset": info.offset.to_dict(),
                 "binlog_format": info.variables.get("binlog_format"),
-                "binlog_row_image": info.variables.get("binlog_row_image")}
+                "binlog_row_image": info.variables.get("binlog_row_image"),
+                "tables": [{"table": str(s.table_id), "estimated_rows": s.approx_rows,
+                            "chunk_key": list(s.chunk_key)} for s in schemas]}
+
+
+def table_lines(schemas: Sequence[TableSchema]) -> list[str]:
+    """An aligned table for the task log: name, estimated rows, split key."""
+    rows = [(str(s.table_id), f"~{s.approx_rows:,} rows", "split on " + ", ".join(s.chunk_key)
+             + ("" if s.chunk_key == s.primary_key else " (chunk_key_columns)")) for s in schemas]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return [f"{a:<{w0}}  {b:>{w1}}  {c}" for a, b, c in rows]

@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSkipException
 
 from ..cdc.errors import CdcError
-from ..hooks.mysql_cdc import MySqlCdcHook
-from ..operators._stream import StreamControl, status_summary
+from ..cdc.state import StateStore
+from ..operators._stream import LAUNCH_REL, StreamControl, status_summary
+
+LOG_TAIL_LINES = 15
 
 
 class MySqlCdcStreamSensor(BaseSensorOperator):
     """Succeeds when the stream runs and is at most ``max_lag_s`` seconds behind the binlog head.
 
+    The stream outlives the DAG run that started it, so this sensor is how a user sees it
+    from Airflow: every check logs whether it is alive (pid, host), its last committed
+    micro-batch and when, its lag and bytes behind the head, and the tail of its log; the
+    XCom holds the same figures, and each asset in ``outlets`` gets an event whose ``extra``
+    carries them (the Assets view shows them).
+
     A dead stream (local: its process is gone; cluster: no status for ``stale_after_s``) is
     relaunched from its checkpoint when ``relaunch`` is set (nothing is lost: it resumes after
-    the last committed micro-batch), else the sensor fails. Lag is "seconds behind the binlog
-    head": how long ago the server's binlog ended where the stream has committed up to. The
-    XCom holds the status (micro-batch, offsets, lag, bytes behind).
-
-    Put it in a small DAG scheduled every few minutes as the stream's watchdog.
+    the last committed micro-batch), else the sensor fails. A state location where no stream
+    was ever started has nothing to watch: the task is skipped. Connection ids not given
+    here come from the last launch (``stream/launch.json`` in the state location), so the
+    watchdog restarts a PostgreSQL-sink stream with its sink connection.
 
     :param state_location: the pipeline's state location. (templated)
-    :param mysql_cdc_conn_id: the source connection. (templated)
-    :param spark_conn_id: the Spark connection. (templated)
-    :param sink_conn_id: the PostgreSQL sink's connection, if that is the sink. (templated)
+    :param mysql_cdc_conn_id: the source connection (default: the one the stream was launched with). (templated)
+    :param spark_conn_id: the Spark connection (default: as launched, else ``spark_default``). (templated)
+    :param sink_conn_id: the PostgreSQL sink's connection (default: as launched). (templated)
     :param max_lag_s: succeed only when the lag is at most this (None: any lag). (templated)
     :param relaunch: start a dead stream again. (templated)
     :param stale_after_s: on a cluster, a status this old means the stream is dead.
@@ -35,11 +44,11 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                                       "max_lag_s", "relaunch")
     ui_color = "#e3f7e3"
 
-    def __init__(self, *, state_location: str, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
-                 spark_conn_id: str = "spark_default", sink_conn_id: str | None = None,
+    def __init__(self, *, state_location: str, mysql_cdc_conn_id: str | None = None,
+                 spark_conn_id: str | None = None, sink_conn_id: str | None = None,
                  max_lag_s: float | None = None, relaunch: bool = True, stale_after_s: float = 300.0,
                  start_timeout_s: float = 600.0, password_file: str | None = None,
-                 cluster_provides_password: bool = False, python_archive: str | None = None,
+                 cluster_provides_password: bool | None = None, python_archive: str | None = None,
                  conf: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.state_location = state_location
@@ -55,12 +64,22 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         self.python_archive = python_archive
         self.conf = dict(conf or {})
 
+    def control(self) -> StreamControl:
+        return StreamControl.from_state(
+            self.state_location, mysql_cdc_conn_id=self.mysql_cdc_conn_id, spark_conn_id=self.spark_conn_id,
+            sink_conn_id=self.sink_conn_id, password_file=self.password_file,
+            cluster_provides_password=self.cluster_provides_password, python_archive=self.python_archive,
+            conf=self.conf or None, start_timeout_s=self.start_timeout_s, stale_after_s=self.stale_after_s)
+
     def poke(self, context: Any) -> PokeReturnValue | bool:
         from ..operators._pipeline import truthy
 
-        control = StreamControl(self.state_location, self.mysql_cdc_conn_id, self.spark_conn_id,
-                                self.sink_conn_id or None, self.password_file, self.cluster_provides_password,
-                                self.python_archive, self.conf, self.start_timeout_s, self.stale_after_s)
+        state = StateStore(self.state_location)
+        if not state.exists(LAUNCH_REL) and not state.stream_started():
+            raise AirflowSkipException(
+                f"no binlog stream has been started with the state location {self.state_location} yet: nothing "
+                "to watch. Trigger the pipeline DAG first (its stream task starts the stream).")
+        control = self.control()
         status = control.running()
         if status is None:
             if not truthy(self.relaunch):
@@ -70,10 +89,43 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             status = control.launch()
             self.log.info("stream relaunched: micro-batch %s committed", status.batch_id)
         summary = status_summary(status)
+        summary["checked_at"] = time.time()
+        self._report(summary, control)
+        self._record_asset_events(context, summary)
         lag = summary.get("lag_s")
-        self.log.info("stream healthy: micro-batch %s, committed %s, lag %s s, %s bytes behind",
-                      summary.get("batch_id"), summary.get("committed_offset"), lag, summary.get("behind_bytes"))
         if self.max_lag_s not in (None, "") and (lag is None or lag > float(self.max_lag_s)):
-            self.log.info("lag %s s is above max_lag_s=%s: waiting", lag, self.max_lag_s)
+            self.log.warning("lag %s s is above max_lag_s=%s: checking again in %s s", lag, self.max_lag_s,
+                             self.poke_interval)
             return False
         return PokeReturnValue(is_done=True, xcom_value=summary)
+
+    def _report(self, summary: dict[str, Any], control: StreamControl) -> None:
+        """One health line a user can read in the task log, then the tail of the stream's log."""
+        committed_at = summary.get("committed_at") or summary.get("updated_at")
+        ago = f"{time.time() - committed_at:.0f} s ago" if committed_at else "not yet"
+        lag = summary.get("lag_s")
+        self.log.info("stream alive: pid %s on %s; last commit: micro-batch %s at %s, %s; lag %s; %s bytes of "
+                      "binlog behind the head", summary.get("pid"), summary.get("host"), summary.get("batch_id"),
+                      _offset_text(summary.get("committed_offset")), ago,
+                      f"{lag:.1f} s" if isinstance(lag, (int, float)) else "unknown (no head sample yet)",
+                      summary.get("behind_bytes"))
+        tail = control.log_tail(LOG_TAIL_LINES)
+        if tail:
+            self.log.info("last %d lines of the stream's log (%s):", LOG_TAIL_LINES, control.log_path() or "")
+            for line in tail.splitlines():
+                self.log.info("  | %s", line)
+
+    def _record_asset_events(self, context: Any, summary: dict[str, Any]) -> None:
+        outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
+        if not outlet_events:
+            return
+        extra = {k: summary.get(k) for k in ("running", "batch_id", "committed_offset", "committed_at", "lag_s",
+                                             "behind_bytes", "pid", "host", "checked_at")}
+        for outlet in self.outlets or ():
+            outlet_events[outlet].extra = extra
+
+
+def _offset_text(offset: Mapping[str, Any] | None) -> str:
+    if not offset:
+        return "-"
+    return f"{offset.get('file')}:{offset.get('position')}"

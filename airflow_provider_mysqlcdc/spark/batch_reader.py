@@ -205,7 +205,7 @@ class ConsistentBatchReader:
             result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted)
         self.spark.sparkContext.setJobDescription(None)
         timings["total_s"] = time.monotonic() - t0
-        log.info("batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s", batch.batch_id, lw, hw,
+        log.debug("batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s", batch.batch_id, lw, hw,
                  sum(sum(t.rows_per_chunk.values()) for t in result.tables.values()),
                  result.backfill_events, {k: round(v, 3) for k, v in timings.items()})
         return result

@@ -13,22 +13,26 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ..cdc.errors import StreamOwnsSinkError
 from ..cdc.pipeline import PipelineConfig
 from ..cdc.plan import Plan
 from ..cdc.state import StateStore
 from .batch_reader import ConsistentBatchReader
+from .progress import SnapshotProgress
 from .sinks.factory import build_sink
 
 log = logging.getLogger(__name__)
 
 
 def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: str,
-                       plan: Plan | None = None) -> dict[str, Any]:
+                       plan: Plan | None = None, progress_interval_s: float = 20.0) -> dict[str, Any]:
     state = StateStore(config.state_location)
     plan = plan or state.read_plan()
     if plan is None:
         raise FileNotFoundError(f"no plan at {state.url('plan.json')}: run the plan step first")
     batch = plan.batch(batch_id)
+    if state.stream_started():
+        raise StreamOwnsSinkError(batch_id, state.location)
     schemas = {t: plan.schemas[t] for t in batch.tables}
     state.delete(StateStore.batch_result_rel(batch_id))
 
@@ -40,15 +44,24 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         sink.prepare(list(schemas.values()))
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
                                        staging_dir=state.url("staging"))
-        got = reader.read(batch)
+        progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
+                                    plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s)
+        spark.sparkContext.setJobGroup(progress.group, f"mysqlcdc read {batch_id}")
+        progress.start()
         try:
-            written: dict[str, Any] = {}
-            for r in batch.ranges():
-                spark.sparkContext.setJobDescription(f"mysqlcdc write {r.table_id} batch {batch_id}")
-                w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
-                written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
+            got = reader.read(batch)
+            spark.sparkContext.setJobGroup(f"mysqlcdc-write-{batch_id}", f"mysqlcdc write {batch_id}")
+            try:
+                written: dict[str, Any] = {}
+                for r in batch.ranges():
+                    progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
+                    spark.sparkContext.setJobDescription(f"mysqlcdc write {r.table_id} batch {batch_id}")
+                    w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
+                    written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
+            finally:
+                got.unpersist()
         finally:
-            got.unpersist()
+            progress.stop()
     finally:
         sink.close()
     elapsed = time.monotonic() - t0
@@ -70,6 +83,8 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
     }
     state.write_batch_result(result)
-    log.info("batch %s done: %d chunks, %d rows read, HW %s, %.1fs (%s rows/s)", batch_id, len(batch.chunks),
-             rows, got.high_watermark, elapsed, result["rows_per_s"])
+    log.info("batch %s done: %d chunks, %s rows read and written in %.1f s (%s rows/s); backfill %d events, "
+             "%d rows corrected; high watermark %s", batch_id, len(batch.chunks), f"{rows:,}", elapsed,
+             f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
+             sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
     return result

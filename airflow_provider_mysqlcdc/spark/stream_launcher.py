@@ -301,6 +301,12 @@ def launch_local_stream(config_url: str, state: "StateStore", *, password: str, 
     return proc
 
 
+def recorded_log_path(state: "StateStore") -> str | None:
+    """The log file of the last local launch (running or not), if one was recorded."""
+    rec = _read_record(state)
+    return rec.log_path if rec is not None else None
+
+
 def running_local_stream(state: "StateStore") -> LocalStreamProcess | None:
     """The recorded stream process, if it runs on this host, is alive (not a zombie), and its
     command line still holds the job file and config URL (guards against a reused pid)."""

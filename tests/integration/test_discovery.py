@@ -61,6 +61,21 @@ def test_pattern_matching_nothing_is_named(shop):
         discover_tables(conn, [f"{db}.order_2"], exclude=[f"{db}.order_.*"])
 
 
+def test_every_problem_of_a_table_list_is_named_at_once(shop):
+    """A user fixes the list in one go: each entry matching nothing, a view, a keyless table."""
+    db, conn = shop
+    with pytest.raises(ConfigError) as e:
+        discover_tables(conn, [f"{db}.order_1", f"{db}.no_such_table", f"{db}.v", f"{db}.bare", "Order_2"])
+    text = str(e.value)
+    first, *rest = text.splitlines()
+    assert "4 problems" in first and "Fix:" in first
+    assert len(rest) == 4 and all("Fix:" in line for line in rest), text
+    assert f"'{db}.no_such_table' matches no table" in text
+    assert f"'{db}.v' matches only views" in text
+    assert f"table {db}.bare has no primary key" in text
+    assert "'Order_2' matches no table on the server. Fix: write it as 'database.table'" in text
+
+
 def test_columns_and_keys(shop):
     db, conn = shop
     (s,) = discover_tables(conn, [f"{db}.order_1"])

@@ -81,13 +81,14 @@ def test_passwords_go_through_the_environment_only_where_it_stays_private():
 
 
 def test_table_names_from_the_trigger_form():
-    from airflow_provider_mysqlcdc.operators._pipeline import as_list, qualify_tables
+    from airflow_provider_mysqlcdc.cdc.table_patterns import qualify_all
+    from airflow_provider_mysqlcdc.operators._pipeline import as_list
 
     assert as_list("a.b, c.d\ne.f", "tables") == ["a.b", "c.d", "e.f"]
     assert as_list('["a.b"]', "tables") == ["a.b"]
-    assert qualify_tables(["orders", "x.y", r"shop\.order_.*"], "shop") == ["shop.orders", "x.y", r"shop\.order_.*"]
+    assert qualify_all(["orders", "x.y", r"shop\.order_.*"], "shop") == ["shop.orders", "x.y", r"shop\.order_.*"]
     with pytest.raises(ConfigError, match="schema"):
-        qualify_tables(["orders"], None)
+        qualify_all(["orders"], None)
 
 
 def test_local_masters_get_task_retries():
@@ -117,8 +118,115 @@ def test_sink_settings_never_hold_a_password():
 def test_the_dag_template_parses_with_its_params_and_shape():
     dag = airflow_env.load_template_dag()
     assert [t.task_id for t in dag.topological_sort()] == ["validate", "plan", "snapshot", "stream"]
-    assert {"tables", "state_location", "sink_type", "chunk_size", "rows_per_batch", "startup_mode",
-            "reset"} <= set(dag.params.keys())
-    assert dag.doc_md and "clear" in dag.doc_md
+    assert dag.doc_md and "Clear" in dag.doc_md and "Downstream" in dag.doc_md
     watchdog = airflow_env.load_template_dag("mysql_cdc_stream_watchdog")
     assert [t.task_id for t in watchdog.tasks] == ["stream_health"]
+    assert watchdog.is_paused_upon_creation is False
+    assert watchdog.tasks[0].outlets, "the watchdog records the stream's health as asset events"
+
+
+def test_the_trigger_form_offers_every_setting_with_a_section_and_help():
+    """The form is built from the one settings list: every setting, nothing else, each with a
+    section, a title and help; optional ones are nullable (a non-nullable empty field blocks
+    the Trigger button), and the defaults pass the form's own schema checks."""
+    from airflow_provider_mysqlcdc.cdc.settings import SETTINGS
+
+    dag = airflow_env.load_template_dag()
+    assert list(dag.params.keys()) == [s.name for s in SETTINGS]
+    for s in SETTINGS:
+        param = dag.params.get_param(s.name)
+        schema = param.schema
+        assert schema["section"] and schema["title"] and schema["description_md"], s.name
+        if param.value in (None, [], {}, ""):
+            assert "null" in schema["type"], f"{s.name}: an empty default must be nullable"
+        param.resolve()  # the default validates
+    assert "values_display" in dag.params.get_param("sink_type").schema
+    assert set(dag.params.get_param("startup_mode").schema["values_display"]) == set(
+        dag.params.get_param("startup_mode").schema["enum"])
+    assert "Destructive" in dag.params.get_param("reset").schema["description_md"]
+    dag.params.validate()
+
+
+def test_the_form_rejects_what_the_engine_would_refuse():
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = airflow_env.load_template_dag()
+    for name, bad in (("chunk_size", 0), ("chunk_size", -5), ("rows_per_batch", 0), ("tables", []),
+                      ("tables", [" shop.orders"]), ("tables", [""]), ("sink_type", "mysql"),
+                      ("startup_mode", "now"), ("state_location", "")):
+        with pytest.raises(ParamValidationError):
+            dag.params.get_param(name).resolve(bad)
+    assert dag.params.get_param("sink_conn_id").resolve(None) is None
+    assert dag.params.get_param("startup_timestamp").resolve("2026-11-25T08:00:00Z")
+
+
+def test_every_setting_reaches_an_operator_of_the_template():
+    """Form and operators cannot drift: each setting is passed to a task of the template as
+    '{{ params.<name> }}', and each task argument the template renders from params is a setting."""
+    import re
+
+    from airflow_provider_mysqlcdc.cdc.settings import SETTINGS
+
+    dag = airflow_env.load_template_dag()
+    used: set[str] = set()
+    for task in dag.tasks:
+        op = getattr(task, "partial_kwargs", None) or {}
+        values = [getattr(task, f, None) for f in task.template_fields] + list(op.values())
+        for v in values:
+            used |= set(re.findall(r"params\.(\w+)", str(v)))
+    assert used == {s.name for s in SETTINGS}
+
+
+def test_operator_argument_names_match_the_settings():
+    import inspect
+
+    from airflow_provider_mysqlcdc.cdc.settings import SETTINGS
+    from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
+
+    accepted = set(inspect.signature(MySqlCdcPlanOperator.__init__).parameters)
+    # the connection is the operator's mysql_cdc_conn_id; reread_batches is the snapshot tasks'
+    missing = {s.name for s in SETTINGS} - accepted - {"mysql_conn_id", "reread_batches"}
+    assert not missing, missing
+
+
+def test_startup_timestamp_accepts_the_forms_date_time():
+    from airflow_provider_mysqlcdc.operators._pipeline import epoch_seconds
+
+    assert epoch_seconds("2026-11-25T08:00:00Z", "t") == epoch_seconds("2026-11-25T08:00:00", "t") == 1795593600.0
+    assert epoch_seconds(1795593600, "t") == 1795593600.0 and epoch_seconds(None, "t") is None
+    with pytest.raises(ConfigError, match="Fix"):
+        epoch_seconds("next tuesday", "startup_timestamp")
+
+
+def test_unknown_stream_options_name_the_accepted_ones():
+    from airflow_provider_mysqlcdc.cdc.pipeline import StreamOptions
+
+    with pytest.raises(ConfigError, match="Fix: use only max_events_per_batch"):
+        StreamOptions.from_mapping({"max_events": 5})
+
+
+def test_config_errors_fail_the_task_at_once_with_the_fix_first():
+    import logging
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_mysqlcdc.cdc.errors import SourceUnreachableError
+    from airflow_provider_mysqlcdc.operators._fail_fast import config_errors_fail_at_once
+
+    lines: list[str] = []
+
+    class Op:
+        log = logging.getLogger("t")
+
+        @config_errors_fail_at_once
+        def execute(self, context, error):
+            raise error
+
+    Op.log.error = lambda fmt, *a: lines.append(fmt % a)  # type: ignore[method-assign]
+    with pytest.raises(AirflowFailException) as e:
+        Op().execute({}, ConfigError("table 'x' matches nothing. Fix: check it."))
+    assert lines == ["table 'x' matches nothing. Fix: check it."] and e.value.__cause__ is None
+    with pytest.raises(SourceUnreachableError):  # a restarting server: retries bring the task through
+        Op().execute({}, SourceUnreachableError("down"))
+    with pytest.raises(ValueError):
+        Op().execute({}, ValueError("a bug is not a configuration error"))

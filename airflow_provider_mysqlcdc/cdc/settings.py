@@ -1,0 +1,150 @@
+"""Every setting a pipeline run accepts, in one list: name, form section, help, JSON schema.
+
+The DAG template's trigger form, the operators' arguments and the errors that name a setting
+all come from here, so they cannot drift apart (a test checks that the template offers each
+one and that the plan/validate operators accept each one). The schemas are JSON Schema as
+Airflow's trigger form reads it: ``section`` groups fields, ``values_display`` labels enum
+values, ``description_md`` is the help under a field. Optional settings are nullable: the
+form treats a non-nullable empty field as missing and will not submit.
+
+No Airflow import here: pipeline files (YAML) can be checked against the same list.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .pipeline import SINK_TYPES, STARTUP_MODES
+
+SOURCE = "Source"
+SINK = "Sink"
+SNAPSHOT = "Snapshot"
+STREAM = "Stream"
+STATE = "Pipeline state"
+DANGER = "Danger zone: reset"
+
+# A table entry: no leading or trailing blanks, nothing empty. Whether a regex compiles and
+# whether a name exists is checked by validate against the server (it names every bad entry).
+TABLE_ENTRY_PATTERN = r"^\S(.*\S)?$"
+
+STARTUP_MODE_LABELS = {
+    "initial": "initial: snapshot every table, then stream the binlog (the usual choice)",
+    "snapshot": "snapshot: snapshot every table once, start no stream",
+    "latest-offset": "latest-offset: no snapshot, stream changes from now on",
+    "earliest-offset": "earliest-offset: no snapshot, stream from the oldest binlog the server keeps",
+    "specific-offset": "specific-offset: no snapshot, stream from Startup offset",
+    "timestamp": "timestamp: no snapshot, stream from the first binlog event at or after Startup timestamp",
+}
+SINK_LABELS = {
+    "delta": "Delta Lake: one table per source table under Sink options' root (default)",
+    "postgres": "PostgreSQL: upserts into a schema, via the PostgreSQL sink connection",
+    "changelog": "Changelog: append-only JSON lines of every change (changelog-json), under root",
+    "console": "Console: print changes to the Spark log (debugging only)",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One run setting. ``schema`` is its JSON Schema (``type`` and the checks); ``default`` is
+    what the template ships (a DAG file may pass its own)."""
+
+    name: str
+    section: str
+    title: str
+    description: str
+    default: Any
+    schema: Mapping[str, Any] = field(default_factory=dict)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"title": self.title, "section": self.section, **copy.deepcopy(dict(self.schema))}
+
+
+def _nullable(kind: str) -> list[str]:
+    return ["null", kind]
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("mysql_conn_id", SOURCE, "MySQL connection",
+            "The Airflow connection of the source server (type **MySQL CDC**, or a plain MySQL one). Create it "
+            "under *Admin > Connections*; its **Test** button runs every server check.",
+            "mysql_cdc_default", {"type": "string", "minLength": 1}),
+    Setting("tables", SOURCE, "Tables",
+            "One entry per line: `db.table`, a bare `table` (takes the connection's Default database), or a "
+            "regular expression over `db.table` such as `shop\\.order_.*`. **validate** names every entry that "
+            "matches no table on the server.",
+            ["shop.orders"],
+            {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": TABLE_ENTRY_PATTERN}}),
+    Setting("exclude", SOURCE, "Exclude tables",
+            "Tables to leave out, same forms as Tables (e.g. `shop\\.tmp_.*`). Empty: none.",
+            [], {"type": _nullable("array"), "items": {"type": "string", "pattern": TABLE_ENTRY_PATTERN}}),
+    Setting("chunk_key_columns", SOURCE, "Chunk key columns",
+            'For tables without a primary key: `{"db.table": "column"}`, a NOT NULL unique column to split '
+            "the table on. validate says which tables need one.",
+            {}, {"type": _nullable("object")}),
+    Setting("sink_type", SINK, "Sink", "Where the rows go.", "delta",
+            {"type": "string", "enum": list(SINK_TYPES), "values_display": dict(SINK_LABELS)}),
+    Setting("sink_options", SINK, "Sink options",
+            'Delta and changelog: `{"root": "<directory or URL>"}` (where the tables are written; every Spark '
+            'node must reach it). PostgreSQL: `{"schema": "cdc"}` (the target schema). Passwords never go '
+            "here: use the PostgreSQL sink connection.",
+            {"root": "/tmp/mysqlcdc-lake"}, {"type": "object"}),
+    Setting("sink_conn_id", SINK, "PostgreSQL sink connection",
+            "Only for the PostgreSQL sink: the Airflow connection (type Postgres) with host, database, user and "
+            "password. Leave empty for the other sinks.",
+            None, {"type": _nullable("string")}),
+    Setting("chunk_size", SNAPSHOT, "Chunk size (rows)",
+            "Rows per chunk: one SELECT of the snapshot reads one chunk. Flink CDC's default is 8096; larger "
+            "chunks mean fewer queries, smaller ones a finer rerun. At least 1.",
+            8096, {"type": "integer", "exclusiveMinimum": 0, "maximum": 100_000_000}),
+    Setting("rows_per_batch", SNAPSHOT, "Rows per Spark job",
+            "Target rows of one snapshot task (one Spark job reads one batch of chunks). A Spark job costs "
+            "seconds to start, so keep it in the millions. The batch count is a multiple of the snapshot "
+            "tasks that run at once.",
+            5_000_000, {"type": "integer", "exclusiveMinimum": 0}),
+    Setting("reread_batches", SNAPSHOT, "Read finished batches again",
+            "Batches to snapshot again although they finished: batch ids (`batch-0003`), table names "
+            "(`shop.orders`: every batch holding it) or `*` for all. Only before the stream has started; "
+            "once it runs, a batch that would write the sink refuses (it could overwrite newer changes). "
+            "Clearing a finished snapshot task in the grid also reads it again.",
+            [], {"type": _nullable("array"), "items": {"type": "string", "pattern": TABLE_ENTRY_PATTERN}}),
+    Setting("startup_mode", STREAM, "Startup mode", "What the pipeline reads first.", "initial",
+            {"type": "string", "enum": list(STARTUP_MODES), "values_display": dict(STARTUP_MODE_LABELS)}),
+    Setting("startup_offset", STREAM, "Startup offset",
+            'Only for startup mode specific-offset: `{"file": "mysql-bin.000003", "position": 4}` or '
+            '`{"gtid": "<gtid set>"}`.',
+            None, {"type": _nullable("object")}),
+    Setting("startup_timestamp", STREAM, "Startup timestamp",
+            "Only for startup mode timestamp: the stream starts at the first binlog event at or after this "
+            "time (UTC).",
+            None, {"type": _nullable("string"), "format": "date-time"}),
+    Setting("stream_options", STREAM, "Stream options",
+            "How the stream paces itself, e.g. `{\"max_events_per_batch\": 20000, \"trigger_interval_s\": 1}`. "
+            "Keys: max_events_per_batch, heartbeat_s, trigger_interval_s, catchup_parallelism, "
+            "catchup_min_bytes, catchup_batch_bytes (README, Stream behaviour).",
+            {}, {"type": _nullable("object")}),
+    Setting("state_location", STATE, "State location",
+            "Directory or URL (s3://, abfss://, ...) holding the plan, batch results and the stream's "
+            "checkpoint, status and log. Every Spark node must reach it. One per pipeline.",
+            "/tmp/mysqlcdc/pipeline", {"type": "string", "minLength": 1}),
+    Setting("reset", DANGER, "Reset: forget everything and load again",
+            "**Destructive.** Stops the running stream and deletes the plan, every batch result and the "
+            "stream's checkpoint in the state location; then every table is planned and snapshotted from "
+            "scratch (sink tables are replaced as batches finish). Leave off to resume or rerun.",
+            False, {"type": "boolean"}),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def setting(name: str) -> Setting:
+    return BY_NAME[name]
+
+
+def defaults(**overrides: Any) -> dict[str, Any]:
+    """Every setting's value: the catalogue's defaults with ``overrides`` (unknown names fail)."""
+    unknown = sorted(set(overrides) - set(BY_NAME))
+    if unknown:
+        raise KeyError(f"unknown settings {unknown}; known: {sorted(BY_NAME)}")
+    return {s.name: copy.deepcopy(overrides.get(s.name, s.default)) for s in SETTINGS}
