@@ -33,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                                          "airflow_provider_mysqlcdc.operators.stream"]}],
         "sensors": [{"integration-name": "MySQL CDC",
                      "python-modules": ["airflow_provider_mysqlcdc.sensors.stream"]}],
+        "extra-links": ["airflow_provider_mysqlcdc.links.StreamSparkUiLink"],
         "connection-types": [{
             "hook-class-name": "airflow_provider_mysqlcdc.hooks.mysql_cdc.MySqlCdcHook",
             "hook-name": "MySQL CDC",
@@ -56,11 +57,17 @@ def get_provider_info() -> dict[str, Any]:
                                    "the binlog are read. Must match the server's time_zone.",
                     "schema": {"type": ["string", "null"], "default": "UTC"},
                 },
-                "ssl_ca": {"label": "TLS CA file", "description": "Path of the CA certificate on the workers "
-                           "and Spark nodes; enables TLS.", "schema": text},
-                "ssl_cert": {"label": "TLS client certificate file", "schema": text},
-                "ssl_key": {"label": "TLS client key file", "schema": text},
+                "ssl_ca": {"label": "TLS CA file", "description": "Path of the CA certificate (PEM) on the workers "
+                           "and Spark nodes: the server's certificate is verified against it. Empty: TLS when the "
+                           "server offers it, unverified.", "schema": text},
+                "ssl_cert": {"label": "TLS client certificate file", "description": "Path of a client certificate "
+                             "(PEM) for the binlog connections. The snapshot's JDBC reads cannot use one: leave "
+                             "empty unless the server requires it.", "schema": text},
+                "ssl_key": {"label": "TLS client key file", "description": "Path of the client certificate's key "
+                            "(PEM), with TLS client certificate file.", "schema": text},
                 "ssl_verify_identity": {"label": "Verify server host name",
+                                        "description": "With a TLS CA file: also check that the certificate names "
+                                                       "the host you connect to.",
                                         "schema": {"type": ["boolean", "null"], "default": True}},
                 "jdbc_fetch_size": {"label": "JDBC fetch size", "description": "Rows per round trip of the "
                                     "snapshot's JDBC reads.", "schema": {"type": ["integer", "null"], "default": 10000}},

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever `make demo` / `make test` need and is missing on this machine:
-# Debian packages (MariaDB server and client, MariaDB Connector/J, PostgreSQL),
+# Debian packages (MariaDB server and client, MariaDB Connector/J, PostgreSQL, Chromium and its
+# WebDriver for the browser tests in tests/ui),
 # a Java 17+ runtime check, and the project's virtualenv with its pinned Python packages.
 # Safe to run again: every step checks first and does nothing when already satisfied.
 set -euo pipefail
@@ -15,6 +16,9 @@ command -v mariadb >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
 command -v mariadb-binlog >/dev/null 2>&1 || need_pkgs+=(mariadb-client)
 [ -f /usr/share/java/mariadb-java-client.jar ] || need_pkgs+=(libmariadb-java)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+# tests/ui drive a real Airflow UI with Selenium: Debian's browser and driver (same version).
+[ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_pkgs+=(chromium-driver)
 java_ok=0
 if command -v java >/dev/null 2>&1; then
   jv=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)

@@ -26,6 +26,7 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
            "CRITICAL": logging.CRITICAL}
 MACHINE_PREFIXES = ("MYSQLCDC_RESULT ",)
 BANNER = ("Using Spark's default log4j profile", "Setting default log level to", "To adjust logging level use",
+          "WARNING: Using incubator modules", "Setting Spark log level to",
           "For SparkR, use setLogLevel", ":: loading settings ::", "Ivy Default Cache", "The jars for the packages")
 HARMLESS_WARNINGS = ("Unable to load native-hadoop library", "resolves to a loopback address",
                      "Set SPARK_LOCAL_IP if you need to bind", "Service 'SparkUI' could not bind on port")

@@ -160,8 +160,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if state.stream_started():
             raise StreamOwnsSinkError(self.batch_id, state.location)
         self._prepare_submit(state)
-        est = f", ~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else ""
-        self.log.info("snapshotting batch %s (%s%s) on Spark", self.batch_id, self.batch_label, est)
+        self.log.info("snapshotting batch %s (%s) on Spark", self.batch_id, self.batch_label or (
+            f"~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else "?"))
         t0 = time.monotonic()
         super().execute(context)
         result = state.read_batch_result(self.batch_id)
@@ -190,7 +190,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if truthy(self.redo_finished):
             return "redo_finished is set"
         owner = state.read_batch_owner(self.batch_id) or {}
-        if me.get("run_id") and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index")):
+        if (me.get("run_id") and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index"))
+                and int(me.get("try_number") or 0) > int(owner.get("try_number") or 0)):
             return "this task snapshotted it in this run and was cleared"
         return None
 
@@ -205,7 +206,7 @@ def _task_identity(context: Any) -> dict[str, Any]:
     """dag, run and map index of the running task instance (what a batch owner records)."""
     ti = context.get("ti") if hasattr(context, "get") else None
     return {"dag_id": getattr(ti, "dag_id", None), "run_id": getattr(ti, "run_id", None),
-            "map_index": getattr(ti, "map_index", None)}
+            "map_index": getattr(ti, "map_index", None), "try_number": getattr(ti, "try_number", None)}
 
 
 def _fmt(offset: dict[str, Any]) -> str:

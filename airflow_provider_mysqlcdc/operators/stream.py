@@ -10,6 +10,7 @@ from ..cdc.errors import CdcError, ConfigError
 from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..links import StreamSparkUiLink
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import read_config
 from ._stream import StreamControl, status_summary
@@ -53,6 +54,7 @@ class MySqlCdcStreamOperator(BaseOperator):
     template_fields: Sequence[str] = ("snapshot_results", "state_location", "mysql_cdc_conn_id", "spark_conn_id",
                                       "sink_conn_id")
     ui_color = "#e3f7e3"
+    operator_extra_links = (StreamSparkUiLink(),)
 
     def __init__(self, *, state_location: str, snapshot_results: Any = None,
                  mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, spark_conn_id: str = "spark_default",
@@ -121,6 +123,9 @@ class MySqlCdcStreamOperator(BaseOperator):
             return status_summary(status)
         status = control.launch()
         summary = status_summary(status)
-        self.log.info("stream running: micro-batch %s committed at %s, lag %s s", status.batch_id,
-                      summary["committed_offset"], summary["lag_s"])
+        offset = summary.get("committed_offset") or {}
+        self.log.info("stream running: micro-batch %s committed at %s:%s, lag %s s. It runs on outside this DAG "
+                      "run: the mysql_cdc_stream_watchdog DAG checks it every 5 minutes (alive, lag, last commit, "
+                      "its log) and relaunches it if it dies.", status.batch_id, offset.get("file"),
+                      offset.get("position"), summary["lag_s"])
         return summary

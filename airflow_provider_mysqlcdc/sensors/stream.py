@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from ..cdc.errors import CdcError
 from ..cdc.state import StateStore
+from ..links import StreamSparkUiLink
 from ..operators._stream import LAUNCH_REL, StreamControl, status_summary
 
 LOG_TAIL_LINES = 15
@@ -43,6 +44,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("state_location", "mysql_cdc_conn_id", "spark_conn_id", "sink_conn_id",
                                       "max_lag_s", "relaunch")
     ui_color = "#e3f7e3"
+    operator_extra_links = (StreamSparkUiLink(),)
 
     def __init__(self, *, state_location: str, mysql_cdc_conn_id: str | None = None,
                  spark_conn_id: str | None = None, sink_conn_id: str | None = None,

@@ -166,6 +166,7 @@ class StreamStatus:
     lag_s: float | None = None
     lag_is_lower_bound: bool = False
     exception: str | None = None
+    ui_url: str | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "StreamStatus":
@@ -571,6 +572,10 @@ def install_status_listener(spark: Any, config: "PipelineConfig", state: "StateS
     """Register a ``StreamStatusListener`` on ``spark`` (before the query starts, so it sees the
     start) writing ``stream/status.json`` in ``state``; returns it (call ``close()`` on shutdown)."""
     recorder = StatusRecorder(state, ServerHead(config.source), min_interval_s=min_interval_s)
+    try:  # the driver's Spark UI, for the operators' extra link (None when the UI is off)
+        recorder.status.ui_url = spark.sparkContext.uiWebUrl
+    except Exception:  # pragma: no cover - Spark Connect sessions have no SparkContext
+        pass
     listener = _listener_class()(recorder)
     spark.streams.addListener(listener)
     return listener

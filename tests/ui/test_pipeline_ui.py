@@ -1,0 +1,180 @@
+"""The DAG template as a user meets it: a real Airflow 3 (api-server, scheduler, dag-processor,
+triggerer; LocalExecutor), the template copied into its DAGs folder, connections created with
+``airflow connections add``, a private MariaDB with writers on, and a real Chromium clicking
+through the UI. No ``dag.test()``: the scheduler runs every task, Spark jobs included.
+
+In order (the module shares one Airflow): the form refuses chunk size 0 with a message; a
+table that does not exist fails ``validate`` within a minute, naming it, with nothing written;
+an initial load started from the form with only the table list changed, one snapshot batch
+marked failed while it runs and then cleared from its task page, ends green with the sink
+equal to the source; the stream's health and lag are read in the watchdog's task log.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.airflow_env import REPO
+from tests.support.mariadb import ROOT_PASSWORD
+from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from tests.support.tables import VALUE_COLS, create_int_table
+from tests.support.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+DAG_ID = "mysql_cdc_pipeline"
+WATCHDOG = "mysql_cdc_stream_watchdog"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ui-pipeline")
+
+
+@pytest.fixture(scope="module")
+def ui_dags_folder(work) -> Path:
+    folder = work / "dags"
+    folder.mkdir()
+    shutil.copy(REPO / "dags" / "mysql_cdc_pipeline.py", folder)  # as the README says: copy the template
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ui_extra_env(work) -> dict[str, str]:
+    return {"MYSQLCDC_STATE_ROOT": str(work / "state"), "MYSQLCDC_LAKE_ROOT": str(work / "lake")}
+
+
+@pytest.fixture(scope="module")
+def source(mariadb, airflow_ui, work):
+    """A database with one table and the connections, as a user creates them."""
+    db = f"ui_{int(time.time()) % 100000}"
+    mariadb.execute(f"CREATE DATABASE `{db}`")
+    spec = create_int_table(mariadb, db, 30_000, "orders")
+    airflow_ui.add_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=mariadb.port,
+                              login="root", password=ROOT_PASSWORD, schema=db,
+                              extra={"server_id_range": "5600-5620"})
+    airflow_ui.add_connection("spark_default", "spark", host="local[2]")
+    yield {"db": db, "spec": spec, "server": mariadb}
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+
+    stop_local_stream(StateStore(str(work / "state" / "pipeline")))
+
+
+def _state_of(airflow_api, run_id: str) -> dict[tuple[str, int], dict]:
+    return {(t["task_id"], t["map_index"]): t for t in airflow_api.task_instances(DAG_ID, run_id)}
+
+
+def test_chunk_size_zero_shows_a_message_and_is_not_triggered(airflow_api, browser, source):
+    airflow_api.wait_for_dag(DAG_ID, timeout=90)
+    before = len(airflow_api.dag_runs(DAG_ID))
+    browser.open_trigger_form(DAG_ID)
+    browser.open_section("Source")
+    browser.screenshot("trigger-form")
+    sections = [s["name"] for s in browser.sections()]
+    assert sections[:5] == ["Source", "Sink", "Snapshot", "Stream", "Pipeline state"], sections
+    assert "Danger zone: reset" in sections
+    assert browser.trigger_button_enabled(), "the form must submit at its defaults"
+    browser.set_field("chunk_size", 0)
+    browser.submit_trigger(expect_success=False)
+    error = browser.trigger_error_text()
+    assert error and "chunk_size" in error, error
+    browser.screenshot("chunk-size-zero-refused")
+    browser.close_dialog()
+    assert len(airflow_api.dag_runs(DAG_ID)) == before, "no run was created"
+
+
+def test_a_table_that_does_not_exist_fails_validate_naming_it(airflow_api, browser, source, work):
+    db = source["db"]
+    state = work / "state-bad"
+    browser.open_trigger_form(DAG_ID)
+    browser.set_field("tables", ["orders", "no_such_table"])
+    browser.set_field("state_location", str(state))
+    t0 = time.monotonic()
+    run_id = browser.submit_trigger()
+    run = airflow_api.wait_for_run(DAG_ID, run_id, ["failed"], timeout=120)
+    tis = _state_of(airflow_api, run_id)
+    assert tis[("validate", -1)]["state"] == "failed" and tis[("validate", -1)]["try_number"] == 1, tis
+    assert time.monotonic() - t0 < 60, "validate should fail within a minute (no retries)"
+    assert tis[("plan", -1)]["state"] == "upstream_failed"
+    log = browser.read_task_log(DAG_ID, run_id, "validate", wait_for="no_such_table")
+    browser.screenshot("validate-names-the-table")
+    assert f"'{db}.no_such_table' matches no table on the server. Fix:" in log, log[-3000:]
+    assert not state.exists(), "nothing may be written for a bad table list"
+    assert run["state"] == "failed"
+
+
+def test_initial_load_from_the_form_with_a_batch_failed_and_cleared(airflow_api, browser, source, work):
+    db, spec, server = source["db"], source["spec"], source["server"]
+    writer = ConcurrentWriter(lambda: server.connect(db), spec, seed=5, threads=1, pause_s=0.01).start()
+    try:
+        browser.open_trigger_form(DAG_ID)
+        browser.set_field("tables", ["orders"])  # the only change: every other field keeps its default
+        browser.screenshot("form-tables")
+        run_id = browser.submit_trigger()
+        run = airflow_api.dag_run(DAG_ID, run_id)
+        assert run["conf"]["tables"] == ["orders"] and run["conf"]["sink_conn_id"] is None
+
+        # The one snapshot batch is running: a user marks it failed from its task page.
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            snap = [t for k, t in _state_of(airflow_api, run_id).items() if k[0] == "snapshot" and k[1] >= 0]
+            if (snap and snap[0]["state"] == "running" and "rows" in (snap[0].get("rendered_map_index") or "")
+                    and "Spark" in airflow_api.task_log(DAG_ID, run_id, "snapshot", snap[0]["map_index"])):
+                break  # running, named after its chunks and size (the label Airflow shows), Spark started
+            time.sleep(1)
+        else:
+            pytest.fail(f"no snapshot task started running: {_state_of(airflow_api, run_id)}")
+        index = snap[0]["map_index"]
+        browser.open_task_instance(DAG_ID, run_id, "snapshot", index)
+        browser.open_mark_as_dialog("failed")
+        browser.screenshot("mark-running-batch-failed")
+        browser.confirm_dialog()
+        airflow_api.wait_for_run(DAG_ID, run_id, ["failed"], timeout=120)
+        tis = _state_of(airflow_api, run_id)
+        assert tis[("snapshot", index)]["state"] == "failed" and tis[("stream", -1)]["state"] == "upstream_failed"
+
+        # Clear it, with Downstream as the dialog pre-selects it, so the stream task runs too.
+        browser.open_task_instance(DAG_ID, run_id, "snapshot", index)
+        browser.open_clear_dialog()
+        affected = {(t, i) for t, i, _ in browser.affected_tasks()}
+        assert ("snapshot", index) in affected and ("stream", -1) in affected, affected
+        browser.screenshot("clear-with-downstream")
+        browser.confirm_dialog()
+        run = airflow_api.wait_for_run(DAG_ID, run_id, ["success", "failed"], timeout=360)
+        tis = _state_of(airflow_api, run_id)
+        assert run["state"] == "success", tis
+        assert tis[("snapshot", index)]["try_number"] == 2
+        log = browser.read_task_log(DAG_ID, run_id, "snapshot", index, wait_for="done:")
+        browser.screenshot("snapshot-log")
+        assert "progress:" in log or "reading " in log, log[-3000:]
+        assert "MYSQLCDC_RESULT" not in log and " INFO SparkContext" not in log, log[-3000:]
+        time.sleep(3)
+    finally:
+        writer.stop()
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+
+    t = TableId(db, "orders")
+    cols = list(spec.key_columns) + list(VALUE_COLS)
+    problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns),
+                               lambda: delta_rows(work / "lake", t, spec.key_columns), timeout_s=180)
+    assert not problem, problem
+
+
+def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
+    run_id = airflow_api.trigger(WATCHDOG, {})
+    airflow_api.wait_for_run(WATCHDOG, run_id, ["success"], timeout=180)
+    log = browser.read_task_log(WATCHDOG, run_id, "stream_health", wait_for="stream alive")
+    browser.screenshot("watchdog-lag")
+    line = next(l for l in log.splitlines() if "stream alive" in l)
+    assert "lag" in line and "last commit: micro-batch" in line, line
+    (ti,) = airflow_api.task_instances(WATCHDOG, run_id)
+    assert ti["state"] == "success"
+    xcom = airflow_api.get(f"/dags/{WATCHDOG}/dagRuns/{run_id}/taskInstances/stream_health/xcomEntries/return_value")
+    value = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    assert value["running"] is True and "lag_s" in value
