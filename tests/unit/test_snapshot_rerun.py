@@ -1,0 +1,88 @@
+"""When a snapshot task reads its batch again, skips it, or refuses: decided from the state
+location alone, before any Spark job (no servers needed)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.plan import Plan
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.operators.snapshot import MySqlCdcSnapshotOperator
+
+T = TableId("shop", "orders")
+RESULT = {"batch_id": "batch-0000", "ranges": [], "low_watermark": {"file": "b.000001", "position": 4},
+          "high_watermark": {"file": "b.000001", "position": 900}, "rows_per_chunk": {"shop.orders": {"0": 7}},
+          "chunks": [{}], "seconds": 1.0, "rows_per_s": 7}
+
+
+def _context(run_id="run-1", map_index=0, try_number=1):
+    return {"ti": SimpleNamespace(dag_id="mysql_cdc_pipeline", run_id=run_id, map_index=map_index,
+                                  try_number=try_number)}
+
+
+@pytest.fixture
+def state(tmp_path):
+    s = StateStore(str(tmp_path / "state"))
+    s.write_plan(Plan({}, (Batch("batch-0000", (Chunk(T, 0, None, None),)),)))
+    s.write_batch_result(RESULT)
+    return s
+
+
+def _op(state, **kw):
+    return MySqlCdcSnapshotOperator(task_id="snapshot", batch_id="batch-0000", batch_label="shop.orders chunk 0",
+                                    state_location=state.location, **kw)
+
+
+class Submitted(Exception):
+    """Stands for the Spark job: reaching it means the batch would be read again."""
+
+
+def _no_spark(monkeypatch):
+    monkeypatch.setattr(MySqlCdcSnapshotOperator, "_prepare_submit",
+                        lambda self, state: (_ for _ in ()).throw(Submitted()))
+
+
+def test_a_batch_an_earlier_run_finished_is_skipped(state, monkeypatch):
+    _no_spark(monkeypatch)
+    state.write_batch_owner("batch-0000", {"dag_id": "mysql_cdc_pipeline", "run_id": "run-0", "map_index": 0,
+                                           "try_number": 1})
+    summary = _op(state).execute(_context(run_id="run-1"))
+    assert summary["rows"] == 7 and summary["high_watermark"]["position"] == 900
+
+
+def test_clearing_the_task_that_wrote_it_reads_it_again_before_the_stream(state, monkeypatch):
+    _no_spark(monkeypatch)
+    state.write_batch_owner("batch-0000", {"dag_id": "mysql_cdc_pipeline", "run_id": "run-1", "map_index": 0,
+                                           "try_number": 1})
+    with pytest.raises(Submitted):
+        _op(state).execute(_context(run_id="run-1", try_number=2))
+    # the same try again (no clear happened) is not a request to read it again
+    assert _op(state).execute(_context(run_id="run-1", try_number=1))["rows"] == 7
+
+
+@pytest.mark.parametrize("entry", ["*", "batch-0000", "shop.orders"])
+def test_reread_batches_names_it(state, monkeypatch, entry):
+    _no_spark(monkeypatch)
+    with pytest.raises(Submitted):
+        _op(state, reread_batches=[entry]).execute(_context())
+    assert _op(state, reread_batches=["batch-0001", "shop.items"]).execute(_context())["rows"] == 7
+
+
+def test_once_the_stream_started_a_reread_refuses_without_retry_and_writes_nothing(state, monkeypatch):
+    _no_spark(monkeypatch)
+    state.fs.makedirs(state.path("stream", "checkpoint"), exist_ok=True)
+    with pytest.raises(AirflowFailException, match="the binlog stream of this pipeline has started.*Fix:"):
+        _op(state, reread_batches=["*"]).execute(_context())
+    assert state.read_batch_result("batch-0000") == RESULT
+    # a lost result file after the stream started: refused too, not read behind the stream's back
+    state.delete(StateStore.batch_result_rel("batch-0000"))
+    with pytest.raises(AirflowFailException, match="only writer of the sink"):
+        _op(state).execute(_context())
+    # a batch that is simply done is still reported as done
+    state.write_batch_result(RESULT)
+    assert _op(state).execute(_context())["rows"] == 7
