@@ -41,9 +41,16 @@ What the UI looks like (Airflow 3.3.2), which the selectors rely on:
   list with links ``.../mapped/<i>``). Task instance page: the log is a virtualized list
   ``[data-testid=virtualized-list]`` of rows with ``data-index`` (only rows in view are in the
   DOM), grouped (``::group::``) in collapsed groups; ``[data-testid=log-settings-button]`` →
-  ``[data-testid=log-settings-expand]`` expands them. Clear: ``[aria-label*='to clear']`` opens
-  a dialog (Past/Future/Upstream/Downstream toggles, affected tasks ``[data-testid=table-list]``,
-  "Confirm").
+  ``[data-testid=log-settings-expand]`` expands them (not remembered across pages). A row's text
+  without its line number (``[data-copy-exclude]``) is "[2026-01-01 00:00:00] INFO - message".
+  ``task_log_text`` scrolls the list through and keeps each row once.
+* Task instance page: Clear ``[aria-label*='to clear']`` ("Press shift+c to clear") and "Mark
+  Task Instance as..." (menu items ``[role=menuitem][data-value=failed|success]``) open a dialog:
+  Past/Future/Upstream/Downstream (and "Clear only failed tasks") toggle buttons
+  (``button[data-group-item]``; Downstream is pre-selected; which are on shows only in CSS),
+  affected tasks ``[data-testid=table-list]`` (cells ``td[data-testid=table-cell-<column>]``),
+  a note, and a "Confirm" button.
+* Escape in the trigger dialog closes it when no menu/popover is open: the helpers blur instead.
 """
 
 from __future__ import annotations
@@ -673,19 +680,24 @@ class Browser:
 
     def task_log_text(self, wait_for: str | None = None, timeout: float = 30) -> str:
         """The log of the open task instance as shown (groups expanded), one row per line;
-        with ``wait_for``, until that text is in it (the page reloads the log of a running task)."""
+        with ``wait_for``, until that text is in it (reloading the page, as a user would, while
+        the task still writes its log). Returns what it read last if the text never comes."""
         deadline = time.monotonic() + timeout
+        text = ""
         while True:
-            self.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list] [data-index]"),
-                       max(1.0, deadline - time.monotonic()), message="log rows")
             try:
+                self.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list] [data-index]"),
+                           max(1.0, deadline - time.monotonic()), message="log rows")
                 self._expand_log_groups()
                 text = self._log_rows()
-            except StaleElementReferenceException:
+            except (StaleElementReferenceException, TimeoutException):  # the list re-rendered (log reloaded)
+                if time.monotonic() > deadline:
+                    raise
                 continue
             if wait_for is None or wait_for in text or time.monotonic() > deadline:
                 return text
-            time.sleep(0.5)
+            time.sleep(1)
+            self.driver.refresh()
 
     def read_task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
                       try_number: int | None = None, wait_for: str | None = None, timeout: float = 30) -> str:
