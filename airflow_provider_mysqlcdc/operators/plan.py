@@ -11,6 +11,7 @@ from ..cdc.config import SplitOptions
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan, build_plan, plan_inputs
+from ..cdc.probes import check_startup_offset, probe_writable
 from ..cdc.state import StateStore
 from ..cdc.table_patterns import qualify_all
 from ..hooks.mysql_cdc import MySqlCdcHook
@@ -148,6 +149,38 @@ class MySqlCdcPlanOperator(BaseOperator):
             stream=StreamOptions.from_mapping(as_mapping(self.stream_options, "stream_options")),
         )
 
+    def _probe(self, config: PipelineConfig) -> None:
+        """Storage and start position are checked here, before any Spark job, so a location the
+        jobs could not write fails now with its fix (and leaves nothing behind)."""
+        probe_writable(config.state_location, "state_location")
+        options = dict(config.sink.options)
+        if config.sink.type in ("delta", "changelog") and options.get("root"):
+            probe_writable(str(options["root"]), f"the {config.sink.type} sink's root (sink_options.root)",
+                           options.get("storage_options"))
+        if config.sink.type == "postgres" and self.sink_conn_id and "dsn" in options:
+            self._probe_postgres(options["dsn"], BaseHook.get_connection(self.sink_conn_id).password)
+        if config.startup_mode == "specific-offset":
+            import contextlib
+
+            from ..cdc.server import list_binlogs
+
+            with contextlib.closing(config.source.connect()) as conn:
+                files = [name for name, _size in list_binlogs(conn)]
+            check_startup_offset(config.startup_offset, files)
+
+    def _probe_postgres(self, dsn: Any, password: str | None) -> None:
+        """Log in to the PostgreSQL sink with the connection's credentials, as the jobs will."""
+        from ..spark.sinks.postgres import PgConnection
+
+        try:
+            conn = PgConnection.resolve(dsn, password=password or None).connect(autocommit=True)
+            conn.close()
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(f"cannot connect to the PostgreSQL sink of connection {self.sink_conn_id!r}: {first}. "
+                              "Fix: check that connection's host, port, database (schema), login and password, "
+                              "then trigger again.") from None
+
     def sizing(self) -> BatchSizing:
         return BatchSizing(rows_per_batch=int(self.rows_per_batch), parallelism=int(self.parallelism),
                            max_batches=int(self.max_batches or _max_map_length()))
@@ -167,6 +200,7 @@ class MySqlCdcPlanOperator(BaseOperator):
     def execute(self, context: Any) -> list[dict[str, Any]]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         config = self.pipeline_config(hook)
+        self._probe(config)
         state = StateStore(config.state_location)
         if truthy(self.reset):
             self._forget(state)
