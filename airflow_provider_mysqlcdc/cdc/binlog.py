@@ -41,6 +41,7 @@ from .events import Heartbeat, RowChange, SchemaChange
 from .model import TableId
 from .offsets import BinlogOffset
 from .server import check_offset_available
+from .statements import StatementGuard
 
 
 Normalizer = Callable[..., dict]  # normalize(values, none_sources=None)
@@ -325,13 +326,15 @@ class BinlogReader:
         if re.match(r"^\s*BEGIN\b", sql, re.IGNORECASE):
             self._begin(offset)
             return
+        database = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else str(ev.schema or "")
+        if offset >= self.start:  # a statement-logged change of a captured table: stop, never skip it
+            StatementGuard(self.tables).check(sql, database, str(offset))
         if not is_ddl(sql):
             if re.match(r"^\s*(COMMIT|ROLLBACK)\s*$", sql, re.IGNORECASE):
                 self._in_txn = False
             return
         self._begin(offset)
         self._in_txn = False  # DDL commits implicitly
-        database = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else str(ev.schema or "")
         named = ddl_tables(sql, database)
         if self.tables is not None:
             captured = [t for t in named if t in self.tables]

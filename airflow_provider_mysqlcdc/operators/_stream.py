@@ -126,8 +126,8 @@ class StreamControl:
             if proc is None:
                 return None
             return status if status is not None and status.pid == proc.pid else _Starting(proc.pid)
-        if status is not None and status.age_s() < self.stale_after_s:
-            return status
+        if status is not None and status.state in ("starting", "running") and status.age_s() < self.stale_after_s:
+            return status  # a cluster stream: its recent status is the sign of life (a failed one is dead)
         return None
 
     def log_path(self) -> str | None:

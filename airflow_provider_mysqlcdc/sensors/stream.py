@@ -8,9 +8,10 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSkipException
 
-from ..cdc.errors import CdcError
+from ..cdc.errors import CdcError, ConfigError
 from ..cdc.state import StateStore
 from ..links import StreamSparkUiLink
+from ..operators._fail_fast import fail_fast
 from ..operators._stream import LAUNCH_REL, StreamControl, status_summary
 
 LOG_TAIL_LINES = 15
@@ -82,8 +83,10 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                 f"no binlog stream has been started with the state location {self.state_location} yet: nothing "
                 "to watch. Trigger the pipeline DAG first (its stream task starts the stream).")
         control = self.control()
+        self._check_server(control)
         status = control.running()
         if status is None:
+            self._refuse_relaunch_when_not_exact(state)
             if not truthy(self.relaunch):
                 raise CdcError(f"the stream of {self.state_location} is not running. Fix: rerun the pipeline's "
                                "stream task, or set relaunch=True on this sensor.")
@@ -100,6 +103,39 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                              self.poke_interval)
             return False
         return PokeReturnValue(is_done=True, xcom_value=summary)
+
+    def _check_server(self, control: StreamControl) -> None:
+        """The binlog settings the stream's exactness rests on, on every check: a switch to
+        STATEMENT logging loses rows while the stream still looks healthy."""
+        import contextlib
+
+        from ..cdc.server import server_version
+        from ..cdc.validation import ServerValidationError, check_variables, read_variables
+        from ..hooks.mysql_cdc import MySqlCdcHook
+
+        source = MySqlCdcHook(control.mysql_cdc_conn_id).get_source_config()
+        with contextlib.closing(source.connect()) as conn:
+            version = server_version(conn)
+            errors = check_variables(version, read_variables(conn))
+        if errors:
+            error = ServerValidationError(f"{version} at {source.host}:{source.port} (the stream's source)", errors)
+            raise fail_fast(self.log, ConfigError(
+                f"{error} A stream reading a binlog logged this way cannot stay exact: changes logged as "
+                "statements have no rows to apply. After fixing the server, load the affected tables again "
+                "(trigger the pipeline with reset=true)."))
+
+    def _refuse_relaunch_when_not_exact(self, state: StateStore) -> None:
+        """A stream that stopped because it could no longer be exact would stop again at the same
+        place: report its reason instead of relaunching it."""
+        from ..cdc.statements import NOT_EXACT_MARKER
+        from ..spark.stream_status import read_status
+
+        status = read_status(state)
+        if status is not None and status.state == "failed" and NOT_EXACT_MARKER in (status.exception or ""):
+            reason = status.exception or ""
+            start = reason.find("the binlog at ")
+            message = reason[start:].splitlines()[0] if start >= 0 else reason
+            raise fail_fast(self.log, ConfigError("the stream stopped and is not relaunched: " + message))
 
     def _report(self, summary: dict[str, Any], control: StreamControl) -> None:
         """One health line a user can read in the task log, then the tail of the stream's log."""

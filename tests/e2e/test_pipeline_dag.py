@@ -191,6 +191,9 @@ def test_snapshot_xcoms_carry_high_watermarks_and_the_stream_starts_at_their_min
                                                           for x in xcoms.values())
     stream = airflow_env.xcom_values(dag.dag_id, dr.run_id, "stream")[-1]
     assert stream["running"] and stream["batch_id"] is not None
+    # the task's extra link: the stream driver's Spark UI, as its status recorded it
+    link = airflow_env.xcom_values(dag.dag_id, dr.run_id, "stream", key="_link_StreamSparkUiLink")[-1]
+    assert link.startswith("http://") and link == state.read_json("stream/status.json")["ui_url"], link
 
 
 def test_map_indexes_are_named_after_their_tables_and_chunks(pipeline_run):

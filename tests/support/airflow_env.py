@@ -79,12 +79,13 @@ def task_states(dr) -> dict[tuple[str, int], tuple[str, int]]:
         return {(ti.task_id, ti.map_index): (str(ti.state), ti.try_number) for ti in tis}
 
 
-def xcom_values(dag_id: str, run_id: str, task_id: str) -> dict[int, Any]:
+def xcom_values(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> dict[int, Any]:
+    """One XCom per map index (``return_value`` by default; operator extra links are XComs too)."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        rows = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id).all()
+        rows = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id, key=key).all()
         return {r.map_index: XComModel.deserialize_value(r) for r in rows}
 
 

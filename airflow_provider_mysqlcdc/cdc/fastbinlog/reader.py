@@ -65,6 +65,7 @@ from ..binlog import check_start_available, ddl_tables, is_ddl, raise_dump_stopp
 from ..config import SourceConfig
 from ..errors import CdcError
 from ..events import Heartbeat, RowChange, SchemaChange
+from ..statements import StatementGuard
 from ..model import TableId
 from ..offsets import BinlogOffset, split_binlog_file
 from . import constants as C
@@ -505,6 +506,7 @@ class FastBinlogReader:
         self.stop = stop
         self.tables = frozenset(tables) if tables is not None else None
         self._databases = frozenset(t.database for t in self.tables) if self.tables is not None else None
+        self._statements = StatementGuard(self.tables)
         self.blocking = (stop is None) if blocking is None else blocking
         self.heartbeat_s = heartbeat_s
         self.dump_from = dump_from or BinlogOffset(start.file, start.position)
@@ -1159,6 +1161,8 @@ class FastBinlogReader:
         if re.match(r"^\s*BEGIN\b", sql, re.IGNORECASE):
             self._begin(pos)
             return None
+        if pos >= start_pos:  # a statement-logged change of a captured table: stop, never skip it
+            self._statements.check(sql, database, f"{self._file}:{pos}")
         if not is_ddl(sql):
             if re.match(r"^\s*(COMMIT|ROLLBACK)\s*$", sql, re.IGNORECASE):
                 self._in_txn = False

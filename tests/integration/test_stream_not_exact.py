@@ -1,0 +1,108 @@
+"""A stream that can no longer be exact stops loudly (real MariaDB, real stream job, Delta).
+
+``SET GLOBAL binlog_format = 'STATEMENT'`` while the stream runs, writers on: their changes
+reach the binlog as statements, without rows. Before, the reader took them for DDL and
+skipped them while every health signal said fine. Now the stream stops at the first one,
+its status says why (offset, statement, fix), the sink holds exactly what was committed
+before it, and the watchdog's sensor fails: first on the server's setting, then, with the
+setting fixed, on the stopped stream, which it does not relaunch (it would stop again).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.stream_launcher import (
+    launch_local_stream, log_tail, running_local_stream, wait_for_first_commit)
+from airflow_provider_mysqlcdc.spark.stream_status import read_status
+from tests.support import airflow_env
+from tests.support.mariadb import ROOT_PASSWORD
+from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from tests.support.tables import VALUE_COLS, VALUE_FILL, create_int_table
+from tests.support.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+
+def _wait(pred, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not pred():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_statement_logged_changes_stop_the_stream_and_fail_the_watchdog(mariadb, fresh_db, tmp_dir):
+    from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
+
+    spec = create_int_table(mariadb, fresh_db, 2000, "orders")
+    t = TableId(fresh_db, "orders")
+    src = mariadb.source_config(server_id_range="6700-6720", password=ROOT_PASSWORD)
+    config = PipelineConfig(name="notexact", source=src, include=(str(t),), state_location=str(tmp_dir / "state"),
+                            sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
+                            stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    state = StateStore(config.state_location)
+    # Every row comes through the stream: an empty snapshot at the head, then the table refilled.
+    mariadb.execute("DELETE FROM orders", database=fresh_db)
+    state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))])
+    mariadb.execute(f"INSERT INTO orders SELECT seq * 2, {', '.join(VALUE_FILL)} FROM seq_1_to_500", database=fresh_db)
+    airflow_env.set_connection("notexact_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
+                               password=ROOT_PASSWORD, extra={"server_id_range": "6700-6720"})
+    airflow_env.set_connection("spark_default", "spark", host="local[2]")
+    cols = ["id", *VALUE_COLS]
+    sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=config.state_location,
+                                  mysql_cdc_conn_id="notexact_src", relaunch=True)
+
+    def sink():
+        return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+
+    proc = launch_local_stream(str(cfg_path), state, password=ROOT_PASSWORD)
+    try:
+        wait_for_first_commit(state, time.time() - 5, 240, proc)
+        with ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=9, threads=1, pause_s=0.01):
+            time.sleep(3)
+        problem = wait_until_equal(lambda: mysql_rows(mariadb, t, cols, ("id",)), sink, timeout_s=120)
+        assert not problem, f"the stream did not keep up before the switch: {problem}"
+        before = mysql_rows(mariadb, t, cols, ("id",))
+
+        mariadb.execute("SET GLOBAL binlog_format = 'STATEMENT'")
+        try:
+            with ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=10, threads=1, pause_s=0.01):
+                time.sleep(4)
+            assert proc.popen.wait(180) != 0, "the stream job must exit with a failure"
+            assert running_local_stream(state) is None
+            status = read_status(state)
+            assert status.state == "failed", status
+            assert "logged as a statement" in status.exception and "Fix: SET GLOBAL binlog_format" in status.exception
+            assert str(t) in status.exception
+            # the watchdog fails on the server's setting itself, before looking at the stream
+            with pytest.raises(AirflowFailException, match="binlog_format: found 'STATEMENT', need ROW"):
+                sensor.poke({})
+        finally:
+            mariadb.execute("SET GLOBAL binlog_format = 'ROW'")
+        # Exactly what was committed before the first statement: nothing after it, nothing lost before.
+        assert not wait_until_equal(lambda: before, sink, timeout_s=5)
+        # With the setting fixed, the stopped stream is reported, not relaunched (it would stop again).
+        with pytest.raises(AirflowFailException, match="not relaunched: the binlog at .* logged as a statement"):
+            sensor.poke({})
+        assert running_local_stream(state) is None
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nstatus: {read_status(state)}\njob log:\n"
+                             f"{log_tail(state.path('stream', 'stream.log'), 60)}") from None
+    finally:
+        if proc.popen is not None and proc.popen.poll() is None:
+            os.killpg(proc.pgid, signal.SIGKILL)
+            proc.popen.wait(30)
+    assert "logged as a statement" in Path(state.path("stream", "stream.log")).read_text(errors="replace")
