@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from .errors import ConfigError, SourceUnreachableError
+from .errors import ConfigError
 
 PASSWORD_ENV = "MYSQLCDC_PASSWORD"
 
@@ -128,17 +128,12 @@ class SourceConfig:
         try:
             return connect(**kw)
         except pymysql.err.OperationalError as e:
-            code = e.args[0] if e.args else None
-            if code == 1045:
-                raise ConfigError(
-                    f"cannot log in to {self.host}:{self.port} as {self.user!r}: access denied. "
-                    f"Fix: check the user and password (the password comes from ${PASSWORD_ENV} "
-                    "or the connection)."
-                ) from None
-            raise SourceUnreachableError(
-                f"cannot connect to MySQL at {self.host}:{self.port}: {e.args[-1] if e.args else e}. "
-                "Fix: check host and port, and that the server is running and reachable."
-            ) from None
+            from .connect_errors import explain_connect_failure
+
+            code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+            text = str(e.args[-1]) if e.args else str(e)
+            raise explain_connect_failure(self.host, self.port, self.user, code, text,
+                                          f"${PASSWORD_ENV} or the connection") from None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, without the password."""

@@ -111,3 +111,25 @@ def test_time_zone_is_the_servers_not_the_sessions(mariadb):
 def test_wrong_password_is_a_config_error(mariadb):
     with pytest.raises(ConfigError, match="access denied"):
         validate_server(mariadb.source_config(password="wrong"))
+
+
+def test_connection_failures_are_told_apart(mariadb):
+    """A wrong port, a host that does not resolve, TLS the server does not offer, a wrong password."""
+    from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+    from airflow_provider_mysqlcdc.cdc.errors import SourceUnreachableError
+
+    good = mariadb.source_config()
+    cases = [
+        (SourceConfig(host="127.0.0.1", port=1, user="root", password="x"), SourceUnreachableError,
+         "nothing accepts connections at 127.0.0.1:1"),
+        (SourceConfig(host="no-such-host.invalid", port=3306, user="root", password="x"), ConfigError,
+         "'no-such-host.invalid' does not resolve"),
+        (SourceConfig(host="127.0.0.1", port=good.port, user="root", password="x",
+                      ssl={"ca": "/etc/ssl/certs/ca-certificates.crt"}), ConfigError, "TLS with"),
+        (SourceConfig(host="127.0.0.1", port=good.port, user="root", password="wrong"), ConfigError,
+         "access denied"),
+    ]
+    for source, kind, says in cases:
+        with pytest.raises(kind, match=says) as e:
+            source.connect()
+        assert "Fix:" in str(e.value)
