@@ -29,7 +29,8 @@ class SinkConfig:
 
     def __post_init__(self) -> None:
         if self.type not in SINK_TYPES:
-            raise ConfigError(f"sink.type: found {self.type!r}, need one of {', '.join(SINK_TYPES)}.")
+            raise ConfigError(f"sink.type: found {self.type!r}, need one of {', '.join(SINK_TYPES)}. "
+                              "Fix: pick one of those (the form's Sink field lists them).")
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,12 @@ class StreamOptions:
         ]
         for name, value, least in checks:
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ConfigError(f"stream_options.{name}: found {value!r}, need an integer >= {least}.")
+                raise ConfigError(f"stream_options.{name}: found {value!r}, need an integer >= {least}. "
+                                  f"Fix: give {name} a whole number of at least {least}, or leave it out.")
         if self.catchup_parallelism > 64:
             raise ConfigError(f"stream_options.catchup_parallelism: found {self.catchup_parallelism}, "
-                              "need at most 64 (each range holds a replication connection and a server id).")
+                              "need at most 64 (each range holds a replication connection and a server id). "
+                              "Fix: use 1 to 64 (2 suits most clusters).")
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,15 @@ class PipelineConfig:
         if not self.include:
             raise ConfigError("tables: no include pattern given. Fix: list tables as 'db.table' or regular expressions.")
         if self.startup_mode not in STARTUP_MODES:
-            raise ConfigError(f"startup_mode: found {self.startup_mode!r}, need one of {', '.join(STARTUP_MODES)}.")
+            raise ConfigError(f"startup_mode: found {self.startup_mode!r}, need one of {', '.join(STARTUP_MODES)}. "
+                              "Fix: pick one of those.")
         if self.startup_mode == "specific-offset" and not self.startup_offset:
             raise ConfigError("startup_mode 'specific-offset' needs startup_offset: "
-                              "{'file': 'mysql-bin.000003', 'position': 4} or {'gtid': '<gtid set>'}.")
+                              "{'file': 'mysql-bin.000003', 'position': 4} or {'gtid': '<gtid set>'}. Fix: fill Startup "
+                              "offset, or choose another startup mode.")
         if self.startup_mode == "timestamp" and self.startup_timestamp is None:
-            raise ConfigError("startup_mode 'timestamp' needs startup_timestamp (epoch seconds).")
+            raise ConfigError("startup_mode 'timestamp' needs startup_timestamp. Fix: fill Startup timestamp (a "
+                              "date-time in UTC, or epoch seconds), or choose another startup mode.")
         if not self.state_location:
             raise ConfigError("state_location: empty. Fix: a directory or fsspec URL the jobs can write.")
 
@@ -183,5 +189,5 @@ def read_password(password_file: str | None = None) -> str:
             return f.read().rstrip("\n")
     pw = os.environ.get(PASSWORD_ENV)
     if pw is None:
-        raise ConfigError(f"no source password: set ${PASSWORD_ENV} or pass --password-file (mode 600).")
+        raise ConfigError(f"no source password. Fix: set ${PASSWORD_ENV} or pass --password-file (mode 600).")
     return pw

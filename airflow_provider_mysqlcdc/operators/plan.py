@@ -48,8 +48,8 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None,
         raise ConfigError("the postgres sink needs a database. Fix: set sink_conn_id to a postgres connection "
                           "(or sink_options={'dsn': 'host=... dbname=... user=...'}).")
     if sink_type in ("delta", "changelog") and not options.get("root"):
-        raise ConfigError(f"the {sink_type} sink needs sink_options={{'root': '<directory or URL>'}}: where "
-                          "its tables are written.")
+        raise ConfigError(f"the {sink_type} sink needs a root: where its tables are written. Fix: set "
+                          f"sink_options={{'root': '<directory or URL>'}}.")
     from ..spark.sinks.factory import build_sink
 
     build_sink(config).close()  # fails on unknown or missing options, before any data is written

@@ -82,7 +82,8 @@ class MySqlCdcStreamOperator(BaseOperator):
         """Write the finished-batch list after checking it against the plan and the XComs."""
         plan = state.read_plan()
         if plan is None:
-            raise ConfigError(f"no plan in {state.location}: run the plan and snapshot tasks first.")
+            raise ConfigError(f"no plan in {state.location}. Fix: run the plan and snapshot tasks first, with the "
+                              "same state_location.")
         finished = state.finished_from_results()
         have = {f.batch_id: f for f in finished}
         missing = [b.batch_id for b in plan.batches if b.batch_id not in have]

@@ -89,7 +89,8 @@ class DeltaSink(Sink):
     def __init__(self, root: str, storage_options: dict[str, str] | None = None, app_id: str = "mysqlcdc",
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, direct_write: bool = True) -> None:
         if not isinstance(direct_write, bool):
-            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false.")
+            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false. "
+                              "Fix: give a JSON boolean, or leave it out (true).")
         self.root = local_or_uri(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.app_id = app_id

@@ -371,7 +371,8 @@ class PostgresSink(Sink):
                  table_name_format: str = "{database}__{table}", password: str | None = None,
                  password_file: str | os.PathLike | None = None, direct_write: bool = True) -> None:
         if not isinstance(direct_write, bool):
-            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false.")
+            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false. "
+                              "Fix: give a JSON boolean, or leave it out (true).")
         self.conn_info = PgConnection.resolve(dsn, password, password_file)
         self.direct = direct_write
         self._schemas: dict[TableId, TableSchema] = {}   # the tables prepare() was given
