@@ -13,7 +13,7 @@ tables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from .errors import ConfigError
 from .model import Column, TableId, TableSchema
@@ -221,7 +221,8 @@ def discover_tables(
     unmatched = [p for p in includes if not any(p.matches(i.table_id) for i in tables)]
     if unmatched:
         views = _list_views(conn)
-        problems += [_nothing_matched(p, tables, views) for p in unmatched]
+        hidden = _without_select_grant(conn, [p.table_id for p in unmatched if p.table_id is not None])
+        problems += [_nothing_matched(p, tables, views, hidden) for p in unmatched]
     chosen = [i for i in tables
               if any(p.matches(i.table_id) for p in includes)
               and not any(p.matches(i.table_id) for p in excludes)]
@@ -268,8 +269,29 @@ def _list_views(conn) -> list[TableId]:
     return [TableId(db, t) for db, t in rows]
 
 
-def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Sequence[TableId] = ()) -> str:
+def _without_select_grant(conn, wanted: Sequence[TableId]) -> set[TableId]:
+    """Of the exact names that matched nothing, those the user may not SELECT from: such a
+    table may well exist; the server just does not show it to this user."""
+    if not wanted:
+        return set()
+    from .server import server_version
+    from .validation import parse_grants, read_grants, select_granted
+
+    try:
+        by_object = parse_grants(read_grants(conn, server_version(conn)))
+    except Exception:  # grants unreadable: say nothing rather than guess
+        return set()
+    return {t for t in wanted if not select_granted(by_object, t.database, t.table)}
+
+
+def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Sequence[TableId] = (),
+                     hidden: Collection[TableId] = ()) -> str:
     msg = f"table pattern {p.text!r} matches no table on the server."
+    if p.exact and p.table_id in hidden:
+        t = p.table_id
+        return (f"table pattern {p.text!r} matches no table the connection's user can see: it has no SELECT grant "
+                f"on {t} (a table without one is invisible to it, whether it exists or not). Fix: GRANT SELECT ON "
+                f"`{t.database}`.* (or on the table) TO the connection's user, or correct the name.")
     seen_views = [str(v) for v in views if p.matches(v)]
     if seen_views:
         return (f"table pattern {p.text!r} matches only views ({', '.join(seen_views[:5])}): a view has no rows "

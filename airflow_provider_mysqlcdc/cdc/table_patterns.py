@@ -54,8 +54,8 @@ class TablePattern:
 
     @property
     def table_id(self) -> TableId | None:
-        """The table an exact pattern names (None for a regex)."""
-        if not self.exact:
+        """The table an exact pattern names (None for a regex, or a name without a database)."""
+        if not self.exact or "." not in self.text.strip("."):
             return None
         return TableId.parse(self.text)
 

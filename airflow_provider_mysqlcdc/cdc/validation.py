@@ -268,6 +268,18 @@ def check_privileges(version: ServerVersion, grants: Iterable[str], user: str = 
         "may instead be granted on each captured database.")]
 
 
+def select_granted(by_object: Mapping[str, set[str]], database: str, table: str) -> bool:
+    """Whether parsed grants let the user SELECT from ``database.table`` (global, database
+    pattern or table grant): a table without it is invisible in information_schema."""
+    for obj, privs in by_object.items():
+        if not _has(privs, SELECT):
+            continue
+        db, _, tbl = obj.partition(".")
+        if db == "*" or (_like(db, database) and tbl in ("*", table)):
+            return True
+    return False
+
+
 def _select_on_databases(version: ServerVersion, by_object: Mapping[str, set[str]],
                          databases: Sequence[str]) -> bool:
     """Database-level SELECT is enough when it covers every captured database.

@@ -53,7 +53,7 @@ class MySqlCdcValidateOperator(BaseOperator):
         source = hook.get_source_config()
         include = qualify_all(as_list(self.tables, "tables"), hook.default_database())
         exclude = qualify_all(as_list(self.exclude, "exclude"), hook.default_database())
-        exact_dbs = sorted({TablePattern(t).table_id.database for t in include if TablePattern(t).exact})
+        exact_dbs = sorted({p.table_id.database for p in map(TablePattern, include) if p.table_id is not None})
         # Server and table list are both checked before failing, so one run names every problem.
         problems: list[str] = []
         info = None

@@ -115,3 +115,21 @@ def test_chunk_key_must_exist(shop):
         discover_tables(conn, [f"{db}.order_2"], chunk_key_columns={f"{db}.other": "x"})
     with pytest.raises(ConfigError, match="does not exist"):
         read_table_schema(conn, TableId(db, "v"))
+
+
+def test_a_table_hidden_by_a_missing_grant_is_named_as_such(mariadb, shop):
+    """The user may SELECT from order_2 only: order_1 exists but is invisible to it."""
+    db, _ = shop
+    mariadb.execute("CREATE USER 'cdc_narrow'@'%' IDENTIFIED BY 'pw-narrow'",
+                    f"GRANT SELECT ON `{db}`.`order_2` TO 'cdc_narrow'@'%'")
+    try:
+        source = mariadb.source_config(user="cdc_narrow", password="pw-narrow")
+        with contextlib.closing(source.connect()) as conn:
+            assert names(discover_tables(conn, [f"{db}.order_2"])) == [f"{db}.order_2"]
+            with pytest.raises(ConfigError) as e:
+                discover_tables(conn, [f"{db}.order_2", f"{db}.order_1"])
+        text = str(e.value)
+        assert f"'{db}.order_1' matches no table the connection's user can see: it has no SELECT grant" in text
+        assert f"Fix: GRANT SELECT ON `{db}`.*" in text
+    finally:
+        mariadb.execute("DROP USER IF EXISTS 'cdc_narrow'@'%'")
