@@ -18,6 +18,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from .errors import ConfigError
 from .model import Column, TableId, TableSchema
 from .table_patterns import TablePattern
+from .types import map_table
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
@@ -242,7 +243,11 @@ def discover_tables(
     schemas = []
     for i in chosen:
         try:
-            schemas.append(_build_schema(i, chunk_key_columns.get(str(i.table_id))))
+            schema = _build_schema(i, chunk_key_columns.get(str(i.table_id)))
+            # Every column must have a defined fate now, not when a snapshot batch reads it
+            # (a spatial column used to fail the whole batch, every table in it).
+            map_table(schema, "UTC")
+            schemas.append(schema)
         except ConfigError as e:
             problems.append(str(e))
     if problems:

@@ -134,7 +134,7 @@ def _unsupported(table: str, column: Column, why: str = "") -> ConfigError:
     extra = f" ({why})" if why else ""
     return ConfigError(
         f"table {table}, column {column.name!r}: type {column.column_type!r} is not supported"
-        f"{extra}. Fix: exclude the column or table from capture, or change its type to a "
+        f"{extra}. Fix: leave the table out (exclude: ['{table}']), or change the column's type to a "
         "supported one (integers, DECIMAL, FLOAT/DOUBLE, DATE/DATETIME/TIMESTAMP/TIME/YEAR, "
         "BIT, CHAR/VARCHAR/TEXT/JSON, ENUM/SET, BINARY/VARBINARY/BLOB)."
     )

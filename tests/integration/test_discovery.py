@@ -133,3 +133,15 @@ def test_a_table_hidden_by_a_missing_grant_is_named_as_such(mariadb, shop):
         assert f"Fix: GRANT SELECT ON `{db}`.*" in text
     finally:
         mariadb.execute("DROP USER IF EXISTS 'cdc_narrow'@'%'")
+
+
+def test_a_spatial_column_is_refused_at_discovery_naming_table_column_and_fix(mariadb, shop):
+    """Before, it passed the plan and failed the whole snapshot batch, every table in it."""
+    db, conn = shop
+    mariadb.execute("CREATE TABLE places (id INT PRIMARY KEY, name VARCHAR(20), spot POINT)", database=db)
+    assert names(discover_tables(conn, [f"{db}.order_2"])) == [f"{db}.order_2"]
+    with pytest.raises(ConfigError) as e:
+        discover_tables(conn, [f"{db}.order_2", f"{db}.places"])
+    text = str(e.value)
+    assert f"table {db}.places, column 'spot': type 'point' is not supported" in text
+    assert f"Fix: leave the table out (exclude: ['{db}.places'])" in text
