@@ -393,3 +393,38 @@ def test_two_tables_into_one_name_is_refused(pg, sink):
     s = PostgresSink(pg.dsn, schema=sink.schema, password=pg.password, table_name_format="{table}")
     with pytest.raises(ConfigError, match="would both be written"):
         s.prepare([ITEMS, other])
+
+
+def test_text_holding_nul_has_a_named_fate_in_snapshot_and_stream(spark, pg):
+    """PostgreSQL text cannot store U+0000. 'fail' (default): an error naming table, key and column,
+    nothing of the batch written; 'replace': U+FFFD in its place, snapshot and stream alike."""
+    from airflow_provider_mysqlcdc.cdc.chunks import KeyRange
+
+    rows = [("+I", _row("a\x00b", 1)), ("+I", _row("plain", 2))]
+    frame = spark.createDataFrame([tuple(r[c.name] for c in ITEMS.columns) for _, r in rows],
+                                  struct_type(map_table(ITEMS, "UTC")))
+    everything = [KeyRange(ITEMS.table_id, None, None, True)]
+    for policy in ("fail", "replace"):
+        schema = pg.fresh_schema("nul_")
+        sink = PostgresSink(pg.dsn, schema=schema, password=pg.password,
+                            **({} if policy == "fail" else {"nul_in_text": policy}))
+        try:
+            sink.prepare([ITEMS])
+            if policy == "fail":
+                with pytest.raises(Exception, match=r"shop.items: column 'code' of the row with key .*holds U\+0000"):
+                    sink.write_snapshot(ITEMS, frame, everything, "batch-0000")
+                with pytest.raises(ConfigError, match=r"column 'code' .*U\+0000.*Fix: set sink_options.nul_in_text"):
+                    sink.write_changes(ITEMS, _changes(spark, ITEMS, rows), 0)
+                assert _state(pg, sink, ITEMS) == {} and sink.last_batch_id(ITEMS) is None
+            else:
+                sink.write_snapshot(ITEMS, frame, everything, "batch-0000")
+                assert set(_state(pg, sink, ITEMS)) == {"a\ufffdb", "plain"}
+                sink.write_changes(ITEMS, _changes(spark, ITEMS, [("+U", _row("a\x00b", 7)),
+                                                                  ("+I", _row("c\x00", 3))]), 0)
+                got = _state(pg, sink, ITEMS)
+                assert got["a\ufffdb"][0] == 7 and got["c\ufffd"][0] == 3 and len(got) == 3
+        finally:
+            sink.close()
+            pg.execute(f"DROP SCHEMA {qi(schema)} CASCADE")
+    with pytest.raises(ConfigError, match="nul_in_text: found 'drop'.*Fix"):
+        PostgresSink(pg.dsn, nul_in_text="drop")

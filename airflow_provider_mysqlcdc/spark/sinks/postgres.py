@@ -309,6 +309,38 @@ def _utc_timestamps(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Tabl
     return data
 
 
+NUL_POLICIES = ("fail", "replace")
+NUL = "\x00"
+NUL_REPLACEMENT = "\ufffd"
+
+
+def handle_nul(data: pa.RecordBatch | pa.Table, policy: str, table: str,
+               identity: Sequence[str]) -> tuple[pa.RecordBatch | pa.Table, int]:
+    """PostgreSQL text cannot hold U+0000, which MySQL text can. ``fail``: a ConfigError naming
+    the table, the row's key and the column, before anything of the batch is written;
+    ``replace``: U+FFFD instead (returns how many values changed)."""
+    changed = 0
+    for i, f in enumerate(data.schema):
+        if not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
+            continue
+        col = data.column(i)
+        hits = pc.fill_null(pc.match_substring(col, NUL), False)
+        n = pc.sum(hits).as_py() or 0
+        if not n:
+            continue
+        if policy != "replace":
+            row = pc.index(hits, True).as_py()
+            key = {k: data.column(k)[row].as_py() for k in identity if k in data.schema.names}
+            raise ConfigError(
+                f"{table}: column {f.name!r} of the row with key {key} holds U+0000 (NUL), which PostgreSQL text "
+                f"cannot store ({n} value(s) in this batch); nothing of the batch was written. Fix: set "
+                "sink_options.nul_in_text to 'replace' to store U+FFFD in its place (each replacement is "
+                "counted in the log), or remove the character at the source.")
+        data = data.set_column(i, f.name, pc.replace_substring(col, NUL, NUL_REPLACEMENT))
+        changed += n
+    return data, changed
+
+
 def csv_bytes(data: pa.RecordBatch | pa.Table) -> bytes:
     """COPY ... (FORMAT csv) input: Arrow quotes every string, so '' (empty) differs from NULL."""
     buf = io.BytesIO()
@@ -323,24 +355,29 @@ class _StageTask:
     conn: PgConnection
     copy_sql: str
     token_column: str = PART_COLUMN
+    table: str = ""
+    identity: tuple[str, ...] = ()
+    nul_in_text: str = "fail"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         token = secrets.randbits(62)
-        rows = 0
+        rows = replaced = 0
         # Connection exits last: the COPY ends, then commit (or rollback on error) and close.
         with contextlib.ExitStack() as stack:
             copy = None
             for b in batches:
                 if b.num_rows == 0:
                     continue
+                b, n = handle_nul(b, self.nul_in_text, self.table, self.identity)
+                replaced += n
                 if copy is None:  # empty partitions never connect
                     conn = stack.enter_context(self.conn.connect())
                     copy = stack.enter_context(conn.cursor().copy(self.copy_sql))
                 tag = pa.repeat(pa.scalar(token, pa.int64()), b.num_rows)
                 copy.write(csv_bytes(b.append_column(self.token_column, tag)))
                 rows += b.num_rows
-        yield pa.record_batch([pa.array([token], pa.int64()), pa.array([rows], pa.int64())],
-                              names=["token", "rows"])
+        yield pa.record_batch([pa.array([token], pa.int64()), pa.array([rows], pa.int64()),
+                               pa.array([replaced], pa.int64())], names=["token", "rows", "nul_replaced"])
 
 
 # --- the sink -------------------------------------------------------------------------------
@@ -369,7 +406,13 @@ class PostgresSink(Sink):
 
     def __init__(self, dsn: str | Mapping[str, Any], *, schema: str = "public",
                  table_name_format: str = "{database}__{table}", password: str | None = None,
-                 password_file: str | os.PathLike | None = None, direct_write: bool = True) -> None:
+                 password_file: str | os.PathLike | None = None, direct_write: bool = True,
+                 nul_in_text: str = "fail") -> None:
+        if nul_in_text not in NUL_POLICIES:
+            raise ConfigError(f"sink_options.nul_in_text: found {nul_in_text!r}, need one of "
+                              f"{', '.join(NUL_POLICIES)}. Fix: 'fail' stops at a text value holding U+0000, "
+                              "'replace' stores U+FFFD in its place.")
+        self.nul_in_text = nul_in_text
         if not isinstance(direct_write, bool):
             raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false. "
                               "Fix: give a JSON boolean, or leave it out (true).")
@@ -518,8 +561,13 @@ class PostgresSink(Sink):
             log.info("%s batch %s: dropped stale staging tables %s", t.qualified, batch_id, stale)
         copy_sql = (f"COPY {self._bookkeeping(staging)} ({t.column_list(list(t.column_names) + [PART_COLUMN])}) "
                     "FROM STDIN (FORMAT csv)")
-        task = _StageTask(self.conn_info, copy_sql)
-        parts = copy_frame(frame, t).mapInArrow(task, "token bigint, rows bigint").collect()
+        task = _StageTask(self.conn_info, copy_sql, table=str(schema.table_id), identity=tuple(t.identity),
+                          nul_in_text=self.nul_in_text)
+        parts = copy_frame(frame, t).mapInArrow(task, "token bigint, rows bigint, nul_replaced bigint").collect()
+        replaced = sum(p.nul_replaced for p in parts)
+        if replaced:
+            log.warning("%s batch %s: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
+                        "(nul_in_text='replace')", t.qualified, batch_id, replaced)
         return StagedSnapshot(t, batch_id, run_id, staging, tuple((p.token, p.rows) for p in parts if p.rows),
                               tuple(ranges))
 
@@ -642,6 +690,12 @@ class PostgresSink(Sink):
         op = latest.column(META_OP)
         deletes = latest.filter(pc.is_in(op, value_set=pa.array(DELETE_OPS))).select(list(t.identity))
         upserts = latest.filter(pc.is_in(op, value_set=pa.array(UPSERT_OPS))).select(list(t.column_names))
+        name = str(t.table_id)
+        deletes, _ = handle_nul(deletes, self.nul_in_text, name, t.identity)  # keys replaced alike
+        upserts, replaced = handle_nul(upserts, self.nul_in_text, name, t.identity)
+        if replaced:
+            log.warning("%s micro-batch %d: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
+                        "(nul_in_text='replace')", t.qualified, batch_id, replaced)
         conn = self._driver_conn()
         with conn.transaction():
             if not self._claim_batch(conn, t, batch_id):
