@@ -174,7 +174,22 @@ def load_pipeline_config(location: str, password: str | None = None) -> Pipeline
     except FileNotFoundError:
         raise ConfigError(f"pipeline config {location} not found. Fix: run the plan step first, "
                           "or pass the path the plan step wrote (<state_location>/pipeline.json).") from None
-    return PipelineConfig.from_json(text, password=password)
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ConfigError(f"pipeline config {location} is not valid JSON ({e}). Fix: write it again with the plan "
+                          "step (trigger the pipeline), or correct the file by hand.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"pipeline config {location}: found a JSON {type(data).__name__}, need an object. "
+                          "Fix: write it again with the plan step.")
+    try:
+        return PipelineConfig.from_dict(data, password=password)
+    except KeyError as e:
+        raise ConfigError(f"pipeline config {location} lacks the key {e}. Fix: write it again with the plan "
+                          "step, or add the key.") from None
+    except TypeError as e:
+        raise ConfigError(f"pipeline config {location}: {e}. Fix: write it again with the plan step, or remove "
+                          "the keys this version does not know.") from None
 
 
 def read_password(password_file: str | None = None) -> str:

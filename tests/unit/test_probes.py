@@ -57,3 +57,17 @@ def test_good_startup_offsets_pass():
     check_startup_offset({"file": "mysql-bin.000003", "position": 4}, ["mysql-bin.000003"])
     check_startup_offset({"file": "mysql-bin.000003"}, None)
     check_startup_offset({"gtid": "0-1-100"}, ["mysql-bin.000003"])
+
+
+def test_a_malformed_pipeline_file_names_the_file_and_the_fix(tmp_path):
+    from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config
+
+    for text, message in (("{not json", "is not valid JSON"), ("[1, 2]", "found a JSON list"),
+                          ('{"name": "x"}', "lacks the key 'source'"),
+                          ('{"name": "x", "source": {}, "include": ["a.b"], "state_location": "/s", '
+                           '"stream": {"bogus": 1}}', "unknown key 'bogus'")):
+        f = tmp_path / "pipeline.json"
+        f.write_text(text)
+        with pytest.raises(ConfigError, match=message) as e:
+            load_pipeline_config(str(f), password="x")
+        assert "Fix:" in str(e.value) and (str(f) in str(e.value) or "bogus" in str(e.value))
