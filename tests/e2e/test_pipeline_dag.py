@@ -244,6 +244,31 @@ def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pip
     assert not _sink_equals_source(server, work, specs)
 
 
+def test_clearing_a_finished_batch_after_the_stream_started_refuses_and_writes_nothing(pipeline_run):
+    """Once the stream runs it is the sink's only writer: a cleared snapshot task fails at once
+    (no retry, no Spark job) with the reason and the fix, and the sink stays equal to the source."""
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+
+    dr, work, server = pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"]
+    state = StateStore(pipeline_run["conf"]["state_location"])
+    other = next(b for b in pipeline_run["first"]["others"])
+    index = next(k[1] for k in airflow_env.task_states(dr) if k[0] == "snapshot"
+                 and (airflow_env.xcom_values(dr.dag_id, dr.run_id, "snapshot").get(k[1]) or {}).get("batch_id") == other)
+    before = state.read_batch_result(other)
+    watcher = pipeline_run["watcher"]
+    jobs_before = len(watcher.processes(SUBMIT, JVM, str(state.location), f"--batch-id {other}", unless=LAUNCHER))
+    log = work / "rerun_after_stream.log"
+    dr2 = clear_and_run(dr.run_id, [["snapshot", index]], log)
+    state_now, tries = airflow_env.task_states(dr2)[("snapshot", index)]
+    assert state_now == "failed", (state_now, tries)
+    text = log.read_text(errors="replace")
+    assert f"batch {other}: the binlog stream of this pipeline has started" in text and "Fix:" in text
+    assert state.read_batch_result(other) == before
+    assert len(watcher.processes(SUBMIT, JVM, str(state.location), f"--batch-id {other}",
+                                 unless=LAUNCHER)) == jobs_before, "no Spark job may run"
+    assert not _sink_equals_source(server, work, pipeline_run["specs"])
+
+
 def test_the_password_appears_in_no_log_xcom_or_command_line(pipeline_run):
     dag, dr, work = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"]
     secret = ROOT_PASSWORD
