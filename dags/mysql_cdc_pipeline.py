@@ -42,7 +42,7 @@ press *Trigger*. The defaults load `shop.orders` into a Delta Lake.
    its log shows a table of the batches. Kept in the *State location*: a new run of the DAG
    reuses the plan and skips finished batches.
 3. **snapshot** runs one Spark job per batch; each map index is named after its tables, chunks
-   and estimated rows. Its log shows progress every 30 s and a summary.
+   and estimated rows. Its log shows progress every 20 s and a summary.
 4. **stream** starts the long-lived binlog stream from the minimum high watermark and returns
    once it has committed its first micro-batch. The stream then runs outside this DAG run:
    the **mysql_cdc_stream_watchdog** DAG checks it every 5 minutes (alive, lag, last commit,
@@ -54,8 +54,9 @@ batch's Spark job runs again. Clearing a batch that **finished** reads it again,
 before the stream has started; once the stream runs it is the only writer of the sink, and a
 snapshot task refuses with a message instead of overwriting newer changes.
 
-**Reset** (last section of the form) stops the stream and forgets the plan, the batch results
-and the stream's checkpoint: everything is loaded again.
+**Reset** (last section of the form) stops the stream, drops the sink tables of the previous
+load and forgets the plan, the batch results and the stream's checkpoint: everything is loaded
+again into empty tables.
 """
 
 # The trigger form: every setting of the pipeline with its section, help and checks

@@ -129,9 +129,10 @@ SETTINGS: tuple[Setting, ...] = (
             "checkpoint, status and log. Every Spark node must reach it. One per pipeline.",
             "/tmp/mysqlcdc/pipeline", {"type": "string", "minLength": 1}),
     Setting("reset", DANGER, "Reset: forget everything and load again",
-            "**Destructive.** Stops the running stream and deletes the plan, every batch result and the "
-            "stream's checkpoint in the state location; then every table is planned and snapshotted from "
-            "scratch (sink tables are replaced as batches finish). Leave off to resume or rerun.",
+            "**Destructive.** Stops the running stream; deletes the sink tables the previous load wrote "
+            "(Delta tables, PostgreSQL tables and their bookkeeping, changelog directories) and the plan, "
+            "every batch result and the stream's checkpoint in the state location; then every table is "
+            "planned and snapshotted from scratch. Leave off to resume or rerun.",
             False, {"type": "boolean"}),
 )
 

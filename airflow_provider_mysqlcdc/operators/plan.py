@@ -192,9 +192,35 @@ class MySqlCdcPlanOperator(BaseOperator):
 
         if stop_local_stream(state):
             self.log.info("reset: stopped the running stream")
+        self._forget_sink_tables(state)
         for rel in ("plan.json", "batches", "batch_owners", "finished_batches.json", "stream", "staging"):
             state.delete(rel)
         self.log.info("reset: forgot plan, batch results and stream checkpoint in %s", state.location)
+
+    def _forget_sink_tables(self, state: StateStore) -> None:
+        """The sink tables the previous load wrote go too: their rows, and the bookkeeping by
+        which the sink skips micro-batches it applied (a new stream numbers them from 0 again,
+        so kept bookkeeping would skip the new stream's first micro-batches)."""
+        from ..spark.sinks.factory import build_sink
+        from ._pipeline import CONFIG_NAME, read_config
+        from ._stream import read_launch_record
+
+        plan = state.read_plan()
+        if plan is None or not state.exists(CONFIG_NAME):
+            return
+        old = read_config(state, password="")
+        options = dict(old.sink.options)
+        if old.sink.type == "postgres":
+            conn_id = self.sink_conn_id or (read_launch_record(state) or {}).get("sink_conn_id")
+            if conn_id:
+                options["password"] = BaseHook.get_connection(conn_id).password or ""
+        sink = build_sink(SinkConfig(old.sink.type, options))
+        try:
+            removed = sink.forget_tables(list(plan.schemas))
+        finally:
+            sink.close()
+        self.log.info("reset: removed the %s sink's tables of the previous load: %s", old.sink.type,
+                      ", ".join(removed) or "none existed")
 
     @config_errors_fail_at_once
     def execute(self, context: Any) -> list[dict[str, Any]]:

@@ -86,6 +86,16 @@ class FsSpec:
         raise ValueError(f"unknown filesystem kind {self.kind!r}")
 
 
+def remove_tree(uri: str) -> bool:
+    """Delete a directory (local path or URI) and everything under it; False if it was not there."""
+    base = uri if "://" in uri else os.path.abspath(uri)
+    fs, path = pafs.FileSystem.from_uri(base)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return False
+    fs.delete_dir(path)
+    return True
+
+
 def local_or_uri(root: str) -> str:
     """An absolute path for local roots (relative paths would move with the executor's cwd)."""
     return root if "://" in root else os.path.abspath(root)

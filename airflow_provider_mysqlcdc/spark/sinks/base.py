@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from pyspark.sql import DataFrame
 
 from ...cdc.chunks import KeyRange
-from ...cdc.model import TableSchema
+from ...cdc.model import TableId, TableSchema
 
 # Metadata columns of change rows (Flink CDC's RowKind letters in _op).
 META_OP = "_op"              # +I, -U, +U, -D
@@ -72,6 +72,12 @@ class Sink(ABC):
     def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
         """Commit the part files a direct-write micro-batch's tasks wrote; returns the changes in them."""
         raise NotImplementedError(f"sink {self.name!r} has no direct stream write")
+
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        """Remove what this sink holds for these source tables -- rows and the bookkeeping that
+        makes micro-batches idempotent -- so a reset pipeline loads into empty tables and a new
+        stream's micro-batch 0 is not taken for one already applied. Returns what was removed."""
+        raise NotImplementedError(f"sink {self.name!r} cannot forget its tables")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; default: nothing to release."""

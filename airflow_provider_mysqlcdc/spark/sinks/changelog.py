@@ -56,7 +56,7 @@ from pyspark.sql.types import DataType, DecimalType, FloatType
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
-    FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri, new_run_tag, safe_name, spark_col,
+    FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri, new_run_tag, remove_tree, safe_name, spark_col,
     table_arrow_schema, write_files,
 )
 from .base import (
@@ -216,6 +216,10 @@ class ChangelogSink(Sink):
     @property
     def suffix(self) -> str:
         return ".jsonl" if self.format == "json" else ".parquet"
+
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        """Each table's directory: its snapshot parts and every micro-batch file."""
+        return [self.table_dir(t) for t in table_ids if remove_tree(self.table_dir(t))]
 
     def table_dir(self, table_id: TableId) -> str:
         """Relative to the root."""

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ...cdc.chunks import KeyRange
-from ...cdc.model import TableSchema
+from ...cdc.model import TableId, TableSchema
 from .arrow_files import spark_col
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
 from .changelog import data_dicts, dumps
@@ -32,6 +32,9 @@ class ConsoleSink(Sink):
     def __init__(self, stream: TextIO | None = None) -> None:
         # Resolved at write time when not given, so pytest's capsys and redirections apply.
         self._stream = stream
+
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        return []  # nothing is kept
 
     @property
     def stream(self) -> TextIO:

@@ -45,7 +45,7 @@ from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
     DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
-    new_run_tag, safe_name, spark_col, table_arrow_schema, write_files,
+    new_run_tag, remove_tree, safe_name, spark_col, table_arrow_schema, write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
 from .last_change import LastChange, by_table
@@ -99,6 +99,10 @@ class DeltaSink(Sink):
         self._schemas: dict[TableId, TableSchema] = {}   # the tables prepare() was given
 
     # --- locations ------------------------------------------------------------------------------
+
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        """The whole Delta table of each (data files and log, with the stream's app versions)."""
+        return [self.table_uri(t) for t in table_ids if remove_tree(self.table_uri(t))]
 
     def table_uri(self, table_id: TableId) -> str:
         return f"{self.root}/{table_id.database}/{table_id.table}"

@@ -536,6 +536,24 @@ class PostgresSink(Sink):
         digest = hashlib.sha1(f"{t.key}\0{batch_id}".encode()).hexdigest()[:16]
         return f"{STAGING_PREFIX}{digest}_"
 
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        """Each sink table and its rows in the bookkeeping tables (snapshot batches, the
+        stream's last applied micro-batch), in one transaction."""
+        removed: list[str] = []
+        conn = self._driver_conn()
+        with conn.transaction():
+            for tid in table_ids:
+                name = self.table_name_format.format(database=tid.database, table=tid.table)
+                key, qualified = f"{self.schema}.{name}", f"{qi(self.schema)}.{qi(name)}"
+                if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone()[0] is not None:
+                    conn.execute(f"DROP TABLE {qualified}")
+                    removed.append(key)
+                for book in (SNAPSHOT_BATCHES, PROGRESS):
+                    if conn.execute("SELECT to_regclass(%s)", (self._bookkeeping(book),)).fetchone()[0] is not None:
+                        conn.execute(f"DELETE FROM {self._bookkeeping(book)} WHERE sink_table = %s", (key,))
+        self._prepared.difference_update(table_ids)
+        return removed
+
     def _drop_stale_staging(self, conn: psycopg.Connection, t: PgTable, batch_id: str) -> list[str]:
         """Staging tables an earlier (dead) run of this batch left behind."""
         prefix = self.staging_prefix(t, batch_id)
