@@ -41,7 +41,7 @@ if [ -z "$jv" ] || [ "$jv" -lt 17 ]; then
 fi
 
 PY=${PYTHON:-python3}
-stamp=".venv/.installed-$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)"
+stamp=".venv/.installed-$(cat setup.cfg pyproject.toml constraints.txt | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   if [ ! -x .venv/bin/python ]; then
     echo "bootstrap: creating .venv with $($PY --version)"
@@ -49,7 +49,9 @@ if [ ! -f "$stamp" ]; then
   fi
   echo "bootstrap: installing Python packages into .venv (first time takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # setup.cfg declares ranges (the package installs into other Airflow releases too); the
+  # project's own venv takes the exact versions of constraints.txt.
+  .venv/bin/python -m pip install -q -e '.[dev]' -c constraints.txt
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -16,7 +16,7 @@ import functools
 import logging
 from typing import Any, Callable, TypeVar
 
-from airflow.sdk.exceptions import AirflowFailException
+from .._airflow_compat import AirflowFailException
 
 from ..cdc.errors import ConfigError, SourceUnreachableError
 

@@ -155,6 +155,9 @@ class StreamControl:
         first micro-batch committed; returns that status."""
         from ..spark.stream_launcher import launch_local_stream, wait_for_first_commit
 
+        from ..spark.install_check import check_pyspark_install
+
+        check_pyspark_install()
         config = read_config(self.state)
         mysql_pw, sink_pw = self._passwords()
         self.state.write_json(LAUNCH_REL, self.launch_record())

@@ -13,6 +13,7 @@ from ..cdc.errors import CdcError, StreamOwnsSinkError
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..jobs import application_path
+from ..spark.install_check import check_pyspark_install
 from ..spark.session import jdbc_jar_path
 from . import _spark
 from ._fail_fast import config_errors_fail_at_once
@@ -112,6 +113,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         return hook
 
     def _prepare_submit(self, state: StateStore) -> None:
+        check_pyspark_install()
         config = read_config(state)
         probe = super()._get_hook()  # resolves master / deploy mode from the Spark connection
         master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]

@@ -13,6 +13,7 @@ from ..cdc.model import TableSchema
 from ..cdc.table_patterns import TablePattern, qualify_all
 from ..cdc.validation import ServerValidationError, validate_server
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..spark.install_check import check_pyspark_install
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import as_list, as_mapping
 
@@ -49,6 +50,7 @@ class MySqlCdcValidateOperator(BaseOperator):
 
     @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
+        check_pyspark_install()  # before anything runs a Spark job on this worker
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         source = hook.get_source_config()
         include = qualify_all(as_list(self.tables, "tables"), hook.default_database())

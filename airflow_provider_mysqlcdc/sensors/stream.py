@@ -6,7 +6,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowSkipException
+from .._airflow_compat import AirflowSkipException
 
 from ..cdc.errors import CdcError, ConfigError
 from ..cdc.state import StateStore
