@@ -1,0 +1,74 @@
+"""Text holding U+0000 through snapshot and stream into Delta and the changelog: kept as is.
+(PostgreSQL cannot store it: its fate there is the sink's nul_in_text option,
+tests/integration/test_sink_postgres.py.)"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysqlcdc.cdc.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
+from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream import start_stream
+from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+@pytest.mark.parametrize("sink_type", ["delta", "changelog"])
+def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_dir, sink_type):
+    mariadb.execute("CREATE TABLE notes (id INT PRIMARY KEY, body VARCHAR(40), b TEXT)",
+                    "INSERT INTO notes VALUES (1, CONCAT('a', CHAR(0), 'b'), CONCAT(CHAR(0))), (2, 'plain', NULL)",
+                    database=fresh_db)
+    t = TableId(fresh_db, "notes")
+    src = mariadb.source_config()
+    config = PipelineConfig(name=f"nul-{sink_type}", source=src, include=(str(t),),
+                            state_location=str(tmp_dir / "state"),
+                            sink=SinkConfig(sink_type, {"root": str(tmp_dir / "lake")}),
+                            split=SplitOptions(chunk_size=100),
+                            stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    plan = build_plan(src, config.include, split=config.split)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    for b in plan.batches:
+        run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+    state.write_finished(state.finished_from_results())
+    sink = build_sink(config.sink)
+    sink.prepare(list(plan.schemas.values()))
+    query = start_stream(spark, config, sink, list(plan.schemas.values()))
+    try:
+        time.sleep(2)
+        mariadb.execute("INSERT INTO notes VALUES (3, CONCAT(CHAR(0), 'x', CHAR(0)), 'y')",
+                        "UPDATE notes SET body = CONCAT('p', CHAR(0)) WHERE id = 2", database=fresh_db)
+        cols = ["id", "body", "b"]
+        source = mysql_rows(mariadb, t, cols, ("id",))
+        assert source[(3,)]["body"] == "\x00x\x00" and source[(1,)]["b"] == "\x00"
+        if sink_type == "delta":
+            problem = wait_until_equal(lambda: mysql_rows(mariadb, t, cols, ("id",)),
+                                       lambda: {k: {c: r[c] for c in cols} for k, r in
+                                                delta_rows(tmp_dir / "lake", t, ("id",)).items()}, timeout_s=90)
+            assert not problem, problem
+        else:
+            table_dir = Path(tmp_dir / "lake" / fresh_db / "notes")
+            deadline = time.time() + 90
+            seen: dict[int, dict] = {}
+            while time.time() < deadline and len(seen) < 3:
+                for f in sorted(table_dir.rglob("*.json*")):
+                    for line in f.read_text().splitlines():
+                        rec = json.loads(line)
+                        if rec["op"] in ("+I", "+U"):
+                            seen[int(rec["data"]["id"])] = rec["data"]
+                time.sleep(1)
+            assert seen.get(3, {}).get("body") == "\x00x\x00" and seen.get(1, {}).get("body") == "a\x00b", seen
+            assert seen.get(2, {}).get("body") == "p\x00", seen
+        assert query.exception() is None
+    finally:
+        query.stop()
