@@ -23,9 +23,30 @@ from ..cdc.errors import ConfigError, SourceUnreachableError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+LINE_WIDTH = 120
+
+
+def readable_lines(message: str, width: int = LINE_WIDTH) -> list[str]:
+    """The message as the task log shows it best: the problem, then its ``Fix:`` on a line of
+    its own, each wrapped (the UI's log view cuts long lines at the right edge)."""
+    import textwrap
+
+    out: list[str] = []
+    for line in message.splitlines():
+        indent = line[:len(line) - len(line.lstrip())]
+        problem, sep, fix = line.partition(" Fix: ")
+        fix_indent = indent + ("  " if line.lstrip().startswith("- ") else "")  # under a list item's text
+        parts = [problem] + ([f"{fix_indent}Fix: {fix}"] if sep else [])
+        for part in parts:
+            lead = part[:len(part) - len(part.lstrip())]
+            out += textwrap.wrap(part, width=width, initial_indent="", subsequent_indent=lead + "    ",
+                                 break_long_words=False, break_on_hyphens=False) or [part]
+    return out
+
+
 def fail_fast(log: logging.Logger | Any, error: ConfigError) -> AirflowFailException:
-    """Log the message (each line on its own) and return the exception that ends the task."""
-    for line in str(error).splitlines() or [type(error).__name__]:
+    """Log the message (problem, then fix, wrapped) and return the exception that ends the task."""
+    for line in readable_lines(str(error)) or [type(error).__name__]:
         log.error("%s", line)
     return AirflowFailException(str(error))
 

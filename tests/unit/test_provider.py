@@ -205,6 +205,17 @@ def test_unknown_stream_options_name_the_accepted_ones():
         StreamOptions.from_mapping({"max_events": 5})
 
 
+def test_error_messages_read_well_in_the_task_log():
+    from airflow_provider_mysqlcdc.operators._fail_fast import readable_lines
+
+    lines = readable_lines("the table list has 2 problems. Fix: correct each.\n  - table 'a.b' matches no table. "
+                           "Fix: " + "check the name " * 12 + "\n  - table c.d has no key. Fix: set it.")
+    assert lines[:2] == ["the table list has 2 problems.", "Fix: correct each."]
+    assert lines[2] == "  - table 'a.b' matches no table." and lines[3].startswith("    Fix: check the name")
+    assert all(len(l) <= 120 for l in lines) and lines[4].startswith("        the name")
+    assert lines[-2:] == ["  - table c.d has no key.", "    Fix: set it."]
+
+
 def test_config_errors_fail_the_task_at_once_with_the_fix_first():
     import logging
 
@@ -225,7 +236,8 @@ def test_config_errors_fail_the_task_at_once_with_the_fix_first():
     Op.log.error = lambda fmt, *a: lines.append(fmt % a)  # type: ignore[method-assign]
     with pytest.raises(AirflowFailException) as e:
         Op().execute({}, ConfigError("table 'x' matches nothing. Fix: check it."))
-    assert lines == ["table 'x' matches nothing. Fix: check it."] and e.value.__cause__ is None
+    assert lines == ["table 'x' matches nothing.", "Fix: check it."] and e.value.__cause__ is None
+    assert str(e.value) == "table 'x' matches nothing. Fix: check it."
     with pytest.raises(SourceUnreachableError):  # a restarting server: retries bring the task through
         Op().execute({}, SourceUnreachableError("down"))
     with pytest.raises(ValueError):
