@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test unit bench-snapshot bench-dag clean
+.PHONY: bootstrap demo test unit compat bench-snapshot bench-dag clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -17,6 +17,11 @@ test: bootstrap
 unit: bootstrap
 	$(PY) -m pytest -q tests/unit
 
+# Install the wheel next to another Airflow release in a clean venv and check it there
+# (AIRFLOW=3.1.8 by default; not part of `make test`: it installs Airflow anew).
+compat: bootstrap
+	$(PY) scripts/compat.py --airflow $(or $(AIRFLOW),3.1.8) --unit
+
 bench-snapshot: bootstrap
 	$(PY) bench/snapshot_throughput.py
 
@@ -25,4 +30,4 @@ bench-dag: bootstrap
 	$(PY) bench/dag_initial_load.py $(BENCH_ARGS)
 
 clean:
-	rm -rf .demo bench/.work
+	rm -rf .demo bench/.work .compat

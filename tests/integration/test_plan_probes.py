@@ -5,7 +5,7 @@ be written. Each fails the task at once with its fix, and nothing is written."""
 from __future__ import annotations
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD

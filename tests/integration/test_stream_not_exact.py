@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
 from airflow_provider_mysqlcdc.cdc.model import TableId

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
 from airflow_provider_mysqlcdc.cdc.model import TableId
