@@ -58,24 +58,24 @@ def _names(sql: str) -> set[str]:
     return {t.text.lower() for t in _tokens(text) if t.token_type.name not in _NOT_NAMES}
 
 
-def touched_tables(sql: str, default_database: str, captured: Collection[TableId] | None) -> list[TableId]:
-    """The captured tables a data change may touch (all captured tables of the statement's
-    database when ``captured`` is None: every table is captured)."""
-    names = _names(sql)
+def touched_tables(sql: str, default_database: str, captured: Collection[TableId] | None) -> list[str]:
+    """The captured tables a data change may touch, by name (``db.*`` when ``captured`` is None:
+    every table is captured)."""
     if captured is None:
-        return [TableId(default_database or "?", "*")]
-    return sorted((t for t in captured if t.table.lower() in names), key=str)
+        return [f"{default_database or '?'}.*"]
+    names = _names(sql)
+    return sorted(str(t) for t in captured if t.table.lower() in names)
 
 
 class StatementLoggedChangeError(CdcError):
     """A captured table was changed by a statement-logged DML: the binlog has no rows for it."""
 
-    def __init__(self, where: str, tables: Collection[TableId], sql: str) -> None:
+    def __init__(self, where: str, tables: Collection[str], sql: str) -> None:
         self.where = where
         self.tables = list(tables)
         short = " ".join(sql.split())
         short = short if len(short) <= 160 else short[:157] + "..."
-        names = ", ".join(str(t) for t in self.tables)
+        names = ", ".join(self.tables)
         super().__init__(
             f"the binlog at {where} holds a change of {names} logged as a statement, not as rows "
             f"(binlog_format STATEMENT or MIXED): {short!r}. Its rows are not in the binlog, so "

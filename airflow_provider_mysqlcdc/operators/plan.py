@@ -16,7 +16,7 @@ from ..cdc.state import StateStore
 from ..cdc.table_patterns import qualify_all
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import as_list, as_mapping, epoch_seconds, truthy, write_config
+from ._pipeline import CONFIG_NAME, as_list, as_mapping, epoch_seconds, read_config, truthy, write_config
 
 
 def _max_map_length() -> int:
@@ -202,7 +202,6 @@ class MySqlCdcPlanOperator(BaseOperator):
         which the sink skips micro-batches it applied (a new stream numbers them from 0 again,
         so kept bookkeeping would skip the new stream's first micro-batches)."""
         from ..spark.sinks.factory import build_sink
-        from ._pipeline import CONFIG_NAME, read_config
         from ._stream import read_launch_record
 
         plan = state.read_plan()

@@ -146,10 +146,10 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         me = _task_identity(context)
         existing = state.read_batch_result(self.batch_id)
         if existing is not None:
-            why = self._reread_reason(state, me)
+            owner = state.read_batch_owner(self.batch_id) or {}
+            why = self._reread_reason(state, me, owner)
             if why is None:
                 summary = result_summary(existing, self.batch_label)
-                owner = state.read_batch_owner(self.batch_id) or {}
                 self.log.info("batch %s (%s) is already in the sink: %d rows, HW %s%s. Not read again; to read it "
                               "again, clear this task in the run that snapshotted it or trigger with "
                               "reread_batches=[\"%s\"] (only before the stream has started).", self.batch_id,
@@ -179,19 +179,21 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                       _fmt(summary["high_watermark"]))
         return summary
 
-    def _reread_reason(self, state: StateStore, me: dict[str, Any]) -> str | None:
+    def _reread_reason(self, state: StateStore, me: dict[str, Any], owner: dict[str, Any]) -> str | None:
         """Why a finished batch is read again, or None to keep it: it is named in
         ``reread_batches`` (its id, one of its tables, or ``*``), or this very task instance
         wrote it and was cleared by the user (a new run skips what earlier runs finished)."""
-        for entry in as_list(self.reread_batches, "reread_batches"):
+        entries = as_list(self.reread_batches, "reread_batches")
+        for entry in entries:
             if entry in ("*", self.batch_id):
                 return f"reread_batches names {entry!r}"
-            plan = state.read_plan()
-            if plan is not None and any(str(t) == entry for t in plan.batch(self.batch_id).tables):
+        plan = state.read_plan() if entries else None
+        tables = {str(t) for t in plan.batch(self.batch_id).tables} if plan is not None else set()
+        for entry in entries:
+            if entry in tables:
                 return f"reread_batches names its table {entry}"
         if truthy(self.redo_finished):
             return "redo_finished is set"
-        owner = state.read_batch_owner(self.batch_id) or {}
         if (me.get("run_id") and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index"))
                 and int(me.get("try_number") or 0) > int(owner.get("try_number") or 0)):
             return "this task snapshotted it in this run and was cleared"
