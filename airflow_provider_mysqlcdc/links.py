@@ -20,7 +20,7 @@ class StreamSparkUiLink(BaseOperatorLink):
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         from .cdc.state import StateStore
-        from .spark.stream_status import read_status
+        from .spark.runtime.stream_status import read_status
 
         location = getattr(operator, "state_location", None)
         if not location or "{{" in str(location):

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream_launcher import log_tail  # noqa: E402
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail  # noqa: E402
 from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
 from tests.support.tables import VALUE_DDL, VALUE_FILL  # noqa: E402
 
@@ -257,7 +257,7 @@ def main() -> int:
         stop_group(dag_proc)
         stop_group(migrate)
         with contextlib.suppress(Exception):
-            from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+            from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_local_stream
 
             if stop_local_stream(state):
                 say("stream stopped")

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.spark.batch_reader import ConsistentBatchReader, jdbc_url  # noqa: E402
-from airflow_provider_mysqlcdc.spark.session import JDBC_DRIVER_CLASS  # noqa: E402
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader, jdbc_url  # noqa: E402
+from airflow_provider_mysqlcdc.spark.runtime.session import JDBC_DRIVER_CLASS  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.sql import range_predicate  # noqa: E402
 from tests.support import pipeline  # noqa: E402
 from tests.support.mariadb import MariaDB  # noqa: E402
@@ -84,7 +84,7 @@ def main() -> None:
             df.write.parquet(str(out))
 
         # Staged materialization: one JVM pass writes the SELECTs' rows as Parquet, read back
-        # for the output (spark/materialize.py); the cache costs a second, slower pass.
+        # for the output (spark/snapshot/materialize.py); the cache costs a second, slower pass.
         reader = ConsistentBatchReader(spark, source, {table_id: schema}, staging_dir=str(work / "staging"))
 
         def ours() -> None:

@@ -27,7 +27,7 @@ the row.
 The stream's query start includes Spark starting its driver-side Python process for the
 source, which imports PySpark from ``$SPARK_HOME/python/lib/pyspark.zip``. The first line says
 whether that zip holds bytecode (``make`` adds it; without it each query start compiles PySpark,
-about 0.5 s more per stream run here: see ``spark/pyspark_bytecode.py``).
+about 0.5 s more per stream run here: see ``spark/runtime/pyspark_bytecode.py``).
 
 Below each stream run: the CPU seconds the server, the JVM, Spark's Python workers and the
 driver used (median per run), against the core-seconds the run's wall time offered.
@@ -62,9 +62,9 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogRead
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.spark import pyspark_bytecode  # noqa: E402
+from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode  # noqa: E402
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream import start_stream  # noqa: E402
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
 
@@ -193,7 +193,7 @@ class Bench:
     @staticmethod
     def _reached(query, end: BinlogOffset) -> bool:
         """The last completed micro-batch ended at or after ``end``."""
-        from airflow_provider_mysqlcdc.spark.binlog_source import StreamOffset
+        from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 
         progress = query.lastProgress
         if not progress or not progress.get("sources"):

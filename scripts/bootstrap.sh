@@ -61,4 +61,4 @@ fi
 # see airflow_provider_mysqlcdc/spark/pyspark_bytecode.py). Does nothing when already done.
 # Only the venv's own pyspark: a SPARK_HOME set for other work is left alone.
 venv_spark=$(.venv/bin/python -c "import importlib.util as u; print(u.find_spec('pyspark').submodule_search_locations[0])")
-.venv/bin/python -m airflow_provider_mysqlcdc.spark.pyspark_bytecode --quiet --spark-home "$venv_spark"
+.venv/bin/python -m airflow_provider_mysqlcdc.spark.runtime.pyspark_bytecode --quiet --spark-home "$venv_spark"

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from airflow_provider_mysqlcdc.cdc.batching import batch_label  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream_launcher import log_tail  # noqa: E402
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail  # noqa: E402
 from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
 from tests.support.sink_compare import delta_rows, mysql_rows  # noqa: E402
 from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table  # noqa: E402
@@ -236,7 +236,7 @@ def report_run() -> None:
 
 
 def stream_progress(state: StateStore) -> str:
-    from airflow_provider_mysqlcdc.spark.stream_status import read_status
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import read_status
 
     st = read_status(state)
     if st is None:
@@ -275,7 +275,7 @@ class Demo:
 
     def run(self) -> str:
         """Everything up to the verdict: 'VERIFIED: ...' or 'FAILED: ...' (diagnostics printed before)."""
-        from airflow_provider_mysqlcdc.spark.stream_launcher import running_local_stream
+        from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import running_local_stream
 
         server, state = self.server, self.state
         say("starting a private MariaDB ...")
@@ -355,7 +355,7 @@ class Demo:
             time.sleep(3)
 
     def cleanup(self) -> None:
-        from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+        from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_local_stream
 
         for w in self.writers:
             try:

@@ -15,7 +15,7 @@ from ``SinkConfig`` instead of the built-in factory (custom sinks, tests).
 
 While it runs, a listener on the driver keeps ``stream/status.json`` in the state location
 up to date (last committed micro-batch and offset, binlog head, lag; see
-``spark/stream_status.py``). SIGTERM (or SIGINT) stops it cleanly: the query is stopped
+``spark/runtime/stream_status.py``). SIGTERM (or SIGINT) stops it cleanly: the query is stopped
 between micro-batches (after waiting up to 10 s for the running one; past that it is
 interrupted and simply runs again on the next start), the sink is closed, Spark stopped,
 and the job exits 0.
@@ -103,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.cdc.discovery import discover_tables
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.spark.session import configure_builder
+    from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
     from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
-    from airflow_provider_mysqlcdc.spark.stream import start_stream
-    from airflow_provider_mysqlcdc.spark.stream_status import install_status_listener
+    from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
 
     password = read_password(args.password_file)
     config = load_pipeline_config(args.config, password=password)

@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
-    from airflow_provider_mysqlcdc.spark.session import configure_builder
-    from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
+    from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
+    from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 
     config = load_pipeline_config(args.config, password=read_password(args.password_file))
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} snapshot {args.batch_id}")

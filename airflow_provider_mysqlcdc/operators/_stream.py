@@ -2,7 +2,7 @@
 and the stream sensor, so "start it" and "bring it back" are one code path.
 
 Local master (``local[*]``): the job runs as a detached background process on this worker,
-its pid, log and status in the state location (``spark/stream_launcher.py``). A cluster
+its pid, log and status in the state location (``spark/runtime/stream_launcher.py``). A cluster
 master: spark-submit in cluster deploy mode, fire-and-forget; the job's status file (written
 by the driver after every micro-batch) is then the only sign of life, so a status older than
 ``stale_after_s`` counts as dead.
@@ -117,8 +117,8 @@ class StreamControl:
 
     def running(self):
         """The stream's last status when it runs, else None."""
-        from ..spark.stream_launcher import running_local_stream
-        from ..spark.stream_status import read_status
+        from ..spark.runtime.stream_launcher import running_local_stream
+        from ..spark.runtime.stream_status import read_status
 
         status = read_status(self.state)
         if self.is_local:
@@ -132,12 +132,12 @@ class StreamControl:
 
     def log_path(self) -> str | None:
         """Where the last local launch logs (None on a cluster: see the Spark UI / history)."""
-        from ..spark.stream_launcher import recorded_log_path
+        from ..spark.runtime.stream_launcher import recorded_log_path
 
         return recorded_log_path(self.state)
 
     def log_tail(self, lines: int) -> str:
-        from ..spark.stream_launcher import log_tail
+        from ..spark.runtime.stream_launcher import log_tail
 
         return log_tail(self.log_path(), lines)
 
@@ -153,9 +153,9 @@ class StreamControl:
     def launch(self):
         """Start the stream (it resumes from its checkpoint if it has one) and wait until its
         first micro-batch committed; returns that status."""
-        from ..spark.stream_launcher import launch_local_stream, wait_for_first_commit
+        from ..spark.runtime.stream_launcher import launch_local_stream, wait_for_first_commit
 
-        from ..spark.install_check import check_pyspark_install
+        from ..spark.runtime.install_check import check_pyspark_install
 
         check_pyspark_install()
         config = read_config(self.state)

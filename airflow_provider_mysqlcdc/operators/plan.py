@@ -188,7 +188,7 @@ class MySqlCdcPlanOperator(BaseOperator):
     # --- run -----------------------------------------------------------------------------
 
     def _forget(self, state: StateStore) -> None:
-        from ..spark.stream_launcher import stop_local_stream
+        from ..spark.runtime.stream_launcher import stop_local_stream
 
         if stop_local_stream(state):
             self.log.info("reset: stopped the running stream")

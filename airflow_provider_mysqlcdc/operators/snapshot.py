@@ -13,8 +13,8 @@ from ..cdc.errors import CdcError, StreamOwnsSinkError
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..jobs import application_path
-from ..spark.install_check import check_pyspark_install
-from ..spark.session import jdbc_jar_path
+from ..spark.runtime.install_check import check_pyspark_install
+from ..spark.runtime.session import jdbc_jar_path
 from . import _spark
 from ._fail_fast import config_errors_fail_at_once
 from ._spark_output import SparkOutputLog

@@ -13,7 +13,7 @@ from ..cdc.model import TableSchema
 from ..cdc.table_patterns import TablePattern, qualify_all
 from ..cdc.validation import ServerValidationError, validate_server
 from ..hooks.mysql_cdc import MySqlCdcHook
-from ..spark.install_check import check_pyspark_install
+from ..spark.runtime.install_check import check_pyspark_install
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import as_list, as_mapping
 

@@ -128,7 +128,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         """A stream that stopped because it could no longer be exact would stop again at the same
         place: report its reason instead of relaunching it."""
         from ..cdc.statements import NOT_EXACT_MARKER
-        from ..spark.stream_status import read_status
+        from ..spark.runtime.stream_status import read_status
 
         status = read_status(state)
         if status is not None and status.state == "failed" and NOT_EXACT_MARKER in (status.exception or ""):

@@ -70,7 +70,7 @@ def _sink_equals_source(server, work: Path, specs, timeout_s: float = 300.0) -> 
 
 def _stop_stream(state_location: str) -> None:
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+    from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_local_stream
 
     stop_local_stream(StateStore(state_location))
 
@@ -211,7 +211,7 @@ def test_map_indexes_are_named_after_their_tables_and_chunks(pipeline_run):
 def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pipeline_run):
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
-    from airflow_provider_mysqlcdc.spark.stream_launcher import running_local_stream
+    from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import running_local_stream
 
     dag, dr, work, server = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"]
     state = StateStore(pipeline_run["conf"]["state_location"])

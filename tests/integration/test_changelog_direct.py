@@ -12,8 +12,8 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import FastBinlogReader, Un
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink
-from airflow_provider_mysqlcdc.spark.stream import start_stream
-from airflow_provider_mysqlcdc.spark.stream_status import note_rows_written, rows_written
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 from tests.integration.test_binlog_stream import (
     _assert_exactly_once, _caught_up, _config, _head, _schemas, _source_rows, _wait, changes_of,
 )
@@ -141,7 +141,7 @@ def test_direct_batches_report_changes_not_part_records(mariadb, fresh_db, spark
     sink = ChangelogSink(str(tmp_dir / "sink"))
     sink.prepare(schemas)
     noted: list[tuple[str, int, int]] = []
-    import airflow_provider_mysqlcdc.spark.stream_status as status
+    import airflow_provider_mysqlcdc.spark.runtime.stream_status as status
 
     original = status.note_rows_written
     status.note_rows_written = lambda q, b, n: (noted.append((q, b, n)), original(q, b, n))  # type: ignore

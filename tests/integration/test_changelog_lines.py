@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark.change_rows import ChangeProjection, SourceLayout
+from airflow_provider_mysqlcdc.spark.stream.change_rows import ChangeProjection, SourceLayout
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
 from airflow_provider_mysqlcdc.spark.sinks.changelog import META_JSON_KEYS, JsonLines
 from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import ChangeLines

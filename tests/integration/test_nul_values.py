@@ -16,8 +16,8 @@ from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, S
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
-from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
-from airflow_provider_mysqlcdc.spark.stream import start_stream
+from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream
 from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

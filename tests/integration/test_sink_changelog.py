@@ -20,7 +20,7 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.spark.batch_reader import ConsistentBatchReader
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, read_json_lines, row_decoder
 from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
 from tests.integration.test_sink_delta import change_rows, change_struct, row, sink_struct, small_schema

@@ -17,7 +17,7 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.spark.batch_reader import ConsistentBatchReader
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.sinks.arrow_files import MissingFilesError
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS
 from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink

@@ -18,7 +18,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.types import map_table
-from airflow_provider_mysqlcdc.spark.batch_reader import ConsistentBatchReader
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS, META_OP, META_SEQ
 from airflow_provider_mysqlcdc.spark.sinks.postgres import (
     BATCH_COLUMN, STAGING_PREFIX, PgConnection, PgTable, PostgresSink, qi,

@@ -13,8 +13,8 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.spark.session import jdbc_jar_path
-from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.runtime.session import jdbc_jar_path
+from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from tests.support.tables import create_int_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

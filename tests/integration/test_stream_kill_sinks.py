@@ -15,7 +15,7 @@ from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.spark.snapshot_job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
 from tests.support.stream_job import committed, in_flight, kill_job, start_job
 from tests.support.tables import VALUE_COLS, create_int_table

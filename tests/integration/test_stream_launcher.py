@@ -1,4 +1,4 @@
-"""The stream job launched detached by ``spark/stream_launcher.py``, watched through ``stream/status.json``.
+"""The stream job launched detached by ``spark/runtime/stream_launcher.py``, watched through ``stream/status.json``.
 
 Two parts: the supervision mechanics against stand-in job scripts (fast, no Spark), and the
 real job against MariaDB into a Delta sink: first commit detected, lag back to ~0 after the
@@ -23,11 +23,11 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.spark import stream_launcher
-from airflow_provider_mysqlcdc.spark.stream_launcher import (
+from airflow_provider_mysqlcdc.spark.runtime import stream_launcher
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (
     PROCESS_REL, StreamStartError, launch_local_stream, log_tail, running_local_stream, stop_local_stream,
     wait_for_first_commit)
-from airflow_provider_mysqlcdc.spark.stream_status import STATUS_REL, committed_key, read_status
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import STATUS_REL, committed_key, read_status
 from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
 from tests.support.stream_job import committed
 from tests.support.tables import VALUE_COLS, create_int_table

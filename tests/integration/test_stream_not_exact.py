@@ -23,9 +23,9 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.spark.stream_launcher import (
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (
     launch_local_stream, log_tail, running_local_stream, wait_for_first_commit)
-from airflow_provider_mysqlcdc.spark.stream_status import read_status
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import read_status
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal

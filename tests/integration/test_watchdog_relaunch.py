@@ -22,7 +22,7 @@ from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, S
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.operators._pipeline import write_config
 from airflow_provider_mysqlcdc.operators._stream import StreamControl
-from airflow_provider_mysqlcdc.spark.stream_launcher import log_tail, running_local_stream, stop_local_stream
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.postgres import DATABASE, SUPERUSER

@@ -21,7 +21,7 @@ from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.server import current_offset, server_version
 from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer
-from airflow_provider_mysqlcdc.spark.batch_reader import ConsistentBatchReader
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from tests.support.verify import apply_changes, collect
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from airflow_provider_mysqlcdc.spark.session import configure_builder
+from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
 
 
 def local_spark(app_name: str = "mysqlcdc-tests", cores: int = 2, memory: str = "3g"):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from airflow_provider_mysqlcdc.spark.binlog_source import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -61,7 +61,7 @@ def source(mariadb, airflow_ui, work):
     airflow_ui.add_connection("spark_default", "spark", host="local[2]")
     yield {"db": db, "spec": spec, "server": mariadb}
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.spark.stream_launcher import stop_local_stream
+    from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_local_stream
 
     stop_local_stream(StateStore(str(work / "state" / "pipeline")))
 

@@ -16,14 +16,14 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark.change_rows import SourceLayout
+from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
 from airflow_provider_mysqlcdc.spark.sinks.arrow_files import FsSpec
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, format_micros
 from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import _TablePart, batch_tmp_dir
 from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import (
     ChangeLines, java_double, joined_bytes, json_string, json_texts,
 )
-from airflow_provider_mysqlcdc.spark.stream_status import note_rows_written, rows_written
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 
 # What Java 17's Double.toString prints (checked against the JVM in tests/integration/test_changelog_lines.py).
 JAVA = [(1e7, "1.0E7"), (9999999.0, "9999999.0"), (1e-3, "0.001"), (0.00099, "9.9E-4"), (1234567.0, "1234567.0"),

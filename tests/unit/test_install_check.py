@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.spark.install_check import check_pyspark_install, installed
+from airflow_provider_mysqlcdc.spark.runtime.install_check import check_pyspark_install, installed
 
 
 def test_a_mixture_of_two_releases_is_refused_with_the_pip_line_that_fixes_it():

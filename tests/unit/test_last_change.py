@@ -7,7 +7,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from airflow_provider_mysqlcdc.spark.change_arrow import OP_CODES, explode_changes, last_per_identity
+from airflow_provider_mysqlcdc.spark.sinks.change_arrow import OP_CODES, explode_changes, last_per_identity
 from airflow_provider_mysqlcdc.spark.sinks.direct import spec_from_json
 from airflow_provider_mysqlcdc.spark.sinks.last_change import (
     LastChange, _Reduced, change_table, from_ipc, merged_rows, to_ipc,

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 
-from airflow_provider_mysqlcdc.spark import pyspark_bytecode as pb
+from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode as pb
 
 MOD = "def where():\n    return 'mod'\n\ndef boom():\n    raise ValueError('from the zip')\n"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from airflow_provider_mysqlcdc.spark.progress import SnapshotProgress
+from airflow_provider_mysqlcdc.spark.snapshot.progress import SnapshotProgress
 
 
 class _Tracker:

@@ -21,7 +21,7 @@ def test_spark_lines_keep_their_level_and_its_chatter_is_debug():
 
 
 def test_the_jobs_own_lines_keep_their_level_and_machine_lines_are_hidden():
-    assert classify("2026-11-25 10:00:02,123 INFO airflow_provider_mysqlcdc.spark.progress: progress: 3/8 chunks "
+    assert classify("2026-11-25 10:00:02,123 INFO airflow_provider_mysqlcdc.spark.snapshot.progress: progress: 3/8 chunks "
                     "read") == (logging.INFO, "progress: 3/8 chunks read")
     assert classify("2026-11-25 10:00:02,123 WARNING x.y: careful")[0] == logging.WARNING
     assert classify('MYSQLCDC_RESULT {"batch_id": "batch-0000"}')[0] == logging.DEBUG

@@ -13,8 +13,9 @@ from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, ConfigError,
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark import binlog_source as bs
-from airflow_provider_mysqlcdc.spark.binlog_source import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream import batch_planning, binlog_source as bs, reconnect, startup
+from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings, settings_from_options
+from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 
 T = TableId("db", "t")
 
@@ -41,24 +42,24 @@ def test_after_and_at_change():
 
 
 def test_stop_for_mid_event_end_lets_the_event_through():
-    from airflow_provider_mysqlcdc.spark.binlog_read import stop_for
+    from airflow_provider_mysqlcdc.spark.stream.binlog_read import stop_for
 
     assert stop_for(BinlogOffset("f.000001", 100)) == BinlogOffset("f.000001", 100)
     assert stop_for(BinlogOffset("f.000001", 100, row=2)) == BinlogOffset("f.000001", 101)
 
 
 def test_connection_loss_classification():
-    assert bs.is_connection_loss(pymysql.err.OperationalError(2013, "Lost connection"))
-    assert bs.is_connection_loss(pymysql.err.OperationalError(2003, "Can't connect"))
-    assert bs.is_connection_loss(SourceUnreachableError("cannot connect to MySQL at h:1: refused"))
-    assert not bs.is_connection_loss(ConfigError("cannot log in to h:1 as x: access denied"))
-    assert not bs.is_connection_loss(BinlogPurgedError("purged"))
-    assert not bs.is_connection_loss(ConfigError("cannot log in"))
-    assert not bs.is_connection_loss(pymysql.err.OperationalError(1236, "fatal reading binlog"))
+    assert reconnect.is_connection_loss(pymysql.err.OperationalError(2013, "Lost connection"))
+    assert reconnect.is_connection_loss(pymysql.err.OperationalError(2003, "Can't connect"))
+    assert reconnect.is_connection_loss(SourceUnreachableError("cannot connect to MySQL at h:1: refused"))
+    assert not reconnect.is_connection_loss(ConfigError("cannot log in to h:1 as x: access denied"))
+    assert not reconnect.is_connection_loss(BinlogPurgedError("purged"))
+    assert not reconnect.is_connection_loss(ConfigError("cannot log in"))
+    assert not reconnect.is_connection_loss(pymysql.err.OperationalError(1236, "fatal reading binlog"))
 
 
 def test_with_reconnect_retries_then_gives_up(monkeypatch):
-    monkeypatch.setattr(bs.time, "sleep", lambda s: None)
+    monkeypatch.setattr(reconnect.time, "sleep", lambda s: None)
     calls = []
 
     def flaky():
@@ -67,18 +68,18 @@ def test_with_reconnect_retries_then_gives_up(monkeypatch):
             raise pymysql.err.OperationalError(2013, "Lost connection")
         return "ok"
 
-    assert bs.with_reconnect(flaky, 60, "test") == "ok"
+    assert reconnect.with_reconnect(flaky, 60, "test") == "ok"
     with pytest.raises(BinlogPurgedError):
-        bs.with_reconnect(lambda: (_ for _ in ()).throw(BinlogPurgedError("x")), 60, "test")
+        reconnect.with_reconnect(lambda: (_ for _ in ()).throw(BinlogPurgedError("x")), 60, "test")
 
 
-def _settings(**kw) -> bs.StreamSettings:
+def _settings(**kw) -> StreamSettings:
     schema = TableSchema(T, (Column("id", 1, "int", "int", False),), ("id",), ("id",), ("id",))
     d = dict(source=SourceConfig(password="pw"), schemas=(schema,), finished=(), max_events_per_batch=50,
              heartbeat_s=5.0, reconnect_timeout_s=1.0, startup_mode="latest-offset", startup_offset=None,
              startup_timestamp=None, state_location="/tmp/x")
     d.update(kw)
-    return bs.StreamSettings(**d)
+    return StreamSettings(**d)
 
 
 class _Fake:
@@ -88,8 +89,8 @@ class _Fake:
         self.head = head
         self.changes = changes
         self.scans: list[tuple[int, int | None]] = []
-        monkeypatch.setattr(bs, "_head", lambda src: BinlogOffset("mysql-bin.000001", self.head))
-        monkeypatch.setattr(bs, "_check_available", lambda *a: None)
+        monkeypatch.setattr(bs, "head_offset", lambda src: BinlogOffset("mysql-bin.000001", self.head))
+        monkeypatch.setattr(bs, "check_available", lambda *a: None)
         monkeypatch.setattr(bs, "scan_for_end", self.scan)
         monkeypatch.setattr(bs, "plan_catchup", lambda *a: None)   # never far behind here
 
@@ -98,8 +99,8 @@ class _Fake:
         inside = [p for p in self.changes if start.at.position <= p < head.position]
         if max_rows is not None and len(inside) > max_rows:
             p = inside[max_rows]
-            return bs.ScanResult(StreamOffset(BinlogOffset("mysql-bin.000001", p)), max_rows, True)
-        return bs.ScanResult(StreamOffset.boundary(head), len(inside), False)
+            return batch_planning.ScanResult(StreamOffset(BinlogOffset("mysql-bin.000001", p)), max_rows, True)
+        return batch_planning.ScanResult(StreamOffset.boundary(head), len(inside), False)
 
 
 def _off(p: int) -> dict:
@@ -160,9 +161,9 @@ def test_catchup_plan_becomes_one_partition_per_range_with_its_own_server_id(mon
     f = "mysql-bin.000003"
     cuts = (BinlogOffset(f, 5000), BinlogOffset("mysql-bin.000004", 4))
     end = StreamOffset.boundary(BinlogOffset("mysql-bin.000004", 9000))
-    monkeypatch.setattr(bs, "_head", lambda src: BinlogOffset("mysql-bin.000004", 20000))
-    monkeypatch.setattr(bs, "_check_available", lambda *a: None)
-    monkeypatch.setattr(bs, "plan_catchup", lambda settings, start, head: bs.CatchupPlan(end, cuts, 1 << 30))
+    monkeypatch.setattr(bs, "head_offset", lambda src: BinlogOffset("mysql-bin.000004", 20000))
+    monkeypatch.setattr(bs, "check_available", lambda *a: None)
+    monkeypatch.setattr(bs, "plan_catchup", lambda settings, start, head: batch_planning.CatchupPlan(end, cuts, 1 << 30))
     monkeypatch.setattr(bs, "scan_for_end", lambda *a: pytest.fail("a catch-up batch must not be scanned"))
     src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5409))
     r = bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=3))
@@ -202,19 +203,19 @@ def test_options_are_lower_case_and_password_from_env(monkeypatch):
     cfg = PipelineConfig("p", SourceConfig(), ("db.t",), "/tmp/state", startup_mode="latest-offset")
     schemas = json.dumps([_settings().schemas[0].to_dict()])
     monkeypatch.setenv("MYSQLCDC_PASSWORD", "from-env")
-    s = bs.settings_from_options({"config": cfg.to_json(), "schemas": schemas})
+    s = settings_from_options({"config": cfg.to_json(), "schemas": schemas})
     assert s.source.password == "from-env"
-    s = bs.settings_from_options({"CONFIG": cfg.to_json(), "schemas": schemas, "password": "opt"})
+    s = settings_from_options({"CONFIG": cfg.to_json(), "schemas": schemas, "password": "opt"})
     assert s.source.password == "opt"
     assert "opt" not in repr(s)
     monkeypatch.delenv("MYSQLCDC_PASSWORD")
     with pytest.raises(ConfigError, match="no source password"):
-        bs.settings_from_options({"config": cfg.to_json(), "schemas": schemas})
+        settings_from_options({"config": cfg.to_json(), "schemas": schemas})
 
 
 def test_initial_mode_without_finished_batches_fails_clearly():
     with pytest.raises(ConfigError, match="no finished snapshot batches"):
-        bs.initial_offset(_settings(startup_mode="initial"))
+        startup.initial_offset(_settings(startup_mode="initial"))
 
 
 def test_the_driver_side_source_does_not_load_the_decoder():
@@ -223,8 +224,8 @@ def test_the_driver_side_source_does_not_load_the_decoder():
     import subprocess
     import sys
 
-    code = ("import sys, airflow_provider_mysqlcdc.spark.binlog_source; "
+    code = ("import sys, airflow_provider_mysqlcdc.spark.stream.binlog_source; "
             "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.fastbinlog', "
-            "'airflow_provider_mysqlcdc.spark.binlog_read', 'pandas') if m in sys.modules))")
+            "'airflow_provider_mysqlcdc.spark.stream.binlog_read', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.spark.stream_status import (
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import (
     STATUS_REL, StatusRecorder, StreamStatus, add_head_sample, behind_bytes, compute_lag, end_offset_of,
     last_committed, read_status)
 
@@ -267,7 +267,7 @@ def test_termination_and_close(rec):
 
 
 def test_listener_adapts_pyspark_events(rec):
-    from airflow_provider_mysqlcdc.spark.stream_status import StreamStatusListener
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import StreamStatusListener
 
     listener = StreamStatusListener(rec.r)
     listener.onQueryStarted(SimpleNamespace(id="q", runId="run1"))
@@ -297,8 +297,8 @@ def test_importing_the_module_needs_no_spark():
     import subprocess
     import sys
 
-    code = ("import sys; import airflow_provider_mysqlcdc.spark.stream_status, "
-            "airflow_provider_mysqlcdc.spark.stream_launcher; "
+    code = ("import sys; import airflow_provider_mysqlcdc.spark.runtime.stream_status, "
+            "airflow_provider_mysqlcdc.spark.runtime.stream_launcher; "
             "print([m for m in sys.modules if m.startswith('pyspark') or m.startswith('airflow.')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableId
-from ..change_arrow import rows_by_table
+from .change_arrow import rows_by_table
 from .changelog_lines import ChangeLines, joined_bytes
-from .direct import DirectSpec
+from .direct_spec import DirectSpec
 
 SUFFIX = ".jsonl"
 

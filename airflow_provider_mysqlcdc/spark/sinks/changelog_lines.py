@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..change_arrow import OP_CODES, explode_changes
+from .change_arrow import OP_CODES, explode_changes
 
 # Jackson's escapes: U+0000..U+001F as \\u00XX, except the short forms, and the quote and backslash.
 _SHORT_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}

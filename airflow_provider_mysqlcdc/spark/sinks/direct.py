@@ -23,53 +23,15 @@ tasks).
 from __future__ import annotations
 
 import json
-from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Iterable
-
-import pyarrow as pa
 
 from .base import BATCH_ID_PROPERTY
-
-
-class DirectSpec(ABC):
-    """What the binlog source's tasks need to do a sink's direct stream write."""
-
-    kind: ClassVar[str]
-
-    @abstractmethod
-    def options(self) -> dict[str, Any]:
-        """The spec's settings, JSON-able (``to_json`` adds the kind)."""
-
-    @classmethod
-    @abstractmethod
-    def from_options(cls, options: dict[str, Any]) -> "DirectSpec":
-        ...
-
-    @abstractmethod
-    def arrow_schema(self) -> pa.Schema:
-        """The records the source yields in this mode (non-nullable fields)."""
-
-    @abstractmethod
-    def write_range(self, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
-                    ) -> pa.RecordBatch:
-        """Do the task's share for one binlog range (``SourceLayout`` batches); return its
-        records, one per table with changes, each with a ``changes`` count."""
-
-    def to_json(self) -> str:
-        return json.dumps({"kind": self.kind, **self.options()}, sort_keys=True)
-
-    def spark_schema(self) -> Any:
-        """``arrow_schema`` as Spark's StructType (pyspark imported on use)."""
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        return from_arrow_schema(self.arrow_schema())
+from .changelog_direct import DirectWrite
+from .direct_spec import DirectSpec
+from .last_change import LastChange
 
 
 def spec_from_json(text: str) -> DirectSpec:
     """The spec a ``direct_write`` source option names; refuses kinds this version lacks."""
-    from .changelog_direct import DirectWrite
-    from .last_change import LastChange
-
     kinds: dict[str, type[DirectSpec]] = {DirectWrite.kind: DirectWrite, LastChange.kind: LastChange}
     options = json.loads(text)
     kind = options.pop("kind", DirectWrite.kind)
@@ -87,5 +49,5 @@ def current_batch_id() -> int:
     if value is None:
         raise RuntimeError(
             f"the binlog source in direct-write mode was read without the Spark local property "
-            f"{BATCH_ID_PROPERTY}: it is only read by the stream's foreachBatch (spark/stream.py), which sets it.")
+            f"{BATCH_ID_PROPERTY}: it is only read by the stream's foreachBatch (spark/stream/query.py), which sets it.")
     return int(value)

@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from ...cdc.errors import SchemaMismatchError
 from ...cdc.model import TableId, TableSchema
-from ..change_arrow import OP_ARRAY, explode_changes, last_per_identity, rows_by_table
+from .change_arrow import OP_ARRAY, explode_changes, last_per_identity, rows_by_table
 from .base import META_OP, META_SEQ
-from .direct import DirectSpec
+from .direct_spec import DirectSpec
 
 RECORD_FIELDS = (("database", pa.string()), ("table", pa.string()), ("changes", pa.int64()), ("rows", pa.int64()),
                  ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("payload", pa.binary()))

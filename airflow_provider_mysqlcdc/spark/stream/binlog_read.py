@@ -26,19 +26,19 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..cdc.chunks import FinishedBatch
-from ..cdc.config import SourceConfig
-from ..cdc.connection import is_connection_loss
-from ..cdc.events import RowChange
-from ..cdc.fastbinlog.fallback import library_changes
-from ..cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
-from ..cdc.handoff import HandoffFilter
-from ..cdc.model import TableId, TableSchema
-from ..cdc.offsets import BinlogOffset
+from ...cdc.chunks import FinishedBatch
+from ...cdc.config import SourceConfig
+from ...cdc.connection import is_connection_loss
+from ...cdc.events import RowChange
+from ...cdc.fastbinlog.fallback import library_changes
+from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+from ...cdc.handoff import HandoffFilter
+from ...cdc.model import TableId, TableSchema
+from ...cdc.offsets import BinlogOffset
 from .change_rows import SourceLayout, offsets_of
 
 if TYPE_CHECKING:
-    from .binlog_source import StreamOffset
+    from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 def build_handoff(source: SourceConfig, schemas: Sequence[TableSchema], finished: Sequence[FinishedBatch]
                   ) -> HandoffFilter | None:
     """The handoff filter over the finished batches of captured tables (None when there are none)."""
-    from ..cdc.keyorder import key_order_for
+    from ...cdc.keyorder import key_order_for
 
     by_id = {s.table_id: s for s in schemas}
     kept = []

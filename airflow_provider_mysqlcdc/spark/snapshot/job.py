@@ -13,13 +13,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ..cdc.errors import StreamOwnsSinkError
-from ..cdc.pipeline import PipelineConfig
-from ..cdc.plan import Plan
-from ..cdc.state import StateStore
+from ...cdc.errors import StreamOwnsSinkError
+from ...cdc.pipeline import PipelineConfig
+from ...cdc.plan import Plan
+from ...cdc.state import StateStore
 from .batch_reader import ConsistentBatchReader
 from .progress import SnapshotProgress
-from .sinks.factory import build_sink
+from ..sinks.factory import build_sink
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE
+from ...cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE
 
 # A change row's op as a small integer: its index here.
 OP_CODES = (OP_INSERT, OP_UPDATE_BEFORE, OP_DELETE, OP_UPDATE_AFTER)

@@ -5,7 +5,7 @@
    current offset, read ``visibility_margin_s`` before the SELECTs start, so a transaction
    already in the binlog but not yet visible in InnoDB is still inside the backfill.
 2. The batch's SELECTs: Spark's own JDBC reader, one predicate per chunk, on the executors;
-   materialized (cached, or staged as Parquet: spark/materialize.py) so every SELECT has
+   materialized (cached, or staged as Parquet: spark/snapshot/materialize.py) so every SELECT has
    finished before step 3.
 3. HW: the current offset.
 4. If HW > LW: one bounded binlog read LW..HW, reduced to the last change per row inside the
@@ -25,21 +25,21 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..cdc.fastbinlog.fallback import changes_with_fallback
-from ..cdc.chunks import Batch, Chunk
-from ..cdc.config import SourceConfig
-from ..cdc.corrections import TableCorrections, reduce_changes
-from ..cdc.keyorder import key_order_for
-from ..cdc.model import TableId, TableSchema, quote_ident
-from ..cdc.offsets import BinlogOffset
-from ..cdc.plan import FIRST_BATCH_SLOT
-from ..cdc.server import consistent_snapshot_offset, current_offset, server_version
-from ..cdc.sql import range_predicate
-from ..cdc.types import ColumnMapping, map_table
+from ...cdc.fastbinlog.fallback import changes_with_fallback
+from ...cdc.chunks import Batch, Chunk
+from ...cdc.config import SourceConfig
+from ...cdc.corrections import TableCorrections, reduce_changes
+from ...cdc.keyorder import key_order_for
+from ...cdc.model import TableId, TableSchema, quote_ident
+from ...cdc.offsets import BinlogOffset
+from ...cdc.plan import FIRST_BATCH_SLOT
+from ...cdc.server import consistent_snapshot_offset, current_offset, server_version
+from ...cdc.sql import range_predicate
+from ...cdc.types import ColumnMapping, map_table
 from .materialize import CachedMaterializer, Materialized, Materializer, StagedMaterializer
-from .session import JDBC_DRIVER_CLASS
-from .types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
-from .types import jdbc_url as _jdbc_url
+from ..runtime.session import JDBC_DRIVER_CLASS
+from ..types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
+from ..types import jdbc_url as _jdbc_url
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class ConsistentBatchReader:
         staging_dir: str | None = None,
         storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
     ) -> None:
-        """``staging_dir``: materialize through Parquet files there (see spark/materialize.py);
+        """``staging_dir``: materialize through Parquet files there (see spark/snapshot/materialize.py);
         without it, rows are persisted in Spark's cache with ``storage_level``."""
         self.spark = spark
         self.source = source

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..cdc.config import PASSWORD_ENV
-from ..cdc.errors import CdcError
+from ...cdc.config import PASSWORD_ENV
+from ...cdc.errors import CdcError
 
 if TYPE_CHECKING:
-    from ..cdc.state import StateStore
+    from ...cdc.state import StateStore
     from .stream_status import StreamStatus
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def _child_env(password: str, python: str, extra_env: Mapping[str, str] | None) 
 def _check_same_state(state_location: str, state: "StateStore") -> None:
     """The job writes its checkpoint and status.json under the config's state_location; the
     launcher records and watches ``state``: they must be one place."""
-    from ..cdc.state import StateStore
+    from ...cdc.state import StateStore
 
     theirs = StateStore(state_location)
     if (theirs.root, theirs.fs.protocol) != (state.root, state.fs.protocol):
@@ -261,8 +261,8 @@ def launch_local_stream(config_url: str, state: "StateStore", *, password: str, 
     child keeps the caller's working directory, so relative paths in the config mean the same
     to both. Refuses to start a second stream of the same state location on this host.
     """
-    from ..cdc.pipeline import load_pipeline_config
-    from ..jobs import application_path
+    from ...cdc.pipeline import load_pipeline_config
+    from ...jobs import application_path
 
     if password is None:
         raise StreamStartError(f"no source password given: pass password= (it reaches the job as ${PASSWORD_ENV}).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from airflow_provider_mysqlcdc.spark.pyspark_bytecode import missing_bytecode_note
+from airflow_provider_mysqlcdc.spark.runtime.pyspark_bytecode import missing_bytecode_note
 
 # Debian's libmariadb-java; on a cluster pass the driver jar with --jars instead.
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from ..cdc.errors import ConfigError
+from ...cdc.errors import ConfigError
 
 
 def installed(name: str) -> str | None:

@@ -36,12 +36,12 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..cdc.offsets import BinlogOffset, split_binlog_file
+from ...cdc.offsets import BinlogOffset, split_binlog_file
 
 if TYPE_CHECKING:
-    from ..cdc.config import SourceConfig
-    from ..cdc.pipeline import PipelineConfig
-    from ..cdc.state import StateStore
+    from ...cdc.config import SourceConfig
+    from ...cdc.pipeline import PipelineConfig
+    from ...cdc.state import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ class ServerHead:
         self._version: Any = None
 
     def __call__(self) -> tuple[BinlogOffset, list[tuple[str, int]]]:
-        from ..cdc.server import current_offset, list_binlogs, server_version
+        from ...cdc.server import current_offset, list_binlogs, server_version
 
         try:
             if self._conn is None:
@@ -467,7 +467,7 @@ class StatusRecorder:
 
 # --- the Spark listener -------------------------------------------------------------------------
 
-# Changes written per (query id, batch id) by a direct-write foreachBatch (spark/stream.py):
+# Changes written per (query id, batch id) by a direct-write foreachBatch (spark/stream/query.py):
 # there Spark's numInputRows counts the part records, not the changes. Same driver process.
 _ROWS_WRITTEN: dict[tuple[str, int], int] = {}
 _ROWS_LOCK = threading.Lock()

@@ -33,7 +33,7 @@ from typing import Iterable, Iterator
 # What Spark's PythonUtils.sparkPythonPath puts on the path, relative to SPARK_HOME.
 ZIP_DIR = ("python", "lib")
 ZIP_PATTERNS = ("pyspark.zip", "py4j-*-src.zip")
-HINT = "python -m airflow_provider_mysqlcdc.spark.pyspark_bytecode"
+HINT = "python -m airflow_provider_mysqlcdc.spark.runtime.pyspark_bytecode"
 
 
 class BytecodeError(Exception):

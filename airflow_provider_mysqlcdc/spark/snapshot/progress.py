@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from ..cdc.batching import short_count
+from ...cdc.batching import short_count
 
 log = logging.getLogger(__name__)
 

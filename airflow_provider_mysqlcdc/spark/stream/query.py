@@ -31,12 +31,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ..cdc.model import TableId, TableSchema
-from ..cdc.pipeline import PipelineConfig
-from ..cdc.state import StateStore
+from ...cdc.model import TableId, TableSchema
+from ...cdc.pipeline import PipelineConfig
+from ...cdc.state import StateStore
 from . import binlog_source
 from .change_rows import ChangeProjection, SourceLayout
-from .sinks.base import BATCH_ID_PROPERTY, Sink
+from ..sinks.base import BATCH_ID_PROPERTY, Sink
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def direct_batch_writer(sink: Sink) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
     (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
     property), then let the sink commit what their records report."""
-    from .stream_status import note_rows_written
+    from ..runtime.stream_status import note_rows_written
 
     def write(batch: DataFrame, batch_id: int) -> None:
         sc = batch.sparkSession.sparkContext

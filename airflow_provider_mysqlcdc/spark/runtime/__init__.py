@@ -1,0 +1,1 @@
+"""Running Spark: sessions, the long-lived stream process and its status, PySpark start-up cost."""

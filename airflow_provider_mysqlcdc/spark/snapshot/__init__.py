@@ -1,0 +1,1 @@
+"""The snapshot data path: chunks read between watermarks, corrected, materialized, written."""

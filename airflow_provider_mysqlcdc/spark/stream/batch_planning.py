@@ -1,0 +1,126 @@
+"""Where a micro-batch ends: a change count near the head, bytes when far behind (catch-up).
+
+Near the head the driver scans the binlog with the fast decoder and counts captured changes, so
+a micro-batch holds at most ``max_events_per_batch``. When the stream is ``catchup_min_bytes`` or
+more behind, the micro-batch is planned by bytes from the server's own event walk and cut at
+transaction starts into parallel ranges (``cdc/catchup.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+
+from ...cdc.offsets import BinlogOffset
+from .settings import OFFSET_SCAN_SLOT, StreamSettings
+from .stream_offset import StreamOffset
+
+
+log = logging.getLogger(__name__)
+
+MIN_RANGE_BYTES = 512 << 10  # a catch-up range smaller than this is not worth a reader of its own
+SCAN_BATCH_ROWS = 2_000   # the driver's scan flushes often: a cut resumes from the last flush's transaction
+
+
+@dataclass
+class ScanResult:
+    end: StreamOffset
+    changes: int
+    hit_limit: bool
+
+
+def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffset,
+                 max_changes: int | None) -> ScanResult:
+    """Count captured changes from ``start`` towards ``head``; end before the (max+1)-th one.
+
+    Decodes with the fast reader (counting needs each event's rows). A cut inside a
+    transaction resumes from a transaction start at or before it: the scan's own start for
+    the first flush, else the reader's transaction start after the previous flush.
+    """
+    from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+    from .change_rows import offsets_of
+
+    server_id = settings.source.server_id_range.pick(OFFSET_SCAN_SLOT)
+    n = 0
+    resume_from = start.dump_from
+    reader = FastBinlogReader(settings.source, server_id, start.at, stop=head, tables=settings.tables,
+                              blocking=False, heartbeat_s=None, dump_from=start.dump_from,
+                              batch_rows=SCAN_BATCH_ROWS, on_unsupported="report")
+    try:
+        for group in reader.flushes():
+            offsets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            for item in group:
+                if isinstance(item, ChangeBatch):
+                    offsets.append(offsets_of(item.batch))
+                elif isinstance(item, UnsupportedRows):   # counted as one change: its rows are not decoded here
+                    o = item.offset
+                    offsets.append((np.array([o.file_index]), np.array([o.position]), np.array([0])))
+            rows = sum(len(o[0]) for o in offsets)
+            if max_changes is not None and rows and n + rows > max_changes:
+                f = np.concatenate([o[0] for o in offsets])
+                p = np.concatenate([o[1] for o in offsets])
+                r = np.concatenate([o[2] for o in offsets])
+                order = np.lexsort((r, p, f))
+                k = order[max_changes - n]
+                file = _file_named(settings, group, int(f[k]))
+                cut = BinlogOffset(file, int(p[k]), None, int(r[k]))
+                return ScanResult(StreamOffset(cut, resume_from), max_changes, True)
+            n += rows
+            resume_from = reader.transaction_start or resume_from
+    finally:
+        reader.close()
+    return ScanResult(StreamOffset.boundary(head), n, False)
+
+
+def _file_named(settings: StreamSettings, group: list, index: int) -> str:
+    from ...cdc.fastbinlog.reader import ChangeBatch
+    from ...cdc.offsets import split_binlog_file
+
+    for item in group:
+        names = (pa.compute.unique(item.batch.column("binlog_file")).to_pylist() if isinstance(item, ChangeBatch)
+                 else [item.offset.file])
+        for name in names:
+            if split_binlog_file(name)[1] == index:
+                return name
+    raise AssertionError(f"no binlog file with index {index} in the scanned flush")
+
+
+@dataclass(frozen=True)
+class CatchupPlan:
+    """A micro-batch planned by bytes: its end and the transaction starts cutting it into ranges."""
+
+    end: StreamOffset
+    cuts: tuple[BinlogOffset, ...]
+    behind_bytes: int
+
+
+def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffset) -> CatchupPlan | None:
+    """A byte-planned micro-batch when the stream is at least ``catchup_min_bytes`` behind, else None."""
+    from ...cdc import catchup
+
+    conn = settings.source.connect()
+    try:
+        files = catchup.BinlogFiles.read(conn, head)
+        try:
+            behind = files.bytes_between(start.dump_from, head)
+        except KeyError:
+            return None
+        if behind < settings.catchup_min_bytes:
+            return None
+        parts = settings.catchup_parallelism
+        end, cuts = catchup.plan_batch(conn, files, start.dump_from, head, settings.catchup_batch_bytes, parts,
+                                       MIN_RANGE_BYTES)
+        if end <= start.at:  # a start inside a transaction, with the planned end before it
+            end = head
+            cuts = catchup.split_range(conn, files, start.dump_from, end, parts, MIN_RANGE_BYTES)
+        cuts = [c for c in cuts if start.at < c < end]
+    finally:
+        conn.close()
+    return CatchupPlan(StreamOffset.boundary(end), tuple(cuts), behind)
+
+
+# --- startup offsets ----------------------------------------------------------------------------
