@@ -105,6 +105,7 @@ with DAG(
         startup_offset="{{ params.startup_offset }}",
         startup_timestamp="{{ params.startup_timestamp }}",
         stream_options="{{ params.stream_options }}",
+        schema_change_behavior="{{ params.schema_change_behavior }}",
         reset="{{ params.reset }}",
     )
     snapshot = MySqlCdcSnapshotOperator.partial(

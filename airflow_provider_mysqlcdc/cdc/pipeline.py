@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from .config import PASSWORD_ENV, SourceConfig, SplitOptions
 from .errors import ConfigError
+from .schema.behavior import DEFAULT_BEHAVIOR, check_behavior
 
 STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
 SINK_TYPES = ("delta", "postgres", "changelog", "console")
@@ -97,8 +98,10 @@ class PipelineConfig:
     startup_offset: Mapping[str, Any] | None = None
     startup_timestamp: float | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
+    schema_change_behavior: str = DEFAULT_BEHAVIOR
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "schema_change_behavior", check_behavior(self.schema_change_behavior))
         if not self.include:
             raise ConfigError("tables: no include pattern given. Fix: list tables as 'db.table' or regular expressions.")
         if self.startup_mode not in STARTUP_MODES:
@@ -133,6 +136,7 @@ class PipelineConfig:
             "startup_offset": dict(self.startup_offset) if self.startup_offset else None,
             "startup_timestamp": self.startup_timestamp,
             "stream": self.stream.__dict__.copy(),
+            "schema_change_behavior": self.schema_change_behavior,
         }
 
     def to_json(self) -> str:
@@ -156,6 +160,7 @@ class PipelineConfig:
             startup_offset=d.get("startup_offset"),
             startup_timestamp=d.get("startup_timestamp"),
             stream=StreamOptions.from_mapping(d.get("stream")),
+            schema_change_behavior=d.get("schema_change_behavior") or DEFAULT_BEHAVIOR,
         )
 
     @classmethod

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .pipeline import SINK_TYPES, STARTUP_MODES
+from .schema.behavior import BEHAVIORS, DEFAULT_BEHAVIOR
 
 SOURCE = "Source"
 SINK = "Sink"
@@ -36,6 +37,13 @@ STARTUP_MODE_LABELS = {
     "earliest-offset": "earliest-offset: no snapshot, stream from the oldest binlog the server keeps",
     "specific-offset": "specific-offset: no snapshot, stream from Startup offset",
     "timestamp": "timestamp: no snapshot, stream from the first binlog event at or after Startup timestamp",
+}
+SCHEMA_CHANGE_LABELS = {
+    "lenient": "lenient: keep every change, never break readers (add columns, keep dropped ones; default)",
+    "evolve": "evolve: the sink follows every DDL; stop where the sink cannot",
+    "try_evolve": "try_evolve: follow every DDL; where the sink cannot, the lenient way",
+    "ignore": "ignore: the sink tables never change shape",
+    "exception": "exception: stop the stream at the first DDL on a captured table",
 }
 SINK_LABELS = {
     "delta": "Delta Lake: one table per source table under Sink options' root (default)",
@@ -124,6 +132,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Keys: max_events_per_batch, heartbeat_s, trigger_interval_s, catchup_parallelism, "
             "catchup_min_bytes, catchup_batch_bytes (README, Stream behaviour).",
             {}, {"type": _nullable("object")}),
+    Setting("schema_change_behavior", STREAM, "Schema changes",
+            "What an `ALTER TABLE` (or rename, truncate, drop) on a captured table does to the sink tables. "
+            "The README's *Schema changes* table shows each behaviour per sink.",
+            DEFAULT_BEHAVIOR, {"type": "string", "enum": list(BEHAVIORS), "values_display": dict(SCHEMA_CHANGE_LABELS)}),
     Setting("state_location", STATE, "State location",
             "Directory or URL (s3://, abfss://, ...) holding the plan, batch results and the stream's "
             "checkpoint, status and log. Every Spark node must reach it. One per pipeline.",

@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     config = load_pipeline_config(args.config, password=password)
     with contextlib.closing(config.source.connect()) as conn:
         schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns)
+    plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
+    if plan is not None:
+        # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot
+        # read; DDL since then reaches the stream in order (the checkpoint keeps the history).
+        schemas = [plan.schemas.get(s.table_id, s) for s in schemas]
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
@@ -128,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     listener = None
     failure: str | None = None
     try:
-        sink.prepare(schemas)
         if stop.is_set():  # terminated while starting up
             return 0
         listener = install_status_listener(spark, config, StateStore(config.state_location))

@@ -91,13 +91,15 @@ class MySqlCdcPlanOperator(BaseOperator):
         it has no zone). (templated)
     :param stream_options: ``max_events_per_batch``, ``heartbeat_s``, ``trigger_interval_s``,
         ``catchup_parallelism``, ``catchup_min_bytes``, ``catchup_batch_bytes``. (templated)
+    :param schema_change_behavior: what DDL on a captured table does to the sink: ``lenient``
+        (default), ``evolve``, ``try_evolve``, ``ignore`` or ``exception``. (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
     """
 
     template_fields: Sequence[str] = (
         "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
         "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
-        "startup_offset", "startup_timestamp", "stream_options", "reset",
+        "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset",
     )
     ui_color = "#e8f4fa"
 
@@ -109,7 +111,7 @@ class MySqlCdcPlanOperator(BaseOperator):
                  rows_per_batch: int = 5_000_000, parallelism: int = 4, max_batches: int | None = None,
                  startup_mode: str = "initial", startup_offset: Mapping[str, Any] | str | None = None,
                  startup_timestamp: float | None = None, stream_options: Mapping[str, Any] | str | None = None,
-                 reset: bool = False, **kwargs: Any) -> None:
+                 schema_change_behavior: str = "lenient", reset: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
@@ -128,6 +130,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         self.startup_offset = startup_offset
         self.startup_timestamp = startup_timestamp
         self.stream_options = stream_options
+        self.schema_change_behavior = schema_change_behavior
         self.reset = reset
 
     # --- settings ------------------------------------------------------------------------
@@ -147,6 +150,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             split=split, startup_mode=str(self.startup_mode), startup_offset=offset,
             startup_timestamp=epoch_seconds(self.startup_timestamp, "startup_timestamp"),
             stream=StreamOptions.from_mapping(as_mapping(self.stream_options, "stream_options")),
+            schema_change_behavior=str(self.schema_change_behavior or "lenient"),
         )
 
     def _probe(self, config: PipelineConfig) -> None:

@@ -40,8 +40,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 SINK_FACTORY: list[str] = []
 
 
-def changes_of(sink_dir: Path, schema: TableSchema) -> list[dict]:
-    """The ChangelogSink's stream lines of a table as change rows (columns + _op + META_*), in order."""
+def changes_of(sink_dir: Path, schema: TableSchema, schema_changes: list | None = None) -> list[dict]:
+    """The ChangelogSink's stream lines of a table as change rows (columns + _op + META_*), in order;
+    schema change lines (op "SC") go to ``schema_changes`` when given."""
     from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines, row_decoder
 
     decode = row_decoder(schema)
@@ -49,6 +50,10 @@ def changes_of(sink_dir: Path, schema: TableSchema) -> list[dict]:
     files = sorted((sink_dir / schema.table_id.database / schema.table_id.table / "stream").glob("batch-*.jsonl"))
     for f in files:
         for line in read_json_lines(str(f)):
+            if line["op"] == "SC":
+                if schema_changes is not None:
+                    schema_changes.append(line)
+                continue
             row = decode(line["data"])
             row["_op"] = line["op"]
             row.update({f"_{k}": v for k, v in line["meta"].items()})

@@ -118,7 +118,10 @@ def test_rows_the_library_reads_are_merged_in_binlog_order(mariadb, fresh_db, sp
     sink = ChangelogSink(str(root))
     sink.prepare(schemas)
     _stream_to_head(spark, cfg, sink, schemas, head)
-    changes = changes_of(root, schemas[0])
+    schema_changes: list = []
+    changes = changes_of(root, schemas[0], schema_changes)
+    assert [c["schema_change"]["ddl"] for c in schema_changes] == [
+        "ALTER TABLE mixed MODIFY s VARCHAR(20) CHARACTER SET utf8mb4"], schema_changes
     _assert_exactly_once(changes)
     _seqs_ascending(root, t)
     assert [(c["_op"], c["id"]) for c in changes][:5] == [("+I", i) for i in range(1, 6)]

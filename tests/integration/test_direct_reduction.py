@@ -58,11 +58,12 @@ def _postgres(pg, schema: str, t: TableId) -> list[dict]:
 
 
 def _spy(publish, ranges_per_table: list[int]):
-    """The real publish_parts, noting how many binlog ranges' records of table t each batch had."""
-    def publish_parts(records, batch_id):
-        ranges_per_table.append(sum(1 for r in records if r["table"] == "t"))
-        return publish(records, batch_id)
-    return publish_parts
+    """The real publish_steps, noting how many binlog ranges' records of table t each batch had."""
+    def publish_steps(table_id, steps, batch_id):
+        if table_id.table == "t":
+            ranges_per_table.append(sum(len(s.records) for s in steps if hasattr(s, "records")))
+        return publish(table_id, steps, batch_id)
+    return publish_steps
 
 
 @pytest.mark.parametrize("kind", ["delta", "postgres"])
@@ -90,7 +91,7 @@ def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, postgre
         sink.prepare(schemas)
         assert (sink.direct_write() is not None) == direct
         if direct:
-            sink.publish_parts = _spy(sink.publish_parts, ranges_per_table)
+            sink.publish_steps = _spy(sink.publish_steps, ranges_per_table)
         query = start_stream(spark, cfg, sink, schemas, checkpoint_location=str(tmp_dir / f"ckpt-{name}"))
         try:
             _wait(_caught_up(query, head), 120, f"the {name} stream to reach the head", query)

@@ -59,10 +59,10 @@ def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fre
         state.write_finished(state.finished_from_results())
         sink = build_sink(config.sink)
         sink.prepare(list(plan.schemas.values()))
-        published: list[int] = []   # a spy: the real publish_parts runs
+        published: list[int] = []   # a spy: the real publish_steps runs
         if sink.direct_write() is not None:
-            real = sink.publish_parts
-            sink.publish_parts = lambda records, batch_id: (published.append(len(records)), real(records, batch_id))[1]
+            real = sink.publish_steps
+            sink.publish_steps = lambda t, steps, batch_id: (published.append(len(steps)), real(t, steps, batch_id))[1]
         query = start_stream(spark, config, sink, list(plan.schemas.values()))
         time.sleep(4)
     finally:
@@ -90,7 +90,7 @@ def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fre
             problem = wait_until_equal(expected, actual, timeout_s=120)
             assert not problem, f"{kind} seed {seed} {schema.table_id} after {changes} changes:\n{problem}"
         assert query.exception() is None
-        assert bool(published) == (not kind.endswith("-rows")), f"{kind}: micro-batches via publish_parts: {published}"
+        assert bool(published) == (not kind.endswith("-rows")), f"{kind}: micro-batches via publish_steps: {published}"
     finally:
         if query is not None:
             query.stop()

@@ -73,6 +73,18 @@ class Sink(ABC):
         """Commit the part files a direct-write micro-batch's tasks wrote; returns the changes in them."""
         raise NotImplementedError(f"sink {self.name!r} has no direct stream write")
 
+    def schema_capabilities(self) -> frozenset[str]:
+        """The sink actions (``cdc/schema/behavior.py``) this sink can apply to its tables; the
+        others fail under ``evolve`` and are taken the lenient way under ``try_evolve``."""
+        return frozenset()
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        """Apply one table's share of a direct-write micro-batch: row steps and schema change
+        steps (``cdc/schema/steps.py``) in order, exactly once; returns the changes applied."""
+        raise NotImplementedError(
+            f"the {self.name} sink cannot follow schema changes in the stream. Fix: use the Delta, PostgreSQL "
+            "or changelog-json sink with its direct write (the default).")
+
     def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
         """Remove what this sink holds for these source tables -- rows and the bookkeeping that
         makes micro-batches idempotent -- so a reset pipeline loads into empty tables and a new

@@ -373,6 +373,43 @@ class ChangelogSink(Sink):
                      sum(r["lines"] for r in parts), len(parts))
         return changes
 
+    # --- schema changes -------------------------------------------------------------------------
+
+    def schema_capabilities(self) -> frozenset[str]:
+        """A log takes every change: it writes a schema change line and later lines carry rows
+        in their new shape."""
+        from ...cdc.schema.behavior import ACTION_KINDS
+
+        return frozenset(ACTION_KINDS)
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        """The table's batch file: each row step's parts and a schema change line per DDL, in
+        binlog order, joined into one file by one rename (a replay writes the same file)."""
+        from ...cdc.schema.steps import RowsStep
+
+        fs, prefix = self.fs_spec.open()
+        tmp_dir = batch_tmp_dir(table_id, batch_id)
+        files: list[str] = []
+        changes = 0
+        for k, step in enumerate(steps):
+            if isinstance(step, RowsStep):
+                parts = sorted(step.records, key=lambda r: r["first_seq"])
+                check_files(self.fs_spec, [FileRecord(r["path"], r["size"], r["lines"]) for r in parts])
+                files += [r["path"] for r in parts]
+                changes += step.changes
+                continue
+            path = f"{tmp_dir}/schema-change-{k:04d}{self.suffix}"
+            fs.create_dir(prefix + tmp_dir, recursive=True)
+            with fs.open_output_stream(prefix + path) as out:
+                out.write((schema_change_line(table_id, step, batch_id) + "\n").encode("utf-8"))
+            files.append(path)
+        if files:
+            self._publish(files, self.stream_file(table_id, batch_id), tmp_dir)
+        fs.delete_dir(prefix + tmp_dir)
+        log.info("changelog %s micro-batch %d: %d changes and %d schema change(s)", table_id, batch_id, changes,
+                 sum(1 for s in steps if not isinstance(s, RowsStep)))
+        return changes
+
     def _write_parquet_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int, tmp_dir: str) -> int:
         present = [m for m in META_COLUMNS if m in changes.columns]
         selected = changes.select(*[spark_col(c) for c in schema.column_names], *present)
@@ -387,6 +424,21 @@ class ChangelogSink(Sink):
             fs, prefix = self.fs_spec.open()
             fs.move(prefix + rec.path, prefix + self.stream_file(schema.table_id, batch_id))
         return sum(r.num_rows for r in records)
+
+
+def schema_change_line(table_id: TableId, step: Any, batch_id: int) -> str:
+    """A schema change as a changelog line: ``op`` "SC", the statement, what the sink did, and
+    the table's columns from here on (the shape of the lines that follow)."""
+    after = step.source_after
+    body = {
+        "ddl": step.ddl,
+        "actions": [a.to_dict() for a in step.actions],
+        "columns": [[c.name, c.column_type] for c in after.columns] if after is not None else None,
+        "notes": list(step.notes),
+    }
+    meta = {"database": table_id.database, "table": table_id.table, "binlog_file": step.offset.get("file"),
+            "binlog_pos": step.offset.get("position"), "seq": step.seq, "batch": int(batch_id)}
+    return json.dumps({"schema_change": body, "op": "SC", "meta": meta}, separators=(",", ":"), sort_keys=False)
 
 
 def append_files(target: str, sources: Sequence[str]) -> None:

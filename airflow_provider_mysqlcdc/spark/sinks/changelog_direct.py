@@ -26,15 +26,15 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableId
-from .change_arrow import rows_by_table
 from .changelog_lines import ChangeLines, joined_bytes
-from .direct_spec import DirectSpec
+from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature
 
 SUFFIX = ".jsonl"
 
 # One record per (range, table) with rows: where the part is and which _seq it spans.
 PART_FIELDS = (("database", pa.string()), ("table", pa.string()), ("path", pa.string()), ("size", pa.int64()),
-               ("lines", pa.int64()), ("changes", pa.int64()), ("first_seq", pa.int64()), ("last_seq", pa.int64()))
+               ("lines", pa.int64()), ("changes", pa.int64()), ("first_seq", pa.int64()), ("last_seq", pa.int64()),
+               ("columns", pa.string()), ("ddl", pa.string()))
 PART_ARROW_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in PART_FIELDS])
 
 
@@ -65,10 +65,9 @@ class DirectWrite(DirectSpec):
     def arrow_schema(self) -> pa.Schema:
         return PART_ARROW_SCHEMA
 
-    def write_range(self, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
-                    ) -> pa.RecordBatch:
-        """Encode and write one binlog range's source rows (``change_rows.SourceLayout`` batches);
-        returns the part records (one per table with rows) as one Arrow batch of ``PART_ARROW_SCHEMA``."""
+    def write_range(self, items: Iterable[TableRows | DdlMark], batch_id: int, part: int) -> pa.RecordBatch:
+        """Encode and write one binlog range's rows, one part file per table and segment between
+        DDLs; returns the part records and one record per DDL, as one batch of ``PART_ARROW_SCHEMA``."""
         from pyspark import TaskContext
 
         from .arrow_files import FsSpec
@@ -77,25 +76,42 @@ class DirectWrite(DirectSpec):
         attempt = ctx.attemptNumber() if ctx is not None else 0
         fs, prefix = FsSpec("uri", self.root).open()
         tag = uuid.uuid4().hex[:12]
-        encoders = {t: ChangeLines(t.database, t.table, slot.column, slot.schema.column_names)
-                    for t, slot in layout.slots.items()}
-        parts: dict[TableId, _TablePart] = {}
+        encoders: dict[tuple, ChangeLines] = {}
+        parts: dict[tuple, _TablePart] = {}
+        segments = Segments()
+        records: list[dict[str, Any]] = []
         try:
-            for t, _slot, rows in rows_by_table(layout, batches):
-                lines, seq = encoders[t].lines(rows, batch_id)
-                if t not in parts:
-                    path = f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{tag}-a{attempt}{SUFFIX}"
-                    parts[t] = _TablePart(fs, prefix, path)
-                parts[t].add(lines, seq, rows.num_rows)
+            for item in items:
+                if isinstance(item, DdlMark):
+                    segments.add(item)
+                    records += [{"database": t.database, "table": t.table, "path": "", "size": 0, "lines": 0,
+                                 "changes": 0, "first_seq": item.seq, "last_seq": item.seq, "columns": "",
+                                 "ddl": item.to_json()} for t in item.tables]
+                    continue
+                t, slot = item.table_id, item.slot
+                columns = columns_signature(slot.schema)
+                enc_key = (t, slot.column, columns)
+                if enc_key not in encoders:
+                    encoders[enc_key] = ChangeLines(t.database, t.table, slot.column, slot.schema.column_names)
+                rows = item.rows
+                seq = rows.column("seq").to_numpy(zero_copy_only=False).astype(np.int64) * 2
+                for seg, at in segments.split(t, seq):
+                    piece = rows if len(at) == rows.num_rows else rows.take(pa.array(at))
+                    lines, line_seq = encoders[enc_key].lines(piece, batch_id)
+                    key = (t, seg, columns)
+                    if key not in parts:
+                        path = (f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
+                                f"-a{attempt}{SUFFIX}")
+                        parts[key] = _TablePart(fs, prefix, path)
+                    parts[key].add(lines, line_seq, piece.num_rows)
         except BaseException:
             for p in parts.values():
                 p.abort()
             raise
-        records = []
-        for t, p in parts.items():
+        for (t, _seg, columns), p in parts.items():
             rec = p.close()
             if rec is not None:
-                records.append({"database": t.database, "table": t.table, **rec})
+                records.append({"database": t.database, "table": t.table, **rec, "columns": columns, "ddl": ""})
         return pa.RecordBatch.from_pylist(records, schema=PART_ARROW_SCHEMA)
 
 

@@ -53,6 +53,8 @@ from .last_change import LastChange, by_table
 log = logging.getLogger(__name__)
 
 SNAPSHOT_DIR = "_snapshot"
+# A micro-batch's steps (rows, DDL operations) as versions of one application id: batch * STEP_SCALE + step.
+STEP_SCALE = 1_000_000
 # The op column's name in the MERGE source: one no MySQL table of ours would use.
 MERGE_OP = "__mysqlcdc_op"
 
@@ -74,6 +76,21 @@ def schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
     out += [f"unexpected column {n!r} ({t})" for n, t in act.items() if n not in exp]
     out += [f"column {n!r} is {act[n]}, expected {t}" for n, t in exp.items() if n in act and act[n] != t]
     return out
+
+
+def _sql_type(t: pa.DataType) -> str:
+    """DataFusion's name for a type we cast a DEFAULT constant or a copied column to."""
+    ints = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
+            pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.binary(): "BYTEA"}
+    if t in ints:
+        return ints[t]
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_date(t):
+        return "DATE"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP" if t.tz is None else "TIMESTAMPTZ"
+    return "STRING"
 
 
 def sql_ident(name: str) -> str:
@@ -241,6 +258,110 @@ class DeltaSink(Sink):
                 self._merge(table, part.schema, self._merge_source(part.schema, rows), batch_id)
         return sum(int(r["changes"]) for r in records)
 
+    # --- schema changes -------------------------------------------------------------------------
+
+    def schema_capabilities(self) -> frozenset[str]:
+        """delta-rs adds columns and deletes rows; renaming or dropping a column needs Delta's column
+        mapping, which it does not write. A type change is a rewrite of the table (only taken when
+        it widens: a lenient pipeline must not lose the new values)."""
+        from ...cdc.schema import behavior as B
+
+        return frozenset({B.ADD_COLUMN, B.TRUNCATE, B.ALTER_COLUMN_TYPE})
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        """Each step is its own Delta commit, recorded under the ``<app_id>.step`` application id as
+        ``batch * STEP_SCALE + step * 1000 + operation``; the last also records the micro-batch
+        under ``app_id``. A replay skips what those versions say is done."""
+        from ...cdc.schema.steps import RowsStep
+        from .last_change import merged_rows
+        from .projection import project_rows
+
+        table = self._unapplied(table_id, batch_id)
+        if table is None:
+            return 0
+        done = table.transaction_version(self._step_app)
+        ops: list[tuple[int, Any, Any]] = []      # (sub-version, step, action or None)
+        for k, step in enumerate(steps):
+            if isinstance(step, RowsStep):
+                ops.append((k * 1000, step, None))
+            else:
+                ops += [(k * 1000 + j, step, a) for j, a in enumerate(step.actions)]
+                if step.sink_after is not None:
+                    self._schemas[table_id] = step.sink_after
+        changes = 0
+        for i, (sub, step, action) in enumerate(ops):
+            version = batch_id * STEP_SCALE + sub
+            if done is not None and done >= version:
+                continue
+            last = i == len(ops) - 1
+            if action is None:
+                rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
+                log.info(step.describe("delta", batch_id, rows.num_rows))
+                source = self._merge_source(step.sink, project_rows(rows, step.sink, keep=[META_OP]))
+                self._merge(table, step.sink, source, batch_id, step_version=version, final=last)
+                changes += step.changes
+            else:
+                self._apply_action(table, step, action, batch_id, version, last)
+            table = self.open_table(table_id)
+        for step in steps:
+            if not isinstance(step, RowsStep):
+                for note in step.notes:
+                    log.warning("delta %s: %s", table_id, note)
+        return changes
+
+    @property
+    def _step_app(self) -> str:
+        return f"{self.app_id}.step"
+
+    def _commit_props(self, batch_id: int, step_version: int | None, final: bool):
+        from deltalake import CommitProperties, Transaction
+
+        txns = []
+        if final or step_version is None:
+            txns.append(Transaction(self.app_id, int(batch_id)))
+        if step_version is not None:
+            txns.append(Transaction(self._step_app, int(step_version)))
+        return CommitProperties(app_transactions=txns, custom_metadata={"mysqlcdc.stream_batch": int(batch_id)})
+
+    def _apply_action(self, table, step: Any, action: Any, batch_id: int, version: int, final: bool) -> None:
+        from deltalake import Field, write_deltalake
+
+        from ...cdc.schema import behavior as B
+        from ...cdc.types import map_column
+
+        props = self._commit_props(batch_id, version, final)
+        if action.kind == B.ADD_COLUMN:
+            arrow = map_column(action.column, "UTC").arrow_type
+            present = {f.name for f in table.schema().fields}
+            if action.column.name not in present:
+                follow_up = action.fill is not None or action.copy_from
+                table.alter.add_columns([Field.from_arrow(pa.field(action.column.name, arrow, True))],
+                                        commit_properties=None if follow_up else props)
+                table = self.open_table(step.sink_before.table_id)
+            if action.copy_from:
+                current = pa.schema(table.schema().to_arrow()).field(action.copy_from).type
+                source = sql_ident(action.copy_from)
+                expr = source if _plain_type(current) == arrow else f"CAST({source} AS {_sql_type(arrow)})"
+                table.update(updates={sql_ident(action.column.name): expr}, commit_properties=props)
+            elif action.fill is not None:
+                value = action.fill
+                if pa.types.is_decimal(arrow) or pa.types.is_timestamp(arrow) or pa.types.is_date(arrow):
+                    updates = {sql_ident(action.column.name): f"CAST('{value}' AS {_sql_type(arrow)})"}
+                    table.update(updates=updates, commit_properties=props)
+                else:
+                    table.update(new_values={action.column.name: value}, commit_properties=props)
+        elif action.kind == B.TRUNCATE:
+            table.delete(commit_properties=props)
+        elif action.kind == B.ALTER_COLUMN_TYPE:
+            arrow = map_column(action.column, "UTC").arrow_type
+            data = table.to_pyarrow_table()
+            i = data.schema.get_field_index(action.name)
+            data = data.set_column(i, pa.field(action.name, arrow, True), data.column(i).cast(arrow))
+            write_deltalake(table, data, mode="overwrite", schema_mode="overwrite", commit_properties=props)
+        else:
+            raise ConfigError(f"delta {step.sink_before.table_id}: cannot {action.describe()}")
+        log.info("delta %s: %s", step.sink_before.table_id if step.sink_before else "?", action.describe())
+
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         table = self._unapplied(schema.table_id, batch_id)
         if table is None:
@@ -275,9 +396,8 @@ class DeltaSink(Sink):
         columns = [rows.column(f.name).cast(f.type) for f in target] + [rows.column(META_OP).cast(pa.string())]
         return pa.Table.from_arrays(columns, schema=target.append(pa.field(MERGE_OP, pa.string())))
 
-    def _merge(self, table, schema: TableSchema, source: pa.Table, batch_id: int) -> Mapping[str, Any]:
-        from deltalake import CommitProperties, Transaction
-
+    def _merge(self, table, schema: TableSchema, source: pa.Table, batch_id: int, step_version: int | None = None,
+               final: bool = True) -> Mapping[str, Any]:
         def eq(c: str) -> str:
             op = "IS NOT DISTINCT FROM" if schema.column(c).nullable else "="
             # parenthesized: DataFusion's parser binds AND tighter than IS NOT DISTINCT FROM
@@ -287,8 +407,7 @@ class DeltaSink(Sink):
         assign = {sql_ident(c): f"s.{sql_ident(c)}" for c in schema.column_names}
         upsert = f"s.{MERGE_OP} IN ('+I', '+U')"
         removed = f"s.{MERGE_OP} IN ('-D', '-U')"
-        props = CommitProperties(app_transactions=[Transaction(self.app_id, int(batch_id))],
-                                 custom_metadata={"mysqlcdc.stream_batch": int(batch_id)})
+        props = self._commit_props(batch_id, step_version, final)
         metrics = (table.merge(source, predicate, source_alias="s", target_alias="t", streamed_exec=False,
                                commit_properties=props)
                    .when_matched_delete(removed)

@@ -23,12 +23,13 @@ import pyarrow as pa
 
 from ...cdc.errors import SchemaMismatchError
 from ...cdc.model import TableId, TableSchema
-from .change_arrow import OP_ARRAY, explode_changes, last_per_identity, rows_by_table
 from .base import META_OP, META_SEQ
-from .direct_spec import DirectSpec
+from .change_arrow import OP_ARRAY, explode_changes, last_per_identity
+from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature
 
 RECORD_FIELDS = (("database", pa.string()), ("table", pa.string()), ("changes", pa.int64()), ("rows", pa.int64()),
-                 ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("payload", pa.binary()))
+                 ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("payload", pa.binary()),
+                 ("columns", pa.string()), ("ddl", pa.string()))
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in RECORD_FIELDS])
 
 # Reduce a range's accumulated rows again once they pass this many (bounds a task's memory).
@@ -100,20 +101,42 @@ class LastChange(DirectSpec):
     def arrow_schema(self) -> pa.Schema:
         return RECORD_SCHEMA
 
-    def write_range(self, layout: Any, batches: Iterable[pa.RecordBatch], batch_id: int, part: int
-                    ) -> pa.RecordBatch:
-        reduced: dict[Any, _Reduced] = {}
-        for t, slot, rows in rows_by_table(layout, batches):
-            if t not in reduced:
-                reduced[t] = _Reduced(slot.schema.row_identity)
-            changes = explode_changes(rows, slot.column)
-            reduced[t].add(change_table(changes, slot.schema.column_names), rows.num_rows)
+    def write_range(self, items: Iterable[TableRows | DdlMark], batch_id: int, part: int) -> pa.RecordBatch:
+        reduced: dict[tuple[Any, int, str], _Reduced] = {}
+        segments = Segments()
         records = []
-        for t, r in reduced.items():
+        for item in items:
+            if isinstance(item, DdlMark):
+                segments.add(item)
+                records += [ddl_record(t, item) for t in item.tables]
+                continue
+            t, slot = item.table_id, item.slot
+            table = change_table(explode_changes(item.rows, slot.column), slot.schema.column_names)
+            columns = columns_signature(slot.schema)
+            seq = table.column(META_SEQ).to_numpy()
+            for seg, rows in segments.split(t, seq):
+                key = (t, seg, columns)
+                if key not in reduced:
+                    reduced[key] = _Reduced(slot.schema.row_identity)
+                if len(rows) == table.num_rows:
+                    reduced[key].add(table, item.rows.num_rows)
+                    continue
+                piece = table.take(pa.array(rows))
+                # a source row is one change: an update's -U and +U count once
+                ops = piece.column(META_OP).to_numpy(zero_copy_only=False)
+                reduced[key].add(piece, int(np.count_nonzero(ops != "-U")))
+        for (t, _seg, columns), r in reduced.items():
             rows = r.result()
             records.append({"database": t.database, "table": t.table, "changes": r.changes, "rows": rows.num_rows,
-                            "first_seq": r.first_seq, "last_seq": r.last_seq, "payload": to_ipc(rows)})
+                            "first_seq": r.first_seq, "last_seq": r.last_seq, "payload": to_ipc(rows),
+                            "columns": columns, "ddl": ""})
         return pa.RecordBatch.from_pylist(records, schema=RECORD_SCHEMA)
+
+
+def ddl_record(table_id: Any, mark: DdlMark) -> dict[str, Any]:
+    """A DDL's record for one of its tables: no rows, its place in ``first_seq``/``last_seq``."""
+    return {"database": table_id.database, "table": table_id.table, "changes": 0, "rows": 0,
+            "first_seq": mark.seq, "last_seq": mark.seq, "payload": b"", "columns": "", "ddl": mark.to_json()}
 
 
 def merged_rows(schema: TableSchema, payloads: Sequence[bytes]) -> pa.Table:

@@ -705,6 +705,17 @@ class PostgresSink(Sink):
         """Apply reduced change rows (table columns as COPY text + ``_op``) in one transaction.
 
         Returns False when the batch was applied before (nothing changed)."""
+        deletes, upserts = self._split_ops(t, latest, batch_id)
+        conn = self._driver_conn()
+        with conn.transaction():
+            if not self._claim_batch(conn, t, batch_id):
+                return False
+            self._write_ops(conn, t, deletes, upserts)
+        log.info("%s: micro-batch %d applied (%d deletes, %d upserts)", t.qualified, batch_id,
+                 deletes.num_rows, upserts.num_rows)
+        return True
+
+    def _split_ops(self, t: PgTable, latest: pa.Table, batch_id: int) -> tuple[pa.Table, pa.Table]:
         op = latest.column(META_OP)
         deletes = latest.filter(pc.is_in(op, value_set=pa.array(DELETE_OPS))).select(list(t.identity))
         upserts = latest.filter(pc.is_in(op, value_set=pa.array(UPSERT_OPS))).select(list(t.column_names))
@@ -714,20 +725,99 @@ class PostgresSink(Sink):
         if replaced:
             log.warning("%s micro-batch %d: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
                         "(nul_in_text='replace')", t.qualified, batch_id, replaced)
+        return deletes, upserts
+
+    def _write_ops(self, conn: psycopg.Connection, t: PgTable, deletes: pa.Table, upserts: pa.Table) -> None:
+        if deletes.num_rows:
+            self._temp_copy(conn, "_mysqlcdc_del", t.identity_types, deletes)
+            conn.execute(f"DELETE FROM {t.qualified} AS t USING _mysqlcdc_del AS d "
+                         f"WHERE {t.key_match('t', 'd')}")
+            conn.execute("DROP TABLE _mysqlcdc_del")
+        if upserts.num_rows:
+            self._temp_copy(conn, "_mysqlcdc_up", t.columns, upserts)
+            conn.execute(t.upsert_sql("_mysqlcdc_up"))
+            conn.execute("DROP TABLE _mysqlcdc_up")
+
+    # --- schema changes -----------------------------------------------------------------------
+
+    def schema_capabilities(self) -> frozenset[str]:
+        from ...cdc.schema.behavior import ACTION_KINDS
+
+        return frozenset(ACTION_KINDS)
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        """A table's micro-batch in ONE transaction: its rows and its DDL in order (PostgreSQL DDL
+        is transactional), and the progress row, so a replay changes nothing."""
+        from ...cdc.schema.steps import RowsStep
+        from .last_change import merged_rows
+        from .projection import project_rows
+
+        first = steps[0]
+        sink0 = first.sink if isinstance(first, RowsStep) else first.sink_before
+        if sink0 is None:
+            raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
+        t = self._ensure_prepared(sink0)
+        changes = 0
         conn = self._driver_conn()
         with conn.transaction():
             if not self._claim_batch(conn, t, batch_id):
-                return False
-            if deletes.num_rows:
-                self._temp_copy(conn, "_mysqlcdc_del", t.identity_types, deletes)
-                conn.execute(f"DELETE FROM {t.qualified} AS t USING _mysqlcdc_del AS d "
-                             f"WHERE {t.key_match('t', 'd')}")
-            if upserts.num_rows:
-                self._temp_copy(conn, "_mysqlcdc_up", t.columns, upserts)
-                conn.execute(t.upsert_sql("_mysqlcdc_up"))
-        log.info("%s: micro-batch %d applied (%d deletes, %d upserts)", t.qualified, batch_id,
-                 deletes.num_rows, upserts.num_rows)
-        return True
+                log.info("%s: micro-batch %d already applied, skipped", t.qualified, batch_id)
+                return 0
+            for step in steps:
+                if isinstance(step, RowsStep):
+                    rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
+                    log.info(step.describe("postgres", batch_id, rows.num_rows))
+                    target = self.table(step.sink)
+                    projected = project_rows(rows, step.sink, keep=[META_OP])
+                    deletes, upserts = self._split_ops(target, copy_arrow(projected, target, extra=[META_OP]),
+                                                       batch_id)
+                    self._write_ops(conn, target, deletes, upserts)
+                    changes += step.changes
+                    log.info("%s micro-batch %d: %d changes, %d deletes, %d upserts", target.qualified, batch_id,
+                             step.changes, deletes.num_rows, upserts.num_rows)
+                else:
+                    self._apply_schema_step(conn, t, step)
+                    if step.sink_after is not None:
+                        self._schemas[table_id] = step.sink_after
+        return changes
+
+    def _apply_schema_step(self, conn: psycopg.Connection, t: PgTable, step: Any) -> None:
+        from psycopg import sql
+
+        from ...cdc.schema import behavior as B
+
+        table = sql.SQL(t.qualified)
+        for a in step.actions:
+            if a.kind == B.ADD_COLUMN:
+                typ = pg_type(map_column_of(a.column))
+                if a.fill is None:
+                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                        table, sql.Identifier(a.column.name), sql.SQL(typ)))
+                else:   # existing rows get the value (a constant DEFAULT is cheap: no rewrite)
+                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {} DEFAULT {}").format(
+                        table, sql.Identifier(a.column.name), sql.SQL(typ), sql.Literal(str(a.fill))))
+                    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(
+                        table, sql.Identifier(a.column.name)))
+                if a.copy_from:
+                    conn.execute(sql.SQL("UPDATE {} SET {} = {}::{}").format(
+                        table, sql.Identifier(a.column.name), sql.Identifier(a.copy_from), sql.SQL(typ)))
+            elif a.kind == B.DROP_COLUMN:
+                conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(table, sql.Identifier(a.name)))
+            elif a.kind == B.RENAME_COLUMN:
+                conn.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(
+                    table, sql.Identifier(a.name), sql.Identifier(a.new_name)))
+            elif a.kind == B.ALTER_COLUMN_TYPE:
+                typ = pg_type(map_column_of(a.column))
+                conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
+                    table, sql.Identifier(a.name), sql.SQL(typ), sql.Identifier(a.name), sql.SQL(typ)))
+            elif a.kind == B.TRUNCATE:
+                conn.execute(sql.SQL("TRUNCATE {}").format(table))
+            elif a.kind == B.DROP_TABLE:
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+                self._prepared.discard(t.table_id)
+            log.info("%s: %s", t.qualified, a.describe())
+        for note in step.notes:
+            log.warning("%s: %s", t.qualified, note)
 
     def _claim_batch(self, conn: psycopg.Connection, t: PgTable, batch_id: int) -> bool:
         """Lock the table's progress row; record ``batch_id`` unless it (or a later one) is done."""
@@ -749,6 +839,12 @@ class PostgresSink(Sink):
         conn.execute(f"CREATE TEMP TABLE {qi(name)} ({cols}) ON COMMIT DROP")
         with conn.cursor().copy(f"COPY {qi(name)} FROM STDIN (FORMAT csv)") as cp:
             cp.write(csv_bytes(rows))
+
+
+def map_column_of(column: Any) -> ColumnMapping:
+    from ...cdc.types import map_column
+
+    return map_column(column, "UTC")
 
 
 def reduce_latest(changes: DataFrame, t: PgTable) -> DataFrame:

@@ -29,15 +29,17 @@ import pyarrow as pa
 from ...cdc.chunks import FinishedBatch
 from ...cdc.config import SourceConfig
 from ...cdc.connection import is_connection_loss
-from ...cdc.events import RowChange
+from ...cdc.events import RowChange, SchemaChange
 from ...cdc.fastbinlog.fallback import library_changes
 from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
 from ...cdc.handoff import HandoffFilter
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
+from ..sinks.direct_spec import DdlMark, TableRows
 from .change_rows import SourceLayout, offsets_of
 
 if TYPE_CHECKING:
+    from .layout_book import LayoutBook
     from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
@@ -81,10 +83,12 @@ def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
 
 
 def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",
-               server_id: int, reconnect_timeout_s: float) -> Iterator[ChangeBatch | UnsupportedRows]:
-    """The fast reader's row batches and unsupported events of ``[start, end)``, reconnecting as needed."""
+               server_id: int, reconnect_timeout_s: float) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
+    """The fast reader's row batches, unsupported events and DDL of ``[start, end)``, in binlog
+    order, reconnecting as needed (a DDL or unsupported event is yielded once)."""
     last: BinlogOffset | None = None          # the last row yielded
     seen_unsupported: set[tuple[str, int]] = set()
+    seen_ddl: set[tuple[str, int]] = set()
     deadline: float | None = None
     while True:
         at = start.at if last is None else BinlogOffset(last.file, last.position, None, last.row + 1)
@@ -107,6 +111,11 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
                     key = (item.offset.file, item.offset.position)
                     if item.offset < end.at and key not in seen_unsupported:
                         seen_unsupported.add(key)
+                        yield item
+                elif isinstance(item, SchemaChange):
+                    key = (item.offset.file, item.offset.position)
+                    if start.at <= item.offset < end.at and key not in seen_ddl:
+                        seen_ddl.add(key)
                         yield item
             return
         except Exception as e:
@@ -131,6 +140,8 @@ def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[
     unsupported: list[UnsupportedRows] = []
     try:
         for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s):
+            if isinstance(item, SchemaChange):
+                continue  # the row path has one shape per table for the whole query
             if isinstance(item, UnsupportedRows):
                 unsupported.append(item)
                 continue
@@ -162,3 +173,48 @@ def _filtered(layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[Ro
     kept = [out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
     if kept:
         yield from layout.from_changes(kept, first_file_index)
+
+
+def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[TableSchema],
+                finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
+                first_file_index: int, reconnect_timeout_s: float) -> Iterator[TableRows | DdlMark]:
+    """What a direct write's task gets for ``[start, end)``: each table's rows in the layout of
+    the version they were logged with, and the DDL on captured tables between them, in binlog
+    order (rows python-mysql-replication reads come last; their ``_seq`` places them)."""
+    handoff = build_handoff(source, schemas, finished) if finished else None
+    tables = [s.table_id for s in schemas]
+    unsupported: list[UnsupportedRows] = []
+    base = book.base
+    try:
+        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s):
+            if isinstance(item, SchemaChange):
+                yield book.mark(item, first_file_index)
+                continue
+            if isinstance(item, UnsupportedRows):
+                unsupported.append(item)
+                continue
+            layout = book.layout_for(item.table_id, item.decoder.schema, item.decoder.image_type)
+            batch = item.batch
+            horizon = handoff.horizon(item.table_id) if handoff is not None else None
+            if horizon is not None:
+                early = before_mask(batch, horizon)
+                if early.any():
+                    changes = ChangeBatch(item.table_id, item.decoder, batch.filter(pa.array(early))).changes()
+                    for rows in _filtered(layout, handoff, changes, first_file_index):
+                        yield TableRows(item.table_id, layout.slot(item.table_id), rows)
+                    batch = batch.filter(pa.array(~early))
+            if batch.num_rows:
+                yield TableRows(item.table_id, layout.slot(item.table_id),
+                                layout.from_arrow(item.table_id, batch, first_file_index))
+        if unsupported:
+            log.info("binlog read: %d rows events read by python-mysql-replication (%s)", len(unsupported),
+                     "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})))
+            changes = library_changes(source, schemas, unsupported, start.at, end.at, server_id)
+            kept = ([out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
+                    if handoff is not None else list(changes))
+            for rows in base.from_changes(kept, first_file_index):
+                t = TableId(rows.column("database")[0].as_py(), rows.column("table")[0].as_py())
+                yield TableRows(t, base.slot(t), rows)
+    finally:
+        if handoff is not None:
+            handoff.close()

@@ -215,22 +215,25 @@ class BinlogStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # imported here: the decoder is executor code, and the driver's source process (one
         # new Python process per query start) then starts ~0.3 s sooner without it
-        from .binlog_read import range_batches
+        from .binlog_read import range_batches, range_items
 
         assert isinstance(partition, BinlogPartition)
         s = self.settings
         start, end = StreamOffset.from_dict(partition.start), StreamOffset.from_dict(partition.end)
         began, rows = time.monotonic(), 0
-        batches = range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
-                                partition.first_file_index, s.reconnect_timeout_s)
         if s.direct_write is not None:
             from ..sinks.direct import current_batch_id, spec_from_json
+            from .layout_book import LayoutBook
 
-            records = spec_from_json(s.direct_write).write_range(self.layout, batches, current_batch_id(),
-                                                                  partition.part)
+            items = range_items(LayoutBook(self.layout, s.source.server_time_zone), s.source, s.schemas,
+                                s.finished, start, end, partition.server_id, partition.first_file_index,
+                                s.reconnect_timeout_s)
+            records = spec_from_json(s.direct_write).write_range(items, current_batch_id(), partition.part)
             rows = sum(records.column("changes").to_pylist())
             yield records
         else:
+            batches = range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
+                                    partition.first_file_index, s.reconnect_timeout_s)
             for batch in batches:
                 rows += batch.num_rows
                 yield batch

@@ -66,10 +66,12 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
     return reader.load()
 
 
-def direct_batch_writer(sink: Sink) -> Callable[[DataFrame, int], None]:
+def direct_batch_writer(sink: Sink, planner: Any = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
     (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
-    property), then let the sink commit what their records report."""
+    property), then let the sink commit what their records report -- with a ``planner``
+    (``cdc/schema/steps.StepPlanner``), table by table as ordered steps of rows and schema
+    changes (flush, then apply, then resume)."""
     from ..runtime.stream_status import note_rows_written
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -84,7 +86,13 @@ def direct_batch_writer(sink: Sink) -> Callable[[DataFrame, int], None]:
             records = [r.asDict() for r in batch.collect()]
         finally:
             sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
-        note_rows_written(query_id, batch_id, sink.publish_parts(records, batch_id))
+        if planner is None:
+            note_rows_written(query_id, batch_id, sink.publish_parts(records, batch_id))
+            return
+        written = 0
+        for table_id, steps in planner.plan(records).items():
+            written += sink.publish_steps(table_id, steps, batch_id)
+        note_rows_written(query_id, batch_id, written)
 
     return write
 
@@ -135,8 +143,21 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     checkpoint = checkpoint_location or StateStore(config.state_location).checkpoint_url()
     interval = config.stream.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
     direct = sink.direct_write()
+    planner = None
+    if direct is not None:
+        from ...cdc.schema.steps import StepPlanner
+        from .schema_history import HistoryStore
+
+        store = HistoryStore(checkpoint)
+        history = store.load(schemas)
+        schemas = history.latest_sources()
+        planner = StepPlanner(history, config.schema_change_behavior, sink.name, sink.schema_capabilities(),
+                              on_record=lambda: store.save(history))
+        sink.prepare(list(history.latest_sinks().values()))
+    else:
+        sink.prepare(schemas)
     frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint)
-    write = (direct_batch_writer(sink) if direct is not None
+    write = (direct_batch_writer(sink, planner) if direct is not None
              else batch_writer(sink, schemas, config.source.server_time_zone))
     writer: Any = (frame.writeStream
                    .foreachBatch(write)

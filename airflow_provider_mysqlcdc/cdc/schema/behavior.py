@@ -1,0 +1,438 @@
+"""What a sink does about one schema change, per ``schema_change_behavior`` (Flink CDC 3's five).
+
+The change arrives as two source versions of a table (before and after the DDL, see
+``history.py``) plus what the statement said that the shapes cannot: which column was
+renamed (rather than dropped and added), a truncate, a drop. From those and the sink's
+current shape this module plans *sink actions* and the sink's next shape:
+
+``exception``   stop at the DDL (``SchemaChangeStopped``): nothing after it is written.
+``evolve``      the sink follows the source exactly; a change the sink cannot make fails
+                (``SchemaEvolutionError``, naming sink, table, statement and offset).
+``try_evolve``  as evolve; where the sink cannot, the lenient way, and a note says so.
+``lenient``     never lose data, never break readers: added columns are added (nullable),
+                dropped columns stay and get NULL in new rows, a renamed column is added
+                under its new name holding the old column's values (the old one stays, and
+                new rows leave it NULL), a type only changes when it widens, truncate and
+                drop table are logged and not applied. (The default.) Flink CDC adds the
+                renamed column empty; copying the values keeps the sink equal to the
+                source on every source column.
+``ignore``      the sink's shape never changes: new columns are not written, dropped ones
+                get NULL.
+
+Rows are then written *projected* onto the sink's shape: by name, missing columns NULL,
+extra columns left out, values cast to the sink column's type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Collection, Mapping, Sequence
+
+import pyarrow as pa
+
+from ..errors import CdcError, ConfigError
+from ..model import Column, TableSchema
+from ..types import map_column
+from ..statements import NOT_EXACT_MARKER
+
+BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
+DEFAULT_BEHAVIOR = "lenient"
+
+# Sink action kinds
+ADD_COLUMN = "add_column"
+DROP_COLUMN = "drop_column"
+RENAME_COLUMN = "rename_column"
+ALTER_COLUMN_TYPE = "alter_column_type"
+TRUNCATE = "truncate_table"
+DROP_TABLE = "drop_table"
+ACTION_KINDS = (ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN, ALTER_COLUMN_TYPE, TRUNCATE, DROP_TABLE)
+
+# In the message of a stop the watchdog must not restart (it would stop again at the same DDL).
+STOPPED_MARKER = "stopped at a schema change"
+
+
+class SchemaChangeStopped(CdcError):
+    """``exception``: the stream stopped at a DDL; everything before it is in the sink."""
+
+
+class SchemaEvolutionError(CdcError):
+    """``evolve``: the sink cannot make a change the source made."""
+
+
+def check_behavior(value: str) -> str:
+    v = (value or DEFAULT_BEHAVIOR).strip().lower()
+    if v not in BEHAVIORS:
+        raise ConfigError(f"schema_change_behavior: found {value!r}, need one of {', '.join(BEHAVIORS)}. "
+                          f"Fix: set it to one of those ({DEFAULT_BEHAVIOR} keeps every change and never breaks "
+                          "readers).")
+    return v
+
+
+@dataclass(frozen=True)
+class SinkAction:
+    """One change to a sink table. ``column`` is the new definition (add, alter type), ``name``
+    the column acted on, ``new_name`` a rename's target; ``fill`` the value existing rows get in
+    an added column (the DDL's constant DEFAULT, or MySQL's implicit one for NOT NULL columns)."""
+
+    kind: str
+    name: str | None = None
+    column: Column | None = None
+    new_name: str | None = None
+    fill: Any = None
+    copy_from: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "column": self.column.to_dict() if self.column else None,
+                "new_name": self.new_name, "fill": self.fill, "copy_from": self.copy_from}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SinkAction":
+        return cls(d["kind"], d.get("name"), Column.from_dict(d["column"]) if d.get("column") else None,
+                   d.get("new_name"), d.get("fill"), d.get("copy_from"))
+
+    def describe(self) -> str:
+        if self.kind == ADD_COLUMN:
+            assert self.column is not None
+            fill = f", existing rows {self.fill!r}" if self.fill is not None else ""
+            if self.copy_from:
+                fill = f", existing rows take the values of {self.copy_from}"
+            return f"add column {self.column.name} {self.column.column_type}{fill}"
+        if self.kind == RENAME_COLUMN:
+            return f"rename column {self.name} to {self.new_name}"
+        if self.kind == ALTER_COLUMN_TYPE:
+            assert self.column is not None
+            return f"change column {self.name} to {self.column.column_type}"
+        if self.kind == DROP_COLUMN:
+            return f"drop column {self.name}"
+        return self.kind.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class ColumnDiff:
+    """How a table's columns changed between two versions (names compared case-insensitively,
+    as MySQL does)."""
+
+    added: tuple[Column, ...]
+    dropped: tuple[str, ...]
+    renamed: tuple[tuple[str, str], ...]
+    retyped: tuple[tuple[Column, Column], ...]     # (old, new)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.dropped or self.renamed or self.retyped)
+
+
+def _same_type(a: Column, b: Column) -> bool:
+    return (a.data_type, a.column_type.lower(), a.numeric_precision, a.numeric_scale, a.datetime_precision,
+            a.char_max_length) == (b.data_type, b.column_type.lower(), b.numeric_precision, b.numeric_scale,
+                                   b.datetime_precision, b.char_max_length)
+
+
+def column_diff(old: TableSchema, new: TableSchema, renames: Sequence[tuple[str, str]] = ()) -> ColumnDiff:
+    """The columns added, dropped, renamed and retyped from ``old`` to ``new``.
+
+    ``renames`` are what the statement said (old name, new name), in order; a chain
+    ``a -> b -> c`` counts as ``a -> c``. Without them a rename looks like a drop and an add.
+    """
+    old_by = {c.name.lower(): c for c in old.columns}
+    new_by = {c.name.lower(): c for c in new.columns}
+    mapping: dict[str, str] = {}            # old lower name -> new lower name
+    for a, b in renames:
+        src = next((k for k, v in mapping.items() if v == a.lower()), a.lower())
+        mapping[src] = b.lower()
+    renamed = []
+    for a, b in mapping.items():
+        if a in old_by and b in new_by and a != b:
+            renamed.append((old_by[a].name, new_by[b].name))
+    moved_from = {a for a, b in mapping.items() if a in old_by and b in new_by}
+    moved_to = {mapping[a] for a in moved_from}
+    added = tuple(c for k, c in new_by.items() if k not in old_by and k not in moved_to)
+    dropped = tuple(c.name for k, c in old_by.items() if k not in new_by and k not in moved_from)
+    retyped = []
+    for k, c in old_by.items():
+        target = mapping.get(k, k) if k in moved_from else k
+        if target in new_by and not _same_type(c, new_by[target]):
+            retyped.append((c, new_by[target]))
+    return ColumnDiff(added, dropped, tuple(renamed), tuple(retyped))
+
+
+# --- widening ---------------------------------------------------------------------------------
+
+
+def _arrow(column: Column) -> pa.DataType:
+    return map_column(column, "UTC").arrow_type
+
+
+_INT_RANK = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+
+
+def widens(old: Column, new: Column) -> bool:
+    """True when every value of ``old``'s type is a value of ``new``'s in the sink (integers to
+    wider integers or to a decimal that holds them, decimals to more integer and fraction digits,
+    FLOAT to DOUBLE, text to text, binary to binary, the same type)."""
+    a, b = _arrow(old), _arrow(new)
+    if a == b:
+        return True
+    if a in _INT_RANK and b in _INT_RANK:
+        return _INT_RANK[b] >= _INT_RANK[a]
+    if a in _INT_RANK and pa.types.is_decimal(b):
+        digits = {8: 3, 16: 5, 32: 10, 64: 19}[_INT_RANK[a]]
+        return b.precision - b.scale >= digits
+    if pa.types.is_decimal(a) and pa.types.is_decimal(b):
+        return b.scale >= a.scale and b.precision - b.scale >= a.precision - a.scale
+    if a == pa.float32() and b == pa.float64():
+        return True
+    if pa.types.is_string(a) and pa.types.is_string(b):
+        return True
+    if pa.types.is_binary(a) and pa.types.is_binary(b):
+        return True
+    return False
+
+
+# --- implicit defaults --------------------------------------------------------------------------
+
+
+def fill_value(column: Column, default_sql: str | None, has_default: bool) -> tuple[Any, str | None]:
+    """What rows that existed before ``ADD COLUMN`` hold in it, as a canonical value, and a note
+    when that cannot be known (a non-constant DEFAULT such as CURRENT_TIMESTAMP)."""
+    if has_default and default_sql is not None:
+        literal = _literal(default_sql)
+        if literal is _NOT_CONSTANT:
+            return None, (f"column {column.name}: DEFAULT {default_sql} is not a constant; rows that existed "
+                          "before the ALTER get NULL in the sink")
+        return _canonical(column, literal), None
+    if column.nullable:
+        return None, None
+    # NOT NULL without DEFAULT: the server fills existing rows with the type's implicit default.
+    t = column.data_type
+    if t in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "float",
+             "double", "real", "bit", "year"):
+        return _canonical(column, "0"), None
+    if t in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary", "tinyblob",
+             "blob", "mediumblob", "longblob", "set"):
+        return _canonical(column, ""), None
+    if t == "enum":
+        members = _enum_members(column)
+        return (members[0] if members else ""), None
+    if t == "time":
+        return 0, None
+    return None, None   # zero dates are NULL on both paths
+
+
+class _NotConstant:
+    pass
+
+
+_NOT_CONSTANT = _NotConstant()
+
+
+def _literal(sql: str) -> Any:
+    """A DEFAULT clause's constant as text (None for NULL), or ``_NOT_CONSTANT``."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        node = sqlglot.parse_one(f"SELECT {sql}", read="mysql").expressions[0]
+    except Exception:
+        return _NOT_CONSTANT
+    negative = False
+    if isinstance(node, exp.Neg):
+        negative, node = True, node.this
+    if isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return "1" if node.this else "0"
+    if isinstance(node, exp.Literal):
+        text = str(node.this)
+        return ("-" + text) if negative else text
+    return _NOT_CONSTANT
+
+
+def _enum_members(column: Column) -> list[str]:
+    from ..types import _set_members
+
+    try:
+        return list(_set_members(column.column_type))
+    except ValueError:
+        return []
+
+
+def _canonical(column: Column, text: str | None) -> Any:
+    """The JSON-safe value of a constant for this column (numbers as numbers or decimal text)."""
+    if text is None:
+        return None
+    mp = map_column(column, "UTC")
+    k = mp.kind
+    try:
+        if k in ("int", "year", "time"):
+            return int(float(text)) if k != "time" else None
+        if k in ("uint64", "bit"):
+            return str(int(float(text)))
+        if k in ("decimal", "decimal_text"):
+            return text
+        if k in ("float", "double"):
+            return float(text)
+    except ValueError:
+        return None
+    if k in ("datetime", "timestamp", "date"):
+        return None if text.startswith("0000") else text
+    if k == "binary":
+        return None   # binary constants are not filled (rare); new rows carry their values
+    return text
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SinkPlan:
+    actions: tuple[SinkAction, ...]
+    sink: TableSchema | None          # the sink table after the actions (None: dropped)
+    notes: tuple[str, ...] = ()
+
+
+def _fallback(behavior: str) -> str:
+    return "lenient" if behavior == "try_evolve" else behavior
+
+
+def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: TableSchema, old: TableSchema,
+                 new: TableSchema, renames: Sequence[tuple[str, str]], fills: Mapping[str, Any], where: str,
+                 ddl: str) -> SinkPlan:
+    """Sink actions for a change of columns from ``old`` to ``new`` (see the module docstring)."""
+    diff = column_diff(old, new, renames)
+    if diff.empty or behavior == "ignore":
+        keep = _with_identity(sink, new)
+        return SinkPlan((), keep, ("ignored: the sink table keeps its columns",) if not diff.empty else ())
+    actions: list[SinkAction] = []
+    notes: list[str] = []
+    columns = list(sink.columns)
+
+    def find(name: str) -> int | None:
+        for i, c in enumerate(columns):
+            if c.name.lower() == name.lower():
+                return i
+        return None
+
+    def nullable(c: Column) -> Column:
+        return replace(c, nullable=True)
+
+    def unable(what: str) -> str:
+        return f"{sink_name} cannot {what}"
+
+    def add(c: Column, copy_from: str | None = None) -> None:
+        if find(c.name) is not None:
+            return   # lenient kept a column of that name (dropped earlier, now back)
+        fill, note = fills.get(c.name.lower(), (None, None))
+        if note:
+            notes.append(note)
+        actions.append(SinkAction(ADD_COLUMN, c.name, nullable(c), fill=fill, copy_from=copy_from))
+        columns.append(nullable(c))
+
+    def decide(kind: str, what: str) -> str:
+        """'do' when the behaviour and the sink allow it, else 'lenient' (or raise under evolve)."""
+        if behavior in ("evolve", "try_evolve") and kind in can:
+            return "do"
+        if behavior == "evolve":
+            raise SchemaEvolutionError(
+                f"{unable(what)} (schema_change_behavior 'evolve'), for the DDL on {new.table_id} at {where}: "
+                f"{_short(ddl)!r}. Every change before it is in the sink; nothing after it was written. Fix: set "
+                "schema_change_behavior to 'try_evolve' (the sink then takes the change the lenient way) or "
+                "'lenient', and restart the stream.")
+        if behavior == "try_evolve":
+            notes.append(f"{unable(what)}: done the lenient way instead")
+        return "lenient"
+
+    for a, b in diff.renamed:
+        i = find(a)
+        if i is None:
+            continue
+        src_new = next(c for c in new.columns if c.name.lower() == b.lower())
+        if decide(RENAME_COLUMN, f"rename column {a} to {b}") == "do":
+            actions.append(SinkAction(RENAME_COLUMN, columns[i].name, new_name=b))
+            columns[i] = replace(columns[i], name=b)
+        else:   # the new name is added with the old column's values; the old column stays as it is
+            add(src_new, copy_from=columns[i].name)
+            columns[i] = nullable(columns[i])
+    for name in diff.dropped:
+        i = find(name)
+        if i is None:
+            continue
+        if new.row_identity and name.lower() in (c.lower() for c in new.row_identity):
+            continue
+        if decide(DROP_COLUMN, f"drop column {name}") == "do":
+            actions.append(SinkAction(DROP_COLUMN, columns[i].name))
+            del columns[i]
+        elif behavior == "lenient" or behavior == "try_evolve":
+            columns[i] = nullable(columns[i])
+    for old_c, new_c in diff.retyped:
+        i = find(new_c.name) if find(new_c.name) is not None else find(old_c.name)
+        if i is None:
+            continue
+        current = columns[i]
+        if _same_type(current, new_c):
+            continue
+        if behavior in ("evolve", "try_evolve"):
+            if decide(ALTER_COLUMN_TYPE, f"change column {new_c.name} from {current.column_type} to "
+                                         f"{new_c.column_type}") == "do":
+                actions.append(SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name,
+                                                                                   nullable=True)))
+                columns[i] = replace(new_c, name=current.name, nullable=current.nullable or new_c.nullable)
+                continue
+        if widens(current, new_c):
+            if _arrow(current) == _arrow(new_c):
+                columns[i] = replace(new_c, name=current.name, nullable=True)   # same sink type: nothing to do
+            elif ALTER_COLUMN_TYPE in can:
+                actions.append(SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name,
+                                                                                   nullable=True)))
+                columns[i] = replace(new_c, name=current.name, nullable=True)
+            else:
+                raise SchemaEvolutionError(
+                    f"{unable('widen column ' + current.name)} from {current.column_type} to {new_c.column_type} "
+                    f"(DDL on {new.table_id} at {where}: {_short(ddl)!r}); its new values may not fit. Fix: "
+                    "recreate the sink table (trigger the pipeline with reset=true) or use another sink.")
+        elif not widens(new_c, current):
+            notes.append(f"column {current.name}: {new_c.column_type} does not widen {current.column_type}; the sink "
+                         "keeps its type and new values are converted to it")
+    for c in diff.added:
+        add(c)
+    out = _with_identity(replace(sink, columns=tuple(replace(c, ordinal=i + 1) for i, c in enumerate(columns))), new)
+    return SinkPlan(tuple(actions), out, tuple(notes))
+
+
+def _with_identity(sink: TableSchema, new: TableSchema) -> TableSchema:
+    """The sink keeps matching rows on the source's identity (renamed with its columns)."""
+    names = {c.name.lower(): c.name for c in sink.columns}
+    ident = tuple(names.get(c.lower(), c) for c in new.row_identity)
+    if all(c.lower() in names for c in new.row_identity):
+        return replace(sink, row_identity=ident, primary_key=tuple(names.get(c.lower(), c) for c in new.primary_key
+                                                                   if c.lower() in names))
+    return sink
+
+
+def plan_table_event(behavior: str, sink_name: str, can: Collection[str], kind: str, sink: TableSchema,
+                     where: str, ddl: str) -> SinkPlan:
+    """Truncate or drop of a captured table."""
+    what = "truncate" if kind == TRUNCATE else "drop"
+    if behavior in ("evolve", "try_evolve") and kind in can:
+        return SinkPlan((SinkAction(kind),), None if kind == DROP_TABLE else sink)
+    if behavior == "evolve":
+        raise SchemaEvolutionError(
+            f"{sink_name} cannot {what} a table (schema_change_behavior 'evolve'), for the DDL on {sink.table_id} at "
+            f"{where}: {_short(ddl)!r}. Fix: set schema_change_behavior to 'try_evolve' or 'lenient'.")
+    return SinkPlan((), sink, (f"{what} of {sink.table_id} logged, not applied to the sink "
+                               f"(schema_change_behavior '{behavior}')",))
+
+
+def stop(table: Any, where: str, ddl: str) -> SchemaChangeStopped:
+    return SchemaChangeStopped(
+        f"{table}: {STOPPED_MARKER} at {where}: {_short(ddl)!r} (schema_change_behavior 'exception'), so "
+        f"{NOT_EXACT_MARKER} without a decision; every change before it is in the sink and nothing after it was "
+        "written. Fix: change the sink table yourself if you want the change, then restart the stream with "
+        "schema_change_behavior set to 'lenient', 'try_evolve', 'evolve' or 'ignore' (or reload the table).")
+
+
+def _short(sql: str, n: int = 200) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= n else text[: n - 3] + "..."

@@ -1,0 +1,130 @@
+"""Schema evolution end to end: DDL on a captured table while writers run, into Delta and PostgreSQL.
+
+Snapshot batches run under writers on two tables; the stream takes over; then a sequence of
+DDL (add with a default, add AFTER, widen VARCHAR, widen INT -> BIGINT, rename, drop, add NOT
+NULL without a default) runs on ``orders`` while both writers keep going, each followed by
+updates of the new columns. After the writers stop, the sink equals the source row by row:
+under ``evolve`` columns included, under ``lenient`` / ``try_evolve`` on the source's
+columns (the sink keeps dropped and pre-rename columns), under ``ignore`` on the columns
+the sink started with. The table no DDL touched keeps flowing throughout.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from airflow_provider_mysqlcdc.cdc.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
+from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
+from tests.support.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+# Each statement runs on `orders` with the writers on; the updates give the new columns values.
+SEQUENCE = [
+    "ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 7",
+    "UPDATE orders SET extra = id % 100 WHERE id % 5 = 0",
+    "ALTER TABLE orders ADD COLUMN note VARCHAR(10) NULL AFTER a",
+    "UPDATE orders SET note = LEFT(CONCAT('n', id), 10) WHERE id % 3 = 0",
+    "ALTER TABLE orders MODIFY note VARCHAR(100) NULL",
+    "UPDATE orders SET note = CONCAT('a longer note ', id) WHERE id % 7 = 0",
+    "ALTER TABLE orders MODIFY extra BIGINT NULL",
+    "UPDATE orders SET extra = 5000000000 + id WHERE id % 11 = 0",
+    "ALTER TABLE orders RENAME COLUMN note TO remark",
+    "UPDATE orders SET remark = CONCAT('r', id) WHERE id % 13 = 0",
+    "ALTER TABLE orders DROP COLUMN extra",
+    "ALTER TABLE orders ADD COLUMN flag TINYINT NOT NULL DEFAULT 3",
+    "UPDATE orders SET flag = 1 WHERE id % 17 = 0",
+]
+FINAL_COLUMNS = ("id", "a", "remark", "s", "amount", "ts", "flag")
+INITIAL_COLUMNS = ("id",) + VALUE_COLS
+
+CASES = [("postgres", "evolve"), ("postgres", "lenient"), ("postgres", "ignore"), ("delta", "lenient"),
+         ("delta", "try_evolve")]
+
+
+def _sink_columns(kind: str, postgres, tmp_dir, schema_name: str | None, t: TableId) -> list[str]:
+    if kind == "delta":
+        from deltalake import DeltaTable
+
+        return [f.name for f in DeltaTable(str(tmp_dir / "lake" / t.database / t.table)).schema().fields]
+    rows = postgres.query("SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
+                          "table_name = %s AND column_name NOT LIKE '\\_mysqlcdc%%' ORDER BY ordinal_position",
+                          (schema_name, f"{t.database}__{t.table}"))
+    return [r[0] for r in rows]
+
+
+@pytest.mark.parametrize("kind,behavior", CASES, ids=[f"{k}-{b}" for k, b in CASES])
+def test_ddl_sequence_under_writers(mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, behavior):
+    specs = [create_int_table(mariadb, fresh_db, 3_000, "orders"),
+             create_composite_table(mariadb, fresh_db, 2_000, "tenant_items")]
+    src = mariadb.source_config()
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name=f"ddl-{kind}-{behavior}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=str(tmp_dir / "state"), sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3),
+        schema_change_behavior=behavior)
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=i, threads=1, pause_s=0.003)
+               for i, spec in enumerate(specs)]
+    for w in writers:
+        w.start()
+    query = None
+    try:
+        for b in plan.batches:
+            run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+        state.write_finished(state.finished_from_results())
+        sink = build_sink(config.sink)
+        query = start_stream(spark, config, sink, list(plan.schemas.values()))
+        time.sleep(2)
+        for statement in SEQUENCE:
+            mariadb.execute(statement, database=fresh_db)
+            time.sleep(0.4)
+        time.sleep(1)
+    finally:
+        changes = sum(w.stop().total for w in writers)
+    assert changes > 100, "the writers must really write while the DDL runs"
+    orders, items = TableId(fresh_db, "orders"), TableId(fresh_db, "tenant_items")
+    schema_name = sink_cfg.options.get("schema")
+    try:
+        compare = {"evolve": FINAL_COLUMNS, "lenient": FINAL_COLUMNS, "try_evolve": FINAL_COLUMNS,
+                   "ignore": INITIAL_COLUMNS}[behavior]
+        for t, cols, ident in ((orders, compare, ("id",)),
+                               (items, tuple(specs[1].key_columns) + VALUE_COLS, tuple(specs[1].key_columns))):
+            def expected():
+                return mysql_rows(mariadb, t, [c for c in cols if c in FINAL_COLUMNS or t != orders], ident)
+
+            if kind == "delta":
+                def actual():
+                    want = [c for c in cols if c in FINAL_COLUMNS or t != orders]
+                    return {k: {c: r[c] for c in want} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
+            else:
+                def actual():
+                    want = [c for c in cols if c in FINAL_COLUMNS or t != orders]
+                    return postgres_rows(postgres, f"{t.database}__{t.table}", want, ident, schema_name)
+
+            problem = wait_until_equal(expected, actual, timeout_s=120)
+            assert not problem, f"{kind}/{behavior} {t} after {changes} changes:\n{problem}"
+        assert query.exception() is None
+        columns = _sink_columns(kind, postgres, tmp_dir, schema_name, orders)
+        if behavior == "evolve":   # PostgreSQL adds columns at the end (no AFTER / FIRST)
+            assert sorted(columns) == sorted(FINAL_COLUMNS), columns
+        elif behavior == "ignore":
+            assert columns == list(INITIAL_COLUMNS)
+        else:   # lenient: nothing is dropped, the renamed column's old name stays
+            assert set(columns) == set(FINAL_COLUMNS) | {"note", "extra"}, columns
+    finally:
+        if query is not None:
+            query.stop()
