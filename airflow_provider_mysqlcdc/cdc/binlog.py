@@ -29,7 +29,6 @@ then begins there and everything before ``start`` is read but not yielded.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Collection, Iterator, Mapping
 
 import pymysql
@@ -41,6 +40,7 @@ from .events import Heartbeat, RowChange, SchemaChange
 from .model import TableId
 from .offsets import BinlogOffset
 from .server import check_offset_available
+from .schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_kind
 from .statements import StatementGuard
 
 
@@ -49,60 +49,6 @@ Event = RowChange | SchemaChange | Heartbeat
 
 # MySQL/MariaDB error "Could not find first log file name in binary log index file" & co.
 _ER_MASTER_FATAL_READING_BINLOG = 1236
-
-_NON_DDL = re.compile(
-    r"^\s*(BEGIN|COMMIT|ROLLBACK|XA\s|SAVEPOINT|RELEASE\s+SAVEPOINT|#)", re.IGNORECASE)
-_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_NAME = rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?"
-_TABLE_DDL = re.compile(
-    rf"^\s*(?:CREATE|ALTER|DROP|TRUNCATE|RENAME)\s+(?:OR\s+REPLACE\s+)?(?:ONLINE\s+|IGNORE\s+)?"
-    rf"(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?{_NAME}",
-    re.IGNORECASE)
-_INDEX_DDL = re.compile(
-    rf"^\s*(?:CREATE|DROP)\s+(?:OR\s+REPLACE\s+)?(?:ONLINE\s+)?(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?"
-    rf"INDEX\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?{_IDENT}\s+ON\s+{_NAME}",
-    re.IGNORECASE)
-_RENAME_TO = re.compile(rf"\bTO\s+{_NAME}", re.IGNORECASE)
-
-
-def _unquote(ident: str) -> str:
-    if ident.startswith("`"):
-        return ident[1:-1].replace("``", "`")
-    return ident
-
-
-def _table_of(first: str, second: str | None, default_db: str) -> TableId | None:
-    if second:
-        return TableId(_unquote(first), _unquote(second))
-    if not default_db:
-        return None
-    return TableId(default_db, _unquote(first))
-
-
-def ddl_tables(sql: str, default_db: str) -> list[TableId]:
-    """The tables a DDL statement names, parsed cheaply (first table, plus RENAME targets).
-
-    Best effort: a statement we cannot parse gives ``[]`` and is still reported, so the
-    consumer decides. Comments before the statement are not stripped.
-    """
-    out: list[TableId] = []
-    m = _TABLE_DDL.match(sql) or _INDEX_DDL.match(sql)
-    if m:
-        t = _table_of(m.group(1), m.group(2), default_db)
-        if t:
-            out.append(t)
-        if re.match(r"^\s*(RENAME|ALTER)\b", sql, re.IGNORECASE):
-            for r in _RENAME_TO.finditer(sql, m.end()):
-                t = _table_of(r.group(1), r.group(2), default_db)
-                if t and t not in out:
-                    out.append(t)
-    return out
-
-
-def is_ddl(sql: str) -> bool:
-    """True for QUERY events that are not transaction control (BEGIN/COMMIT/XA/SAVEPOINT)."""
-    return not _NON_DDL.match(sql)
-
 
 def _server_is_mariadb(conn: Any) -> bool:
     with conn.cursor() as cur:
@@ -323,31 +269,24 @@ class BinlogReader:
 
     def _on_query(self, ev: Any, offset: BinlogOffset) -> Iterator[SchemaChange]:
         sql = ev.query
-        if re.match(r"^\s*BEGIN\b", sql, re.IGNORECASE):
+        kind = statement_kind(sql)
+        if kind == BEGIN:
             self._begin(offset)
             return
         database = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else str(ev.schema or "")
         if offset >= self.start:  # a statement-logged change of a captured table: stop, never skip it
             StatementGuard(self.tables).check(sql, database, str(offset))
-        if not is_ddl(sql):
-            if re.match(r"^\s*(COMMIT|ROLLBACK)\s*$", sql, re.IGNORECASE):
-                self._in_txn = False
+        if kind == END:
+            self._in_txn = False
+        if kind != OTHER:
             return
         self._begin(offset)
         self._in_txn = False  # DDL commits implicitly
-        named = ddl_tables(sql, database)
-        if self.tables is not None:
-            captured = [t for t in named if t in self.tables]
-            if named and not captured:
-                return
-            if not named and database not in self._databases:
-                return
-            named = captured or named
-        if offset < self.start:
+        named = captured_ddl_tables(sql, database, self.tables)
+        if not named or offset < self.start:
             return
-        yield SchemaChange(database=database, sql=sql, offset=offset,
-                           table_id=named[0] if named else None, gtid=self._gtid,
-                           timestamp=int(ev.packet.timestamp))
+        yield SchemaChange(database=database, sql=sql, offset=offset, table_id=named[0], gtid=self._gtid,
+                           timestamp=int(ev.packet.timestamp), tables=tuple(named))
 
     def _on_rows(self, ev: Any, offset: BinlogOffset) -> Iterator[RowChange]:
         table_id = TableId(ev.schema, ev.table)

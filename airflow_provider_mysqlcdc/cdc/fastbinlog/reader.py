@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import re
 import struct
 import uuid
 import zlib
@@ -61,7 +60,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 
-from ..binlog import check_start_available, ddl_tables, is_ddl, raise_dump_stopped
+from ..binlog import check_start_available, raise_dump_stopped
+from ..schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_kind
 from ..config import SourceConfig
 from ..errors import CdcError
 from ..events import Heartbeat, RowChange, SchemaChange
@@ -1158,29 +1158,23 @@ class FastBinlogReader:
         p = 19 + 13 + status_len
         database = bytes(ev[p:p + db_len]).decode("utf-8", "replace")
         sql = bytes(ev[p + db_len + 1:len(ev) - crc]).decode("utf-8", "backslashreplace")
-        if re.match(r"^\s*BEGIN\b", sql, re.IGNORECASE):
+        kind = statement_kind(sql)
+        if kind == BEGIN:
             self._begin(pos)
             return None
         if pos >= start_pos:  # a statement-logged change of a captured table: stop, never skip it
             self._statements.check(sql, database, f"{self._file}:{pos}")
-        if not is_ddl(sql):
-            if re.match(r"^\s*(COMMIT|ROLLBACK)\s*$", sql, re.IGNORECASE):
-                self._in_txn = False
+        if kind == END:
+            self._in_txn = False
+        if kind != OTHER:
             return None
         self._begin(pos)
         self._in_txn = False  # DDL commits implicitly
-        named = ddl_tables(sql, database)
-        if self.tables is not None:
-            captured = [t for t in named if t in self.tables]
-            if named and not captured:
-                return None
-            if not named and database not in (self._databases or ()):
-                return None
-            named = captured or named
-        if pos < start_pos:
+        named = captured_ddl_tables(sql, database, self.tables)
+        if not named or pos < start_pos:
             return None
         return SchemaChange(database=database, sql=sql, offset=BinlogOffset(self._file, pos),
-                            table_id=named[0] if named else None, gtid=self._gtid, timestamp=int(ts))
+                            table_id=named[0], gtid=self._gtid, timestamp=int(ts), tables=tuple(named))
 
 
 class _Missing:

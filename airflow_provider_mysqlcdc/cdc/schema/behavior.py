@@ -146,12 +146,16 @@ def column_diff(old: TableSchema, new: TableSchema, renames: Sequence[tuple[str,
             renamed.append((old_by[a].name, new_by[b].name))
     moved_from = {a for a, b in mapping.items() if a in old_by and b in new_by}
     moved_to = {mapping[a] for a in moved_from}
-    added = tuple(c for k, c in new_by.items() if k not in old_by and k not in moved_to)
-    dropped = tuple(c.name for k, c in old_by.items() if k not in new_by and k not in moved_from)
+    # A name a renamed column moved to is not the old column of that name any more (``DROP a, CHANGE b a
+    # ...``: old a is dropped), and a name a renamed column left may be taken by a new column (``RENAME
+    # COLUMN a TO b, ADD a ...``: the new a is added).
+    added = tuple(c for k, c in new_by.items() if k not in moved_to and (k not in old_by or k in moved_from))
+    dropped = tuple(c.name for k, c in old_by.items()
+                    if k not in moved_from and (k not in new_by or k in moved_to))
     retyped = []
     for k, c in old_by.items():
-        target = mapping.get(k, k) if k in moved_from else k
-        if target in new_by and not _same_type(c, new_by[target]):
+        target = mapping[k] if k in moved_from else (k if k in new_by and k not in moved_to else None)
+        if target is not None and not _same_type(c, new_by[target]):
             retyped.append((c, new_by[target]))
     return ColumnDiff(added, dropped, tuple(renamed), tuple(retyped))
 
@@ -322,8 +326,11 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
         return f"{sink_name} cannot {what}"
 
     def add(c: Column, copy_from: str | None = None) -> None:
-        if find(c.name) is not None:
-            return   # lenient kept a column of that name (dropped earlier, now back)
+        if find(c.name) is not None:   # lenient kept a column of that name (dropped earlier, now back)
+            if copy_from:
+                notes.append(f"column {c.name}: the sink table already has a column of that name, which keeps "
+                             f"its values; the values of {copy_from} are not copied into it")
+            return
         fill, note = fills.get(c.name.lower(), (None, None))
         if note:
             notes.append(note)
@@ -344,17 +351,8 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
             notes.append(f"{unable(what)}: done the lenient way instead")
         return "lenient"
 
-    for a, b in diff.renamed:
-        i = find(a)
-        if i is None:
-            continue
-        src_new = next(c for c in new.columns if c.name.lower() == b.lower())
-        if decide(RENAME_COLUMN, f"rename column {a} to {b}") == "do":
-            actions.append(SinkAction(RENAME_COLUMN, columns[i].name, new_name=b))
-            columns[i] = replace(columns[i], name=b)
-        else:   # the new name is added with the old column's values; the old column stays as it is
-            add(src_new, copy_from=columns[i].name)
-            columns[i] = nullable(columns[i])
+    # Drops first: a statement may drop a column and rename another to its name (DROP a, CHANGE b a ...),
+    # and the sink cannot take the name before the old column is gone.
     for name in diff.dropped:
         i = find(name)
         if i is None:
@@ -365,6 +363,35 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
             actions.append(SinkAction(DROP_COLUMN, columns[i].name))
             del columns[i]
         elif behavior == "lenient" or behavior == "try_evolve":
+            columns[i] = nullable(columns[i])
+    waiting = {a.lower(): a for a, _ in diff.renamed}     # renamed column -> its name in the sink now
+    for a, b in diff.renamed:
+        i = find(waiting.pop(a.lower()))
+        if i is None:
+            continue
+        src_new = next(c for c in new.columns if c.name.lower() == b.lower())
+        how = decide(RENAME_COLUMN, f"rename column {a} to {b}")
+        j = find(b)
+        if how == "do" and j is not None and j != i:
+            holder = next((k for k, v in waiting.items() if v.lower() == columns[j].name.lower()), None)
+            if holder is not None:   # a swap: the column holding the name is renamed later; move it aside
+                tmp = _free_name(columns[j].name, [c.name for c in columns] + [y for _, y in diff.renamed])
+                actions.append(SinkAction(RENAME_COLUMN, columns[j].name, new_name=tmp))
+                columns[j] = replace(columns[j], name=tmp)
+                waiting[holder] = tmp
+            elif behavior == "evolve":
+                raise SchemaEvolutionError(
+                    f"{sink_name} cannot rename column {a} to {b}: the sink table already has a column {b} "
+                    f"(kept from an earlier change), for the DDL on {new.table_id} at {where}: {_short(ddl)!r}. "
+                    "Fix: drop or rename that column in the sink table, or set schema_change_behavior to "
+                    "'try_evolve' or 'lenient', and restart the stream.")
+            else:
+                how = "lenient"
+        if how == "do":
+            actions.append(SinkAction(RENAME_COLUMN, columns[i].name, new_name=b))
+            columns[i] = replace(columns[i], name=b)
+        else:   # the new name is added with the old column's values; the old column stays as it is
+            add(src_new, copy_from=columns[i].name)
             columns[i] = nullable(columns[i])
     for old_c, new_c in diff.retyped:
         i = find(new_c.name) if find(new_c.name) is not None else find(old_c.name)
@@ -392,13 +419,22 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
                     f"{unable('widen column ' + current.name)} from {current.column_type} to {new_c.column_type} "
                     f"(DDL on {new.table_id} at {where}: {_short(ddl)!r}); its new values may not fit. Fix: "
                     "recreate the sink table (trigger the pipeline with reset=true) or use another sink.")
-        elif not widens(new_c, current):
+        else:   # a narrowing or another type: the sink column keeps holding what it held
             notes.append(f"column {current.name}: {new_c.column_type} does not widen {current.column_type}; the sink "
                          "keeps its type and new values are converted to it")
     for c in diff.added:
         add(c)
     out = _with_identity(replace(sink, columns=tuple(replace(c, ordinal=i + 1) for i, c in enumerate(columns))), new)
     return SinkPlan(tuple(actions), out, tuple(notes))
+
+
+def _free_name(name: str, taken: Sequence[str]) -> str:
+    """A temporary column name (for a swap of names) no column has or gets."""
+    low = {t.lower() for t in taken}
+    n = 0
+    while f"{name}#mysqlcdc-swap-{n}".lower() in low:
+        n += 1
+    return f"{name}#mysqlcdc-swap-{n}"
 
 
 def _with_identity(sink: TableSchema, new: TableSchema) -> TableSchema:

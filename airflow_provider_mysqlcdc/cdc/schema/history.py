@@ -19,7 +19,7 @@ event; the file stays small).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ..model import TableId, TableSchema
@@ -34,6 +34,20 @@ def offset_key(offset: Mapping[str, Any] | None) -> tuple[int, int, int]:
     if offset is None:
         return (-1, -1, -1)
     return BinlogOffset(str(offset["file"]), int(offset["position"]), row=int(offset.get("row") or 0)).sort_key()
+
+
+def _schema_to_dict(schema: TableSchema | None) -> dict[str, Any] | None:
+    """``TableSchema.to_dict`` plus ``extra`` (the table's default charset and collation, which ADD COLUMN
+    and MODIFY give to character columns declared without one)."""
+    if schema is None:
+        return None
+    return {**schema.to_dict(), "extra": dict(schema.extra or {})}
+
+
+def _schema_from_dict(d: Mapping[str, Any] | None) -> TableSchema | None:
+    if not d:
+        return None
+    return replace(TableSchema.from_dict(d), extra=dict(d.get("extra") or {}))
 
 
 @dataclass(frozen=True)
@@ -54,15 +68,13 @@ class TableVersion:
 
     def to_dict(self) -> dict[str, Any]:
         return {"offset": dict(self.offset) if self.offset else None,
-                "source": self.source.to_dict() if self.source else None,
-                "sink": self.sink.to_dict() if self.sink else None,
+                "source": _schema_to_dict(self.source), "sink": _schema_to_dict(self.sink),
                 "ddl": self.ddl, "actions": [dict(a) for a in self.actions], "notes": list(self.notes),
                 "pending": self.pending}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TableVersion":
-        return cls(d.get("offset"), TableSchema.from_dict(d["source"]) if d.get("source") else None,
-                   TableSchema.from_dict(d["sink"]) if d.get("sink") else None, d.get("ddl"),
+        return cls(d.get("offset"), _schema_from_dict(d.get("source")), _schema_from_dict(d.get("sink")), d.get("ddl"),
                    tuple(d.get("actions") or ()), tuple(d.get("notes") or ()), bool(d.get("pending")))
 
 

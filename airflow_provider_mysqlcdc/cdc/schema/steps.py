@@ -241,8 +241,9 @@ class StepPlanner:
                               where, sql)
         actions += plan.actions
         notes += plan.notes
+        # Built on a pending version, the result is a guess too: the next rows' TABLE_MAP still decides.
         return self._record(t, mark, TableVersion(offset, new_src, plan.sink, sql, tuple(a.to_dict() for a in actions),
-                                                  tuple(notes)), sink)
+                                                  tuple(notes), pending=pending), sink)
 
     def _fold(self, t: TableId, src: TableSchema | None, events: Sequence[Any]) -> TableSchema | str | None:
         """The source version after ``events``; "pending" when only the next TABLE_MAP can tell."""

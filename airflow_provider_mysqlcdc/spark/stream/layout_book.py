@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...cdc.binlog import ddl_tables
 from ...cdc.events import SchemaChange
 from ...cdc.model import TableId, TableSchema
 from ..sinks.direct_spec import DdlMark
@@ -50,10 +49,10 @@ class LayoutBook:
         return self._versions[key]
 
     def mark(self, change: SchemaChange, first_file_index: int) -> DdlMark:
-        """A DDL's mark: the captured tables it names (all of them, when the statement names none
-        the reader could tell: it then concerns their database), and its place."""
+        """A DDL's mark: the captured tables the reader found it changes (those of its database
+        when it could tell none), and its place."""
         captured = set(self.base.slots)
-        named = [t for t in ddl_tables(change.sql, change.database) if t in captured]
+        named = [t for t in change.tables or ((change.table_id,) if change.table_id else ()) if t in captured]
         if not named:
             named = sorted(t for t in captured if t.database == change.database) or sorted(captured)
         o = change.offset

@@ -160,10 +160,10 @@ def offset_at_timestamp(source: SourceConfig, server_id: int, ts: float) -> Binl
     for file, ev in _raw_events(source, server_id, first, 4, [GtidEvent, MariadbGtidEvent, QueryEvent]):
         if not ev.packet.log_pos or ev.timestamp < ts:
             continue
-        if isinstance(ev, QueryEvent) and not str(ev.query).strip().upper().startswith("BEGIN"):
-            from ...cdc.binlog import is_ddl
+        if isinstance(ev, QueryEvent):
+            from ...cdc.schema.detect import BEGIN, OTHER, statement_kind
 
-            if not is_ddl(ev.query):
+            if statement_kind(str(ev.query)) not in (BEGIN, OTHER):
                 continue
         return _event_offset(file, ev)
     return head_offset(source)
