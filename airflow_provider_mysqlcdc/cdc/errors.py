@@ -56,3 +56,8 @@ class StreamOwnsSinkError(ConfigError):
             "could put older rows over changes the stream already applied. Nothing was read or written. "
             "Fix: to load every table again, trigger the pipeline with reset=true; re-reading single batches "
             "or tables while the stream runs is not available yet.")
+
+
+class TableChangedError(ConfigError):
+    """A table's schema changed between the plan and (the end of) a snapshot batch that reads it:
+    the batch would hold rows of a shape the plan does not describe, so it writes nothing."""

@@ -128,3 +128,172 @@ def test_ddl_sequence_under_writers(mariadb, postgres, fresh_db, spark, tmp_dir,
     finally:
         if query is not None:
             query.stop()
+
+
+# --- DDL and the snapshot window --------------------------------------------------------------
+
+
+def _one_table_pipeline(mariadb, fresh_db, tmp_dir):
+    from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+
+    create_int_table(mariadb, fresh_db, 2_000, "orders")
+    src = mariadb.source_config()
+    config = PipelineConfig(name="ddl-window", source=src, include=(f"{fresh_db}.orders",),
+                            state_location=str(tmp_dir / "state"),
+                            sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}))
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
+    StateStore(config.state_location).write_plan(plan)
+    return config, plan
+
+
+def test_a_table_changed_since_the_plan_fails_the_batch_before_writing(mariadb, fresh_db, spark, tmp_dir):
+    from airflow_provider_mysqlcdc.cdc.errors import TableChangedError
+
+    config, plan = _one_table_pipeline(mariadb, fresh_db, tmp_dir)
+    mariadb.execute("ALTER TABLE orders ADD COLUMN late INT", database=fresh_db)
+    with pytest.raises(TableChangedError, match="changed since the plan") as ei:
+        run_snapshot_batch(spark, config, plan.batches[0].batch_id, plan=plan)
+    assert "reset=true" in str(ei.value)
+    assert not (tmp_dir / "lake" / fresh_db / "orders" / "_snapshot").exists()
+    assert StateStore(config.state_location).read_batch_result(plan.batches[0].batch_id) is None
+
+
+def test_a_ddl_inside_the_snapshot_window_fails_the_batch_before_writing(mariadb, fresh_db, spark, tmp_dir,
+                                                                         monkeypatch):
+    """The DDL lands after the SELECTs and before HW: the batch's binlog window holds it."""
+    from airflow_provider_mysqlcdc.cdc.errors import TableChangedError
+    from airflow_provider_mysqlcdc.spark.snapshot import batch_reader
+
+    config, plan = _one_table_pipeline(mariadb, fresh_db, tmp_dir)
+    real = batch_reader.ConsistentBatchReader._high_watermark
+
+    def ddl_then_hw(self, conn, version):
+        mariadb.execute("UPDATE orders SET a = a + 1 WHERE id < 100",
+                        "ALTER TABLE orders DROP COLUMN amount", database=fresh_db)
+        return real(self, conn, version)
+
+    monkeypatch.setattr(batch_reader.ConsistentBatchReader, "_high_watermark", ddl_then_hw)
+    with pytest.raises(TableChangedError, match="changed while the batch read it") as ei:
+        run_snapshot_batch(spark, config, plan.batches[0].batch_id, plan=plan)
+    assert "ALTER TABLE orders DROP COLUMN amount" in str(ei.value)
+    assert not (tmp_dir / "lake" / fresh_db / "orders" / "_snapshot").exists()
+    assert StateStore(config.state_location).read_batch_result(plan.batches[0].batch_id) is None
+
+
+# --- kill -9 inside the flush / apply / commit sequence -----------------------------------------
+
+KILL_CASES = [("delta", "schema-recorded"), ("delta", "between-steps"), ("postgres", "between-steps"),
+              ("postgres", "schema-applied")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,point", KILL_CASES, ids=[f"{k}-{p}" for k, p in KILL_CASES])
+def test_a_crash_inside_a_schema_change_restarts_exactly(mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch,
+                                                         kind, point):
+    """The stream job kills itself (SIGKILL, its whole process group) at one point of a DDL's
+    micro-batch; started again, it applies the change once and the sink equals the source."""
+    from tests.support.stream_job import committed, kill_job, start_job
+
+    spec = create_int_table(mariadb, fresh_db, 2_000, "orders")
+    src = mariadb.source_config(server_id_range="6400-6499")
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name=f"ddl-kill-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
+        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2),
+        schema_change_behavior="evolve" if kind == "postgres" else "lenient")
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    for b in plan.batches:
+        run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+    state.write_finished(state.finished_from_results())
+    log = tmp_dir / "job.log"
+    checkpoint = tmp_dir / "state" / "stream" / "checkpoint"
+    writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=3, threads=1, pause_s=0.01).start()
+    writing, proc = True, None
+    try:
+        proc = start_job(cfg_path, log, src.password, extra_env={"MYSQLCDC_CRASH_AT": point})
+        deadline = time.time() + 180
+        while committed(checkpoint) is None:
+            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+        mariadb.execute("ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 7",
+                        "UPDATE orders SET extra = id WHERE id % 3 = 0", database=fresh_db)
+        assert proc.wait(120) == -9, "the job must kill itself at the crash point"
+        proc = start_job(cfg_path, log, src.password)
+        time.sleep(2)
+        writer.stop()
+        writing = False
+        cols = ["id", *VALUE_COLS, "extra"]
+        t = TableId(fresh_db, "orders")
+
+        def expected():
+            return mysql_rows(mariadb, t, cols, ("id",))
+
+        if kind == "delta":
+            def actual():
+                return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+        else:
+            def actual():
+                return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
+
+        problem = wait_until_equal(expected, actual, timeout_s=120)
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        assert not problem, f"{kind} crash at {point}:\n{problem}\njob log:\n{tail}"
+        assert _sink_columns(kind, postgres, tmp_dir, sink_cfg.options.get("schema"), t).count("extra") == 1
+    finally:
+        if writing:
+            writer.stop()
+        if proc is not None:
+            kill_job(proc)
+
+
+# --- a start before a DDL ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind,behavior", [("postgres", "evolve"), ("delta", "lenient")])
+def test_a_stream_started_before_a_ddl_reads_both_shapes(mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch,
+                                                         kind, behavior):
+    """startup specific-offset at a point before an ALTER: the stream only knows today's schema;
+    the rows logged before the ALTER (old shape) and after it (new shape) both land right."""
+    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+
+    mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT, s VARCHAR(20))", database=fresh_db)
+    file, position = mariadb.master_status()
+    mariadb.execute(*[f"INSERT INTO orders VALUES ({i}, {i * 10}, 'old {i}')" for i in range(1, 41)],
+                    "UPDATE orders SET a = a + 1 WHERE id % 4 = 0", "DELETE FROM orders WHERE id % 9 = 0",
+                    "ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 5 AFTER a", database=fresh_db)
+    mariadb.execute(*[f"INSERT INTO orders VALUES ({i}, {i}, {i % 3}, 'new {i}')" for i in range(41, 61)],
+                    "UPDATE orders SET extra = 100 + id WHERE id % 5 = 0", database=fresh_db)
+    end_file, end_position = mariadb.master_status()
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name="ddl-before", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"), sink=sink_cfg, startup_mode="specific-offset",
+        startup_offset={"file": file, "position": position},
+        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2), schema_change_behavior=behavior)
+    t = TableId(fresh_db, "orders")
+    with mariadb.connect() as conn:
+        today = read_table_schema(conn, t)
+    assert "extra" in today.column_names
+    query = start_stream(spark, config, build_sink(config.sink), [today])
+    cols = ["id", "a", "extra", "s"]
+    try:
+        def expected():
+            return mysql_rows(mariadb, t, cols, ("id",))
+
+        if kind == "delta":
+            def actual():
+                return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+        else:
+            def actual():
+                return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
+
+        problem = wait_until_equal(expected, actual, timeout_s=90)
+        assert not problem, f"{kind}/{behavior} from {file}:{position} to {end_file}:{end_position}:\n{problem}"
+        assert query.exception() is None
+    finally:
+        query.stop()

@@ -25,6 +25,8 @@ extra columns left out, values cast to the sink column's type.
 
 from __future__ import annotations
 
+import decimal
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping, Sequence
 
@@ -80,15 +82,16 @@ class SinkAction:
     new_name: str | None = None
     fill: Any = None
     copy_from: str | None = None
+    refill: bool = False      # the sink kept a column of this name: every existing row gets ``fill``
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "column": self.column.to_dict() if self.column else None,
-                "new_name": self.new_name, "fill": self.fill, "copy_from": self.copy_from}
+                "new_name": self.new_name, "fill": self.fill, "copy_from": self.copy_from, "refill": self.refill}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SinkAction":
         return cls(d["kind"], d.get("name"), Column.from_dict(d["column"]) if d.get("column") else None,
-                   d.get("new_name"), d.get("fill"), d.get("copy_from"))
+                   d.get("new_name"), d.get("fill"), d.get("copy_from"), bool(d.get("refill")))
 
     def describe(self) -> str:
         if self.kind == ADD_COLUMN:
@@ -270,21 +273,52 @@ def _canonical(column: Column, text: str | None) -> Any:
     mp = map_column(column, "UTC")
     k = mp.kind
     try:
-        if k in ("int", "year", "time"):
-            return int(float(text)) if k != "time" else None
+        if k in ("int", "year"):
+            return int(_integral(text))
+        if k == "time":
+            return _time_micros(text, column.datetime_precision or 0)
         if k in ("uint64", "bit"):
-            return str(int(float(text)))
+            return str(_integral(text))
         if k in ("decimal", "decimal_text"):
             return text
         if k in ("float", "double"):
             return float(text)
-    except ValueError:
+    except (ValueError, ArithmeticError):
         return None
     if k in ("datetime", "timestamp", "date"):
         return None if text.startswith("0000") else text
     if k == "binary":
         return None   # binary constants are not filled (rare); new rows carry their values
     return text
+
+
+def _integral(text: str) -> decimal.Decimal:
+    """A numeric constant as the server stores it in an integer column: rounded half away from zero
+    (DEFAULT 5.7 is 6), not truncated."""
+    return decimal.Decimal(text.strip()).to_integral_value(rounding=decimal.ROUND_HALF_UP)
+
+
+_TIME_TEXT = re.compile(r"(-)?(?:(\d+) )?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?(?:\.(\d+))?")
+
+
+def _time_micros(text: str, fsp: int) -> int | None:
+    """A TIME constant (``'[-][D ]HH:MM[:SS[.f]]'``, ``'HHMMSS[.f]'``) as signed microseconds, its fraction
+    rounded to the column's ``fsp`` as the server stores it; None when it is not one of those forms."""
+    m = _TIME_TEXT.fullmatch(text.strip())
+    if m is None:
+        return None
+    sign, days, first, minutes, seconds, frac = m.groups()
+    if days is None and minutes is None:       # no colon: HHMMSS, MMSS or SS
+        n = int(first)
+        hours, mins, secs = n // 10000, n // 100 % 100, n % 100
+    else:
+        hours, mins, secs = int(first) + 24 * int(days or 0), int(minutes or 0), int(seconds or 0)
+    if mins > 59 or secs > 59:
+        return None
+    fraction = decimal.Decimal("0." + (frac or "0")).quantize(decimal.Decimal(1).scaleb(-fsp),
+                                                              rounding=decimal.ROUND_HALF_UP)
+    us = ((hours * 60 + mins) * 60 + secs) * 1_000_000 + int(fraction * 1_000_000)
+    return -us if sign else us
 
 
 # --- planning ---------------------------------------------------------------------------------
@@ -326,12 +360,19 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
         return f"{sink_name} cannot {what}"
 
     def add(c: Column, copy_from: str | None = None) -> None:
+        fill, note = fills.get(c.name.lower(), (None, None))
         if find(c.name) is not None:   # lenient kept a column of that name (dropped earlier, now back)
             if copy_from:
                 notes.append(f"column {c.name}: the sink table already has a column of that name, which keeps "
                              f"its values; the values of {copy_from} are not copied into it")
+                return
+            # the source's rows all got the new column's value (its DEFAULT, else NULL): so do the sink's,
+            # whatever the kept column held
+            if note:
+                notes.append(note)
+            actions.append(SinkAction(ADD_COLUMN, columns[find(c.name)].name, columns[find(c.name)], fill=fill,
+                                      refill=True))
             return
-        fill, note = fills.get(c.name.lower(), (None, None))
         if note:
             notes.append(note)
         actions.append(SinkAction(ADD_COLUMN, c.name, nullable(c), fill=fill, copy_from=copy_from))

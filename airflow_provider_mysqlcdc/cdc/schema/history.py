@@ -85,8 +85,10 @@ class SchemaHistory:
     versions: dict[TableId, list[TableVersion]] = field(default_factory=dict)
 
     @classmethod
-    def starting_with(cls, schemas: Iterable[TableSchema]) -> "SchemaHistory":
-        return cls({s.table_id: [TableVersion(None, s, s)] for s in schemas})
+    def starting_with(cls, schemas: Iterable[TableSchema], pending: bool = False) -> "SchemaHistory":
+        """``pending``: the schemas are today's, not necessarily those in force where the stream
+        starts (a start at an offset in the past, no snapshot): the first rows' TABLE_MAP settles them."""
+        return cls({s.table_id: [TableVersion(None, s, s, pending=pending)] for s in schemas})
 
     def add_initial(self, schemas: Iterable[TableSchema]) -> None:
         """Tables the history does not know yet start with the given (snapshot) schema."""

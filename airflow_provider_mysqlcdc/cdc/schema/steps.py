@@ -145,6 +145,7 @@ class StepPlanner:
                 steps.append(step)
                 version = self.history.at(t, mark["offset"])
                 assert version is not None
+                current = version
                 src, sink, pending = version.source, version.sink, version.pending
                 continue
             logged = logged_schema(t, r, src)
@@ -162,9 +163,15 @@ class StepPlanner:
                         "binlog off for a session, a filtered statement, a replica that diverged). Fix: reload the "
                         "table (trigger the pipeline with reset=true).")
                 flush()
-                settled = self._settle(t, src, sink, logged)
+                settled = self._settle(t, current, src, sink, logged)
                 steps.append(settled)
+                current = self.history.at(t, current.offset) if current.offset else self.history.versions[t][0]
                 src, sink, pending = logged, settled.sink_after, False
+            elif pending:   # the rows confirm the shape the history guessed: no longer pending
+                current = replace(current, pending=False)
+                self.history.replace(t, current)
+                self.on_record()
+                pending = False
             rows.append(r)
         flush()
         return steps
@@ -267,9 +274,9 @@ class StepPlanner:
                 current = replace(current, table_id=t)
         return current
 
-    def _settle(self, t: TableId, src: TableSchema, sink: TableSchema, logged: TableSchema) -> ChangeStep:
+    def _settle(self, t: TableId, latest: TableVersion, src: TableSchema, sink: TableSchema,
+                logged: TableSchema) -> ChangeStep:
         """A pending version settled from the columns rows were logged with."""
-        latest = self.history.latest(t)
         plan = B.plan_columns(self.behavior, self.sink_name, self.capabilities, sink, src, logged, (), {},
                               _where(latest.offset or {}), latest.ddl or "")
         settled = replace(latest, source=logged, sink=plan.sink, pending=False,

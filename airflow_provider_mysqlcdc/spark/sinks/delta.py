@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 
 from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
+from ...cdc.faults import BETWEEN_STEPS, crash_point
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
     DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
@@ -302,6 +303,7 @@ class DeltaSink(Sink):
                 changes += step.changes
             else:
                 self._apply_action(table, step, action, batch_id, version, last)
+                crash_point(BETWEEN_STEPS)
             table = self.open_table(table_id)
         for step in steps:
             if not isinstance(step, RowsStep):
@@ -343,10 +345,13 @@ class DeltaSink(Sink):
                 source = sql_ident(action.copy_from)
                 expr = source if _plain_type(current) == arrow else f"CAST({source} AS {_sql_type(arrow)})"
                 table.update(updates={sql_ident(action.column.name): expr}, commit_properties=props)
+            elif action.fill is None and action.refill:
+                table.update(updates={sql_ident(action.column.name): "NULL"}, commit_properties=props)
             elif action.fill is not None:
                 value = action.fill
                 if pa.types.is_decimal(arrow) or pa.types.is_timestamp(arrow) or pa.types.is_date(arrow):
-                    updates = {sql_ident(action.column.name): f"CAST('{value}' AS {_sql_type(arrow)})"}
+                    text = str(value).replace("'", "''")
+                    updates = {sql_ident(action.column.name): f"CAST('{text}' AS {_sql_type(arrow)})"}
                     table.update(updates=updates, commit_properties=props)
                 else:
                     table.update(new_values={action.column.name: value}, commit_properties=props)

@@ -102,6 +102,7 @@ from pyspark.sql import functions as F
 
 from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
+from ...cdc.faults import BETWEEN_STEPS, crash_point
 from ...cdc.model import TableId, TableSchema, quote_ident
 from ...cdc.types import ColumnMapping, map_table
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
@@ -779,6 +780,7 @@ class PostgresSink(Sink):
                     self._apply_schema_step(conn, t, step)
                     if step.sink_after is not None:
                         self._schemas[table_id] = step.sink_after
+                    crash_point(BETWEEN_STEPS)   # inside the transaction: a crash here rolls all of it back
         return changes
 
     def _apply_schema_step(self, conn: psycopg.Connection, t: PgTable, step: Any) -> None:
@@ -790,17 +792,22 @@ class PostgresSink(Sink):
         for a in step.actions:
             if a.kind == B.ADD_COLUMN:
                 typ = pg_type(map_column_of(a.column))
-                if a.fill is None:
-                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
-                        table, sql.Identifier(a.column.name), sql.SQL(typ)))
-                else:   # existing rows get the value (a constant DEFAULT is cheap: no rewrite)
-                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {} DEFAULT {}").format(
-                        table, sql.Identifier(a.column.name), sql.SQL(typ), sql.Literal(str(a.fill))))
-                    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(
-                        table, sql.Identifier(a.column.name)))
+                column = sql.Identifier(a.column.name)
+                exists = conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = %s "
+                                      "AND NOT attisdropped", (t.qualified, a.column.name)).fetchone() is not None
+                if not exists and a.fill is not None:   # a constant DEFAULT fills existing rows without a rewrite
+                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {} DEFAULT {}").format(
+                        table, column, sql.SQL(typ), sql.Literal(str(a.fill))))
+                    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(table, column))
+                elif not exists:
+                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(table, column, sql.SQL(typ)))
+                elif a.refill:
+                    value = sql.NULL if a.fill is None else sql.SQL("{}::{}").format(sql.Literal(str(a.fill)),
+                                                                                      sql.SQL(typ))
+                    conn.execute(sql.SQL("UPDATE {} SET {} = {}").format(table, column, value))
                 if a.copy_from:
                     conn.execute(sql.SQL("UPDATE {} SET {} = {}::{}").format(
-                        table, sql.Identifier(a.column.name), sql.Identifier(a.copy_from), sql.SQL(typ)))
+                        table, column, sql.Identifier(a.copy_from), sql.SQL(typ)))
             elif a.kind == B.DROP_COLUMN:
                 conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(table, sql.Identifier(a.name)))
             elif a.kind == B.RENAME_COLUMN:

@@ -11,6 +11,11 @@
 4. If HW > LW: one bounded binlog read LW..HW, reduced to the last change per row inside the
    batch's ranges, applied as Spark operations: anti-join of the changed keys, union of the
    surviving after-images. Nothing is collected onto the driver but the (small) corrections.
+
+A table whose columns differ from the plan's at LW, or that a DDL changes between LW and HW,
+fails the batch before anything is written (``TableChangedError``): its chunks could hold rows
+of two shapes. So the binlog from the snapshot's watermarks on was logged with the plan's
+schemas, which is where the stream's schema history starts.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from ...cdc.fastbinlog.fallback import changes_with_fallback
 from ...cdc.chunks import Batch, Chunk
 from ...cdc.config import SourceConfig
 from ...cdc.corrections import TableCorrections, reduce_changes
+from ...cdc.errors import TableChangedError
+from ...cdc.events import SchemaChange
 from ...cdc.keyorder import key_order_for
 from ...cdc.model import TableId, TableSchema, quote_ident
 from ...cdc.offsets import BinlogOffset
@@ -42,6 +49,11 @@ from ..types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
 from ..types import jdbc_url as _jdbc_url
 
 log = logging.getLogger(__name__)
+
+
+def _short(sql: str, n: int = 160) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 @dataclass
@@ -168,6 +180,7 @@ class ConsistentBatchReader:
             version = server_version(conn)
             lw = self._low_watermark(conn, version)
             timings["low_watermark_s"] = time.monotonic() - t0
+            self._check_unchanged(conn, batch)
 
             t1 = time.monotonic()
             raw: dict[TableId, DataFrame] = {}
@@ -218,12 +231,37 @@ class ConsistentBatchReader:
         def counting(events):
             nonlocal counted
             for e in events:
+                if isinstance(e, SchemaChange):
+                    hit = [t for t in (e.tables or (e.table_id,)) if t in schemas]
+                    if hit:
+                        raise TableChangedError(
+                            f"snapshot batch {batch.batch_id}: {', '.join(map(str, hit))} changed while the batch read it "
+                            f"(DDL at {e.offset}: {_short(e.sql)!r}); its chunks could hold rows of two shapes, so "
+                            "nothing of the batch was written. Fix: trigger the pipeline with reset=true to plan the "
+                            "tables with their new schema (the stream, once running, follows DDL by itself).")
                 counted += 1
                 yield e
 
         changes = changes_with_fallback(self.source, self.server_id, lw, hw, list(schemas.values()))
         corrections = reduce_changes(counting(changes), batch, schemas, key_orders)
         return corrections, counted
+
+    def _check_unchanged(self, conn, batch: Batch) -> None:
+        """Each table's columns now (after LW) are the plan's: a DDL between the plan and LW would
+        make the SELECTs read a shape the plan and the stream's schema history do not know. (A DDL
+        after LW is in the backfill window, which ``_backfill`` checks.)"""
+        for table_id in batch.tables:
+            plan = self.schemas[table_id]
+            with conn.cursor() as cur:
+                cur.execute("SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                            "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table_id.database, table_id.table))
+                now = [(str(n), str(ct).lower()) for n, ct in cur.fetchall()]
+            want = [(c.name, c.column_type.lower()) for c in plan.columns]
+            if now != want:
+                raise TableChangedError(
+                    f"snapshot batch {batch.batch_id}: {table_id} changed since the plan (columns now {now}, planned "
+                    f"{want}); nothing of the batch was written. Fix: trigger the pipeline with reset=true to plan "
+                    "the tables with their current schema.")
 
     def _apply(self, table_id: TableId, df: DataFrame, tc: TableCorrections) -> DataFrame:
         """Drop every changed row, add back the last after-image of those still present."""

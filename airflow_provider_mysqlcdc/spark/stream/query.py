@@ -31,6 +31,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from ...cdc.faults import SCHEMA_APPLIED, SCHEMA_RECORDED, crash_point
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
@@ -90,8 +91,14 @@ def direct_batch_writer(sink: Sink, planner: Any = None) -> Callable[[DataFrame,
             note_rows_written(query_id, batch_id, sink.publish_parts(records, batch_id))
             return
         written = 0
-        for table_id, steps in planner.plan(records).items():
+        planned = planner.plan(records)
+        changed = any(not hasattr(s, "records") for steps in planned.values() for s in steps)
+        if changed:
+            crash_point(SCHEMA_RECORDED)
+        for table_id, steps in planned.items():
             written += sink.publish_steps(table_id, steps, batch_id)
+        if changed:
+            crash_point(SCHEMA_APPLIED)
         note_rows_written(query_id, batch_id, written)
 
     return write
@@ -131,6 +138,31 @@ def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: s
     return write
 
 
+def _prepare_from_history(sink: Sink, history: Any) -> None:
+    """Prepare each table with its latest sink version -- or, when the sink table still has the
+    shape of an earlier one (a crash after the history recorded a DDL, before the sink applied
+    it), with that one: the replayed micro-batch applies the rest."""
+    from ...cdc.errors import ConfigError
+
+    for t in history.tables:
+        versions = [v.sink for v in reversed(history.versions[t]) if v.sink is not None]
+        if not versions:
+            continue
+        first_error: ConfigError | None = None
+        for schema in versions:
+            try:
+                sink.prepare([schema])
+                break
+            except ConfigError as e:
+                first_error = first_error or e
+        else:
+            assert first_error is not None
+            raise first_error
+        if schema is not versions[0]:
+            log.info("%s: the sink table has the shape of an earlier schema version; the replayed micro-batch "
+                     "applies the later DDL", t)
+
+
 def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schemas: Sequence[TableSchema],
                  password: str | None = None, checkpoint_location: str | None = None,
                  trigger_interval_s: float | None = None, query_name: str | None = None,
@@ -149,11 +181,13 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         from .schema_history import HistoryStore
 
         store = HistoryStore(checkpoint)
-        history = store.load(schemas)
+        # After a snapshot, the binlog from its watermarks on was logged with the plan's schemas
+        # (snapshot/batch_reader.py checks it); a start elsewhere only has today's.
+        history = store.load(schemas, pending=config.startup_mode not in ("initial", "latest-offset"))
         schemas = history.latest_sources()
         planner = StepPlanner(history, config.schema_change_behavior, sink.name, sink.schema_capabilities(),
                               on_record=lambda: store.save(history))
-        sink.prepare(list(history.latest_sinks().values()))
+        _prepare_from_history(sink, history)
     else:
         sink.prepare(schemas)
     frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint)

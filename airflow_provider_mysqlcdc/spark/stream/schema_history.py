@@ -24,8 +24,9 @@ class HistoryStore:
     def __init__(self, checkpoint: str) -> None:
         self.store = StateStore(checkpoint)
 
-    def load(self, initial: Sequence[TableSchema]) -> SchemaHistory:
-        """The checkpoint's history, with tables it does not know yet starting at ``initial``."""
+    def load(self, initial: Sequence[TableSchema], pending: bool = False) -> SchemaHistory:
+        """The checkpoint's history, with tables it does not know yet starting at ``initial``
+        (``pending``: today's schemas for a start in the past, see ``SchemaHistory.starting_with``)."""
         if self.store.exists(HISTORY_FILE):
             history = SchemaHistory.from_dict(self.store.read_json(HISTORY_FILE))
             history.add_initial(initial)
@@ -34,7 +35,7 @@ class HistoryStore:
                 log.info("schema history: %d table(s) changed since their snapshot: %s", len(changed),
                          ", ".join(map(str, changed[:10])))
             return history
-        return SchemaHistory.starting_with(initial)
+        return SchemaHistory.starting_with(initial, pending=pending)
 
     def save(self, history: SchemaHistory) -> None:
         self.store.write_json(HISTORY_FILE, history.to_dict())
