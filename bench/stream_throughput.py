@@ -24,6 +24,15 @@ Then it runs a steady ``--latency-rate`` transactions/s into a live stream (chan
 and reports commit-to-visible latency: from the client's commit to the sink file holding
 the row.
 
+Last, schema changes under load: a steady ``--latency-rate`` tx/s writer on the captured table
+into a live stream per sink of ``--ddl-sinks`` (changelog and Delta), ``--ddl-rounds`` times
+``ALTER TABLE events ADD COLUMN <new> VARCHAR(32) NULL`` in the writer's own sequence, every
+later UPDATE giving the new column a value. It reports the time from the ALTER's commit (the
+client's clock when ``execute`` returns) to the sink first holding a row with a non-null
+value in that column (changelog: a published line whose ``data`` has it; Delta: the table's
+schema has the column and a row has it non-null), median and max per sink. The Delta line
+also says when the column alone reached the table's schema.
+
 The stream's query start includes Spark starting its driver-side Python process for the
 source, which imports PySpark from ``$SPARK_HOME/python/lib/pyspark.zip``. The first line says
 whether that zip holds bytecode (``make`` adds it; without it each query start compiles PySpark,
@@ -32,8 +41,9 @@ about 0.5 s more per stream run here: see ``spark/runtime/pyspark_bytecode.py``)
 Below each stream run: the CPU seconds the server, the JVM, Spark's Python workers and the
 driver used (median per run), against the core-seconds the run's wall time offered.
 
-Last line (end to end into the changelog sink with the default catchup_parallelism, 2):
-    rows_per_s=<int> ratio_vs_mariadb_binlog=<float> p99_latency_s=<float>
+Last line (end to end into the changelog sink with the default catchup_parallelism, 2; the
+DDL-to-visible time is the changelog sink's median, or nan with ``--ddl-rounds 0``):
+    rows_per_s=<int> ratio_vs_mariadb_binlog=<float> p99_latency_s=<float> ddl_to_visible_s=<float>
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -250,6 +261,170 @@ class Bench:
         print(f"latency: {len(lat)} changes at {achieved:.0f} tx/s achieved", flush=True)
         return sorted(lat)
 
+    def ddl_latency(self, kind: str, rate: int, rounds: int, settle_s: float = 2.0, timeout_s: float = 60.0
+                    ) -> tuple[list[float], list[float]]:
+        """DDL commit to the first row of the new shape visible in a live stream's ``kind`` sink, at a
+        steady ``rate`` tx/s: ``rounds`` ADD COLUMNs, ``settle_s`` of plain load before each. Returns
+        the latencies and (Delta) those of the column alone reaching the table's schema."""
+        conn = self.source.connect()
+        schema = read_table_schema(conn, TABLE)   # with the columns earlier sinks' rounds added
+        conn.close()
+        root = self.work / f"ddl-{kind}"
+        sink_cfg = SinkConfig(kind, {"root": str(root)})
+        config = self._config(sink_cfg, BinlogOffset(*self.server.master_status()), 1)
+        sink = build_sink(sink_cfg)
+        sink.prepare([schema])
+        probe = ChangelogProbe(root) if kind == "changelog" else DeltaProbe(root)
+        query = start_stream(self.spark, config, sink, [schema], password=self.source.password)
+        writer = SteadyWriter(self.server, rate)
+        lat: list[float] = []
+        in_schema: list[float] = []
+        try:
+            time.sleep(5)  # the first micro-batches
+            writer.start()
+            for i in range(rounds):
+                time.sleep(settle_s)
+                column = f"ddl_{kind}_{i + 1}"
+                committed = writer.add_column(column)
+                deadline = time.time() + timeout_s
+                seen_schema = None
+                while True:
+                    if query.exception() is not None:
+                        raise RuntimeError(query.exception())
+                    if writer.error is not None:
+                        raise RuntimeError(f"writer: {writer.error!r}")
+                    probe.refresh()
+                    if seen_schema is None and probe.has_column(column):
+                        seen_schema = time.time()
+                    if seen_schema is not None and probe.has_value(column):
+                        lat.append(time.time() - committed)
+                        in_schema.append(seen_schema - committed)
+                        break
+                    if time.time() > deadline:
+                        raise TimeoutError(f"{kind}: no row with {column} in the sink {timeout_s:.0f} s after the DDL")
+                    time.sleep(probe.poll_s)
+        finally:
+            writer.stop()
+            query.stop()
+        print(f"ddl: {kind}: {len(lat)} ADD COLUMNs under {writer.achieved:.0f} tx/s achieved", flush=True)
+        return lat, in_schema
+
+
+class SteadyWriter(threading.Thread):
+    """Single-row UPDATEs of ``bench.events`` at a steady ``rate`` per second on one connection
+    (autocommit); ``add_column`` runs an ALTER TABLE in that same sequence, and from then on
+    every UPDATE also sets the new column."""
+
+    def __init__(self, server: MariaDB, rate: int) -> None:
+        super().__init__(name="ddl-writer", daemon=True)
+        self.conn = server.connect("bench")
+        self.rate = rate
+        self.column: str | None = None
+        self.error: BaseException | None = None
+        self.achieved = 0.0
+        self._request: str | None = None
+        self._committed = threading.Event()
+        self._committed_at = 0.0
+        self._halt = threading.Event()
+
+    def add_column(self, column: str) -> float:
+        """Run the DDL at the writer's next slot; returns the client's clock once it committed."""
+        self._committed.clear()
+        self._request = column
+        if not self._committed.wait(60):
+            raise TimeoutError(f"ALTER TABLE ... ADD COLUMN {column}: not done after 60 s ({self.error!r})")
+        return self._committed_at
+
+    def run(self) -> None:
+        k = 0
+        t0 = time.perf_counter()
+        try:
+            with self.conn.cursor() as cur:
+                while not self._halt.is_set():
+                    pause = t0 + k / self.rate - time.perf_counter()
+                    if pause > 0:
+                        time.sleep(pause)
+                    if self._request is not None:
+                        column, self._request = self._request, None
+                        cur.execute(f"ALTER TABLE events ADD COLUMN `{column}` VARCHAR(32) NULL")
+                        self._committed_at = time.time()   # DDL commits implicitly: execute returned
+                        self.column = column
+                        self._committed.set()
+                    key = k % KEYS + 1
+                    if self.column is None:
+                        cur.execute("UPDATE events SET v = %s WHERE id = %s", (f"w{k}", key))
+                    else:
+                        cur.execute(f"UPDATE events SET v = %s, `{self.column}` = %s WHERE id = %s",
+                                    (f"w{k}", f"c{k}", key))
+                    k += 1
+        except BaseException as e:  # noqa: BLE001 -- reported by the measuring loop
+            self.error = e
+            self._committed.set()
+        finally:
+            self.achieved = k / (time.perf_counter() - t0)
+            self.conn.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join(10)
+
+
+class ChangelogProbe:
+    """Reads each published stream file of ``bench.events`` once (a file appears whole, by a rename)."""
+
+    poll_s = 0.02
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "bench" / "events" / "stream"
+        self.read: set[str] = set()
+        self.columns: dict[str, bool] = {}   # column -> a line with a non-null value seen
+
+    def refresh(self) -> None:
+        try:
+            names = sorted(e.name for e in os.scandir(self.dir) if e.name.endswith(".jsonl") and e.is_file())
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name in self.read:
+                continue
+            self.read.add(name)
+            with open(self.dir / name, "rb") as fh:
+                for line in fh:
+                    if b'"ddl_' not in line:
+                        continue
+                    rec = json.loads(line)
+                    for c, value in (rec.get("data") or {}).items():
+                        if c.startswith("ddl_"):
+                            self.columns[c] = self.columns.get(c, False) or value is not None
+
+    def has_column(self, column: str) -> bool:
+        return column in self.columns
+
+    def has_value(self, column: str) -> bool:
+        return self.columns.get(column, False)
+
+
+class DeltaProbe:
+    """Follows the Delta table's log; reads the new column only once the schema has it."""
+
+    poll_s = 0.05
+
+    def __init__(self, root: Path) -> None:
+        from deltalake import DeltaTable
+
+        self.table = DeltaTable(str(root / "bench" / "events"))
+
+    def refresh(self) -> None:
+        self.table.update_incremental()
+
+    def has_column(self, column: str) -> bool:
+        return column in {f.name for f in self.table.schema().fields}
+
+    def has_value(self, column: str) -> bool:
+        values = self.table.to_pyarrow_table(columns=[column]).column(column)
+        return values.null_count < len(values)
+
 
 def cpu_line(runs: list[dict[str, float]]) -> str:
     """Median CPU seconds per process kind over the runs, and the share of two cores they used."""
@@ -272,6 +447,8 @@ def main() -> None:
     ap.add_argument("--library-repeats", type=int, default=1)
     ap.add_argument("--latency-rate", type=int, default=500)
     ap.add_argument("--latency-seconds", type=float, default=20)
+    ap.add_argument("--ddl-rounds", type=int, default=5, help="ADD COLUMNs per sink under load (0: skip)")
+    ap.add_argument("--ddl-sinks", default="changelog,delta", help="sinks the DDL latency is measured into")
     args = ap.parse_args()
     home = pyspark_bytecode.spark_home()
     print("spark python zip:", pyspark_bytecode.zip_state(home / "python" / "lib" / "pyspark.zip").describe(), flush=True)
@@ -321,6 +498,9 @@ def main() -> None:
                 ("stream -> delta, catch-up x2", lambda: b.stream("delta", 2), args.repeats),
             ]
             for name, fn, repeats in runs:
+                if repeats <= 0:
+                    print(f"  {name:>34}: skipped (0 repeats)", flush=True)
+                    continue
                 b.in_batches.clear()
                 b.cpu.clear()
                 report(name, timed(fn, n, repeats) if fn == b.mariadb_binlog else paired(name, fn, repeats), repeats)
@@ -331,9 +511,18 @@ def main() -> None:
         lat = b.latency(args.latency_rate, args.latency_seconds)
         p50, p99 = pct(lat, 50), pct(lat, 99)
         print(f"commit-to-visible latency at {args.latency_rate} tx/s: p50={p50:.3f}s p99={p99:.3f}s", flush=True)
+        ddl: dict[str, float] = {}
+        for kind in [k.strip() for k in args.ddl_sinks.split(",") if k.strip()] if args.ddl_rounds > 0 else []:
+            lat, in_schema = b.ddl_latency(kind, args.latency_rate, args.ddl_rounds)
+            ddl[kind] = statistics.median(lat)
+            schema_part = (f"; column in the table's schema: median={statistics.median(in_schema):.3f}s "
+                           f"max={max(in_schema):.3f}s" if kind == "delta" else "")
+            print(f"DDL commit to first row of the new shape visible in {kind} at {args.latency_rate} tx/s: "
+                  f"median={ddl[kind]:.3f}s max={max(lat):.3f}s over {len(lat)} ADD COLUMNs "
+                  f"({', '.join(f'{x:.2f}' for x in lat)}){schema_part}", flush=True)
         headline = f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"
         print(f"rows_per_s={int(rates[headline])} ratio_vs_mariadb_binlog={ratios[headline]:.3f} "
-              f"p99_latency_s={p99:.3f}")
+              f"p99_latency_s={p99:.3f} ddl_to_visible_s={ddl.get('changelog', float('nan')):.3f}")
     finally:
         b.spark.stop()
         b.server.stop()

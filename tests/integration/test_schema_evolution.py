@@ -297,3 +297,56 @@ def test_a_stream_started_before_a_ddl_reads_both_shapes(mariadb, postgres, fres
         assert query.exception() is None
     finally:
         query.stop()
+
+
+# --- stops ---------------------------------------------------------------------------------------
+
+STOPS = [("postgres", "exception", "ALTER TABLE orders ADD COLUMN extra INT", "stopped at a schema change"),
+         ("delta", "evolve", "ALTER TABLE orders RENAME COLUMN s TO s2", "delta cannot rename column s to s2")]
+
+
+@pytest.mark.parametrize("kind,behavior,ddl,message", STOPS, ids=[f"{k}-{b}" for k, b, _, _ in STOPS])
+def test_a_ddl_the_settings_refuse_stops_the_stream_after_every_change_before_it(
+        mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, behavior, ddl, message):
+    """Everything logged before the DDL is in the sink, nothing after it; the error names the
+    statement and its offset, and says the watchdog will not relaunch the stream."""
+    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.statements import NOT_EXACT_MARKER
+
+    mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT, s VARCHAR(20))", database=fresh_db)
+    file, position = mariadb.master_status()
+    mariadb.execute(*[f"INSERT INTO orders VALUES ({i}, {i}, 'v{i}')" for i in range(1, 31)], database=fresh_db)
+    before = mysql_rows(mariadb, TableId(fresh_db, "orders"), ["id", "a", "s"], ("id",))
+    mariadb.execute(ddl, *[f"INSERT INTO orders (id, a) VALUES ({i}, {i})" for i in range(31, 41)], database=fresh_db)
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name="ddl-stop", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"), sink=sink_cfg, startup_mode="specific-offset",
+        startup_offset={"file": file, "position": position},
+        stream=StreamOptions(max_events_per_batch=20, heartbeat_s=1.0, trigger_interval_s=0.2),
+        schema_change_behavior=behavior)
+    t = TableId(fresh_db, "orders")
+    with mariadb.connect() as conn:
+        schema = read_table_schema(conn, t)
+    from dataclasses import replace as _replace
+
+    # the stream starts with the shape before the DDL (as after a snapshot)
+    original = _replace(schema, columns=tuple(c for c in schema.columns if c.name in ("id", "a", "s")))
+    if behavior == "evolve":   # RENAME: today's column is s2; the shape at the start had s
+        from airflow_provider_mysqlcdc.cdc.model import Column
+        original = _replace(schema, columns=tuple(
+            Column.from_dict({**c.to_dict(), "name": "s"}) if c.name == "s2" else c for c in schema.columns))
+    query = start_stream(spark, config, build_sink(config.sink), [original])
+    try:
+        with pytest.raises(Exception) as stopped:
+            query.awaitTermination(90)
+        error = str(stopped.value)
+        assert message in error and NOT_EXACT_MARKER in error, error[-2000:]
+        assert ddl in error and file in error
+        if kind == "delta":
+            got = {k: {c: r[c] for c in ("id", "a", "s")} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+        else:
+            got = postgres_rows(postgres, f"{fresh_db}__orders", ["id", "a", "s"], ("id",), sink_cfg.options["schema"])
+        assert got == before
+    finally:
+        query.stop()

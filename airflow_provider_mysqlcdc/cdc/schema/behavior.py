@@ -57,8 +57,14 @@ class SchemaChangeStopped(CdcError):
     """``exception``: the stream stopped at a DDL; everything before it is in the sink."""
 
 
+NO_RELAUNCH = f" ({NOT_EXACT_MARKER} with these settings: the watchdog does not relaunch it.)"
+
+
 class SchemaEvolutionError(CdcError):
-    """``evolve``: the sink cannot make a change the source made."""
+    """``evolve``: the sink cannot make a change the source made (a relaunch would stop again)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message + NO_RELAUNCH)
 
 
 def check_behavior(value: str) -> str:

@@ -153,7 +153,7 @@ class StepPlanner:
                 raise SchemaMismatchError(
                     f"{t}: rows were logged after the table was dropped or renamed away "
                     f"(at _seq {r['first_seq']}); the schema history has no live version for them. Fix: reload "
-                    "the table (trigger the pipeline with reset=true).")
+                    "the table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH)
             if not _same_columns(logged, src):
                 if not pending:
                     raise SchemaMismatchError(
@@ -161,7 +161,7 @@ class StepPlanner:
                         f"{list(logged.column_names)}, but the schema history expects {list(src.column_names)} "
                         "there, and no DDL in the binlog explains the difference (a change the stream did not see: "
                         "binlog off for a session, a filtered statement, a replica that diverged). Fix: reload the "
-                        "table (trigger the pipeline with reset=true).")
+                        "table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH)
                 flush()
                 settled = self._settle(t, current, src, sink, logged)
                 steps.append(settled)
@@ -198,7 +198,7 @@ class StepPlanner:
                     f"{t}: cannot read the DDL at {where}: {_short(sql)!r} ({unreadable}); schema_change_behavior "
                     f"'{self.behavior}' stops here. Every change before it is in the sink. Fix: set "
                     "schema_change_behavior to 'lenient' (the rows' own column metadata then decides), and restart "
-                    "the stream.") from None
+                    "the stream." + B.NO_RELAUNCH) from None
             log.warning("%s: cannot read the DDL at %s (%s); the next rows' TABLE_MAP decides the shape", t, where,
                         unreadable)
             return self._record(t, mark, TableVersion(offset, src, sink, sql, (), (f"unread DDL: {unreadable}",),

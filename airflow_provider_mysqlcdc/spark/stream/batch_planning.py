@@ -40,7 +40,13 @@ def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
     Decodes with the fast reader (counting needs each event's rows). A cut inside a
     transaction resumes from a transaction start at or before it: the scan's own start for
     the first flush, else the reader's transaction start after the previous flush.
+
+    A DDL on a captured table ends the micro-batch before it (unless it is where the batch
+    starts): so near the head a DDL opens its micro-batch, its rows come after it, and a stop
+    at the DDL (``schema_change_behavior`` exception) leaves every change before it committed.
+    (A catch-up micro-batch, planned by bytes, may hold a DDL inside; the sinks take it in order.)
     """
+    from ...cdc.events import SchemaChange
     from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
     from .change_rows import offsets_of
 
@@ -60,6 +66,9 @@ def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
                     o = item.offset
                     offsets.append((np.array([o.file_index]), np.array([o.position]), np.array([0])))
             rows = sum(len(o[0]) for o in offsets)
+            ddl = next((x for x in group if isinstance(x, SchemaChange) and x.offset > start.at), None)
+            if ddl is not None and (max_changes is None or n + rows <= max_changes):
+                return ScanResult(StreamOffset.boundary(ddl.offset), n + rows, True)
             if max_changes is not None and rows and n + rows > max_changes:
                 f = np.concatenate([o[0] for o in offsets])
                 p = np.concatenate([o[1] for o in offsets])

@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 )
 
 from ...cdc.errors import SchemaMismatchError
+from ...cdc.statements import NOT_EXACT_MARKER
 from ...cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import split_binlog_file
@@ -160,15 +161,19 @@ class SourceLayout:
         want = [f.name for f in slot.image]
         if got != want:
             raise SchemaMismatchError(
-                f"{slot.schema.table_id}: the binlog has columns {got} but the stream started with {want}: "
-                "the table's schema changed since the stream started. Fix: restart the stream job so it "
-                "reads the new schema.")
+                f"{slot.schema.table_id}: the binlog has columns {got} but the stream started with {want}: the "
+                "table's schema changed, and this sink's row path (the console sink, the changelog's parquet "
+                f"format, direct_write false) reads one shape per table for the whole query, so {NOT_EXACT_MARKER} "
+                "here. Fix: use a Delta, PostgreSQL or changelog-json sink with its direct write (the default), "
+                "which follows DDL, or reload the table (trigger the pipeline with reset=true).")
         try:
             return image.cast(slot.image)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise SchemaMismatchError(
                 f"{slot.schema.table_id}: binlog column types {image.type} do not convert to the stream's "
-                f"{slot.image} ({e}). Fix: restart the stream job so it reads the table's current schema.") from e
+                f"{slot.image} ({e}): this sink's row path reads one shape per table for the whole query, so "
+                f"{NOT_EXACT_MARKER} here. Fix: use a sink with its direct write (the default), which follows DDL, "
+                "or reload the table (trigger the pipeline with reset=true).") from e
 
     def from_arrow(self, table_id: TableId, batch: pa.RecordBatch, first_file_index: int) -> pa.RecordBatch:
         """A fast-decoder batch (``fastbinlog.reader.batch_schema``) in the source layout."""
