@@ -439,3 +439,35 @@ def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db,
         assert query.exception() is None
     finally:
         query.stop()
+
+
+def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(mariadb, postgres, fresh_db, spark,
+                                                                                tmp_dir, monkeypatch):
+    """An ALTER run with sql_log_bin=0 never reaches the binlog: the rows after it come with a
+    TABLE_MAP the schema history cannot explain, and the stream stops instead of guessing."""
+    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.statements import NOT_EXACT_MARKER
+
+    mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT)", database=fresh_db)
+    file, position = mariadb.master_status()
+    t = TableId(fresh_db, "orders")
+    with mariadb.connect() as conn:
+        schema = read_table_schema(conn, t)
+    mariadb.execute(*[f"INSERT INTO orders VALUES ({i}, {i})" for i in range(1, 11)], database=fresh_db)
+    mariadb.execute("SET SESSION sql_log_bin = 0", "ALTER TABLE orders ADD COLUMN hidden INT", database=fresh_db)
+    mariadb.execute("INSERT INTO orders VALUES (11, 11, 11)", database=fresh_db)
+    sink_cfg = sink_config("postgres", tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name="ddl-unexplained", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"), sink=sink_cfg, startup_mode="specific-offset",
+        startup_offset={"file": file, "position": position},
+        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2), schema_change_behavior="lenient")
+    query = start_stream(spark, config, build_sink(config.sink), [schema])
+    try:
+        with pytest.raises(Exception) as stopped:
+            query.awaitTermination(90)
+        error = str(stopped.value)
+        assert "no DDL in the binlog explains the difference" in error and str(t) in error, error[-2000:]
+        assert f"{file}:" in error and NOT_EXACT_MARKER in error
+    finally:
+        query.stop()

@@ -152,12 +152,13 @@ class StepPlanner:
             if src is None or sink is None:
                 raise SchemaMismatchError(
                     f"{t}: rows were logged after the table was dropped or renamed away "
-                    f"(at _seq {r['first_seq']}); the schema history has no live version for them. Fix: reload "
+                    f"(at {r.get('first_at') or '_seq ' + str(r['first_seq'])}); the schema history has no live version "
+                    "for them. Fix: reload "
                     "the table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH)
             if not _same_columns(logged, src):
                 if not pending:
                     raise SchemaMismatchError(
-                        f"{t}: rows at _seq {r['first_seq']} of this micro-batch were logged with columns "
+                        f"{t}: rows at {r.get('first_at') or '_seq ' + str(r['first_seq'])} were logged with columns "
                         f"{list(logged.column_names)}, but the schema history expects {list(src.column_names)} "
                         "there, and no DDL in the binlog explains the difference (a change the stream did not see: "
                         "binlog off for a session, a filtered statement, a replica that diverged). Fix: reload the "

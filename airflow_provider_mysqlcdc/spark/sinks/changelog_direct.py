@@ -27,14 +27,14 @@ import pyarrow as pa
 
 from ...cdc.model import TableId
 from .changelog_lines import ChangeLines, joined_bytes
-from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature
+from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 
 SUFFIX = ".jsonl"
 
 # One record per (range, table) with rows: where the part is and which _seq it spans.
 PART_FIELDS = (("database", pa.string()), ("table", pa.string()), ("path", pa.string()), ("size", pa.int64()),
                ("lines", pa.int64()), ("changes", pa.int64()), ("first_seq", pa.int64()), ("last_seq", pa.int64()),
-               ("columns", pa.string()), ("ddl", pa.string()))
+               ("columns", pa.string()), ("ddl", pa.string()), ("first_at", pa.string()))
 PART_ARROW_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in PART_FIELDS])
 
 
@@ -78,6 +78,7 @@ class DirectWrite(DirectSpec):
         tag = uuid.uuid4().hex[:12]
         encoders: dict[tuple, ChangeLines] = {}
         parts: dict[tuple, _TablePart] = {}
+        where: dict[tuple, str] = {}
         segments = Segments()
         records: list[dict[str, Any]] = []
         try:
@@ -86,7 +87,8 @@ class DirectWrite(DirectSpec):
                     segments.add(item)
                     records += [{"database": t.database, "table": t.table, "path": "", "size": 0, "lines": 0,
                                  "changes": 0, "first_seq": item.seq, "last_seq": item.seq, "columns": "",
-                                 "ddl": item.to_json()} for t in item.tables]
+                                 "ddl": item.to_json(),
+                                 "first_at": f"{item.offset['file']}:{item.offset['position']}"} for t in item.tables]
                     continue
                 t, slot = item.table_id, item.slot
                 columns = columns_signature(slot.schema)
@@ -103,15 +105,18 @@ class DirectWrite(DirectSpec):
                         path = (f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
                                 f"-a{attempt}{SUFFIX}")
                         parts[key] = _TablePart(fs, prefix, path)
+                        where[key] = first_at(piece)
                     parts[key].add(lines, line_seq, piece.num_rows)
         except BaseException:
             for p in parts.values():
                 p.abort()
             raise
-        for (t, _seg, columns), p in parts.items():
+        for key, p in parts.items():
+            t, _seg, columns = key
             rec = p.close()
             if rec is not None:
-                records.append({"database": t.database, "table": t.table, **rec, "columns": columns, "ddl": ""})
+                records.append({"database": t.database, "table": t.table, **rec, "columns": columns, "ddl": "",
+                                "first_at": where[key]})
         return pa.RecordBatch.from_pylist(records, schema=PART_ARROW_SCHEMA)
 
 

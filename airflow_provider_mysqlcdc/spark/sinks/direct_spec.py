@@ -82,6 +82,13 @@ class DdlMark:
                            "sql": self.sql, "offset": self.offset, "seq": self.seq}, sort_keys=True)
 
 
+def first_at(rows: pa.RecordBatch) -> str:
+    """``file:position`` of a source batch's first row (for messages that name a place in the binlog)."""
+    if not rows.num_rows:
+        return ""
+    return f"{rows.column('binlog_file')[0].as_py()}:{rows.column('binlog_pos')[0].as_py()}"
+
+
 def columns_signature(schema: Any) -> str:
     """The columns a row image holds (name, type as declared): what a data record was logged with,
     so the driver can check it against the schema version it expects there."""

@@ -25,11 +25,11 @@ from ...cdc.errors import SchemaMismatchError
 from ...cdc.model import TableId, TableSchema
 from .base import META_OP, META_SEQ
 from .change_arrow import OP_ARRAY, explode_changes, last_per_identity
-from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature
+from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 
 RECORD_FIELDS = (("database", pa.string()), ("table", pa.string()), ("changes", pa.int64()), ("rows", pa.int64()),
                  ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("payload", pa.binary()),
-                 ("columns", pa.string()), ("ddl", pa.string()))
+                 ("columns", pa.string()), ("ddl", pa.string()), ("first_at", pa.string()))
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in RECORD_FIELDS])
 
 # Reduce a range's accumulated rows again once they pass this many (bounds a task's memory).
@@ -103,6 +103,7 @@ class LastChange(DirectSpec):
 
     def write_range(self, items: Iterable[TableRows | DdlMark], batch_id: int, part: int) -> pa.RecordBatch:
         reduced: dict[tuple[Any, int, str], _Reduced] = {}
+        where: dict[tuple[Any, int, str], str] = {}
         segments = Segments()
         records = []
         for item in items:
@@ -118,6 +119,7 @@ class LastChange(DirectSpec):
                 key = (t, seg, columns)
                 if key not in reduced:
                     reduced[key] = _Reduced(slot.schema.row_identity)
+                    where[key] = first_at(item.rows)
                 if len(rows) == table.num_rows:
                     reduced[key].add(table, item.rows.num_rows)
                     continue
@@ -125,18 +127,20 @@ class LastChange(DirectSpec):
                 # a source row is one change: an update's -U and +U count once
                 ops = piece.column(META_OP).to_numpy(zero_copy_only=False)
                 reduced[key].add(piece, int(np.count_nonzero(ops != "-U")))
-        for (t, _seg, columns), r in reduced.items():
+        for key, r in reduced.items():
+            t, _seg, columns = key
             rows = r.result()
             records.append({"database": t.database, "table": t.table, "changes": r.changes, "rows": rows.num_rows,
                             "first_seq": r.first_seq, "last_seq": r.last_seq, "payload": to_ipc(rows),
-                            "columns": columns, "ddl": ""})
+                            "columns": columns, "ddl": "", "first_at": where[key]})
         return pa.RecordBatch.from_pylist(records, schema=RECORD_SCHEMA)
 
 
 def ddl_record(table_id: Any, mark: DdlMark) -> dict[str, Any]:
     """A DDL's record for one of its tables: no rows, its place in ``first_seq``/``last_seq``."""
     return {"database": table_id.database, "table": table_id.table, "changes": 0, "rows": 0,
-            "first_seq": mark.seq, "last_seq": mark.seq, "payload": b"", "columns": "", "ddl": mark.to_json()}
+            "first_seq": mark.seq, "last_seq": mark.seq, "payload": b"", "columns": "", "ddl": mark.to_json(),
+            "first_at": f"{mark.offset['file']}:{mark.offset['position']}"}
 
 
 def merged_rows(schema: TableSchema, payloads: Sequence[bytes]) -> pa.Table:
