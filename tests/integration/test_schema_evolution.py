@@ -11,6 +11,7 @@ the sink started with. The table no DDL touched keeps flowing throughout.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -469,5 +470,39 @@ def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(
         error = str(stopped.value)
         assert "no DDL in the binlog explains the difference" in error and str(t) in error, error[-2000:]
         assert f"{file}:" in error and NOT_EXACT_MARKER in error
+    finally:
+        query.stop()
+
+
+def test_the_console_prints_rows_and_schema_changes_in_order(mariadb, fresh_db, spark, tmp_dir):
+    import io
+
+    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+    from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
+
+    mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT)", database=fresh_db)
+    file, position = mariadb.master_status()
+    t = TableId(fresh_db, "orders")
+    with mariadb.connect() as conn:
+        schema = read_table_schema(conn, t)
+    mariadb.execute("INSERT INTO orders VALUES (1, 10)", "UPDATE orders SET a = 11 WHERE id = 1",
+                    "ALTER TABLE orders ADD COLUMN note VARCHAR(10) DEFAULT 'x'",
+                    "INSERT INTO orders VALUES (2, 20, 'two')", "DELETE FROM orders WHERE id = 1", database=fresh_db)
+    config = PipelineConfig(
+        name="ddl-console", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"), sink=SinkConfig("console", {}), startup_mode="specific-offset",
+        startup_offset={"file": file, "position": position}, stream=StreamOptions(heartbeat_s=1.0,
+                                                                                  trigger_interval_s=0.2))
+    out = io.StringIO()
+    query = start_stream(spark, config, ConsoleSink(out), [schema])
+    try:
+        deadline = time.time() + 60
+        while out.getvalue().count("\n") < 6 and time.time() < deadline:
+            time.sleep(0.2)
+        lines = out.getvalue().splitlines()
+        assert [line.split(" ")[0] for line in lines] == ["+I", "-U", "+U", "SC", "+I", "-D"], lines
+        assert lines[3].startswith(f"SC {t} ") and "ADD COLUMN note" in lines[3]
+        assert json.loads(lines[4].split(" ", 2)[2]) == {"id": 2, "a": 20, "note": "two"}
     finally:
         query.stop()

@@ -4,15 +4,16 @@
     -U shop.orders {"id":1,...}
     +U shop.orders {"id":1,...}
 
-For debugging only: it brings every row it prints to the driver (``toArrow``), so use it
-on small tables or rate-limited streams. Values use the changelog sink's JSON encoding.
-Snapshot rows print as +I; change rows in binlog order (``_seq``).
+For debugging only: it brings every row it prints to the driver, so use it on small tables
+or rate-limited streams. Values use the changelog sink's JSON encoding. Snapshot rows print
+as +I; stream changes in binlog order, encoded by the source's tasks (``console_direct.py``),
+with a schema change as ``SC db.t {"ddl": ..., "actions": [...]}`` in its place.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -59,6 +60,40 @@ class ConsoleSink(Sink):
                        batch_id: str) -> SnapshotWrite:
         table = frame.select(*[spark_col(c) for c in schema.column_names]).toArrow()
         return SnapshotWrite(self._print(schema, table, None), {"batch": batch_id})
+
+    # --- stream: the source's tasks encode the lines (console_direct.py) -----------------------
+
+    def direct_write(self) -> Any:
+        from .console_direct import ConsoleLines
+
+        return ConsoleLines()
+
+    def schema_capabilities(self) -> frozenset[str]:
+        from ...cdc.schema.behavior import ACTION_KINDS
+
+        return frozenset(ACTION_KINDS)   # it prints what happened
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        """Print the table's changes and schema changes of the micro-batch in binlog order."""
+        import json
+
+        from ...cdc.schema.steps import RowsStep
+
+        out = self.stream
+        name = str(table_id)
+        changes = 0
+        for step in steps:
+            if not isinstance(step, RowsStep):
+                body = {"ddl": step.ddl, "actions": [a.describe() for a in step.actions]}
+                out.write(f"SC {name} {json.dumps(body, ensure_ascii=False)}\n")
+                continue
+            for r in sorted(step.records, key=lambda r: r["first_seq"]):
+                for line in bytes(r["payload"]).decode("utf-8").splitlines():
+                    row = json.loads(line)
+                    out.write(f"{row['op']} {name} {dumps(row['data'])}\n")
+            changes += step.changes
+        out.flush()
+        return changes
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         table = (changes.select(*[spark_col(c) for c in schema.column_names], META_OP, META_SEQ)

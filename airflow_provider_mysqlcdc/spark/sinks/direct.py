@@ -26,13 +26,15 @@ import json
 
 from .base import BATCH_ID_PROPERTY
 from .changelog_direct import DirectWrite
+from .console_direct import ConsoleLines
 from .direct_spec import DirectSpec
 from .last_change import LastChange
 
 
 def spec_from_json(text: str) -> DirectSpec:
     """The spec a ``direct_write`` source option names; refuses kinds this version lacks."""
-    kinds: dict[str, type[DirectSpec]] = {DirectWrite.kind: DirectWrite, LastChange.kind: LastChange}
+    kinds: dict[str, type[DirectSpec]] = {DirectWrite.kind: DirectWrite, LastChange.kind: LastChange,
+                                          ConsoleLines.kind: ConsoleLines}
     options = json.loads(text)
     kind = options.pop("kind", DirectWrite.kind)
     if kind not in kinds:

@@ -162,10 +162,10 @@ class SourceLayout:
         if got != want:
             raise SchemaMismatchError(
                 f"{slot.schema.table_id}: the binlog has columns {got} but the stream started with {want}: the "
-                "table's schema changed, and this sink's row path (the console sink, the changelog's parquet "
-                f"format, direct_write false) reads one shape per table for the whole query, so {NOT_EXACT_MARKER} "
-                "here. Fix: use a Delta, PostgreSQL or changelog-json sink with its direct write (the default), "
-                "which follows DDL, or reload the table (trigger the pipeline with reset=true).")
+                "table's schema changed, and this sink's row path (the changelog's parquet format, direct_write "
+                f"false) reads one shape per table for the whole query, so {NOT_EXACT_MARKER} here. Fix: use a "
+                "Delta, PostgreSQL, changelog-json or console sink with its direct write (the default), which "
+                "follows DDL, or reload the table (trigger the pipeline with reset=true).")
         try:
             return image.cast(slot.image)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
