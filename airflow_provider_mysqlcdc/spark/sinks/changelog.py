@@ -406,8 +406,11 @@ class ChangelogSink(Sink):
         if files:
             self._publish(files, self.stream_file(table_id, batch_id), tmp_dir)
         fs.delete_dir(prefix + tmp_dir)
-        log.info("changelog %s micro-batch %d: %d changes and %d schema change(s)", table_id, batch_id, changes,
-                 sum(1 for s in steps if not isinstance(s, RowsStep)))
+        parts = [r for s in steps if isinstance(s, RowsStep) for r in s.records]
+        ddl = sum(1 for s in steps if not isinstance(s, RowsStep))
+        log.info("changelog %s micro-batch %d: %d changes, %d lines from %d binlog ranges%s", table_id, batch_id,
+                 changes, sum(int(r["lines"]) for r in parts), len(parts),
+                 f", {ddl} schema change(s)" if ddl else "")
         return changes
 
     def _write_parquet_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int, tmp_dir: str) -> int:
