@@ -139,7 +139,7 @@ class StepPlanner:
             if r.get("ddl"):
                 flush()
                 mark = json.loads(r["ddl"])
-                step = self._change(t, mark, src, sink, pending, records[i + 1:])
+                step = self._change(t, mark, src, sink, pending)
                 if step is None:
                     continue
                 steps.append(step)
@@ -180,7 +180,7 @@ class StepPlanner:
     # --- a DDL ---------------------------------------------------------------------------------
 
     def _change(self, t: TableId, mark: Mapping[str, Any], src: TableSchema | None, sink: TableSchema | None,
-                pending: bool, after: Sequence[Mapping[str, Any]]) -> ChangeStep | None:
+                pending: bool) -> ChangeStep | None:
         offset, sql = mark["offset"], mark["sql"]
         recorded = self.history.at(t, offset)
         if recorded is not None:   # a replay: the same actions, already planned
