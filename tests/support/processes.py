@@ -22,6 +22,7 @@ class CommandLineWatcher:
         self.on_new = on_new
         self.seen: list[str] = []
         self.by_pid: dict[int, list[str]] = {}
+        self.parent: dict[int, int] = {}
         self._pids: set[tuple[int, str]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -39,16 +40,25 @@ class CommandLineWatcher:
 
     def processes(self, *needles: str, unless: str | None = None) -> list[int]:
         """Pids that at some point ran a command line containing every needle (one process
-        may exec several command lines: spark-submit -> spark-class -> java)."""
-        return [pid for pid, lines in self.by_pid.items()
-                if any(all(n in l for n in needles) and (unless is None or unless not in l) for l in lines)]
+        may exec several command lines: spark-submit -> spark-class -> java). A child seen
+        between its fork and its exec shows its parent's command line (the JVM starting its
+        Python driver or workers does this); it is not counted as a process of its own."""
+        def runs(lines: list[str]) -> bool:
+            return any(all(n in l for n in needles) and (unless is None or unless not in l) for l in lines)
+
+        return [pid for pid, lines in self.by_pid.items() if runs(lines) and not self._fork_copy(pid)]
+
+    def _fork_copy(self, pid: int) -> bool:
+        """True when ``pid`` was first seen with a command line its parent had too."""
+        lines, parent = self.by_pid.get(pid, []), self.parent.get(pid)
+        return bool(lines) and parent is not None and lines[0] in self.by_pid.get(parent, [])
 
     def _run(self) -> None:
         import psutil
 
         me = os.getpid()
         while not self._stop.is_set():
-            for p in psutil.process_iter(["pid", "cmdline"]):
+            for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
                 try:
                     argv = p.info["cmdline"] or []
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -62,7 +72,8 @@ class CommandLineWatcher:
                 self._pids.add(key)
                 self.seen.append(line)
                 self.by_pid.setdefault(p.info["pid"], []).append(line)
-                if self.on_new is not None:
+                self.parent.setdefault(p.info["pid"], p.info["ppid"])
+                if self.on_new is not None and not self._fork_copy(p.info["pid"]):
                     try:
                         self.on_new(p.info["pid"], line)
                     except Exception:  # the process may be gone already

@@ -1,0 +1,35 @@
+"""The e2e tests count Spark jobs by watching command lines; a process seen between its fork
+and its exec shows its parent's command line and must not count as a second job (CI once
+counted a JVM twice while it was starting its Python driver)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from tests.support.processes import CommandLineWatcher
+
+FORKS = ("import os, sys, time\n"
+         "time.sleep(0.6)\n"
+         "pid = os.fork()\n"
+         "if pid == 0:\n"
+         "    time.sleep(1.0)\n"
+         "    os._exit(0)\n"
+         "os.waitpid(pid, 0)\n"
+         "time.sleep(0.3)\n")
+
+
+def test_a_fork_child_before_its_exec_is_not_a_process_of_its_own():
+    needle = "watcher-needle-7f3a"
+    seen: list[int] = []
+    watcher = CommandLineWatcher((needle,), every_s=0.05, on_new=lambda pid, line: seen.append(pid)).start()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", FORKS, needle])
+        proc.wait(10)
+        time.sleep(0.2)
+    finally:
+        watcher.stop()
+    assert len(watcher.by_pid) == 2, watcher.by_pid  # the parent and its forked copy were both seen
+    assert watcher.processes(needle) == [proc.pid]
+    assert seen == [proc.pid]  # on_new is not called for the copy either
