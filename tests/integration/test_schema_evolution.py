@@ -437,6 +437,21 @@ def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db,
         assert ddl == [s for s in SEQUENCE if s.startswith("ALTER")]
         seqs = [(line["meta"]["batch"], line["meta"]["seq"]) for line in lines]
         assert seqs == sorted(seqs), "lines and schema changes in binlog order"
+        # Every data line names its layout; the registry's document says its columns, so a
+        # reader decodes each line alone: its data keys are the layout's names, in order.
+        registry = root / t.database / t.table / "_schemas"
+        layouts = {p.stem: json.loads(p.read_text()) for p in registry.glob("*.json")}
+        data = [line for line in lines if line["op"] != "SC"]
+        assert data and all(line["meta"]["schema_id"] in layouts for line in data)
+        for line in data:
+            assert list(line["data"]) == [c["name"] for c in layouts[line["meta"]["schema_id"]]["columns"]], line
+        # one layout per shape the table had while rows came: the ids change at (and only at) DDLs
+        # that changed the columns, in binlog order
+        ids = [line["meta"]["schema_id"] for line in lines if line["op"] != "SC"]
+        runs = [i for k, i in enumerate(ids) if k == 0 or ids[k - 1] != i]
+        assert len(runs) == len(set(runs)) >= 4, runs
+        names = [tuple(c["name"] for c in layouts[i]["columns"]) for i in runs]
+        assert names[-1] == FINAL_COLUMNS and names[0] == tuple(c.name for c in start_schema.columns)
         assert query.exception() is None
     finally:
         query.stop()

@@ -81,6 +81,13 @@ def test_json_snapshot_round_trips_exact_values_and_rerun_replaces(typed_table, 
     assert one["dec65"] == "-1.000000000000000000000000000001" and one["raw"] == "AP8Q"
     assert one["wall"] == "1000-01-01T00:00:00.000001" and one["at"] == "2038-01-19T03:14:07.999999Z"
     assert one["tm"] == -3020399000000 and one["da"] == "1000-01-01"
+    # the snapshot's lines name their layout, registered beside them
+    from airflow_provider_mysqlcdc.cdc.schema.fingerprint import schema_id
+
+    assert {line["meta"]["schema_id"] for line in lines} == {schema_id(schema.columns)}
+    doc = json.loads((tmp_dir / "log" / sink.table_dir(schema.table_id) / "_schemas" /
+                      f"{schema_id(schema.columns)}.json").read_text())
+    assert [c["name"] for c in doc["columns"]] == list(schema.column_names)
 
     before = sorted(p.name for p in snap.rglob("*.jsonl"))
     sink.write_snapshot(schema, frame, batch.ranges(), batch.batch_id)

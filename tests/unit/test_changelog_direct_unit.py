@@ -109,6 +109,34 @@ def test_change_lines_follow_the_change_row_rules():
     assert [g["meta"]["seq"] for g in got] == seq.tolist()
     assert seq.tolist() == [2 * (100 << 20), 2 * (200 << 20 | 1), 2 * (200 << 20 | 1) + 1, 2 * (1 << 52 | 50 << 20)]
     assert got[1]["meta"]["gtid"] is None and got[1]["meta"]["binlog_row"] == 1
+    tagged, _ = ChangeLines("shop", "orders", "t0", SCHEMA.column_names, schema_id="0a1b2c3d4e5f").lines(batch, 9)
+    tagged_meta = [json.loads(x)["meta"] for x in tagged.to_pylist()]
+    assert [list(m)[-2:] for m in tagged_meta] == [["batch", "schema_id"]] * 4
+    assert {m.pop("schema_id") for m in tagged_meta} == {"0a1b2c3d4e5f"}
+    assert tagged_meta == [g["meta"] for g in got]
+
+
+def test_a_layout_id_changes_with_names_types_and_nullability_only(tmp_path):
+    from dataclasses import replace
+
+    from airflow_provider_mysqlcdc.cdc.schema.fingerprint import schema_id
+    from airflow_provider_mysqlcdc.spark.sinks.changelog_schemas import read_schema, register
+
+    cols = list(SCHEMA.columns)
+    base = schema_id(cols)
+    assert len(base) == 12 and schema_id([replace(c) for c in cols]) == base
+    assert schema_id([replace(cols[0], ordinal=9, charset="x")] + cols[1:]) == base  # not part of the layout
+    assert schema_id([replace(cols[0], name="id2")] + cols[1:]) != base
+    assert schema_id([replace(cols[1], column_type="decimal(20,2)") if i == 1 else c for i, c in enumerate(cols)]) != base
+    assert schema_id([replace(cols[1], nullable=not cols[1].nullable) if i == 1 else c
+                      for i, c in enumerate(cols)]) != base
+    assert schema_id(cols[::-1]) != base
+    fs, prefix = FsSpec("uri", str(tmp_path)).open()
+    assert register(fs, prefix, str(tmp_path), SCHEMA.table_id, cols) == base
+    assert register(fs, prefix, str(tmp_path), SCHEMA.table_id, cols) == base   # idempotent
+    doc = read_schema(fs, prefix, SCHEMA.table_id, base)
+    assert [c["name"] for c in doc["columns"]] == list(SCHEMA.column_names)
+    assert sorted(p.name for p in (tmp_path / "shop" / "orders" / "_schemas").iterdir()) == [f"{base}.json"]
 
 
 def _part(tmp_path: Path) -> _TablePart:

@@ -4,13 +4,18 @@ Layout under ``<root>/<database>/<table>/`` (a local path or a pyarrow-supported
 
     snapshot/<batch>/part-<run>-<partition>-a<attempt>.jsonl   the batch's rows as +I
     stream/batch-000000123.jsonl                                one file per micro-batch
+    _schemas/<schema_id>.json                                   each column layout a line has
 
 JSON lines follow Flink's changelog-json (``data`` and ``op`` as Flink has them) plus a
 ``meta`` object::
 
     {"data":{"id":1,"amount":"9.99"},"op":"+I","meta":{"database":"shop","table":"orders",
      "binlog_file":"mariadb-bin.000003","binlog_pos":1234,"binlog_row":0,"gtid":"0-1-42",
-     "event_time":"2024-01-01T00:00:00.000000Z","seq":17,"batch":123}}
+     "event_time":"2024-01-01T00:00:00.000000Z","seq":17,"batch":123,"schema_id":"3f9c0a51d2e7"}}
+
+``schema_id`` names the layout (column names, declared types, nullability) the row was
+written with; its document is ``_schemas/<schema_id>.json`` (``changelog_schemas``), so a
+reader decodes any line on its own, also across DDL.
 
 Value encoding is stable (same input, same bytes) and lossless: DECIMAL as a plain string
 with its scale ("1.50"), binary as base64, TIMESTAMP as ISO-8601 UTC with microseconds and
@@ -65,6 +70,7 @@ from .base import (
 )
 from .changelog_direct import DirectWrite, batch_tmp_dir, table_dir
 from .changelog_lines import joined_bytes
+from .changelog_schemas import forget_registered, register
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +225,8 @@ class ChangelogSink(Sink):
 
     def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
         """Each table's directory: its snapshot parts and every micro-batch file."""
+        for t in table_ids:
+            forget_registered(self.root, t)
         return [self.table_dir(t) for t in table_ids if remove_tree(self.table_dir(t))]
 
     def table_dir(self, table_id: TableId) -> str:
@@ -259,8 +267,10 @@ class ChangelogSink(Sink):
                                  F.lit(t.table).alias(META_TABLE))
             file_schema = change_arrow_schema(schema, (META_OP, META_DATABASE, META_TABLE))
         else:
+            fs, prefix = self.fs_spec.open()
+            sid = register(fs, prefix, self.root, t, schema.columns)
             meta = [("database", F.lit(t.database)), ("table", F.lit(t.table)),
-                    ("snapshot_batch", F.lit(str(batch_id)))]
+                    ("snapshot_batch", F.lit(str(batch_id))), ("schema_id", F.lit(sid))]
             frame = frame.select(json_line_column(frame, schema.column_names, F.lit("+I"), meta).alias("line"))
             file_schema = LINES_SCHEMA
         records = write_files(frame, self._spec(tmp, file_schema))
@@ -305,7 +315,9 @@ class ChangelogSink(Sink):
         if lines is None:
             meta = [(k, col) for col, k in META_JSON_KEYS.items() if col in types]
             lines = self._lines[key] = JsonLines(types, schema.column_names, META_OP, meta)
-        line = lines.column([("batch", F.lit(int(batch_id)))])
+        fs, prefix = self.fs_spec.open()
+        sid = register(fs, prefix, self.root, schema.table_id, schema.columns)
+        line = lines.column([("batch", F.lit(int(batch_id))), ("schema_id", F.lit(sid))])
         selected = changes.select(line.alias("line"), spark_col(META_SEQ))
 
         def write(frame: DataFrame) -> list[tuple[int, int, FileRecord]]:

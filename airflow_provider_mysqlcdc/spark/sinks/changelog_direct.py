@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ...cdc.model import TableId
 from .changelog_lines import ChangeLines, joined_bytes
+from .changelog_schemas import register
 from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 
 SUFFIX = ".jsonl"
@@ -94,7 +95,8 @@ class DirectWrite(DirectSpec):
                 columns = columns_signature(slot.schema)
                 enc_key = (t, slot.column, columns)
                 if enc_key not in encoders:
-                    encoders[enc_key] = ChangeLines(t.database, t.table, slot.column, slot.schema.column_names)
+                    sid = register(fs, prefix, self.root, t, slot.schema.columns)
+                    encoders[enc_key] = ChangeLines(t.database, t.table, slot.column, slot.schema.column_names, sid)
                 rows = item.rows
                 seq = rows.column("seq").to_numpy(zero_copy_only=False).astype(np.int64) * 2
                 for seg, at in segments.split(t, seq):

@@ -179,11 +179,14 @@ class ChangeLines:
     ``JsonLines`` writes it for those rows (same keys, same order). Built once per table.
     """
 
-    def __init__(self, database: str, table: str, column: str, names: Sequence[str]) -> None:
+    def __init__(self, database: str, table: str, column: str, names: Sequence[str],
+                 schema_id: str | None = None) -> None:
         self.column = column
         self.names = tuple(names)
         self.meta_head = (',"meta":{"database":' + json_string(database) + ',"table":' + json_string(table)
                           + ',"binlog_file":')
+        # after "batch": the layout's id in the changelog's schema registry (changelog_schemas)
+        self.meta_tail = "" if schema_id is None else ',"schema_id":' + json_string(schema_id)
         self.data_keys = [("{" if i == 0 else ",") + json_string(n) + ":" for i, n in enumerate(self.names)]
 
     def lines(self, batch: pa.RecordBatch, batch_id: int) -> tuple[pa.Array, np.ndarray]:
@@ -203,7 +206,7 @@ class ChangeLines:
         for key, values in zip(self.data_keys, ch.images.flatten()):
             pieces += [key, json_texts(values)]
         pieces += ['},"op":', _OP_TEXTS.take(pa.array(ch.op_code)), self.meta_head, meta,
-                   pa.array(ch.seq).cast(pa.string()), f',"batch":{int(batch_id)}}}}}']
+                   pa.array(ch.seq).cast(pa.string()), f',"batch":{int(batch_id)}{self.meta_tail}}}}}']
         return concat_texts(_merged(pieces)), ch.seq
 
 
