@@ -71,6 +71,34 @@ class ConcurrentWriter:
     _key_set: set = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[BaseException] = field(default_factory=list)
+    _pause: threading.Condition = field(default_factory=threading.Condition)
+    _paused: bool = False
+    _parked: int = 0
+
+    def pause(self, timeout_s: float = 30.0) -> None:
+        """Stop writing and return once every thread is between transactions (for statements a
+        real application would not write through: dropping or renaming the table)."""
+        with self._pause:
+            self._paused = True
+            if not self._pause.wait_for(lambda: self._parked >= len(self._threads), timeout_s):
+                raise TimeoutError("writer threads did not park")
+
+    def resume(self, reload_keys: bool = False) -> None:
+        if reload_keys:
+            with self._lock:
+                self._load_keys()
+        with self._pause:
+            self._paused = False
+            self._pause.notify_all()
+
+    def _park_if_paused(self) -> None:
+        with self._pause:
+            if not self._paused:
+                return
+            self._parked += 1
+            self._pause.notify_all()
+            self._pause.wait_for(lambda: not self._paused or self._stop.is_set())
+            self._parked -= 1
 
     def _load_keys(self) -> None:
         cols = ", ".join(f"`{c}`" for c in self.spec.key_columns)
@@ -94,6 +122,9 @@ class ConcurrentWriter:
 
     def stop(self) -> WriterStats:
         self._stop.set()
+        with self._pause:
+            self._paused = False
+            self._pause.notify_all()
         for t in self._threads:
             t.join(30)
         self._threads.clear()
@@ -184,6 +215,9 @@ class ConcurrentWriter:
         try:
             with conn.cursor() as cur:
                 while not self._stop.is_set():
+                    self._park_if_paused()
+                    if self._stop.is_set():
+                        break
                     try:
                         for _ in range(rng.randint(1, self.max_statements_per_tx)):
                             self._one(cur, rng)

@@ -1082,3 +1082,48 @@ class TestPlannerOtherStatements:
             (change,) = out[t]
             assert kinds(change.actions) == [B.DROP_TABLE]
             assert p.history.at(t, offset(1000)).source is None
+
+
+class TestPlannerTableComesBack:
+    """A captured name that went away (DROP, RENAME away) and comes back (CREATE, RENAME into it)."""
+
+    CREATE = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name VARCHAR(10), born INT)"
+    NEW = schema(int_("id", False), varchar("name"), int_("born"))
+
+    def test_drop_then_create_under_evolve_creates_the_sink_table_again_empty(self):
+        p = Planner("evolve", PG)
+        steps = p.steps([rows(base(), 1), ddl("DROP TABLE t", 1000, 10), ddl(self.CREATE, 2000, 20),
+                         rows(self.NEW, 21)])
+        assert step_kinds(steps) == ["rows", "change", "change", "rows"]
+        assert kinds(steps[1].actions) == [B.DROP_TABLE] and steps[1].sink_after is None
+        create = steps[2]
+        assert kinds(create.actions) == [B.CREATE_TABLE] and create.sink_before is None
+        assert names(create.sink_after) == ["id", "name", "born"] and create.sink_after.row_identity == ("id",)
+        assert steps[3].sink == create.sink_after and steps[3].source.column_names == ("id", "name", "born")
+
+    def test_create_after_a_logged_drop_plans_columns_from_what_the_sink_kept(self):
+        p = Planner("lenient", DELTA)
+        steps = p.steps([ddl("DROP TABLE t", 1000, 10), ddl(self.CREATE, 2000, 20), rows(self.NEW, 21)])
+        create = steps[1]
+        assert [(a.kind, a.name) for a in create.actions] == [(B.ADD_COLUMN, "born")]
+        assert any("keeps the rows it had" in n for n in create.notes)
+        assert names(steps[2].sink) == ["id", "name", "born"]
+
+    @pytest.mark.parametrize("behavior, can", [("lenient", DELTA), ("evolve", PG)])
+    def test_renamed_away_and_back_is_settled_by_its_rows(self, behavior, can):
+        p = Planner(behavior, can)
+        steps = p.steps([rows(base(), 1), ddl("RENAME TABLE t TO t_parked", 1000, 10),
+                         ddl("RENAME TABLE t_parked TO t", 2000, 20), rows(base(), 21)])
+        assert step_kinds(steps) == ["rows", "change", "change", "change", "rows"]
+        settled = steps[3]
+        assert settled.actions == () and settled.sink_after == base()
+        assert steps[4].source.row_identity == ("id",)   # the key of the shape it had before it went away
+        assert not p.history.latest(T).pending
+
+    def test_renamed_under_the_name_after_the_sink_dropped_it_creates_the_table(self):
+        p = Planner("evolve", PG)
+        steps = p.steps([ddl("DROP TABLE t", 1000, 10), ddl("RENAME TABLE t_new TO t", 2000, 20),
+                         rows(self.NEW, 21)])
+        assert step_kinds(steps) == ["change", "change", "change", "rows"]
+        assert kinds(steps[2].actions) == [B.CREATE_TABLE] and names(steps[2].sink_after) == ["id", "name", "born"]
+        assert steps[2].sink_after.row_identity == ("id",)

@@ -48,6 +48,10 @@ ALTER_COLUMN_TYPE = "alter_column_type"
 TRUNCATE = "truncate_table"
 DROP_TABLE = "drop_table"
 ACTION_KINDS = (ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN, ALTER_COLUMN_TYPE, TRUNCATE, DROP_TABLE)
+# A captured name that comes back (CREATE TABLE, a rename into it) after the sink dropped its
+# table: the sink table is created again, empty, in the new shape. Every sink that can drop a
+# table can create one, so this is no capability of its own.
+CREATE_TABLE = "create_table"
 
 # In the message of a stop the watchdog must not restart (it would stop again at the same DDL).
 STOPPED_MARKER = "stopped at a schema change"
@@ -492,6 +496,22 @@ def _with_identity(sink: TableSchema, new: TableSchema) -> TableSchema:
         return replace(sink, row_identity=ident, primary_key=tuple(names.get(c.lower(), c) for c in new.primary_key
                                                                    if c.lower() in names))
     return sink
+
+
+def plan_returning_table(behavior: str, sink_name: str, can: Collection[str], sink: TableSchema | None,
+                         new: TableSchema, where: str, ddl: str) -> SinkPlan:
+    """A captured name comes back (``CREATE TABLE``, a rename into it) with the shape ``new``.
+
+    The sink dropped its table: it is created again, empty (the source's table is new, or its
+    rows were never this table's). The sink kept the old table (the drop or rename was only
+    logged): its columns are planned like an ``ALTER`` from what it holds, and its old rows stay.
+    """
+    if sink is None:
+        return SinkPlan((SinkAction(CREATE_TABLE),), new, (f"{new.table_id} created again in the sink, empty",))
+    plan = plan_columns(behavior, sink_name, can, sink, sink, new, (), {}, where, ddl)
+    return SinkPlan(plan.actions, plan.sink, plan.notes + (
+        f"{new.table_id} is a table that came under a captured name; the sink table keeps the rows it had under "
+        "that name (re-snapshot the table if the two differ)",))
 
 
 def plan_table_event(behavior: str, sink_name: str, can: Collection[str], kind: str, sink: TableSchema,

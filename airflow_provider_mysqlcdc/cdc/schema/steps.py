@@ -148,7 +148,15 @@ class StepPlanner:
                 current = version
                 src, sink, pending = version.source, version.sink, version.pending
                 continue
-            logged = logged_schema(t, r, src)
+            logged = logged_schema(t, r, src or sink or self._last_live(t))
+            if src is None and pending:   # a rename brought a table under this name: its rows say its shape
+                flush()
+                settled = self._settle(t, current, src, sink, logged)
+                steps.append(settled)
+                current = self.history.at(t, current.offset) if current.offset else self.history.versions[t][0]
+                src, sink, pending = logged, settled.sink_after, False
+                rows.append(r)
+                continue
             if src is None or sink is None:
                 raise SchemaMismatchError(
                     f"{t}: rows were logged after the table was dropped or renamed away "
@@ -214,7 +222,9 @@ class StepPlanner:
             if new_src is None or new_src == "pending":
                 return self._record(t, mark, TableVersion(offset, None, sink, sql, (), (), pending=new_src == "pending"),
                                     sink)
-            return self._record(t, mark, TableVersion(offset, new_src, sink, sql, (), ()), sink)
+            plan = B.plan_returning_table(self.behavior, self.sink_name, self.capabilities, sink, new_src, where, sql)
+            return self._record(t, mark, TableVersion(offset, new_src, plan.sink, sql,
+                                                      tuple(a.to_dict() for a in plan.actions), plan.notes), sink)
         kinds = {type(e) for e in events}
         if DropTable in kinds or (RenameTable in kinds and any(e.old == t for e in events if isinstance(e, RenameTable))
                                   and not any(e.new == t for e in events if isinstance(e, RenameTable))):
@@ -275,11 +285,22 @@ class StepPlanner:
                 current = replace(current, table_id=t)
         return current
 
-    def _settle(self, t: TableId, latest: TableVersion, src: TableSchema, sink: TableSchema,
+    def _last_live(self, t: TableId) -> TableSchema | None:
+        """The table's last source shape before it went away (its key names the rows of a table
+        renamed back under the name)."""
+        return next((v.source for v in reversed(self.history.versions.get(t, [])) if v.source is not None), None)
+
+    def _settle(self, t: TableId, latest: TableVersion, src: TableSchema | None, sink: TableSchema | None,
                 logged: TableSchema) -> ChangeStep:
-        """A pending version settled from the columns rows were logged with."""
-        plan = B.plan_columns(self.behavior, self.sink_name, self.capabilities, sink, src, logged, (), {},
-                              _where(latest.offset or {}), latest.ddl or "")
+        """A pending version settled from the columns rows were logged with (``src`` None: a table
+        renamed under this name, planned as a table that comes back)."""
+        where, ddl = _where(latest.offset or {}), latest.ddl or ""
+        if src is None:
+            plan = B.plan_returning_table(self.behavior, self.sink_name, self.capabilities, sink, logged, where, ddl)
+        else:
+            assert sink is not None
+            plan = B.plan_columns(self.behavior, self.sink_name, self.capabilities, sink, src, logged, (), {},
+                                  where, ddl)
         settled = replace(latest, source=logged, sink=plan.sink, pending=False,
                           actions=tuple(latest.actions) + tuple(a.to_dict() for a in plan.actions),
                           notes=tuple(latest.notes) + plan.notes + ("shape taken from the rows' TABLE_MAP",))

@@ -755,9 +755,14 @@ class PostgresSink(Sink):
 
         first = steps[0]
         sink0 = first.sink if isinstance(first, RowsStep) else first.sink_before
-        if sink0 is None:
-            raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
-        t = self._ensure_prepared(sink0)
+        if sink0 is not None:
+            t = self._ensure_prepared(sink0)
+        else:   # the sink table was dropped in an earlier batch; a schema step brings it back
+            named = next((s.sink_after for s in steps if not isinstance(s, RowsStep) and s.sink_after is not None),
+                         None)
+            if named is None:
+                raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
+            t = self.table(named)
         changes = 0
         conn = self._driver_conn()
         with conn.transaction():
@@ -822,6 +827,15 @@ class PostgresSink(Sink):
             elif a.kind == B.DROP_TABLE:
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
                 self._prepared.discard(t.table_id)
+            elif a.kind == B.CREATE_TABLE:
+                created = self.table(step.sink_after)
+                if self._exists(conn, created):   # not ours: the drop and this create share one transaction's fate
+                    raise ConfigError(
+                        f"{created.qualified} exists, but the stream dropped it with {created.table_id} and now "
+                        f"creates it again for the DDL at {step.offset.get('file')}:{step.offset.get('position')}; its rows are not the new table's. "
+                        f"Fix: drop or rename {created.qualified}, then restart the stream.")
+                self._create(conn, created)
+                self._prepared.add(t.table_id)
             log.info("%s: %s", t.qualified, a.describe())
         for note in step.notes:
             log.warning("%s: %s", t.qualified, note)
