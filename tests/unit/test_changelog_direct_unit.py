@@ -182,13 +182,19 @@ def _write_part(root: Path, t: TableId, batch_id: int, name: str, seqs: list[int
             "changes": len(seqs), "first_seq": seqs[0], "last_seq": seqs[-1]}
 
 
+def _rows_step(*records: dict):
+    from airflow_provider_mysqlcdc.cdc.schema.steps import RowsStep
+
+    return RowsStep(tuple(records), SCHEMA, SCHEMA)
+
+
 def test_publish_joins_parts_in_seq_order_and_removes_the_batch_tmp_dir(tmp_path):
     sink = ChangelogSink(str(tmp_path))
     t = SCHEMA.table_id
     later = _write_part(tmp_path, t, 4, "part-0001-a-a0.jsonl", [50, 60])
     first = _write_part(tmp_path, t, 4, "part-0000-a-a0.jsonl", [10, 20])
     _write_part(tmp_path, t, 4, "part-0000-b-a1.jsonl", [10])   # a failed attempt's leftover
-    assert sink.publish_parts([later, first], 4) == 4
+    assert sink.publish_steps(t, [_rows_step(later, first)], 4) == 4
     final = tmp_path / sink.stream_file(t, 4)
     assert [json.loads(x)["seq"] for x in final.read_text().splitlines()] == [10, 20, 50, 60]
     assert not (tmp_path / batch_tmp_dir(t, 4)).exists()
@@ -200,7 +206,7 @@ def test_publish_refuses_overlapping_parts_and_publishes_nothing(tmp_path):
     a = _write_part(tmp_path, t, 5, "part-0000-a-a0.jsonl", [10, 30])
     b = _write_part(tmp_path, t, 5, "part-0001-a-a0.jsonl", [20, 40])
     with pytest.raises(RuntimeError, match="overlap"):
-        sink.publish_parts([a, b], 5)
+        sink.publish_steps(t, [_rows_step(a, b)], 5)
     assert not (tmp_path / sink.stream_file(t, 5)).exists()
 
 
@@ -209,7 +215,7 @@ def test_publish_refuses_a_truncated_part(tmp_path):
     t = SCHEMA.table_id
     a = _write_part(tmp_path, t, 6, "part-0000-a-a0.jsonl", [10, 30])
     with pytest.raises(Exception, match="not as the job reported"):
-        sink.publish_parts([{**a, "size": a["size"] + 1}], 6)
+        sink.publish_steps(t, [_rows_step({**a, "size": a["size"] + 1})], 6)
     assert not (tmp_path / sink.stream_file(t, 6)).exists()
 
 

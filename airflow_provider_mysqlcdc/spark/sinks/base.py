@@ -69,10 +69,6 @@ class Sink(ABC):
         itself, or None (the default): the stream then hands change rows to ``write_changes``."""
         return None
 
-    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
-        """Commit the part files a direct-write micro-batch's tasks wrote; returns the changes in them."""
-        raise NotImplementedError(f"sink {self.name!r} has no direct stream write")
-
     def schema_capabilities(self) -> frozenset[str]:
         """The sink actions (``cdc/schema/behavior.py``) this sink can apply to its tables; the
         others fail under ``evolve`` and are taken the lenient way under ``try_evolve``."""

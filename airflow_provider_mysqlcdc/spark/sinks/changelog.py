@@ -25,7 +25,7 @@ floats as the exact double in Java's notation (1.0E10), NaN and infinities as st
 Snapshot lines (and stream lines handed over as rows, ``write_changes``) are built by
 Spark's JSON writer in the JVM (``json_line_column``). The stream's lines are built in Python
 by the binlog source's tasks, from the decoded Arrow rows, and written by them
-(``changelog_lines``, ``changelog_direct``; ``publish_parts`` commits them): same bytes, except
+(``changelog_lines``, ``changelog_direct``; ``publish_steps`` commits them): same bytes, except
 that a float's digits are the shortest that give back the double where Java 17 sometimes
 prints more (4.9E-324 here is 5.0E-324). ``json_values`` is the encoding as Python values
 (console sink).
@@ -362,29 +362,6 @@ class ChangelogSink(Sink):
         """JSON lines are written by the binlog source's tasks (``changelog_direct``); Parquet is not."""
         return DirectWrite(self.root) if self.format == "json" else None
 
-    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
-        """Join each table's parts (one per binlog range) in ``_seq`` order into the batch's file,
-        then delete the batch's ``.tmp`` directory with whatever failed attempts left there."""
-        by_table: dict[TableId, list[Mapping[str, Any]]] = {}
-        for r in records:
-            by_table.setdefault(TableId(r["database"], r["table"]), []).append(r)
-        changes = 0
-        fs, prefix = self.fs_spec.open()
-        for t, parts in sorted(by_table.items()):
-            parts = sorted(parts, key=lambda r: r["first_seq"])
-            if any(a["last_seq"] >= b["first_seq"] for a, b in zip(parts, parts[1:])):
-                raise RuntimeError(f"changelog {t} micro-batch {batch_id}: the binlog ranges' parts overlap in _seq "
-                                   f"({[(r['first_seq'], r['last_seq']) for r in parts]}); nothing was published")
-            check_files(self.fs_spec, [FileRecord(r["path"], r["size"], r["lines"]) for r in parts])
-            tmp_dir = batch_tmp_dir(t, batch_id)
-            self._publish([r["path"] for r in parts], self.stream_file(t, batch_id), tmp_dir)
-            fs.delete_dir(prefix + tmp_dir)
-            n = sum(r["changes"] for r in parts)
-            changes += n
-            log.info("changelog %s micro-batch %d: %d changes, %d lines from %d binlog ranges", t, batch_id, n,
-                     sum(r["lines"] for r in parts), len(parts))
-        return changes
-
     # --- schema changes -------------------------------------------------------------------------
 
     def schema_capabilities(self) -> frozenset[str]:
@@ -406,6 +383,10 @@ class ChangelogSink(Sink):
         for k, step in enumerate(steps):
             if isinstance(step, RowsStep):
                 parts = sorted(step.records, key=lambda r: r["first_seq"])
+                if any(a["last_seq"] >= b["first_seq"] for a, b in zip(parts, parts[1:])):
+                    raise RuntimeError(
+                        f"changelog {table_id} micro-batch {batch_id}: the binlog ranges' parts overlap in _seq "
+                        f"({[(r['first_seq'], r['last_seq']) for r in parts]}); nothing was published")
                 check_files(self.fs_spec, [FileRecord(r["path"], r["size"], r["lines"]) for r in parts])
                 files += [r["path"] for r in parts]
                 changes += step.changes

@@ -5,7 +5,7 @@ rows through the JVM (Arrow -> rows -> projection -> ``to_json`` -> Arrow -> Pyt
 cost about twice the CPU of decoding. In direct mode the binlog source's task encodes its
 range's changes (``changelog_lines.ChangeLines``) and writes one part file per table
 under ``<table>/stream/.tmp-<batch>/``; Spark carries only the part records
-(``PART_SCHEMA``) back to ``foreachBatch``, where ``ChangelogSink.publish_parts`` joins
+(``PART_SCHEMA``) back to ``foreachBatch``, where ``ChangelogSink.publish_steps`` joins
 each table's parts in ``_seq`` order into the micro-batch's file, as the row path does.
 
 Exactly once stays as it was: the part names carry the task attempt, only the records of

@@ -15,7 +15,7 @@ merged in one transaction that records the micro-batch id as this sink's applica
 transaction version; a batch id at or below the recorded version is skipped, so a replayed
 micro-batch changes nothing. By default the reduction starts in the binlog source's tasks
 (``direct_write()``, ``last_change.py``): each reduces the range it decoded, and
-``publish_parts`` reduces the ranges' rows again on the driver. With ``direct_write: false``
+``publish_steps`` reduces the ranges' rows again on the driver. With ``direct_write: false``
 Spark reduces the change rows with a window instead (``write_changes``, the row path).
 
 Choices, and why:
@@ -49,7 +49,7 @@ from .arrow_files import (
     new_run_tag, remove_tree, safe_name, spark_col, table_arrow_schema, write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
-from .last_change import LastChange, by_table
+from .last_change import LastChange
 
 log = logging.getLogger(__name__)
 
@@ -248,16 +248,6 @@ class DeltaSink(Sink):
 
     def direct_write(self) -> LastChange | None:
         return LastChange() if self.direct else None
-
-    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
-        """Merge each table's last changes, reduced by the tasks (``last_change.py``) and again here."""
-        for part in by_table(records, self._schemas, "delta", batch_id):
-            table = self._unapplied(part.schema.table_id, batch_id)
-            if table is not None:
-                rows = part.rows()
-                log.info(part.describe("delta", batch_id, rows.num_rows))
-                self._merge(table, part.schema, self._merge_source(part.schema, rows), batch_id)
-        return sum(int(r["changes"]) for r in records)
 
     # --- schema changes -------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ which cost more CPU than decoding. A sink that can take its input from the range
 returns a ``DirectSpec`` from ``Sink.direct_write()``; the source then runs
 ``spec.write_range`` in each task and yields that spec's records (``spec.arrow_schema``)
 instead of change rows, and the stream's ``foreachBatch`` hands the micro-batch's records to
-``Sink.publish_parts``. Two kinds:
+``Sink.publish_steps``. Two kinds:
 
 - ``changelog-json`` (``changelog_direct.DirectWrite``): the task writes the range's
   changelog lines to part files; the sink joins them.

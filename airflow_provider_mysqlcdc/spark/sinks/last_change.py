@@ -16,13 +16,12 @@ behind; exactly once is the sink's business, as on the row path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from ...cdc.errors import SchemaMismatchError
-from ...cdc.model import TableId, TableSchema
+from ...cdc.model import TableSchema
 from .base import META_OP, META_SEQ
 from .change_arrow import OP_ARRAY, explode_changes, last_per_identity
 from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
@@ -150,35 +149,3 @@ def merged_rows(schema: TableSchema, payloads: Sequence[bytes]) -> pa.Table:
     out = tables[0] if len(tables) == 1 else last_per_identity(pa.concat_tables(tables), schema.row_identity, META_SEQ)
     order = np.argsort(out.column(META_SEQ).to_numpy(), kind="stable")
     return out.take(pa.array(order))
-
-
-@dataclass(frozen=True)
-class TableRanges:
-    """One table's records of a micro-batch: what its binlog ranges reduced."""
-
-    schema: TableSchema
-    payloads: tuple[bytes, ...]
-    changes: int
-
-    def rows(self) -> pa.Table:
-        return merged_rows(self.schema, self.payloads)
-
-    def describe(self, sink: str, batch_id: int, rows: int) -> str:
-        return (f"{sink} {self.schema.table_id} micro-batch {batch_id}: {self.changes} changes from "
-                f"{len(self.payloads)} binlog ranges, reduced by the source's tasks to {rows} rows")
-
-
-def by_table(records: Sequence[Mapping[str, Any]], schemas: Mapping[TableId, TableSchema], sink: str,
-             batch_id: int) -> list[TableRanges]:
-    """A micro-batch's records grouped by table, for the tables the sink was prepared with."""
-    grouped: dict[TableId, list[Mapping[str, Any]]] = {}
-    for r in records:
-        grouped.setdefault(TableId(r["database"], r["table"]), []).append(r)
-    out = []
-    for t, parts in grouped.items():
-        if t not in schemas:
-            raise SchemaMismatchError(f"{sink}: micro-batch {batch_id} holds changes of {t}, a table this sink "
-                                      "was not prepared for. Fix: restart the stream job.")
-        out.append(TableRanges(schemas[t], tuple(bytes(r["payload"]) for r in parts),
-                               sum(int(r["changes"]) for r in parts)))
-    return out

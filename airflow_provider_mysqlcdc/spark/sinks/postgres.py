@@ -63,7 +63,7 @@ Snapshot (``write_snapshot`` = ``stage_snapshot`` + ``commit_snapshot``)
     exists); the next run of the same batch drops stale staging tables of that batch first.
     Running a batch twice deletes and re-inserts the same rows: the table ends unchanged.
 
-Stream (``publish_parts``, or ``write_changes`` with ``direct_write=False``)
+Stream (``publish_steps``, or ``write_changes`` with ``direct_write=False``)
     The micro-batch is reduced to the last change per identity (by ``_seq``): by default
     first by the binlog source's tasks, each for the range it decoded, then across ranges
     on the driver (``last_change.py``); with ``direct_write=False`` by Spark (a window). A
@@ -106,7 +106,7 @@ from ...cdc.faults import BETWEEN_STEPS, crash_point
 from ...cdc.model import TableId, TableSchema, quote_ident
 from ...cdc.types import ColumnMapping, map_table
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
-from .last_change import LastChange, by_table
+from .last_change import LastChange
 
 log = logging.getLogger(__name__)
 
@@ -679,19 +679,6 @@ class PostgresSink(Sink):
 
     def direct_write(self) -> LastChange | None:
         return LastChange() if self.direct else None
-
-    def publish_parts(self, records: Sequence[Mapping[str, Any]], batch_id: int) -> int:
-        """Apply each table's last changes, reduced by the tasks (``last_change.py``) and again here."""
-        for part in by_table(records, self._schemas, "postgres", batch_id):
-            t = self._ensure_prepared(part.schema)
-            last = self.last_batch_id(part.schema)
-            if last is not None and last >= batch_id:
-                log.info("%s: micro-batch %d already applied (last %d), skipped", t.qualified, batch_id, last)
-                continue
-            rows = part.rows()
-            log.info(part.describe("postgres", batch_id, rows.num_rows))
-            self.apply_changes(t, copy_arrow(rows, t, extra=[META_OP]), batch_id)
-        return sum(int(r["changes"]) for r in records)
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         t = self._ensure_prepared(schema)

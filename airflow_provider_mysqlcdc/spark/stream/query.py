@@ -16,7 +16,7 @@ range without captured changes).
 
 A sink with a direct write (``Sink.direct_write``: the changelog's JSON lines) skips the
 rows: the source's task that reads a binlog range writes that range's part files, and
-``foreachBatch`` only commits them (``Sink.publish_parts``), in one Spark job for every
+``foreachBatch`` only commits them (``Sink.publish_steps``), in one Spark job for every
 table. Exactly once holds the same way: the parts are a function of the range, and the
 commit is idempotent per (table, batch id).
 """
@@ -67,11 +67,11 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
     return reader.load()
 
 
-def direct_batch_writer(sink: Sink, planner: Any = None) -> Callable[[DataFrame, int], None]:
+def direct_batch_writer(sink: Sink, planner: Any) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
     (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
-    property), then let the sink commit what their records report -- with a ``planner``
-    (``cdc/schema/steps.StepPlanner``), table by table as ordered steps of rows and schema
+    property), then let the sink commit what their records report, table by table, as the
+    ``planner`` (``cdc/schema/steps.StepPlanner``) orders them: steps of rows and schema
     changes (flush, then apply, then resume)."""
     from ..runtime.stream_status import note_rows_written
 
@@ -87,9 +87,6 @@ def direct_batch_writer(sink: Sink, planner: Any = None) -> Callable[[DataFrame,
             records = [r.asDict() for r in batch.collect()]
         finally:
             sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
-        if planner is None:
-            note_rows_written(query_id, batch_id, sink.publish_parts(records, batch_id))
-            return
         written = 0
         planned = planner.plan(records)
         changed = any(not hasattr(s, "records") for steps in planned.values() for s in steps)
