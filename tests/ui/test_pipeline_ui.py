@@ -7,7 +7,8 @@ In order (the module shares one Airflow): the form refuses chunk size 0 with a m
 table that does not exist fails ``validate`` within a minute, naming it, with nothing written;
 an initial load started from the form with only the table list changed, one snapshot batch
 marked failed while it runs and then cleared from its task page, ends green with the sink
-equal to the source; the stream's health and lag are read in the watchdog's task log.
+equal to the source; an ``ALTER TABLE`` under writers reaches the sink through the stream the
+DAG started; the stream's health and lag are read in the watchdog's task log.
 """
 
 from __future__ import annotations
@@ -170,6 +171,33 @@ def test_initial_load_from_the_form_with_a_batch_failed_and_cleared(airflow_api,
     problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns),
                                lambda: delta_rows(work / "lake", t, spec.key_columns), timeout_s=180)
     assert not problem, problem
+
+
+def test_an_alter_table_reaches_the_sink_through_the_stream_the_dag_started(source, work):
+    """The stream the scheduler launched (default ``schema_change_behavior``, lenient) meets an
+    ``ALTER TABLE ... ADD COLUMN`` under writers and keeps going: the Delta table gets the column,
+    the rows that existed get its DEFAULT, and sink equals source with it."""
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+
+    db, spec, server = source["db"], source["spec"], source["server"]
+    writer = ConcurrentWriter(lambda: server.connect(db), spec, seed=9, threads=1, pause_s=0.01).start()
+    try:
+        time.sleep(2)
+        server.execute("ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 7", database=db)
+        time.sleep(1)
+        server.execute("UPDATE orders SET extra = id % 97 WHERE id % 10 = 0", database=db)
+        time.sleep(3)
+    finally:
+        writer.stop()
+    t = TableId(db, "orders")
+    cols = list(spec.key_columns) + list(VALUE_COLS) + ["extra"]
+
+    def sink():
+        return {k: {c: r.get(c) for c in cols} for k, r in delta_rows(work / "lake", t, spec.key_columns).items()}
+
+    problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns), sink, timeout_s=180)
+    assert not problem, problem
+    server.execute("ALTER TABLE orders DROP COLUMN extra", database=db)   # the next tests see the first shape
 
 
 def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
