@@ -69,6 +69,21 @@ class Sink(ABC):
         itself, or None (the default): the stream then hands change rows to ``write_changes``."""
         return None
 
+    def keys_in_sink(self, schema: TableSchema) -> Any:
+        """An Arrow table of the identity and chunk-key columns of every row the sink's table of
+        ``schema`` holds (a re-snapshot deletes those of its ranges it does not have), or None
+        for a sink that keeps no table (a log)."""
+        from ...cdc.errors import ConfigError
+
+        raise ConfigError(f"the {self.name} sink cannot take a batch read again while the stream runs. Fix: use "
+                          "a Delta, PostgreSQL or changelog sink, or trigger with reset=true to load everything again.")
+
+    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
+                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+        """One more record of micro-batch ``batch_id`` that replaces ``key_range`` with ``rows``
+        (exact at ``info["exact_at"]``) and deletes ``gone`` (``sinks/resnapshot_rows.py``)."""
+        return self.keys_in_sink(schema)   # raises: a sink without keys_in_sink takes no re-snapshot
+
     def schema_capabilities(self) -> frozenset[str]:
         """The sink actions (``cdc/schema/behavior.py``) this sink can apply to its tables; the
         others fail under ``evolve`` and are taken the lenient way under ``try_evolve``."""

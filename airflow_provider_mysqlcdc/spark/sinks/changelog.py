@@ -362,6 +362,29 @@ class ChangelogSink(Sink):
         """JSON lines are written by the binlog source's tasks (``changelog_direct``); Parquet is not."""
         return DirectWrite(self.root) if self.format == "json" else None
 
+    # --- re-snapshots ---------------------------------------------------------------------------
+
+    def keys_in_sink(self, schema: TableSchema) -> None:
+        """A log holds no table: its ``RS`` line tells a reader to replace the ranges."""
+        return None
+
+    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
+                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+        """A part of the micro-batch's file: the ``RS`` line and the rows as read records."""
+        from .resnapshot_rows import record_base, resnapshot_lines
+
+        t = schema.table_id
+        fs, prefix = self.fs_spec.open()
+        sid = register(fs, prefix, self.root, t, schema.columns)
+        lines = resnapshot_lines(t, rows, key_range, info, batch_id, sid)
+        path = f"{batch_tmp_dir(t, batch_id)}/resnapshot-{safe_name(info['handoff'])}{self.suffix}"
+        data = joined_bytes(pa.array(lines, pa.string()))
+        fs.create_dir(prefix + path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(prefix + path) as out:
+            out.write(data)
+        return {**record_base(t, schema, seq, f"re-snapshot {info['handoff']}"), "path": path, "size": len(data),
+                "lines": len(lines), "changes": 0}
+
     # --- schema changes -------------------------------------------------------------------------
 
     def schema_capabilities(self) -> frozenset[str]:

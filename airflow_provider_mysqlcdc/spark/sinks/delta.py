@@ -251,6 +251,18 @@ class DeltaSink(Sink):
 
     # --- schema changes -------------------------------------------------------------------------
 
+    def keys_in_sink(self, schema: TableSchema) -> pa.Table:
+        """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them)."""
+        table = self.open_table(schema.table_id)
+        cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
+        return table.to_pyarrow_table(columns=cols)
+
+    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
+                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+        from .resnapshot_rows import last_change_record
+
+        return last_change_record(schema, image, rows, gone, info, seq)
+
     def schema_capabilities(self) -> frozenset[str]:
         """delta-rs adds columns and deletes rows; renaming or dropping a column needs Delta's column
         mapping, which it does not write. A type change is a rewrite of the table (only taken when

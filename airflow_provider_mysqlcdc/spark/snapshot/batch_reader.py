@@ -213,7 +213,7 @@ class ConsistentBatchReader:
             tc = corrections.get(table_id)
             frame, deleted, upserted = df, 0, 0
             if tc is not None and (tc.deleted or tc.upserts):
-                frame = self._apply(table_id, df, tc)
+                frame = self.apply_corrections(table_id, df, tc)
                 deleted, upserted = len(tc.deleted), len(tc.upserts)
             result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted)
         self.spark.sparkContext.setJobDescription(None)
@@ -263,7 +263,7 @@ class ConsistentBatchReader:
                     f"{want}); nothing of the batch was written. Fix: trigger the pipeline with reset=true to plan "
                     "the tables with their current schema.")
 
-    def _apply(self, table_id: TableId, df: DataFrame, tc: TableCorrections) -> DataFrame:
+    def apply_corrections(self, table_id: TableId, df: DataFrame, tc: TableCorrections) -> DataFrame:
         """Drop every changed row, add back the last after-image of those still present."""
         schema = self.schemas[table_id]
         mappings = self._mappings[table_id]

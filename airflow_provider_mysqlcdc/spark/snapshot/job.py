@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ...cdc.errors import StreamOwnsSinkError
+from ...cdc.config import SourceConfig
+from ...cdc.errors import ConfigError
+from ...cdc.model import TableId, TableSchema
+from ...cdc.resnapshot import Handoff, new_handoff_id, rows_rel, write_manifest
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
 from ...cdc.state import StateStore
@@ -31,17 +35,27 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     if plan is None:
         raise FileNotFoundError(f"no plan at {state.url('plan.json')}: run the plan step first")
     batch = plan.batch(batch_id)
-    if state.stream_started():
-        raise StreamOwnsSinkError(batch_id, state.location)
+    source = config.source
+    handoff_id = None
     schemas = {t: plan.schemas[t] for t in batch.tables}
+    if state.stream_started():
+        # The stream owns the sink: the rows go to it (cdc/resnapshot.py), read in today's shape.
+        handoff_id = new_handoff_id(batch_id)
+        schemas = current_schemas(source, schemas)
+        if build_sink(config.sink).direct_write() is None:
+            raise ConfigError(
+                f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
+                f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
+                "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
+                "(the default) and restart the stream, or trigger with reset=true to load everything again.")
     state.delete(StateStore.batch_result_rel(batch_id))
 
-    source = config.source
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
     t0 = time.monotonic()
     sink = build_sink(config.sink)
     try:
-        sink.prepare(list(schemas.values()))
+        if handoff_id is None:
+            sink.prepare(list(schemas.values()))
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
                                        staging_dir=state.url("staging"))
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
@@ -54,8 +68,15 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
             try:
                 written: dict[str, Any] = {}
                 for r in batch.ranges():
-                    progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
                     spark.sparkContext.setJobDescription(f"mysqlcdc write {r.table_id} batch {batch_id}")
+                    if handoff_id is not None:
+                        progress.phase(f"handing {r.table_id} to the running stream")
+                        rel = rows_rel(handoff_id, r.table_id)
+                        got.frame(r.table_id).write.mode("overwrite").parquet(state.url(rel))
+                        n = sum(got.tables[r.table_id].rows_per_chunk.values())
+                        written[str(r.table_id)] = {"rows_written": 0, "handed_to_stream": n, "handoff": handoff_id}
+                        continue
+                    progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
                     w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
                     written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
             finally:
@@ -82,9 +103,38 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         "seconds": round(elapsed, 3),
         "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
     }
+    if handoff_id is not None:
+        result["handoff"] = handoff_id
+        write_manifest(state, Handoff(
+            handoff_id, batch, got.high_watermark, got.low_watermark, schemas,
+            {t: rows_rel(handoff_id, t) for t in batch.tables},
+            {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()}, server_id, time.time()))
+        log.info("batch %s: the stream runs, so its rows (exact at HW %s) are handed to it as %s; it replaces "
+                 "the batch's key ranges with them at its next micro-batch past the HW", batch_id,
+                 got.high_watermark, handoff_id)
     state.write_batch_result(result)
     log.info("batch %s done: %d chunks, %s rows read and written in %.1f s (%s rows/s); backfill %d events, "
              "%d rows corrected; high watermark %s", batch_id, len(batch.chunks), f"{rows:,}", elapsed,
              f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
              sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
     return result
+
+
+def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -> dict[TableId, TableSchema]:
+    """The tables as they are now (the stream has followed their DDL since the plan), keeping the
+    plan's chunk key and row identity: the batch's chunk boundaries are on that key."""
+    import contextlib
+
+    from ...cdc.discovery import read_table_schema
+
+    out = {}
+    with contextlib.closing(source.connect()) as conn:
+        for t, plan in planned.items():
+            now = read_table_schema(conn, t)
+            missing = [c for c in (*plan.chunk_key, *plan.row_identity) if c not in now.column_names]
+            if missing:
+                raise ConfigError(
+                    f"{t}: the key columns {missing} the plan chunked this table on are gone, so its batches cannot "
+                    "be read again. Fix: trigger the pipeline with reset=true to plan it anew.")
+            out[t] = replace(plan, columns=now.columns, primary_key=now.primary_key)
+    return out

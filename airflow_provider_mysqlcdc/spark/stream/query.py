@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ...cdc.faults import SCHEMA_APPLIED, SCHEMA_RECORDED, crash_point
+from ...cdc.faults import RESNAPSHOT_APPLIED, SCHEMA_APPLIED, SCHEMA_RECORDED, crash_point
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
@@ -67,28 +68,30 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
     return reader.load()
 
 
-def direct_batch_writer(sink: Sink, planner: Any) -> Callable[[DataFrame, int], None]:
+def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
     (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
     property), then let the sink commit what their records report, table by table, as the
     ``planner`` (``cdc/schema/steps.StepPlanner``) orders them: steps of rows and schema
-    changes (flush, then apply, then resume)."""
+    changes (flush, then apply, then resume). ``resnapshots`` (``resnapshots.ResnapshotApplier``)
+    adds the re-read batches this micro-batch takes over as its tables' last records."""
     from ..runtime.stream_status import note_rows_written
 
     def write(batch: DataFrame, batch_id: int) -> None:
         sc = batch.sparkSession.sparkContext
         query_id = sc.getLocalProperty("sql.streaming.queryId")
-        if batch.rdd.getNumPartitions() == 0:
-            note_rows_written(query_id, batch_id, 0)
-            return  # a range the driver knows holds no captured change (heartbeat)
-        sc.setJobDescription(f"mysqlcdc stream batch {batch_id}")
         sc.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
         try:
-            records = [r.asDict() for r in batch.collect()]
+            extra, outcomes = resnapshots.take(batch_id) if resnapshots is not None else ([], [])
+            if batch.rdd.getNumPartitions() == 0 and not extra:
+                note_rows_written(query_id, batch_id, 0)
+                return  # a range the driver knows holds no captured change (heartbeat)
+            sc.setJobDescription(f"mysqlcdc stream batch {batch_id}")
+            records = [r.asDict() for r in batch.collect()] if batch.rdd.getNumPartitions() else []
         finally:
             sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
         written = 0
-        planned = planner.plan(records)
+        planned = planner.plan(records + extra)
         changed = any(not hasattr(s, "records") for steps in planned.values() for s in steps)
         if changed:
             crash_point(SCHEMA_RECORDED)
@@ -96,6 +99,9 @@ def direct_batch_writer(sink: Sink, planner: Any) -> Callable[[DataFrame, int], 
             written += sink.publish_steps(table_id, steps, batch_id)
         if changed:
             crash_point(SCHEMA_APPLIED)
+        if outcomes:
+            crash_point(RESNAPSHOT_APPLIED)
+            resnapshots.mark(outcomes)
         note_rows_written(query_id, batch_id, written)
 
     return write
@@ -188,8 +194,14 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     else:
         sink.prepare(schemas)
     frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint)
-    write = (direct_batch_writer(sink, planner) if direct is not None
-             else batch_writer(sink, schemas, config.source.server_time_zone))
+    if direct is not None:
+        from .resnapshots import ResnapshotApplier
+
+        with_password = config if password is None else replace(config, source=replace(config.source,
+                                                                                        password=password))
+        write = direct_batch_writer(sink, planner, ResnapshotApplier(spark, with_password, sink, checkpoint, history))
+    else:
+        write = batch_writer(sink, schemas, config.source.server_time_zone)
     writer: Any = (frame.writeStream
                    .foreachBatch(write)
                    .option("checkpointLocation", checkpoint)

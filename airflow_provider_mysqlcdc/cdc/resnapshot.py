@@ -1,0 +1,120 @@
+"""Re-snapshots handed to the running stream: a batch read again while the stream owns the sink.
+
+Once the binlog stream runs it is the only writer of the sink. A batch read again after that
+(a cleared mapped task, a table named for reloading) must not write the sink itself: its rows
+are exact at its high watermark HW, and the stream may already have written newer changes of
+the same keys. So the batch's job leaves its rows in the state location with a manifest (a
+*hand-off*), and the stream takes them over at a micro-batch whose end S is at or past HW:
+
+1. the binlog between HW and S, reduced to the last change per key inside the batch's ranges
+   (the same reduction a snapshot batch does between its watermarks), corrects the rows to S;
+2. the keys the sink holds inside the ranges and the corrected rows do not hold are deletes;
+3. both go into that micro-batch's own changes of the table as its last word on those keys,
+   so the sink's one commit of the micro-batch replaces the ranges exactly at S.
+
+A hand-off is applied once: ``applied.json`` is written after the micro-batch's commit (a
+replayed micro-batch whose hand-off is still marked pending applies it again, to the same
+result, because S, the rows and the binlog are the same). This module holds the files' shape
+and where they are; the Spark side is ``spark/stream/resnapshots.py``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .chunks import Batch, KeyRange
+from .model import Column, TableId, TableSchema
+from .offsets import BinlogOffset
+from .state import StateStore
+
+ROOT = "handoffs"
+MANIFEST = "manifest.json"
+APPLIED = "applied.json"
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """One re-read batch waiting for (or taken over by) the stream."""
+
+    handoff_id: str
+    batch: Batch
+    high_watermark: BinlogOffset
+    low_watermark: BinlogOffset
+    schemas: Mapping[TableId, TableSchema]
+    rows: Mapping[TableId, str]          # table -> directory of its Parquet rows, relative to the state
+    row_counts: Mapping[TableId, int]
+    server_id: int                       # the batch's own slot: free once its job is done
+    created_at: float
+
+    @property
+    def ranges(self) -> tuple[KeyRange, ...]:
+        return self.batch.ranges()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "handoff_id": self.handoff_id, "batch": self.batch.to_dict(),
+            "high_watermark": self.high_watermark.to_dict(), "low_watermark": self.low_watermark.to_dict(),
+            "schemas": {str(t): s.to_dict() for t, s in self.schemas.items()},
+            "rows": {str(t): p for t, p in self.rows.items()},
+            "row_counts": {str(t): n for t, n in self.row_counts.items()},
+            "server_id": self.server_id, "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Handoff":
+        return cls(str(d["handoff_id"]), Batch.from_dict(d["batch"]), BinlogOffset.from_dict(d["high_watermark"]),
+                   BinlogOffset.from_dict(d["low_watermark"]),
+                   {TableId.parse(t): TableSchema.from_dict(s) for t, s in d["schemas"].items()},
+                   {TableId.parse(t): str(p) for t, p in d["rows"].items()},
+                   {TableId.parse(t): int(n) for t, n in d["row_counts"].items()},
+                   int(d["server_id"]), float(d["created_at"]))
+
+
+def new_handoff_id(batch_id: str) -> str:
+    return f"{batch_id}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+
+
+def rows_rel(handoff_id: str, table_id: TableId) -> str:
+    return posixpath.join(ROOT, handoff_id, "rows", f"{table_id.database}.{table_id.table}")
+
+
+def write_manifest(state: StateStore, handoff: Handoff) -> None:
+    """Last step of the batch's job: from here on the stream sees the hand-off (one atomic file)."""
+    state.write_json(posixpath.join(ROOT, handoff.handoff_id, MANIFEST), handoff.to_dict())
+
+
+def read_applied(state: StateStore, handoff_id: str) -> dict[str, Any] | None:
+    rel = posixpath.join(ROOT, handoff_id, APPLIED)
+    return state.read_json(rel) if state.exists(rel) else None
+
+
+def mark_applied(state: StateStore, handoff_id: str, outcome: Mapping[str, Any]) -> None:
+    """``outcome``: micro-batch, exact_at, rows, deleted -- or ``superseded`` with the reason."""
+    state.write_json(posixpath.join(ROOT, handoff_id, APPLIED), dict(outcome))
+
+
+def pending(state: StateStore) -> list[Handoff]:
+    """Hand-offs with a manifest and no ``applied.json``, oldest first (a directory without a
+    manifest is a job that died before it finished: never applied)."""
+    root = state.path(ROOT)
+    if not state.fs.exists(root):
+        return []
+    out = []
+    for d in state.fs.ls(root, detail=False):
+        name = posixpath.basename(str(d).rstrip("/"))
+        if state.exists(posixpath.join(ROOT, name, MANIFEST)) and not state.exists(posixpath.join(ROOT, name, APPLIED)):
+            out.append(Handoff.from_dict(state.read_json(posixpath.join(ROOT, name, MANIFEST))))
+    return sorted(out, key=lambda h: (h.created_at, h.handoff_id))
+
+
+def same_columns(a: TableSchema, b: TableSchema) -> bool:
+    return [(c.name, c.column_type.lower()) for c in a.columns] == [(c.name, c.column_type.lower())
+                                                                    for c in b.columns]
+
+
+def describe_columns(columns: Sequence[Column]) -> str:
+    return ", ".join(c.name for c in columns)
