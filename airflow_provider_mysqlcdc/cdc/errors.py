@@ -42,22 +42,6 @@ class SchemaMismatchError(CdcError):
     """A binlog row does not match the table schema the reader was given."""
 
 
-class StreamOwnsSinkError(ConfigError):
-    """A snapshot batch would write the sink after the binlog stream started.
-
-    Once the stream runs it is the sink's only writer; a batch written beside it could put
-    an older row over a change the stream already applied. Not retried: it stays true.
-    """
-
-    def __init__(self, batch_id: str, state_location: str) -> None:
-        super().__init__(
-            f"batch {batch_id}: the binlog stream of this pipeline has started (its checkpoint is in "
-            f"{state_location}/stream/checkpoint), so it is the only writer of the sink; a snapshot written now "
-            "could put older rows over changes the stream already applied. Nothing was read or written. "
-            "Fix: to load every table again, trigger the pipeline with reset=true; re-reading single batches "
-            "or tables while the stream runs is not available yet.")
-
-
 class TableChangedError(ConfigError):
     """A table's schema changed between the plan and (the end of) a snapshot batch that reads it:
     the batch would hold rows of a shape the plan does not describe, so it writes nothing."""

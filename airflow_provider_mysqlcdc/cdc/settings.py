@@ -113,9 +113,9 @@ SETTINGS: tuple[Setting, ...] = (
             5_000_000, {"type": "integer", "exclusiveMinimum": 0}),
     Setting("reread_batches", SNAPSHOT, "Read finished batches again",
             "Batches to snapshot again although they finished: batch ids (`batch-0003`), table names "
-            "(`shop.orders`: every batch holding it) or `*` for all. Only before the stream has started; "
-            "once it runs, a batch that would write the sink refuses (it could overwrite newer changes). "
-            "Clearing a finished snapshot task in the grid also reads it again.",
+            "(`shop.orders`: every batch holding it) or `*` for all. Also while the stream runs: the batch's "
+            "rows then go to the stream, which replaces the batch's key ranges with them exactly. Clearing a "
+            "finished snapshot task in the grid also reads it again.",
             [], {"type": _nullable("array"), "items": {"type": "string", "pattern": TABLE_ENTRY_PATTERN}}),
     Setting("startup_mode", STREAM, "Startup mode", "What the pipeline reads first.", "initial",
             {"type": "string", "enum": list(STARTUP_MODES), "values_display": dict(STARTUP_MODE_LABELS)}),

@@ -197,7 +197,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         if stop_local_stream(state):
             self.log.info("reset: stopped the running stream")
         self._forget_sink_tables(state)
-        for rel in ("plan.json", "batches", "batch_owners", "finished_batches.json", "stream", "staging"):
+        for rel in ("plan.json", "batches", "batch_owners", "finished_batches.json", "stream", "handoffs", "staging"):
             state.delete(rel)
         self.log.info("reset: forgot plan, batch results and stream checkpoint in %s", state.location)
 

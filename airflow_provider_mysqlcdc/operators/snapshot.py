@@ -9,7 +9,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 
 from ..cdc.batching import short_count
-from ..cdc.errors import CdcError, StreamOwnsSinkError
+from ..cdc.errors import CdcError
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..jobs import application_path
@@ -45,10 +45,11 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     then its result file in the state location; this task reads that file back. A batch that
     already has a result file from an earlier run is not read again (a new run resumes where
     the last one stopped). It is read again when this task instance wrote it and the user
-    cleared it, or when ``reread_batches`` names it -- but only before the binlog stream has
-    started: once the stream runs it is the sink's only writer, and the task refuses (nothing
-    written, no retry) rather than put older rows over newer changes. Configuration errors
-    fail the task at once. Killing the task kills spark-submit and the driver it started.
+    cleared it, or when ``reread_batches`` names it. Once the binlog stream runs it is the
+    sink's only writer: the job then hands the batch's rows to the stream (``cdc/resnapshot.py``),
+    which replaces the batch's key ranges exactly at one of its micro-batches, and this task
+    waits (``handoff_timeout_s``) until the stream says it did. Configuration errors fail the
+    task at once. Killing the task kills spark-submit and the driver it started.
 
     The MySQL password (and a PostgreSQL sink's) reaches spark-submit through its environment,
     never its command line; see ``_spark.secret_env`` for cluster modes.
@@ -64,6 +65,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     :param reread_batches: finished batches to read again: batch ids, table names (every batch
         holding the table) or ``*``. (templated)
     :param redo_finished: snapshot the batch again even if it has a result (as ``reread_batches=["*"]``). (templated)
+    :param handoff_timeout_s: once the stream runs, how long to wait for it to take the batch's rows
+        over (it does at its next micro-batch past the batch's high watermark). (templated)
     :param spark_log_level: the lowest level of Spark's own log lines shown in the task log
         (``WARN``; ``INFO`` shows Spark's start-up chatter too). The job's progress lines always show.
     :param password_file: on a cluster, a file on the driver (mode 600) holding the MySQL password.
@@ -76,13 +79,14 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "batch_id", "batch_label",
                                       "estimated_rows", "state_location", "mysql_cdc_conn_id", "sink_conn_id",
-                                      "reread_batches", "redo_finished")
+                                      "reread_batches", "redo_finished", "handoff_timeout_s")
     ui_color = "#fdf2e3"
 
     def __init__(self, *, batch_id: str, state_location: str, batch_label: str | None = None,
                  estimated_rows: int | None = None, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
                  sink_conn_id: str | None = None, reread_batches: Sequence[str] | str | None = None,
-                 redo_finished: bool = False, spark_log_level: str = "WARN", password_file: str | None = None,
+                 redo_finished: bool = False, handoff_timeout_s: float | str = 900, spark_log_level: str = "WARN",
+                 password_file: str | None = None,
                  cluster_provides_password: bool = False, python_archive: str | None = None,
                  conn_id: str = "spark_default", application: str = "", **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=conn_id, **kwargs)
@@ -94,6 +98,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.sink_conn_id = sink_conn_id
         self.redo_finished = redo_finished
+        self.handoff_timeout_s = handoff_timeout_s
         self.spark_log_level = spark_log_level
         self.password_file = password_file
         self.cluster_provides_password = cluster_provides_password
@@ -152,7 +157,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                 summary = result_summary(existing, self.batch_label)
                 self.log.info("batch %s (%s) is already in the sink: %d rows, HW %s%s. Not read again; to read it "
                               "again, clear this task in the run that snapshotted it or trigger with "
-                              "reread_batches=[\"%s\"] (only before the stream has started).", self.batch_id,
+                              "reread_batches=[\"%s\"] (also while the stream runs).", self.batch_id,
                               self.batch_label, summary["rows"], _fmt(summary["high_watermark"]),
                               f", snapshotted by run {owner['run_id']}" if owner.get("run_id") else "",
                               self.batch_id)
@@ -160,7 +165,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             self.log.info("batch %s (%s) is in the sink already; reading it again: %s", self.batch_id,
                           self.batch_label, why)
         if state.stream_started():
-            raise StreamOwnsSinkError(self.batch_id, state.location)
+            self.log.info("the binlog stream of this pipeline runs, so it is the sink's only writer: the batch's rows "
+                          "go to it, and it replaces the batch's key ranges with them exactly")
         self._prepare_submit(state)
         self.log.info("snapshotting batch %s (%s) on Spark", self.batch_id, self.batch_label or (
             f"~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else "?"))
@@ -170,6 +176,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if result is None:
             raise CdcError(f"the snapshot job for batch {self.batch_id} finished but left no result file at "
                            f"{state.url(StateStore.batch_result_rel(self.batch_id))}; see the Spark output above.")
+        if result.get("handoff"):
+            self._wait_for_stream(state, result["handoff"])
         state.write_batch_owner(self.batch_id, me)
         summary = result_summary(result, self.batch_label)
         elapsed = time.monotonic() - t0
@@ -178,6 +186,29 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                       f"{summary['rows_per_s']:,}" if summary.get("rows_per_s") else "?",
                       _fmt(summary["high_watermark"]))
         return summary
+
+    def _wait_for_stream(self, state: StateStore, handoff_id: str) -> None:
+        """Until the stream has taken the hand-off over (or said why it cannot)."""
+        from ..cdc.resnapshot import read_applied
+
+        timeout = float(self.handoff_timeout_s)
+        deadline = time.monotonic() + timeout
+        next_note = time.monotonic() + 30
+        while (applied := read_applied(state, handoff_id)) is None:
+            if time.monotonic() > deadline:
+                raise CdcError(
+                    f"batch {self.batch_id}: the stream has not taken its rows (hand-off {handoff_id}) within "
+                    f"{timeout:.0f} s. Is it running? See the stream watchdog's log. The rows stay pending and are "
+                    "applied when the stream runs; a retry of this task reads the batch again.")
+            if time.monotonic() > next_note:
+                self.log.info("waiting for the stream to take batch %s over (hand-off %s)", self.batch_id, handoff_id)
+                next_note = time.monotonic() + 30
+            time.sleep(1)
+        if applied.get("superseded"):
+            raise CdcError(f"batch {self.batch_id}: the stream did not apply its rows: {applied['superseded']}")
+        self.log.info("the stream replaced batch %s's key ranges in micro-batch %s: %s rows exact at %s, %s rows the "
+                      "sink held there and the source no longer has deleted", self.batch_id, applied["micro_batch"],
+                      f"{applied['rows']:,}", _fmt(applied["exact_at"]), f"{applied['deleted']:,}")
 
     def _reread_reason(self, state: StateStore, me: dict[str, Any], owner: dict[str, Any]) -> str | None:
         """Why a finished batch is read again, or None to keep it: it is named in

@@ -6,7 +6,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
 from airflow_provider_mysqlcdc.cdc.model import TableId
@@ -73,16 +72,27 @@ def test_reread_batches_names_it(state, monkeypatch, entry):
     assert _op(state, reread_batches=["batch-0001", "shop.items"]).execute(_context())["rows"] == 7
 
 
-def test_once_the_stream_started_a_reread_refuses_without_retry_and_writes_nothing(state, monkeypatch):
+def test_once_the_stream_started_a_reread_is_submitted_and_handed_to_the_stream(state, monkeypatch):
+    """The refusal is gone: the job hands the rows over (tests/integration/test_resnapshot_while_streaming.py);
+    a batch that is simply done is still reported as done without a job."""
     _no_spark(monkeypatch)
     state.fs.makedirs(state.path("stream", "checkpoint"), exist_ok=True)
-    with pytest.raises(AirflowFailException, match="the binlog stream of this pipeline has started.*Fix:"):
+    with pytest.raises(Submitted):
         _op(state, reread_batches=["*"]).execute(_context())
-    assert state.read_batch_result("batch-0000") == RESULT
-    # a lost result file after the stream started: refused too, not read behind the stream's back
-    state.delete(StateStore.batch_result_rel("batch-0000"))
-    with pytest.raises(AirflowFailException, match="only writer of the sink"):
-        _op(state).execute(_context())
-    # a batch that is simply done is still reported as done
     state.write_batch_result(RESULT)
     assert _op(state).execute(_context())["rows"] == 7
+
+
+def test_the_task_waits_for_the_stream_to_take_the_handoff_and_reports_it(state, monkeypatch):
+    from airflow_provider_mysqlcdc.cdc.resnapshot import mark_applied
+
+    op = _op(state, handoff_timeout_s=5)
+    mark_applied(state, "h-1", {"micro_batch": 12, "exact_at": {"file": "mysql-bin.000002", "position": 99},
+                                "rows": 3, "deleted": 1})
+    op._wait_for_stream(state, "h-1")     # returns at once: applied
+    mark_applied(state, "h-2", {"superseded": "shop.orders changed after batch batch-0000 read it"})
+    with pytest.raises(Exception, match="did not apply its rows: shop.orders changed"):
+        op._wait_for_stream(state, "h-2")
+    op.handoff_timeout_s = 0.5
+    with pytest.raises(Exception, match="has not taken its rows .* Is it running"):
+        op._wait_for_stream(state, "h-3")
