@@ -50,12 +50,13 @@ def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, l
     dt = DeltaTable(str(tmp_dir / "lake" / t.database / t.table))
     dt.delete(f"id >= {lo} AND id < {hi} AND id % 8 = 0")
     dt.update(updates={"a": "-1", "s": "'garbled'"}, predicate=f"id >= {lo} AND id < {hi} AND id % 8 = 2")
-    data = dt.to_pyarrow_table().slice(0, 0).to_pylist()
-    ghosts = [{"id": i, "a": -2, "s": "ghost", "amount": None, "ts": None} for i in range(lo + 1, min(hi, lo + 200), 2)]
+    present = set(dt.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
+    ghosts = [{"id": i, "a": -2, "s": "ghost", "amount": None, "ts": None}
+              for i in range(lo + 1, min(hi, lo + 200), 2) if i not in present]
     import pyarrow as pa
 
     schema = dt.schema().to_arrow()
-    write_deltalake(dt, pa.Table.from_pylist(data + ghosts, schema=pa.schema(schema)), mode="append")
+    write_deltalake(dt, pa.Table.from_pylist(ghosts, schema=pa.schema(schema)), mode="append")
     return 1
 
 
@@ -115,8 +116,10 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
         query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
         time.sleep(3)
         schema_name = sink_cfg.options.get("schema")
-        if kind != "changelog":
+        if kind != "changelog":   # with the stream stopped: a Delta update beside its merge would conflict
+            query.stop()
             _damage(kind, tmp_dir, postgres, schema_name, orders, lo, hi)
+            query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
         before = state.read_batch_result(victim.batch_id)
         result = run_snapshot_batch(spark, config, victim.batch_id, plan=plan)
         assert result["handoff"] and result["written"][str(orders)]["rows_written"] == 0

@@ -202,5 +202,9 @@ def _keys_not_in(keys: pa.Table, rows: pa.Table, identity: Sequence[str]) -> pa.
     ident = list(identity)
     have = set(zip(*[rows.column(c).to_pylist() for c in ident])) if rows.num_rows else set()
     mine = list(zip(*[keys.column(c).to_pylist() for c in ident])) if keys.num_rows else []
-    mask = [k not in have for k in mine]
+    seen: set = set()
+    mask = []
+    for k in mine:   # once per key: a sink may hold a key twice (a Delta table written beside the stream)
+        mask.append(k not in have and k not in seen)
+        seen.add(k)
     return keys.select(ident).filter(pa.array(mask, pa.bool_())) if mine else keys.select(ident)
