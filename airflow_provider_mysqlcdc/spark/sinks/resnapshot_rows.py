@@ -20,7 +20,9 @@ from ...cdc.model import TableId, TableSchema
 from .base import META_OP, META_SEQ
 from .direct_spec import columns_signature
 
-# Sorts after every change of a micro-batch (``_seq`` is twice a 52+20-bit binlog place).
+# Sorts after every change of a micro-batch: ``_seq`` is twice a binlog place numbered from the
+# micro-batch's first file (file << 52 | position << 20 | row), below 2**62 while a micro-batch
+# spans fewer than 512 binlog files (its byte bounds keep it to a few).
 RESNAPSHOT_SEQ = 1 << 62
 
 

@@ -185,9 +185,9 @@ def _in_range(keys: pa.Table, schema: TableSchema, r: KeyRange, source: Any) -> 
         col = keys.column(chunk[0])
         mask = pc.is_valid(col)
         if r.start is not None:
-            mask = pc.and_(mask, pc.greater_equal(col, r.start[0]))
+            mask = pc.and_(mask, pc.fill_null(pc.greater_equal(col, r.start[0]), False))
         if r.end is not None:
-            mask = pc.and_(mask, pc.less(col, r.end[0]))
+            mask = pc.and_(mask, pc.fill_null(pc.less(col, r.end[0]), False))
         if r.includes_null:
             mask = pc.or_(mask, pc.is_null(col))
         return keys.filter(mask)

@@ -1,0 +1,78 @@
+"""The pure parts of a re-snapshot handed to the stream: manifests, pending, range membership,
+and the change rows that replace a range (the integration test runs them on real sinks)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk, KeyRange
+from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.resnapshot import Handoff, mark_applied, pending, read_applied, write_manifest
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import RESNAPSHOT_SEQ, replacement_table, resnapshot_lines
+from airflow_provider_mysqlcdc.spark.stream.resnapshots import _in_range, _keys_not_in
+
+T = TableId("shop", "orders")
+SCHEMA = TableSchema(T, (Column("id", 1, "bigint", "bigint", False), Column("s", 2, "varchar", "varchar(20)", True)),
+                     ("id",), ("id",), ("id",))
+
+
+def _handoff(hid: str, created: float) -> Handoff:
+    batch = Batch("batch-0001", (Chunk(T, 1, (100,), (200,)),))
+    return Handoff(hid, batch, BinlogOffset("mysql-bin.000002", 500), BinlogOffset("mysql-bin.000002", 400),
+                   {T: SCHEMA}, {T: f"handoffs/{hid}/rows/shop.orders"}, {T: 7}, 5405, created)
+
+
+def test_a_manifest_round_trips_and_pending_lists_unapplied_ones_oldest_first(tmp_path):
+    state = StateStore(str(tmp_path))
+    assert pending(state) == []
+    write_manifest(state, _handoff("b", 2.0))
+    write_manifest(state, _handoff("a", 1.0))
+    (tmp_path / "handoffs" / "died-before-its-manifest" / "rows").mkdir(parents=True)
+    got = pending(state)
+    assert [h.handoff_id for h in got] == ["a", "b"]
+    assert got[0] == _handoff("a", 1.0) and got[0].ranges == (KeyRange(T, (100,), (200,)),)
+    mark_applied(state, "a", {"micro_batch": 3, "rows": 7})
+    assert [h.handoff_id for h in pending(state)] == ["b"] and read_applied(state, "a")["micro_batch"] == 3
+
+
+def test_range_membership_with_integer_keys_and_nulls():
+    keys = pa.table({"id": pa.array([99, 100, 150, 199, 200, None], pa.int64())})
+    assert _in_range(keys, SCHEMA, KeyRange(T, (100,), (200,)), None).column("id").to_pylist() == [100, 150, 199]
+    assert _in_range(keys, SCHEMA, KeyRange(T, None, (100,), True), None).column("id").to_pylist() == [99, None]
+    assert _in_range(keys, SCHEMA, KeyRange(T, (200,), None), None).column("id").to_pylist() == [200]
+
+
+def test_keys_the_rows_lack_are_deleted_once_each():
+    keys = pa.table({"id": pa.array([1, 2, 3, 3, 4], pa.int64())})
+    rows = pa.table({"id": pa.array([2, 4], pa.int64()), "s": ["b", "d"]})
+    assert _keys_not_in(keys, rows, ("id",)).column("id").to_pylist() == [1, 3]
+
+
+def test_the_replacement_rows_come_after_every_change_in_the_sinks_layout():
+    image = pa.struct([pa.field("id", pa.int64()), pa.field("s", pa.string())])
+    rows = pa.table({"id": pa.array([2, 4], pa.int32()), "s": ["b", "d"]})
+    gone = pa.table({"id": pa.array([1], pa.int64())})
+    t = replacement_table(image, rows, gone, RESNAPSHOT_SEQ)
+    assert t.schema.names == ["id", "s", "_op", "_seq"] and t.schema.field("id").type == pa.int64()
+    assert t.to_pylist() == [{"id": 2, "s": "b", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
+                             {"id": 4, "s": "d", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
+                             {"id": 1, "s": None, "_op": "-D", "_seq": RESNAPSHOT_SEQ}]
+    from airflow_provider_mysqlcdc.spark.stream.change_rows import seq_of
+
+    last = seq_of("mysql-bin.000511", (1 << 32) - 1, (1 << 20) - 1, 0)   # 512 files into a micro-batch
+    assert RESNAPSHOT_SEQ > 2 * last + 1
+
+
+def test_changelog_lines_name_the_ranges_and_where_the_rows_are_exact():
+    import json
+
+    rows = pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]})
+    info = {"batch": "batch-0001", "handoff": "h1", "exact_at": {"file": "mysql-bin.000002", "position": 900}}
+    head, line = [json.loads(x) for x in resnapshot_lines(T, rows, KeyRange(T, (100,), (200,)), info, 12, "abc")]
+    assert head["op"] == "RS" and head["resnapshot"]["ranges"] == [KeyRange(T, (100,), (200,)).to_dict()]
+    assert head["resnapshot"]["exact_at"] == info["exact_at"] and head["resnapshot"]["rows"] == 1
+    assert line == {"data": {"id": 2, "s": "b"}, "op": "r",
+                    "meta": {"database": "shop", "table": "orders", "batch": 12, "resnapshot": "h1",
+                             "schema_id": "abc"}}
