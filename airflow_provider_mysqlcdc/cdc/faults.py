@@ -18,9 +18,11 @@ CRASH_ENV = "MYSQLCDC_CRASH_AT"
 SCHEMA_RECORDED = "schema-recorded"        # the history holds the new version; no sink has acted
 BETWEEN_STEPS = "between-steps"            # a sink applied the DDL step, not yet the rows after it
 SCHEMA_APPLIED = "schema-applied"          # the sink applied everything; Spark has not committed
-# A micro-batch that took over a re-snapshot: the sink committed it, the hand-off is not marked applied.
+# A micro-batch that takes over a re-snapshot: its records are built, no sink has acted ...
+RESNAPSHOT_TAKEN = "resnapshot-taken"
+# ... and: the sink committed it, the hand-off is not marked applied.
 RESNAPSHOT_APPLIED = "resnapshot-applied"
-POINTS = (SCHEMA_RECORDED, BETWEEN_STEPS, SCHEMA_APPLIED, RESNAPSHOT_APPLIED)
+POINTS = (SCHEMA_RECORDED, BETWEEN_STEPS, SCHEMA_APPLIED, RESNAPSHOT_TAKEN, RESNAPSHOT_APPLIED)
 
 
 def crash_point(name: str) -> None:

@@ -166,3 +166,70 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
             assert sum(1 for x in lines if x["op"] == "r") == rs[0]["resnapshot"]["rows"] > 0
     finally:
         query.stop()
+
+
+CRASHES = [("postgres", "resnapshot-taken"), ("delta", "resnapshot-applied"), ("postgres", "resnapshot-applied")]
+
+
+@pytest.mark.parametrize("kind,point", CRASHES, ids=[f"{k}-{p}" for k, p in CRASHES])
+def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(mariadb, postgres, fresh_db, spark, tmp_dir,
+                                                                           monkeypatch, kind, point):
+    """The stream job kills itself (SIGKILL, its process group) once it has built a re-snapshot's
+    records (nothing written), or once the sink committed them (the hand-off not yet marked):
+    started again, it takes the hand-off over once more, marks it, and the sink equals the source."""
+    from tests.support.stream_job import committed, kill_job, start_job
+
+    spec = create_int_table(mariadb, fresh_db, 3_000, "orders")
+    src = mariadb.source_config(server_id_range="6500-6599")
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name=f"resnap-kill-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
+        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2))
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=1)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    for b in plan.batches:
+        run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+    state.write_finished(state.finished_from_results())
+    log = tmp_dir / "job.log"
+    checkpoint = tmp_dir / "state" / "stream" / "checkpoint"
+    writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=8, threads=1, pause_s=0.01).start()
+    writing, proc = True, None
+    t = TableId(fresh_db, "orders")
+    try:
+        proc = start_job(cfg_path, log, src.password, extra_env={"MYSQLCDC_CRASH_AT": point})
+        deadline = time.time() + 180
+        while committed(checkpoint) is None:
+            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+        result = run_snapshot_batch(spark, config, plan.batches[1].batch_id, plan=plan)
+        assert proc.wait(120) == -9, "the job must kill itself at the crash point"
+        assert read_applied(state, result["handoff"]) is None
+        proc = start_job(cfg_path, log, src.password)
+        deadline = time.time() + 120
+        while (applied := read_applied(state, result["handoff"])) is None:
+            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        assert "superseded" not in applied and applied["rows"] > 0
+        time.sleep(1)
+        writer.stop()
+        writing = False
+        cols = ["id", *VALUE_COLS]
+        if kind == "delta":
+            def actual():
+                return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+        else:
+            def actual():
+                return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
+
+        problem = wait_until_equal(lambda: mysql_rows(mariadb, t, cols, ("id",)), actual, timeout_s=120)
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        assert not problem, f"{kind} crash at {point}:\n{problem}\njob log:\n{tail}"
+    finally:
+        if writing:
+            writer.stop()
+        if proc is not None:
+            kill_job(proc)

@@ -32,7 +32,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ...cdc.faults import RESNAPSHOT_APPLIED, SCHEMA_APPLIED, SCHEMA_RECORDED, crash_point
+from ...cdc.faults import RESNAPSHOT_APPLIED, RESNAPSHOT_TAKEN, SCHEMA_APPLIED, SCHEMA_RECORDED, crash_point
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
@@ -92,6 +92,8 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None) -> Ca
             sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
         written = 0
         planned = planner.plan(records + extra)
+        if outcomes:
+            crash_point(RESNAPSHOT_TAKEN)
         changed = any(not hasattr(s, "records") for steps in planned.values() for s in steps)
         if changed:
             crash_point(SCHEMA_RECORDED)
