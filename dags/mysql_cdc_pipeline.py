@@ -107,6 +107,7 @@ with DAG(
         stream_options="{{ params.stream_options }}",
         schema_change_behavior="{{ params.schema_change_behavior }}",
         reset="{{ params.reset }}",
+        reread_batches="{{ params.reread_batches }}",
     )
     snapshot = MySqlCdcSnapshotOperator.partial(
         task_id="snapshot",

@@ -51,6 +51,28 @@ def epoch_seconds(value: Any, what: str) -> float | None:
                           "Fix: e.g. 2026-11-25T08:00:00Z or 1795593600.") from None
 
 
+def reread_reason(entries: Sequence[str], batch_id: str, tables: Sequence[str]) -> str | None:
+    """Why ``reread_batches`` asks for this batch again (its id, one of its tables, ``*``), or None."""
+    for entry in entries:
+        if entry in ("*", batch_id):
+            return f"reread_batches names {entry!r}"
+    for entry in entries:
+        if entry in tables:
+            return f"reread_batches names its table {entry}"
+    return None
+
+
+def check_reread_entries(entries: Sequence[str], batch_ids: Sequence[str], tables: Sequence[str]) -> None:
+    """Each entry names a batch of the plan, a captured table, or ``*``: anything else is a typo
+    that would silently reload nothing."""
+    unknown = [e for e in entries if e != "*" and e not in batch_ids and e not in tables]
+    if unknown:
+        raise ConfigError(
+            f"reread_batches: {unknown} is not a batch of the plan nor a captured table (captured: "
+            f"{sorted(tables)}; batches {batch_ids[0]}..{batch_ids[-1]} if any). Fix: name a captured table as "
+            "db.table, a batch id, or *; to capture a new table, add it to the table list.")
+
+
 def truthy(value: Any) -> bool:
     """A flag from a template or the trigger form, where it may arrive as text."""
     return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")

@@ -16,7 +16,10 @@ from ..cdc.state import StateStore
 from ..cdc.table_patterns import qualify_all
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import CONFIG_NAME, as_list, as_mapping, epoch_seconds, read_config, truthy, write_config
+from ._pipeline import (
+    CONFIG_NAME, as_list, as_mapping, check_reread_entries, epoch_seconds, read_config, reread_reason, truthy,
+    write_config,
+)
 
 
 def _max_map_length() -> int:
@@ -94,12 +97,16 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param schema_change_behavior: what DDL on a captured table does to the sink: ``lenient``
         (default), ``evolve``, ``try_evolve``, ``ignore`` or ``exception``. (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
+    :param reread_batches: the snapshot tasks' ``reread_batches`` (batch ids, captured tables, ``*``):
+        checked here against the plan (an unknown name fails the run before any batch runs), and
+        the batches it names are labelled ``read again`` in the log, the map index names and the
+        ``reload`` XCom. (templated)
     """
 
     template_fields: Sequence[str] = (
         "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
         "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
-        "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset",
+        "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset", "reread_batches",
     )
     ui_color = "#e8f4fa"
 
@@ -111,7 +118,8 @@ class MySqlCdcPlanOperator(BaseOperator):
                  rows_per_batch: int = 5_000_000, parallelism: int = 4, max_batches: int | None = None,
                  startup_mode: str = "initial", startup_offset: Mapping[str, Any] | str | None = None,
                  startup_timestamp: float | None = None, stream_options: Mapping[str, Any] | str | None = None,
-                 schema_change_behavior: str = "lenient", reset: bool = False, **kwargs: Any) -> None:
+                 schema_change_behavior: str = "lenient", reset: bool = False,
+                 reread_batches: Sequence[str] | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
@@ -132,6 +140,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         self.stream_options = stream_options
         self.schema_change_behavior = schema_change_behavior
         self.reset = reset
+        self.reread_batches = reread_batches
 
     # --- settings ------------------------------------------------------------------------
 
@@ -252,17 +261,45 @@ class MySqlCdcPlanOperator(BaseOperator):
         else:
             self.log.info("reusing the stored plan: %d batches", len(plan.batches))
         estimates = plan.estimated_rows()
-        self._log_plan(plan, state, estimates)
-        return [{"batch_id": b.batch_id, "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id]),
+        entries = as_list(self.reread_batches, "reread_batches")
+        check_reread_entries(entries, [b.batch_id for b in plan.batches], [str(t) for t in plan.schemas])
+        actions = self._actions(plan, state, entries)
+        self._log_plan(plan, estimates, actions)
+        reload = {"read": [b for b, a in actions.items() if a != "left alone"],
+                  "read_again": [b for b, a in actions.items() if a.startswith("read again")],
+                  "left_alone": [b for b, a in actions.items() if a == "left alone"],
+                  "tables_read_again": sorted({str(t) for b in plan.batches if actions[b.batch_id].startswith(
+                      "read again") for t in b.tables}),
+                  "stream_running": state.stream_started()}
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is not None:
+            ti.xcom_push(key="reload", value=reload)
+        return [{"batch_id": b.batch_id,
+                 "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id]) + (
+                     " · read again" if actions[b.batch_id].startswith("read again") else ""),
                  "estimated_rows": estimates[b.batch_id]} for b in plan.batches]
 
-    def _log_plan(self, plan: Plan, state: StateStore, estimates: dict[str, int]) -> None:
-        """The batches as a table: what each snapshot task (map index) will read."""
+    @staticmethod
+    def _actions(plan: Plan, state: StateStore, entries: Sequence[str]) -> dict[str, str]:
+        """Per batch, what this run's snapshot task will do with it."""
         done = {r["batch_id"] for r in state.batch_results()}
-        rows = [("map index", "batch", "chunks", "est. rows", "tables", "")]
+        streaming = state.stream_started()
+        out = {}
+        for b in plan.batches:
+            if b.batch_id not in done:
+                out[b.batch_id] = "to read" + (" (handed to the running stream)" if streaming else "")
+            elif reread_reason(entries, b.batch_id, [str(t) for t in b.tables]) is not None:
+                out[b.batch_id] = "read again" + (" (handed to the running stream)" if streaming else "")
+            else:
+                out[b.batch_id] = "left alone"
+        return out
+
+    def _log_plan(self, plan: Plan, estimates: dict[str, int], actions: dict[str, str]) -> None:
+        """The batches as a table: what each snapshot task (map index) will do."""
+        rows = [("map index", "batch", "chunks", "est. rows", "tables", "this run")]
         for i, b in enumerate(plan.batches):
             rows.append((str(i), b.batch_id, str(len(b.chunks)), short_count(estimates[b.batch_id]),
-                         batch_label(b), "already snapshotted" if b.batch_id in done else ""))
+                         batch_label(b), actions[b.batch_id]))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         for r in rows:
             self.log.info("  %s", "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

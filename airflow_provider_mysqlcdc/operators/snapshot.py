@@ -18,7 +18,7 @@ from ..spark.runtime.session import jdbc_jar_path
 from . import _spark
 from ._fail_fast import config_errors_fail_at_once
 from ._spark_output import SparkOutputLog
-from ._pipeline import as_list, config_url, read_config, truthy
+from ._pipeline import as_list, config_url, read_config, reread_reason, truthy
 
 
 def result_summary(result: dict[str, Any], label: str | None = None) -> dict[str, Any]:
@@ -215,14 +215,11 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         ``reread_batches`` (its id, one of its tables, or ``*``), or this very task instance
         wrote it and was cleared by the user (a new run skips what earlier runs finished)."""
         entries = as_list(self.reread_batches, "reread_batches")
-        for entry in entries:
-            if entry in ("*", self.batch_id):
-                return f"reread_batches names {entry!r}"
         plan = state.read_plan() if entries else None
-        tables = {str(t) for t in plan.batch(self.batch_id).tables} if plan is not None else set()
-        for entry in entries:
-            if entry in tables:
-                return f"reread_batches names its table {entry}"
+        tables = [str(t) for t in plan.batch(self.batch_id).tables] if plan is not None else []
+        named = reread_reason(entries, self.batch_id, tables)
+        if named is not None:
+            return named
         if truthy(self.redo_finished):
             return "redo_finished is set"
         if (me.get("run_id") and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index"))

@@ -68,3 +68,40 @@ def test_reset_drops_the_postgres_table_and_its_applied_batches(source, tmp_dir,
     assert postgres.query(f"SELECT to_regclass('\"{schema}\".\"{db}__orders\"')") == [(None,)]
     assert postgres.query(f"SELECT count(*) FROM \"{schema}\"._mysqlcdc_progress") == [(0,)]
     assert list(state.read_plan().schemas) == [TableId(db, "orders")]
+
+
+def test_the_plan_says_which_batches_this_run_reads_again_and_refuses_unknown_names(source, tmp_dir):
+    """reread_batches while the stream runs: the plan task labels what this run reloads (log, map
+    index names, the ``reload`` XCom) and fails at once on a name that is neither a batch nor a
+    captured table, before any snapshot task runs."""
+    class TI:
+        def __init__(self):
+            self.pushed = {}
+
+        def xcom_push(self, key, value):
+            self.pushed[key] = value
+
+    db = source
+    opts = {"sink_options": {"root": str(tmp_dir / "lake")}, "rows_per_batch": 100}
+    first = _plan(tmp_dir, db, **opts).execute({})
+    state = StateStore(str(tmp_dir / "state"))
+    plan = state.read_plan()
+    for b in plan.batches:   # as if every batch finished, and the stream then started
+        state.write_batch_result({"batch_id": b.batch_id, "ranges": [r.to_dict() for r in b.ranges()],
+                                  "high_watermark": {"file": "mysql-bin.000001", "position": 4}})
+    (tmp_dir / "state" / "stream" / "checkpoint").mkdir(parents=True)
+    ti = TI()
+    again = _plan(tmp_dir, db, **opts, reread_batches=[f"{db}.orders"]).execute({"ti": ti})
+    assert [x["batch_id"] for x in again] == [x["batch_id"] for x in first]
+    assert all(x["batch_label"].endswith(" · read again") for x in again)
+    reload = ti.pushed["reload"]
+    assert reload["tables_read_again"] == [f"{db}.orders"] and reload["stream_running"] is True
+    assert reload["read_again"] == [b.batch_id for b in plan.batches] and reload["left_alone"] == []
+    ti = TI()
+    assert len(plan.batches) > 1
+    one = _plan(tmp_dir, db, **opts, reread_batches=[plan.batches[0].batch_id]).execute({"ti": ti})
+    assert one[0]["batch_label"].endswith("read again") and not one[-1]["batch_label"].endswith("read again")
+    assert ti.pushed["reload"]["left_alone"] == [b.batch_id for b in plan.batches[1:]]
+    with pytest.raises(Exception, match=r"reread_batches: \[.shop.nope.\] is not a batch of the plan nor a "
+                                          r"captured table.*Fix:"):
+        _plan(tmp_dir, db, **opts, reread_batches=["shop.nope"]).execute({})
