@@ -111,6 +111,25 @@ def pending(state: StateStore) -> list[Handoff]:
     return sorted(out, key=lambda h: (h.created_at, h.handoff_id))
 
 
+def status(state: StateStore, recent: int = 5) -> dict[str, Any]:
+    """What the stream's health check shows: hand-offs waiting, and the last ones taken over."""
+    now = time.time()
+    waiting = [{"handoff": h.handoff_id, "batch": h.batch.batch_id, "high_watermark": h.high_watermark.to_dict(),
+                "waiting_s": round(now - h.created_at, 1)} for h in pending(state)]
+    done = []
+    root = state.path(ROOT)
+    if state.fs.exists(root):
+        for d in state.fs.ls(root, detail=False):
+            name = posixpath.basename(str(d).rstrip("/"))
+            applied = read_applied(state, name)
+            if applied is not None:
+                manifest = state.read_json(posixpath.join(ROOT, name, MANIFEST))
+                done.append({"handoff": name, "batch": manifest["batch"]["batch_id"],
+                             "created_at": manifest["created_at"], **applied})
+    done.sort(key=lambda d: d["created_at"])
+    return {"pending": waiting, "applied": done[-recent:], "applied_total": len(done)}
+
+
 def same_columns(a: TableSchema, b: TableSchema) -> bool:
     return [(c.name, c.column_type.lower()) for c in a.columns] == [(c.name, c.column_type.lower())
                                                                     for c in b.columns]

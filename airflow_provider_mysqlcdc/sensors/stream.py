@@ -9,6 +9,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from .._airflow_compat import AirflowSkipException
 
 from ..cdc.errors import CdcError, ConfigError
+from ..cdc.resnapshot import status as resnapshot_status
 from ..cdc.state import StateStore
 from ..links import StreamSparkUiLink
 from ..operators._fail_fast import fail_fast
@@ -95,6 +96,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             self.log.info("stream relaunched: micro-batch %s committed", status.batch_id)
         summary = status_summary(status)
         summary["checked_at"] = time.time()
+        summary["resnapshots"] = resnapshot_status(state)
         self._report(summary, control)
         self._record_asset_events(context, summary)
         lag = summary.get("lag_s")
@@ -147,6 +149,15 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                       _offset_text(summary.get("committed_offset")), ago,
                       f"{lag:.1f} s" if isinstance(lag, (int, float)) else "unknown (no head sample yet)",
                       summary.get("behind_bytes"))
+        rs = summary.get("resnapshots") or {}
+        if rs.get("pending") or rs.get("applied"):
+            last = rs["applied"][-1] if rs.get("applied") else None
+            self.log.info("re-snapshots: %d waiting for the stream%s; %d taken over%s", len(rs["pending"]),
+                          " (" + ", ".join(f"{p['batch']} for {p['waiting_s']:.0f} s" for p in rs["pending"]) + ")"
+                          if rs["pending"] else "", rs.get("applied_total", 0),
+                          "" if last is None else f", last {last['batch']}: " + (
+                              f"superseded ({last['superseded']})" if last.get("superseded") else
+                              f"{last.get('rows')} rows in micro-batch {last.get('micro_batch')}"))
         tail = control.log_tail(LOG_TAIL_LINES)
         if tail:
             self.log.info("last %d lines of the stream's log (%s):", LOG_TAIL_LINES, control.log_path() or "")

@@ -292,6 +292,10 @@ def test_clearing_a_finished_batch_after_the_stream_started_replaces_its_range_e
     assert len(watcher.processes(SUBMIT, JVM, str(state.location), f"--batch-id {other}",
                                  unless=LAUNCHER)) == jobs_before + 1, "one Spark job reads the batch again"
     assert state.read_batch_result(other)["handoff"]
+    health = MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location), max_lag_s=None,
+                                  relaunch=False).poke({})
+    taken = health.xcom_value["resnapshots"]
+    assert taken["pending"] == [] and taken["applied"][-1]["batch"] == other and taken["applied"][-1]["rows"] > 0
     assert not _sink_equals_source(server, work, specs)
 
 

@@ -37,6 +37,19 @@ def test_a_manifest_round_trips_and_pending_lists_unapplied_ones_oldest_first(tm
     assert [h.handoff_id for h in pending(state)] == ["b"] and read_applied(state, "a")["micro_batch"] == 3
 
 
+def test_the_health_check_lists_waiting_and_taken_over_handoffs(tmp_path):
+    from airflow_provider_mysqlcdc.cdc.resnapshot import status
+
+    state = StateStore(str(tmp_path))
+    assert status(state) == {"pending": [], "applied": [], "applied_total": 0}
+    write_manifest(state, _handoff("a", 1.0))
+    write_manifest(state, _handoff("b", 2.0))
+    mark_applied(state, "a", {"micro_batch": 9, "rows": 7, "deleted": 0})
+    got = status(state)
+    assert [p["handoff"] for p in got["pending"]] == ["b"] and got["pending"][0]["batch"] == "batch-0001"
+    assert got["applied_total"] == 1 and got["applied"][0]["micro_batch"] == 9
+
+
 def test_range_membership_with_integer_keys_and_nulls():
     keys = pa.table({"id": pa.array([99, 100, 150, 199, 200, None], pa.int64())})
     assert _in_range(keys, SCHEMA, KeyRange(T, (100,), (200,)), None).column("id").to_pylist() == [100, 150, 199]
