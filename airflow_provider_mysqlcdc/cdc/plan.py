@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from .batching import BatchSizing, batch_row_estimates, pack_batches
@@ -93,3 +93,42 @@ def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[s
     else:
         batches = group_chunks([c for cs in by_table.values() for c in cs], chunks_per_batch)
     return Plan({s.table_id: s for s in schemas}, tuple(batches), plan_inputs(include, exclude, split))
+
+
+def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
+                split: SplitOptions | None = None, sizing: BatchSizing | None = None) -> tuple[Plan, list[TableId]]:
+    """``plan`` plus the tables ``include``/``exclude`` match now and it does not hold, split and
+    batched on their own under new batch ids after the existing ones (whose results stay
+    valid). Returns the new plan and the added tables. A table the plan holds that no longer
+    matches is an error: its capture cannot stop while its batches stay in the plan."""
+    split = split or SplitOptions()
+    with contextlib.closing(source.connect()) as conn:
+        schemas = discover_tables(conn, include, exclude, split.chunk_key_columns)
+        found = {s.table_id for s in schemas}
+        gone = sorted(t for t in plan.schemas if t not in found)
+        if gone:
+            raise ConfigError(
+                f"the new table list no longer matches {', '.join(map(str, gone))}, which this pipeline captures; "
+                "removing tables from a running pipeline is not supported yet. Fix: keep them in the list (or "
+                "exclude nothing that was captured), or trigger with reset=true to start over with the new list.")
+        added = [s for s in schemas if s.table_id not in plan.schemas]
+        if not added:
+            return replace(plan, inputs=plan_inputs(include, exclude, split)), []
+        splitter = ChunkSplitter(conn, split)
+        by_table = {s.table_id: splitter.split(s) for s in added}
+        estimates = {s.table_id: splitter.row_estimate(s) for s in added}
+    added = [dataclasses.replace(s, approx_rows=estimates[s.table_id]) for s in added]
+    fresh = pack_batches(by_table, estimates, sizing) if sizing else group_chunks(
+        [c for cs in by_table.values() for c in cs], 64)
+    taken = {b.batch_id for b in plan.batches}
+    first = len(plan.batches)
+    width = max(4, len(str(first + len(fresh))))
+    renamed = []
+    for i, b in enumerate(fresh):
+        n = first + i
+        while f"batch-{n:0{width}d}" in taken:
+            n += 1
+        taken.add(f"batch-{n:0{width}d}")
+        renamed.append(replace(b, batch_id=f"batch-{n:0{width}d}"))
+    return Plan({**plan.schemas, **{s.table_id: s for s in added}}, plan.batches + tuple(renamed),
+                plan_inputs(include, exclude, split)), [s.table_id for s in added]

@@ -75,14 +75,26 @@ def _between_triggers(query, timeout_s: float, log: logging.Logger) -> None:
              timeout_s)
 
 
-def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0) -> None:
-    """Wait for the query to end (a failure raises) or for a stop request, then stop it."""
+def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0) -> bool:
+    """Wait for the query to end (a failure raises) or for a stop request, then stop it. True when
+    the query must start again: it took over a table it does not read (spark/stream/resnapshots.py)."""
+    from airflow_provider_mysqlcdc.spark.stream.resnapshots import RESTART
+
     while not stop.is_set():
-        if query.awaitTermination(1.0):
-            return
+        if RESTART.is_set():
+            query.stop()   # a micro-batch it interrupts was not committed: the next query runs it again
+            return True
+        try:
+            if query.awaitTermination(1.0):
+                return False
+        except Exception:
+            if RESTART.is_set():   # the micro-batch after the take-over refused to run in this query
+                return True
+            raise
     _between_triggers(query, grace_s, log)
     query.stop()
     log.info("binlog stream stopped on request")
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,17 +118,26 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
     from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+    from airflow_provider_mysqlcdc.spark.stream.resnapshots import RESTART
     from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
 
     password = read_password(args.password_file)
-    config = load_pipeline_config(args.config, password=password)
-    with contextlib.closing(config.source.connect()) as conn:
-        schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns)
-    plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
-    if plan is not None:
-        # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot
-        # read; DDL since then reaches the stream in order (the checkpoint keeps the history).
-        schemas = [plan.schemas.get(s.table_id, s) for s in schemas]
+
+    def tables() -> tuple:
+        """The config (the plan step may have added tables) and the captured tables' schemas."""
+        config = load_pipeline_config(args.config, password=password)
+        with contextlib.closing(config.source.connect()) as conn:
+            schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns)
+        plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
+        if plan is not None:
+            # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot
+            # read; DDL since then reaches the stream in order (the checkpoint keeps the history).
+            # A table the plan has and the stream's history not yet is captured once its batches
+            # are handed over (the take-over restarts the query).
+            schemas = [plan.schemas.get(s.table_id, s) for s in schemas]
+        return config, schemas
+
+    config, schemas = tables()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
@@ -136,10 +157,15 @@ def main(argv: list[str] | None = None) -> int:
         if stop.is_set():  # terminated while starting up
             return 0
         listener = install_status_listener(spark, config, StateStore(config.state_location))
-        query = start_stream(spark, config, sink, schemas, password=password)
-        log.info("streaming %d tables (%s) into %s", len(schemas),
-                 ", ".join(str(s.table_id) for s in schemas[:10]), sink.name)
-        _run_until_stopped(query, stop, log)
+        while True:
+            query = start_stream(spark, config, sink, schemas, password=password)
+            log.info("streaming %d tables (%s) into %s", len(schemas),
+                     ", ".join(str(s.table_id) for s in schemas[:10]), sink.name)
+            if not _run_until_stopped(query, stop, log):
+                break
+            RESTART.clear()
+            config, schemas = tables()
+            log.info("binlog stream: starting again from its checkpoint to capture the tables it took over")
     except Exception as e:
         failure = f"{type(e).__name__}: {e}"
         raise

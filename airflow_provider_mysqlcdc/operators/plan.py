@@ -10,7 +10,7 @@ from ..cdc.batching import BatchSizing, batch_label, short_count
 from ..cdc.config import SplitOptions
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from ..cdc.plan import Plan, build_plan, plan_inputs
+from ..cdc.plan import Plan, build_plan, extend_plan, plan_inputs
 from ..cdc.probes import check_startup_offset, probe_writable
 from ..cdc.state import StateStore
 from ..cdc.table_patterns import qualify_all
@@ -244,11 +244,23 @@ class MySqlCdcPlanOperator(BaseOperator):
             self._forget(state)
         inputs = plan_inputs(config.include, config.exclude, config.split)
         plan = state.read_plan()
+        added: list = []
         if plan is not None and plan.inputs is not None and plan.inputs != inputs:
-            raise ConfigError(
-                f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "
-                f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
-                "another state_location.")
+            same_split = all(plan.inputs.get(k) == inputs[k] for k in ("chunk_size", "chunk_key_columns"))
+            if not same_split:
+                raise ConfigError(
+                    f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "
+                    f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
+                    "another state_location.")
+            # Another table list: the tables it adds get batches of their own; the rest stays.
+            plan, added = extend_plan(plan, config.source, config.include, config.exclude, config.split,
+                                      sizing=self.sizing())
+            state.write_plan(plan)
+            if added:
+                self.log.info("added %d table(s) to the pipeline: %s; their batches are planned below%s",
+                              len(added), ", ".join(map(str, added)),
+                              " and go to the running stream, which captures them from there on"
+                              if state.stream_started() else "")
         write_config(state, config)
         if config.startup_mode not in ("initial", "snapshot"):
             self.log.info("startup mode %s: no snapshot, the stream starts from the binlog", config.startup_mode)
@@ -270,6 +282,7 @@ class MySqlCdcPlanOperator(BaseOperator):
                   "left_alone": [b for b, a in actions.items() if a == "left alone"],
                   "tables_read_again": sorted({str(t) for b in plan.batches if actions[b.batch_id].startswith(
                       "read again") for t in b.tables}),
+                  "tables_added": [str(t) for t in added],
                   "stream_running": state.stream_started()}
         ti = context.get("ti") if hasattr(context, "get") else None
         if ti is not None:

@@ -233,3 +233,87 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
             writer.stop()
         if proc is not None:
             kill_job(proc)
+
+
+@pytest.mark.parametrize("kind", ["postgres", "delta"])
+def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captured_from_there(
+        mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
+    """A longer table list while the stream job runs: only the new table is planned, its batches
+    are read and handed to the stream, which takes the table over, starts again from its
+    checkpoint to read it, and from then on streams its changes. Writers on both tables
+    throughout; both equal the source afterwards."""
+    from dataclasses import replace
+
+    from airflow_provider_mysqlcdc.cdc.plan import extend_plan
+    from tests.support.stream_job import committed, kill_job, start_job
+
+    specs = [create_int_table(mariadb, fresh_db, 3_000, "orders"),
+             create_composite_table(mariadb, fresh_db, 2_000, "tenant_items")]
+    src = mariadb.source_config(server_id_range="6600-6699")
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name=f"add-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
+        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.3))
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    for b in plan.batches:
+        run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+    state.write_finished(state.finished_from_results())
+    log = tmp_dir / "job.log"
+    checkpoint = tmp_dir / "state" / "stream" / "checkpoint"
+    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=60 + i, threads=1, pause_s=0.005)
+               for i, spec in enumerate(specs)]
+    for w in writers:
+        w.start()
+    writing, proc = True, None
+    items = TableId(fresh_db, "tenant_items")
+    try:
+        proc = start_job(cfg_path, log, src.password)
+        deadline = time.time() + 180
+        while committed(checkpoint) is None:
+            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+        # what the plan task does with the longer list: plan the new table, rewrite the settings
+        wider = replace(config, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"))
+        grown, added = extend_plan(plan, src, wider.include, split=wider.split)
+        assert added == [items] and grown.batches[:len(plan.batches)] == plan.batches
+        state.write_plan(grown)
+        cfg_path.write_text(wider.to_json())
+        new = grown.batches[len(plan.batches):]
+        assert new and all(b.tables == (items,) for b in new)
+        results = [run_snapshot_batch(spark, wider, b.batch_id, plan=grown) for b in new]
+        deadline = time.time() + 180
+        for r in results:
+            while (applied := read_applied(state, r["handoff"])) is None:
+                assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+                time.sleep(0.5)
+            assert "superseded" not in applied, applied
+        time.sleep(3)
+        for w in writers:
+            w.stop()
+        writing = False
+        text = log.read_text(errors="replace")
+        assert "starting again from its checkpoint to capture the tables it took over" in text, text[-3000:]
+        for t, spec in ((TableId(fresh_db, "orders"), specs[0]), (items, specs[1])):
+            ident = tuple(spec.key_columns)
+            cols = list(ident) + list(VALUE_COLS)
+            if kind == "delta":
+                def actual(t=t, ident=ident, cols=cols):
+                    return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
+            else:
+                def actual(t=t, ident=ident, cols=cols):
+                    return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ident, sink_cfg.options["schema"])
+            problem = wait_until_equal(lambda t=t, cols=cols, ident=ident: mysql_rows(mariadb, t, cols, ident), actual,
+                                       timeout_s=120)
+            assert not problem, f"{kind} {t}:\n{problem}\njob log:\n{log.read_text(errors='replace')[-3000:]}"
+        assert proc.poll() is None, "the stream job keeps running"
+    finally:
+        if writing:
+            for w in writers:
+                w.stop()
+        if proc is not None:
+            kill_job(proc)

@@ -78,6 +78,10 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None) -> Ca
     from ..runtime.stream_status import note_rows_written
 
     def write(batch: DataFrame, batch_id: int) -> None:
+        from .resnapshots import RESTART, RESTART_MARKER, StreamRestart
+
+        if RESTART.is_set():   # this query does not read a table it took over: nothing more from it
+            raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
         sc = batch.sparkSession.sparkContext
         query_id = sc.getLocalProperty("sql.streaming.queryId")
         sc.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
@@ -201,7 +205,8 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
 
         with_password = config if password is None else replace(config, source=replace(config.source,
                                                                                         password=password))
-        write = direct_batch_writer(sink, planner, ResnapshotApplier(spark, with_password, sink, checkpoint, history))
+        write = direct_batch_writer(sink, planner, ResnapshotApplier(spark, with_password, sink, checkpoint, history,
+                                                                     save_history=lambda: store.save(history)))
     else:
         write = batch_writer(sink, schemas, config.source.server_time_zone)
     writer: Any = (frame.writeStream

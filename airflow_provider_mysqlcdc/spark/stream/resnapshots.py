@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
+import threading
 import time
 from typing import Any, Mapping, Sequence
 
@@ -35,7 +36,9 @@ from ...cdc.keyorder import key_order_for
 from ...cdc.model import TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
+from ...cdc.model import TableId
 from ...cdc.resnapshot import Handoff, mark_applied, pending, same_columns
+from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
 from ..sinks.resnapshot_rows import RESNAPSHOT_SEQ
 from .change_rows import SourceLayout
@@ -59,17 +62,31 @@ def batch_end_offset(checkpoint: str, batch_id: int) -> StreamOffset | None:
     return StreamOffset.from_dict(json.loads(lines[-1]))
 
 
+# Set once a micro-batch took over a table the query did not capture: its source reads a fixed
+# table set, so the query must start again (from its checkpoint, right after that micro-batch)
+# before it commits another one. The stream job restarts it (jobs/binlog_stream.py).
+RESTART = threading.Event()
+RESTART_MARKER = "mysqlcdc: restart to capture added tables"
+
+
+class StreamRestart(RuntimeError):
+    """Raised by a micro-batch that must not run in this query (see ``RESTART``)."""
+
+
 class ResnapshotApplier:
     """Turns pending hand-offs into records of the micro-batch that takes them over."""
 
-    def __init__(self, spark: Any, config: PipelineConfig, sink: Any, checkpoint: str, history: Any) -> None:
+    def __init__(self, spark: Any, config: PipelineConfig, sink: Any, checkpoint: str, history: Any,
+                 save_history: Any = lambda: None) -> None:
         self.spark = spark
         self.config = config
         self.sink = sink
         self.checkpoint = checkpoint
         self.history = history
+        self.save_history = save_history
         self.state = StateStore(config.state_location)
         self._waiting_logged: set[str] = set()
+        self.added: list[TableId] = []       # tables this query took over without capturing them
 
     def take(self, batch_id: int) -> tuple[list[dict[str, Any]], list[tuple[Handoff, dict[str, Any]]]]:
         """(records to add to the micro-batch, outcomes to mark once it is committed)."""
@@ -108,6 +125,10 @@ class ResnapshotApplier:
     def mark(self, outcomes: Sequence[tuple[Handoff, Mapping[str, Any]]]) -> None:
         for h, outcome in outcomes:
             mark_applied(self.state, h.handoff_id, outcome)
+        if self.added:
+            log.info("the stream took over %s, which this query does not read: it starts again from its checkpoint "
+                     "to capture them", ", ".join(map(str, self.added)))
+            RESTART.set()
 
     # --- one hand-off -----------------------------------------------------------------------------
 
@@ -115,6 +136,14 @@ class ResnapshotApplier:
         from ..snapshot.batch_reader import ConsistentBatchReader
 
         for t, schema in h.schemas.items():
+            if t not in self.history.versions:   # a table added to the pipeline: captured from S on
+                self.history.record(t, TableVersion(StreamOffset(s).to_dict(), schema, schema, None, (),
+                                                    (f"added to the pipeline: its rows up to {s} came from batch "
+                                                     f"{h.batch.batch_id}, its changes from there on",)))
+                self.save_history()
+                self.sink.prepare([schema])
+                if t not in self.added:
+                    self.added.append(t)
             latest = self.history.latest(t) if t in self.history.versions else None
             if latest is None or latest.source is None or not same_columns(latest.source, schema):
                 raise TableChangedError(
