@@ -105,3 +105,33 @@ def test_the_plan_says_which_batches_this_run_reads_again_and_refuses_unknown_na
     with pytest.raises(Exception, match=r"reread_batches: \[.shop.nope.\] is not a batch of the plan nor a "
                                           r"captured table.*Fix:"):
         _plan(tmp_dir, db, **opts, reread_batches=["shop.nope"]).execute({})
+
+
+def test_a_longer_table_list_plans_only_the_new_tables_and_a_shorter_one_is_refused(source, tmp_dir, mariadb):
+    from tests.support.tables import create_int_table as make
+
+    db = source
+    make(mariadb, db, 250, "extra")
+    opts = {"sink_options": {"root": str(tmp_dir / "lake")}, "rows_per_batch": 100}
+    first = _plan(tmp_dir, db, **opts).execute({})
+    state = StateStore(str(tmp_dir / "state"))
+    before = state.read_plan()
+
+    class TI:
+        pushed: dict = {}
+
+        def xcom_push(self, key, value):
+            self.pushed[key] = value
+
+    ti = TI()
+    grown = _plan(tmp_dir, db, **opts, tables=[f"{db}.orders", f"{db}.extra"]).execute({"ti": ti})
+    after = state.read_plan()
+    assert after.batches[:len(before.batches)] == before.batches
+    assert [x["batch_id"] for x in grown[:len(first)]] == [x["batch_id"] for x in first]
+    new = after.batches[len(before.batches):]
+    assert new and all(b.tables == (TableId(db, "extra"),) for b in new)
+    assert len({b.batch_id for b in after.batches}) == len(after.batches)
+    assert ti.pushed["reload"]["tables_added"] == [f"{db}.extra"]
+    with pytest.raises(Exception, match=r"no longer matches .*orders.*removing tables from a running pipeline is not "
+                                        r"supported yet.*Fix:"):
+        _plan(tmp_dir, db, **opts, tables=[f"{db}.extra"]).execute({})
