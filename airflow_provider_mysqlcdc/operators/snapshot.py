@@ -34,6 +34,7 @@ def result_summary(result: dict[str, Any], label: str | None = None) -> dict[str
         "chunks": len(result.get("chunks", [])),
         "seconds": result.get("seconds"),
         "rows_per_s": result.get("rows_per_s"),
+        "handoff": result.get("handoff"),   # read while the stream ran: the stream took the rows over
     }
 
 

@@ -84,6 +84,13 @@ class MySqlCdcStreamOperator(BaseOperator):
         if plan is None:
             raise ConfigError(f"no plan in {state.location}. Fix: run the plan and snapshot tasks first, with the "
                               "same state_location.")
+        if state.stream_started() and state.read_finished() is not None:
+            # The stream goes on from its checkpoint; the list it started from stays as it was. Batches
+            # read again or added since reached it as hand-offs (their tasks waited for the take-over).
+            handed = [r["batch_id"] for r in results if r.get("handoff")]
+            self.log.info("the stream started before: it continues from its checkpoint%s",
+                          f"; {len(handed)} batch(es) of this run were handed to it" if handed else "")
+            return
         finished = state.finished_from_results()
         have = {f.batch_id: f for f in finished}
         missing = [b.batch_id for b in plan.batches if b.batch_id not in have]
@@ -96,11 +103,6 @@ class MySqlCdcStreamOperator(BaseOperator):
                 raise CdcError(f"batch {r['batch_id']}: its XCom and its result file disagree on the high "
                                "watermark (the batch ran again after this task's input was produced). "
                                "Fix: clear this task so it reads the current results.")
-        previous = state.read_finished()
-        if previous is not None and state.exists("stream/checkpoint") and sorted(
-                previous, key=lambda f: f.batch_id) != sorted(finished, key=lambda f: f.batch_id):
-            raise CdcError("the stream already started from another snapshot (its finished-batch list differs). "
-                           "Fix: trigger the pipeline with reset=true to snapshot and stream afresh.")
         state.write_finished(finished)
         low = min(f.high_watermark for f in finished)
         self.log.info("snapshot complete: %d batches, %d rows; the stream starts at the minimum HW %s",

@@ -281,10 +281,12 @@ def test_clearing_a_finished_batch_after_the_stream_started_replaces_its_range_e
                                 pause_s=0.003).start() for i, s in enumerate(specs)]
     log = work / "rerun_after_stream.log"
     try:
-        dr2 = clear_and_run(dr.run_id, [["snapshot", index]], log)
+        # with the stream task, as the UI's Clear (Downstream pre-selected) does
+        dr2 = clear_and_run(dr.run_id, [["snapshot", index], "stream"], log)
     finally:
         for w in writers:
             w.stop()
+    assert airflow_env.task_states(dr2)[("stream", -1)][0] == "success"
     state_now, tries = airflow_env.task_states(dr2)[("snapshot", index)]
     text = log.read_text(errors="replace")
     assert state_now == "success", (state_now, tries, text[-3000:])
