@@ -18,6 +18,7 @@ from .discovery import discover_tables
 from .errors import ConfigError
 from .model import TableId, TableSchema
 from .splitter import ChunkSplitter
+from .table_patterns import matches
 
 # Server id slots: 0 = the stream's reader, 1 = the stream driver's offset scans,
 # 2.. = snapshot batches (each concurrent batch's backfill needs its own id).
@@ -96,24 +97,29 @@ def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[s
 
 
 def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
-                split: SplitOptions | None = None, sizing: BatchSizing | None = None) -> tuple[Plan, list[TableId]]:
-    """``plan`` plus the tables ``include``/``exclude`` match now and it does not hold, split and
-    batched on their own under new batch ids after the existing ones (whose results stay
-    valid). Returns the new plan and the added tables. A table the plan holds that no longer
-    matches is an error: its capture cannot stop while its batches stay in the plan."""
+                split: SplitOptions | None = None, sizing: BatchSizing | None = None
+                ) -> tuple[Plan, list[TableId], list[TableId]]:
+    """The plan for another table list: the tables ``include``/``exclude`` match now and ``plan``
+    lacks are split and batched on their own under new batch ids after the existing ones (whose
+    results stay valid); the tables it holds and the list no longer matches leave it, with their
+    batches. Returns the new plan, the added and the removed tables."""
     split = split or SplitOptions()
     with contextlib.closing(source.connect()) as conn:
         schemas = discover_tables(conn, include, exclude, split.chunk_key_columns)
         found = {s.table_id for s in schemas}
-        gone = sorted(t for t in plan.schemas if t not in found)
-        if gone:
+        # a table the list still names but the server no longer has stays (the stream follows its DDL)
+        gone = sorted(t for t in plan.schemas if t not in found and not matches(t, include, exclude))
+        kept = replace(plan, schemas={t: s for t, s in plan.schemas.items() if t not in gone},
+                       batches=tuple(b for b in plan.batches if not set(b.tables) & set(gone)),
+                       inputs=plan_inputs(include, exclude, split))
+        if any(set(b.tables) & set(gone) and not set(b.tables) <= set(gone) for b in plan.batches):
             raise ConfigError(
-                f"the new table list no longer matches {', '.join(map(str, gone))}, which this pipeline captures; "
-                "removing tables from a running pipeline is not supported yet. Fix: keep them in the list (or "
-                "exclude nothing that was captured), or trigger with reset=true to start over with the new list.")
+                f"a batch holds both a table the new list drops ({', '.join(map(str, gone))}) and one it keeps, so "
+                "its capture cannot stop alone. Fix: keep the table in the list, or trigger with reset=true.")
         added = [s for s in schemas if s.table_id not in plan.schemas]
         if not added:
-            return replace(plan, inputs=plan_inputs(include, exclude, split)), []
+            return kept, [], gone
+        plan = kept
         splitter = ChunkSplitter(conn, split)
         by_table = {s.table_id: splitter.split(s) for s in added}
         estimates = {s.table_id: splitter.row_estimate(s) for s in added}
@@ -131,4 +137,4 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
         taken.add(f"batch-{n:0{width}d}")
         renamed.append(replace(b, batch_id=f"batch-{n:0{width}d}"))
     return Plan({**plan.schemas, **{s.table_id: s for s in added}}, plan.batches + tuple(renamed),
-                plan_inputs(include, exclude, split)), [s.table_id for s in added]
+                plan_inputs(include, exclude, split)), [s.table_id for s in added], gone

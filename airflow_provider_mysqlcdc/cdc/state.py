@@ -125,5 +125,24 @@ class StateStore:
         exists): from then on the stream is the only writer of the sink."""
         return self.exists("stream/checkpoint")
 
+    RESTART_REQUEST = "stream/restart_request.json"
+
+    def request_stream_restart(self, reason: str) -> None:
+        """Ask a running stream job to start its query again (it re-reads ``pipeline.json``)."""
+        import time
+
+        self.write_json(self.RESTART_REQUEST, {"reason": reason, "at": time.time()})
+
+    def take_restart_request(self) -> dict[str, Any] | None:
+        """The pending request, removed (the stream job polls this)."""
+        if not self.exists(self.RESTART_REQUEST):
+            return None
+        try:
+            request = self.read_json(self.RESTART_REQUEST)
+        except (OSError, ValueError):
+            request = {"reason": "unreadable request"}
+        self.delete(self.RESTART_REQUEST)
+        return request
+
     def checkpoint_url(self) -> str:
         return self.url("stream", "checkpoint")

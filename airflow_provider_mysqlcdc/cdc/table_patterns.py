@@ -108,6 +108,12 @@ def _quoted_parts(text: str) -> list[str] | None:
     return parts
 
 
+def matches(table_id: TableId, include: Iterable[str], exclude: Iterable[str] = ()) -> bool:
+    """Whether a table list (``qualify``-ed entries) captures ``table_id``."""
+    return (any(TablePattern(e).matches(table_id) for e in include)
+            and not any(TablePattern(e).matches(table_id) for e in exclude))
+
+
 def exact_pattern(table_id: TableId) -> str:
     """The canonical pattern text of one exact table name."""
     name = str(table_id)

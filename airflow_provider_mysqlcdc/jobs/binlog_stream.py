@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 DEFAULT_LOCAL_MASTER = "local[2,4]"
 
@@ -75,12 +76,19 @@ def _between_triggers(query, timeout_s: float, log: logging.Logger) -> None:
              timeout_s)
 
 
-def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0) -> bool:
+def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0,
+                       state: Any = None) -> bool:
     """Wait for the query to end (a failure raises) or for a stop request, then stop it. True when
-    the query must start again: it took over a table it does not read (spark/stream/resnapshots.py)."""
+    the query must start again: it took over a table it does not read (spark/stream/resnapshots.py),
+    or the plan step asked for it (tables removed from the pipeline)."""
     from airflow_provider_mysqlcdc.spark.stream.resnapshots import RESTART
 
     while not stop.is_set():
+        request = state.take_restart_request() if state is not None else None
+        if request is not None:
+            log.info("binlog stream: restart requested (%s)", request.get("reason"))
+            _between_triggers(query, grace_s, log)
+            RESTART.set()
         if RESTART.is_set():
             query.stop()   # a micro-batch it interrupts was not committed: the next query runs it again
             return True
@@ -161,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             query = start_stream(spark, config, sink, schemas, password=password)
             log.info("streaming %d tables (%s) into %s", len(schemas),
                      ", ".join(str(s.table_id) for s in schemas[:10]), sink.name)
-            if not _run_until_stopped(query, stop, log):
+            if not _run_until_stopped(query, stop, log, state=StateStore(config.state_location)):
                 break
             RESTART.clear()
             config, schemas = tables()

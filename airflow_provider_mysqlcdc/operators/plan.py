@@ -245,6 +245,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         inputs = plan_inputs(config.include, config.exclude, config.split)
         plan = state.read_plan()
         added: list = []
+        removed: list = []
         if plan is not None and plan.inputs is not None and plan.inputs != inputs:
             same_split = all(plan.inputs.get(k) == inputs[k] for k in ("chunk_size", "chunk_key_columns"))
             if not same_split:
@@ -253,15 +254,26 @@ class MySqlCdcPlanOperator(BaseOperator):
                     f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
                     "another state_location.")
             # Another table list: the tables it adds get batches of their own; the rest stays.
-            plan, added = extend_plan(plan, config.source, config.include, config.exclude, config.split,
-                                      sizing=self.sizing())
+            before = plan
+            plan, added, removed = extend_plan(plan, config.source, config.include, config.exclude, config.split,
+                                               sizing=self.sizing())
+            for b in before.batches:   # a removed table's batches leave with it
+                if b not in plan.batches:
+                    state.delete(StateStore.batch_result_rel(b.batch_id))
+                    state.delete(StateStore.batch_owner_rel(b.batch_id))
             state.write_plan(plan)
             if added:
                 self.log.info("added %d table(s) to the pipeline: %s; their batches are planned below%s",
                               len(added), ", ".join(map(str, added)),
                               " and go to the running stream, which captures them from there on"
                               if state.stream_started() else "")
+            if removed:
+                self.log.info("removed %d table(s) from the pipeline: %s; their sink tables stay as they are%s",
+                              len(removed), ", ".join(map(str, removed)),
+                              "; the running stream stops capturing them" if state.stream_started() else "")
         write_config(state, config)
+        if removed and state.stream_started():
+            state.request_stream_restart(f"tables removed from the pipeline: {', '.join(map(str, removed))}")
         if config.startup_mode not in ("initial", "snapshot"):
             self.log.info("startup mode %s: no snapshot, the stream starts from the binlog", config.startup_mode)
             return []
@@ -283,6 +295,7 @@ class MySqlCdcPlanOperator(BaseOperator):
                   "tables_read_again": sorted({str(t) for b in plan.batches if actions[b.batch_id].startswith(
                       "read again") for t in b.tables}),
                   "tables_added": [str(t) for t in added],
+                  "tables_removed": [str(t) for t in removed],
                   "stream_running": state.stream_started()}
         ti = context.get("ti") if hasattr(context, "get") else None
         if ti is not None:

@@ -279,8 +279,8 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
             time.sleep(0.2)
         # what the plan task does with the longer list: plan the new table, rewrite the settings
         wider = replace(config, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"))
-        grown, added = extend_plan(plan, src, wider.include, split=wider.split)
-        assert added == [items] and grown.batches[:len(plan.batches)] == plan.batches
+        grown, added, removed = extend_plan(plan, src, wider.include, split=wider.split)
+        assert added == [items] and not removed and grown.batches[:len(plan.batches)] == plan.batches
         state.write_plan(grown)
         cfg_path.write_text(wider.to_json())
         new = grown.batches[len(plan.batches):]
@@ -311,6 +311,48 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
                                        timeout_s=120)
             assert not problem, f"{kind} {t}:\n{problem}\njob log:\n{log.read_text(errors='replace')[-3000:]}"
         assert proc.poll() is None, "the stream job keeps running"
+
+        # Then orders leaves the list (what the plan task does): the stream stops reading it, its sink
+        # table stays as it was, tenant_items keeps flowing.
+        orders = TableId(fresh_db, "orders")
+        narrower = replace(config, include=(f"{fresh_db}.tenant_items",))
+        cfg_path.write_text(narrower.to_json())
+        state.request_stream_restart("tables removed from the pipeline: orders")
+        deadline = time.time() + 120
+        while "removed from the pipeline are not read any more" not in log.read_text(errors="replace"):
+            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        ocols = ["id", *VALUE_COLS]
+
+        def sink_orders():
+            if kind == "delta":
+                return {k: {c: r[c] for c in ocols} for k, r in delta_rows(tmp_dir / "lake", orders, ("id",)).items()}
+            return postgres_rows(postgres, f"{fresh_db}__orders", ocols, ("id",), sink_cfg.options["schema"])
+
+        time.sleep(2)
+        frozen = sink_orders()
+        writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=70 + i, threads=1, pause_s=0.005)
+                   for i, spec in enumerate(specs)]
+        for w in writers:
+            w.start()
+        writing = True
+        time.sleep(4)
+        for w in writers:
+            w.stop()
+        writing = False
+        assert mysql_rows(mariadb, orders, ocols, ("id",)) != frozen, "the writer changed orders"
+        icols = [*specs[1].key_columns, *VALUE_COLS]
+        ident = tuple(specs[1].key_columns)
+        if kind == "delta":
+            def items_sink():
+                return {k: {c: r[c] for c in icols} for k, r in delta_rows(tmp_dir / "lake", items, ident).items()}
+        else:
+            def items_sink():
+                return postgres_rows(postgres, f"{fresh_db}__tenant_items", icols, ident, sink_cfg.options["schema"])
+        problem = wait_until_equal(lambda: mysql_rows(mariadb, items, icols, ident), items_sink, timeout_s=120)
+        assert not problem, f"{kind} tenant_items after orders left:\n{problem}"
+        assert sink_orders() == frozen, "a removed table's sink table stays as it was"
+        assert proc.poll() is None
     finally:
         if writing:
             for w in writers:

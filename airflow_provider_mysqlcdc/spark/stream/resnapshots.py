@@ -73,6 +73,19 @@ class StreamRestart(RuntimeError):
     """Raised by a micro-batch that must not run in this query (see ``RESTART``)."""
 
 
+def committed_end(checkpoint: str) -> StreamOffset | None:
+    """The end offset of the checkpoint's last committed micro-batch."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(checkpoint)
+    commits = posixpath.join(root, "commits")
+    if not fs.exists(commits):
+        return None
+    ids = [int(n) for n in (posixpath.basename(str(p).rstrip("/")) for p in fs.ls(commits, detail=False))
+           if n.isdigit()]
+    return batch_end_offset(checkpoint, max(ids)) if ids else None
+
+
 class ResnapshotApplier:
     """Turns pending hand-offs into records of the micro-batch that takes them over."""
 
@@ -136,7 +149,8 @@ class ResnapshotApplier:
         from ..snapshot.batch_reader import ConsistentBatchReader
 
         for t, schema in h.schemas.items():
-            if t not in self.history.versions:   # a table added to the pipeline: captured from S on
+            if t not in self.history.versions or self.history.latest(t).source is None:
+                # a table added to the pipeline (or back after it was removed): captured from S on
                 self.history.record(t, TableVersion(StreamOffset(s).to_dict(), schema, schema, None, (),
                                                     (f"added to the pipeline: its rows up to {s} came from batch "
                                                      f"{h.batch.batch_id}, its changes from there on",)))
