@@ -61,7 +61,7 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
             deadline = time.time() + 90
             seen: dict[int, dict] = {}
             while time.time() < deadline and len(seen) < 3:
-                for f in sorted(table_dir.rglob("*.json*")):
+                for f in sorted(table_dir.rglob("*.jsonl")):
                     for line in f.read_text().splitlines():
                         rec = json.loads(line)
                         if rec["op"] in ("+I", "+U"):

@@ -40,7 +40,7 @@ def register(fs: Any, prefix: str, root: str, table_id: TableId, columns: Sequen
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
         with fs.open_output_stream(tmp) as out:
-            out.write((json.dumps(doc, indent=1) + "\n").encode("utf-8"))
+            out.write((json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8"))
         fs.move(tmp, path)
     with _lock:
         _written.add(key)
