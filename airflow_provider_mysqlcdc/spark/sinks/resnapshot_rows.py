@@ -63,16 +63,19 @@ def last_change_record(schema: TableSchema, image: pa.StructType, rows: pa.Table
 
 def resnapshot_lines(table_id: TableId, rows: pa.Table, r: KeyRange, info: Mapping[str, Any], batch_id: int,
                      schema_id: str) -> list[str]:
-    """The changelog's lines for a re-snapshot of one range: the ``RS`` line, then one ``r`` line per row."""
-    from .changelog import dumps, json_values
+    """The changelog's lines for a re-snapshot of one range: the ``RS`` line, then one ``r`` line per
+    row, encoded column at a time (``changelog_lines.json_texts``: the stream's own encoding)."""
+    from .changelog_lines import concat_texts, json_string, json_texts
 
     meta = {"database": table_id.database, "table": table_id.table, "batch": int(batch_id)}
     head = {"resnapshot": {"batch": info["batch"], "handoff": info["handoff"], "ranges": [r.to_dict()],
                            "exact_at": info["exact_at"], "rows": rows.num_rows}, "op": "RS", "meta": meta}
     lines = [json.dumps(head, separators=(",", ":"))]
-    columns = {name: json_values(rows.column(name)) for name in rows.column_names}
-    for i in range(rows.num_rows):
-        data = {name: values[i] for name, values in columns.items()}
-        lines.append(dumps({"data": data, "op": "r", "meta": {**meta, "resnapshot": info["handoff"],
-                                                              "schema_id": schema_id}}))
-    return lines
+    if rows.num_rows == 0:
+        return lines
+    pieces: list[Any] = []
+    for i, name in enumerate(rows.column_names):
+        pieces += [('{"data":{' if i == 0 else ",") + json_string(name) + ":", json_texts(rows.column(name))]
+    tail = json.dumps({**meta, "resnapshot": info["handoff"], "schema_id": schema_id}, separators=(",", ":"))
+    pieces.append('},"op":"r","meta":' + tail + "}")
+    return lines + concat_texts(pieces).to_pylist()
