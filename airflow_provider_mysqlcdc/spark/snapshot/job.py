@@ -113,8 +113,9 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                  "the batch's key ranges with them at its next micro-batch past the HW", batch_id,
                  got.high_watermark, handoff_id)
     state.write_batch_result(result)
-    log.info("batch %s done: %d chunks, %s rows read and written in %.1f s (%s rows/s); backfill %d events, "
-             "%d rows corrected; high watermark %s", batch_id, len(batch.chunks), f"{rows:,}", elapsed,
+    log.info("batch %s done: %d chunks, %s rows read and %s in %.1f s (%s rows/s); backfill %d events, "
+             "%d rows corrected; high watermark %s", batch_id, len(batch.chunks), f"{rows:,}",
+             "handed to the stream" if handoff_id else "written", elapsed,
              f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
              sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
     return result
