@@ -138,10 +138,11 @@ def main() -> None:
             victim = plan.batches[len(plan.batches) // 2]
             t_read = time.time()
             result = run_snapshot_batch(spark, config, victim.batch_id, plan=plan)
-            t_handed = os.stat(state.path(HANDOFFS, result["handoff"], "manifest.json")).st_mtime
-            while (applied := read_applied(state, result["handoff"])) is None:
+            (hid,) = result["handoff"]   # the batch is one piece (HANDOFF_PIECE_ROWS)
+            t_handed = os.stat(state.path(HANDOFFS, hid, "manifest.json")).st_mtime
+            while (applied := read_applied(state, hid)) is None:
                 time.sleep(0.2)
-            t_applied = os.stat(state.path(HANDOFFS, result["handoff"], "applied.json")).st_mtime
+            t_applied = os.stat(state.path(HANDOFFS, hid, "applied.json")).st_mtime
             time.sleep(args.seconds)
             writer.halt.set()
             writer.join()

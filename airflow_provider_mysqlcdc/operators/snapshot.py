@@ -188,28 +188,43 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                       _fmt(summary["high_watermark"]))
         return summary
 
-    def _wait_for_stream(self, state: StateStore, handoff_id: str) -> None:
-        """Until the stream has taken the hand-off over (or said why it cannot)."""
+    def _wait_for_stream(self, state: StateStore, handoffs: Sequence[str] | str) -> None:
+        """Until the stream has taken every piece of the batch over (or said why it cannot)."""
         from ..cdc.resnapshot import read_applied
 
+        ids = [handoffs] if isinstance(handoffs, str) else list(handoffs)
         timeout = float(self.handoff_timeout_s)
         deadline = time.monotonic() + timeout
         next_note = time.monotonic() + 30
-        while (applied := read_applied(state, handoff_id)) is None:
+        done: dict[str, dict[str, Any]] = {}
+        while len(done) < len(ids):
+            for hid in ids:
+                if hid not in done and (applied := read_applied(state, hid)) is not None:
+                    if applied.get("superseded"):
+                        raise CdcError(f"batch {self.batch_id}: the stream did not apply its rows: "
+                                       f"{applied['superseded']}")
+                    done[hid] = applied
+            if len(done) == len(ids):
+                break
             if time.monotonic() > deadline:
                 raise CdcError(
-                    f"batch {self.batch_id}: the stream has not taken its rows (hand-off {handoff_id}) within "
-                    f"{timeout:.0f} s. Is it running? See the stream watchdog's log. The rows stay pending and are "
-                    "applied when the stream runs; a retry of this task reads the batch again.")
+                    f"batch {self.batch_id}: the stream has not taken its rows (hand-off "
+                    f"{', '.join(h for h in ids if h not in done)}) within {timeout:.0f} s. Is it running? See the "
+                    "stream watchdog's log. The rows stay pending and are applied when the stream runs; a retry of "
+                    "this task reads the batch again.")
             if time.monotonic() > next_note:
-                self.log.info("waiting for the stream to take batch %s over (hand-off %s)", self.batch_id, handoff_id)
+                self.log.info("waiting for the stream to take batch %s over: %d of %d piece(s) taken", self.batch_id,
+                              len(done), len(ids))
                 next_note = time.monotonic() + 30
             time.sleep(1)
-        if applied.get("superseded"):
-            raise CdcError(f"batch {self.batch_id}: the stream did not apply its rows: {applied['superseded']}")
-        self.log.info("the stream replaced batch %s's key ranges in micro-batch %s: %s rows exact at %s, %s rows the "
-                      "sink held there and the source no longer has deleted", self.batch_id, applied["micro_batch"],
-                      f"{applied['rows']:,}", _fmt(applied["exact_at"]), f"{applied['deleted']:,}")
+        first = min(done.values(), key=lambda a: a["micro_batch"])
+        last = max(done.values(), key=lambda a: a["micro_batch"])
+        batches = (f"micro-batch {first['micro_batch']}" if first is last or first["micro_batch"] == last["micro_batch"]
+                   else f"micro-batches {first['micro_batch']}-{last['micro_batch']}")
+        self.log.info("the stream replaced batch %s's key ranges in %s: %s rows exact at %s, %s rows the sink held "
+                      "there and the source no longer has deleted", self.batch_id, batches,
+                      f"{sum(a['rows'] for a in done.values()):,}", _fmt(last["exact_at"]),
+                      f"{sum(a['deleted'] for a in done.values()):,}")
 
     def _reread_reason(self, state: StateStore, me: dict[str, Any], owner: dict[str, Any]) -> str | None:
         """Why a finished batch is read again, or None to keep it: it is named in

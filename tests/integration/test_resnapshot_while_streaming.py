@@ -35,6 +35,23 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 KINDS = ["postgres", "delta", "changelog"]
 
 
+def _wait_applied(state, ids, query=None, proc=None, log=None, timeout_s: float = 90) -> list[dict]:
+    """Every hand-off's applied.json (none superseded)."""
+    deadline = time.time() + timeout_s
+    out = []
+    for hid in ids:
+        while (applied := read_applied(state, hid)) is None:
+            assert time.time() < deadline, f"hand-off {hid} not taken over"
+            if query is not None:
+                assert query.exception() is None, query.exception()
+            if proc is not None:
+                assert proc.poll() is None, log.read_text(errors="replace")[-3000:] if log else ""
+            time.sleep(0.5)
+        assert "superseded" not in applied, applied
+        out.append(applied)
+    return out
+
+
 def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, lo: int, hi: int) -> int:
     """Inside ``[lo, hi)`` of ``orders``' id: delete some rows, garble some, add rows the source
     never had. Returns how many rows were touched."""
@@ -121,15 +138,19 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
             _damage(kind, tmp_dir, postgres, schema_name, orders, lo, hi)
             query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
         before = state.read_batch_result(victim.batch_id)
+        # pieces of one chunk each, one piece per micro-batch: a big batch's way through the stream
+        from airflow_provider_mysqlcdc.spark.snapshot import job
+        from airflow_provider_mysqlcdc.spark.stream import resnapshots
+
+        monkeypatch.setattr(job, "HANDOFF_PIECE_ROWS", 700)
+        monkeypatch.setattr(resnapshots, "TAKEOVER_ROWS_PER_BATCH", 1)
         result = run_snapshot_batch(spark, config, victim.batch_id, plan=plan)
-        assert result["handoff"] and result["written"][str(orders)]["rows_written"] == 0
+        assert len(result["handoff"]) == len(victim.chunks) == 2
+        assert result["written"][str(orders)]["rows_written"] == 0
         assert result["high_watermark"] != before["high_watermark"]
-        deadline = time.time() + 60
-        while (applied := read_applied(state, result["handoff"])) is None and time.time() < deadline:
-            assert query.exception() is None, query.exception()
-            time.sleep(0.5)
-        assert applied is not None and "superseded" not in applied, applied
-        assert applied["rows"] > 0 and applied["micro_batch"] >= 0
+        applied = _wait_applied(state, result["handoff"], query=query)
+        assert all(a["rows"] > 0 for a in applied)
+        assert len({a["micro_batch"] for a in applied}) == 2, "one piece per micro-batch"
         time.sleep(2)
     finally:
         changes = sum(w.stop().total for w in writers)
@@ -162,8 +183,8 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
             lines = [json.loads(x) for f in sorted((tmp_dir / "log" / fresh_db / "orders" / "stream").glob("*.jsonl"))
                      for x in f.read_text().splitlines()]
             rs = [x for x in lines if x["op"] == "RS"]
-            assert len(rs) == 1 and rs[0]["resnapshot"]["batch"] == victim.batch_id
-            assert sum(1 for x in lines if x["op"] == "r") == rs[0]["resnapshot"]["rows"] > 0
+            assert len(rs) == 2 and {x["resnapshot"]["batch"] for x in rs} == {victim.batch_id}
+            assert sum(1 for x in lines if x["op"] == "r") == sum(x["resnapshot"]["rows"] for x in rs) > 0
     finally:
         query.stop()
 
@@ -207,13 +228,10 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
             time.sleep(0.2)
         result = run_snapshot_batch(spark, config, plan.batches[1].batch_id, plan=plan)
         assert proc.wait(120) == -9, "the job must kill itself at the crash point"
-        assert read_applied(state, result["handoff"]) is None
+        assert all(read_applied(state, h) is None for h in result["handoff"])
         proc = start_job(cfg_path, log, src.password)
-        deadline = time.time() + 120
-        while (applied := read_applied(state, result["handoff"])) is None:
-            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
-            time.sleep(0.5)
-        assert "superseded" not in applied and applied["rows"] > 0
+        applied = _wait_applied(state, result["handoff"], proc=proc, log=log, timeout_s=120)
+        assert all(a["rows"] > 0 for a in applied)
         time.sleep(1)
         writer.stop()
         writing = False
@@ -286,12 +304,7 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
         new = grown.batches[len(plan.batches):]
         assert new and all(b.tables == (items,) for b in new)
         results = [run_snapshot_batch(spark, wider, b.batch_id, plan=grown) for b in new]
-        deadline = time.time() + 180
-        for r in results:
-            while (applied := read_applied(state, r["handoff"])) is None:
-                assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
-                time.sleep(0.5)
-            assert "superseded" not in applied, applied
+        _wait_applied(state, [h for r in results for h in r["handoff"]], proc=proc, log=log, timeout_s=180)
         time.sleep(3)
         for w in writers:
             w.stop()

@@ -89,3 +89,18 @@ def test_changelog_lines_name_the_ranges_and_where_the_rows_are_exact():
     assert line == {"data": {"id": 2, "s": "b"}, "op": "r",
                     "meta": {"database": "shop", "table": "orders", "batch": 12, "resnapshot": "h1",
                              "schema_id": "abc"}}
+
+
+def test_a_batch_is_handed_over_in_pieces_of_consecutive_chunks_per_table():
+    from airflow_provider_mysqlcdc.spark.snapshot.job import split_batch
+
+    u = TableId("shop", "items")
+    chunks = tuple(Chunk(T, i, (i * 10,) if i else None, ((i + 1) * 10,)) for i in range(5)) + (
+        Chunk(u, 5, None, None),)
+    batch = Batch("batch-0003", chunks)
+    pieces = split_batch(batch, estimated_rows=600, piece_rows=250)   # ~100 rows a chunk: 2 chunks a piece
+    assert [[c.chunk_id for c in p.chunks] for p in pieces] == [[0, 1], [2, 3], [4], [5]]
+    assert all(p.batch_id == "batch-0003" and len(p.tables) == 1 for p in pieces)
+    assert pieces[1].ranges() == (KeyRange(T, (20,), (40,)),)
+    assert [len(p.chunks) for p in split_batch(batch, 0, 250)] == [5, 1]   # no estimate: one piece a table
+    assert len(split_batch(batch, 6_000_000, 100_000)) == 6                 # never less than a chunk

@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
-from ...cdc.resnapshot import Handoff, new_handoff_id, rows_rel, write_manifest
+from ...cdc.chunks import Batch
+from ...cdc.resnapshot import HANDOFF_PIECE_ROWS, Handoff, new_handoff_id, rows_rel, write_manifest
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
 from ...cdc.state import StateStore
@@ -36,26 +37,25 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         raise FileNotFoundError(f"no plan at {state.url('plan.json')}: run the plan step first")
     batch = plan.batch(batch_id)
     source = config.source
-    handoff_id = None
     schemas = {t: plan.schemas[t] for t in batch.tables}
     if state.stream_started():
         # The stream owns the sink: the rows go to it (cdc/resnapshot.py), read in today's shape.
-        handoff_id = new_handoff_id(batch_id)
-        schemas = current_schemas(source, schemas)
         if build_sink(config.sink).direct_write() is None:
             raise ConfigError(
                 f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
                 f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
                 "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
                 "(the default) and restart the stream, or trigger with reset=true to load everything again.")
+        state.delete(StateStore.batch_result_rel(batch_id))
+        return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state,
+                              progress_interval_s)
     state.delete(StateStore.batch_result_rel(batch_id))
 
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
     t0 = time.monotonic()
     sink = build_sink(config.sink)
     try:
-        if handoff_id is None:
-            sink.prepare(list(schemas.values()))
+        sink.prepare(list(schemas.values()))
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
                                        staging_dir=state.url("staging"))
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
@@ -69,13 +69,6 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                 written: dict[str, Any] = {}
                 for r in batch.ranges():
                     spark.sparkContext.setJobDescription(f"mysqlcdc write {r.table_id} batch {batch_id}")
-                    if handoff_id is not None:
-                        progress.phase(f"handing {r.table_id} to the running stream")
-                        rel = rows_rel(handoff_id, r.table_id)
-                        got.frame(r.table_id).write.mode("overwrite").parquet(state.url(rel))
-                        n = sum(got.tables[r.table_id].rows_per_chunk.values())
-                        written[str(r.table_id)] = {"rows_written": 0, "handed_to_stream": n, "handoff": handoff_id}
-                        continue
                     progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
                     w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
                     written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
@@ -103,19 +96,10 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         "seconds": round(elapsed, 3),
         "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
     }
-    if handoff_id is not None:
-        result["handoff"] = handoff_id
-        write_manifest(state, Handoff(
-            handoff_id, batch, got.high_watermark, got.low_watermark, schemas,
-            {t: rows_rel(handoff_id, t) for t in batch.tables},
-            {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()}, server_id, time.time()))
-        log.info("batch %s: the stream runs, so its rows (exact at HW %s) are handed to it as %s; it replaces "
-                 "the batch's key ranges with them at its next micro-batch past the HW", batch_id,
-                 got.high_watermark, handoff_id)
     state.write_batch_result(result)
     log.info("batch %s done: %d chunks, %s rows read and %s in %.1f s (%s rows/s); backfill %d events, "
              "%d rows corrected; high watermark %s", batch_id, len(batch.chunks), f"{rows:,}",
-             "handed to the stream" if handoff_id else "written", elapsed,
+             "written", elapsed,
              f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
              sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
     return result
@@ -139,3 +123,80 @@ def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -
                     "be read again. Fix: trigger the pipeline with reset=true to plan it anew.")
             out[t] = replace(plan, columns=now.columns, primary_key=now.primary_key)
     return out
+
+
+
+def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batch: Batch,
+                   schemas: dict[TableId, TableSchema], state: StateStore,
+                   progress_interval_s: float = 20.0, piece_rows: int | None = None) -> dict[str, Any]:
+    """The batch read while the stream runs, handed to it in pieces of consecutive chunks of about
+    ``piece_rows`` rows (by the plan's estimate). Each piece is read in its own window (LW, SELECTs,
+    HW, corrections: exact on its own key range) and becomes one hand-off, so the stream takes a
+    big batch over a piece per micro-batch instead of holding all of it in one."""
+    source = config.source
+    batch_id = batch.batch_id
+    server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
+    estimate = plan.estimated_rows().get(batch_id, 0)
+    pieces = split_batch(batch, estimate, piece_rows or HANDOFF_PIECE_ROWS)
+    reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=state.url("staging"))
+    progress = SnapshotProgress(spark, batch_id, len(batch.chunks), estimate, interval_s=progress_interval_s)
+    t0 = time.monotonic()
+    ids: list[str] = []
+    rows_per_chunk: dict[str, dict[str, int]] = {}
+    corrections: dict[str, dict[str, int]] = {}
+    lows, highs, events = [], [], 0
+    spark.sparkContext.setJobGroup(progress.group, f"mysqlcdc read {batch_id}")
+    progress.start()
+    try:
+        for k, piece in enumerate(pieces):
+            got = reader.read(piece)
+            try:
+                hid = new_handoff_id(batch_id)
+                progress.phase(f"handing piece {k + 1}/{len(pieces)} to the running stream")
+                for r in piece.ranges():
+                    got.frame(r.table_id).write.mode("overwrite").parquet(state.url(rows_rel(hid, r.table_id)))
+                write_manifest(state, Handoff(
+                    hid, piece, got.high_watermark, got.low_watermark, {t: schemas[t] for t in piece.tables},
+                    {t: rows_rel(hid, t) for t in piece.tables},
+                    {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()}, server_id, time.time()))
+            finally:
+                got.unpersist()
+            ids.append(hid)
+            lows.append(got.low_watermark)
+            highs.append(got.high_watermark)
+            events += got.backfill_events
+            for t, tr in got.tables.items():
+                rows_per_chunk.setdefault(str(t), {}).update({str(c): n for c, n in tr.rows_per_chunk.items()})
+                c = corrections.setdefault(str(t), {"deleted": 0, "upserted": 0})
+                c["deleted"] += tr.deleted_keys
+                c["upserted"] += tr.upserted_rows
+    finally:
+        progress.stop()
+    elapsed = time.monotonic() - t0
+    rows = sum(sum(v.values()) for v in rows_per_chunk.values())
+    result = {
+        "batch_id": batch_id, "tables": [str(t) for t in batch.tables], "chunks": [c.to_dict() for c in batch.chunks],
+        "ranges": [r.to_dict() for r in batch.ranges()],
+        "low_watermark": min(lows).to_dict(), "high_watermark": max(highs).to_dict(),
+        "rows_per_chunk": rows_per_chunk, "corrections": corrections, "backfill_events": events,
+        "written": {str(t): {"rows_written": 0, "handed_to_stream": sum(rows_per_chunk.get(str(t), {}).values())}
+                    for t in batch.tables},
+        "handoff": ids, "seconds": round(elapsed, 3), "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
+    }
+    state.write_batch_result(result)
+    log.info("batch %s done: %d chunks, %s rows read and handed to the running stream in %d piece(s) in %.1f s; "
+             "it replaces the batch's key ranges with them at its micro-batches past each piece's HW", batch_id,
+             len(batch.chunks), f"{rows:,}", len(ids), elapsed)
+    return result
+
+
+def split_batch(batch: Batch, estimated_rows: int, piece_rows: int) -> list[Batch]:
+    """Runs of consecutive chunks of one table, each of about ``piece_rows`` estimated rows (a
+    batch's chunks of one table are contiguous, so each run's key range is too)."""
+    per_chunk = estimated_rows / max(1, len(batch.chunks))
+    take = max(1, int(piece_rows // per_chunk)) if per_chunk > 0 else len(batch.chunks)
+    pieces: list[Batch] = []
+    for t in batch.tables:
+        chunks = batch.chunks_of(t)
+        pieces += [Batch(batch.batch_id, tuple(chunks[i:i + take])) for i in range(0, len(chunks), take)]
+    return pieces

@@ -37,7 +37,7 @@ from ...cdc.model import TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.model import TableId
-from ...cdc.resnapshot import Handoff, mark_applied, pending, same_columns
+from ...cdc.resnapshot import TAKEOVER_ROWS_PER_BATCH, Handoff, mark_applied, pending, same_columns
 from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
 from ..sinks.resnapshot_rows import RESNAPSHOT_SEQ
@@ -112,7 +112,10 @@ class ResnapshotApplier:
         s = end.at
         records: list[dict[str, Any]] = []
         outcomes: list[tuple[Handoff, dict[str, Any]]] = []
+        taken_rows = 0
         for k, h in enumerate(handoffs):
+            if outcomes and taken_rows >= TAKEOVER_ROWS_PER_BATCH:
+                break   # the rest waits for the next micro-batches: one holds a bounded share
             if h.high_watermark > s:
                 if h.handoff_id not in self._waiting_logged:
                     log.info("re-snapshot %s waits: its HW %s is past this micro-batch's end %s", h.handoff_id,
@@ -127,6 +130,7 @@ class ResnapshotApplier:
                 outcomes.append((h, {"superseded": str(e), "micro_batch": batch_id}))
                 continue
             records += recs
+            taken_rows += counts["rows"]
             outcome = {"micro_batch": batch_id, "exact_at": end.to_dict(), **counts,
                        "seconds": round(time.monotonic() - t0, 3)}
             log.info("re-snapshot %s (batch %s): %d rows exact at %s replace its ranges in micro-batch %d "
