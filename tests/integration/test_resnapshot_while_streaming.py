@@ -372,3 +372,73 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
                 w.stop()
         if proc is not None:
             kill_job(proc)
+
+
+@pytest.mark.parametrize("kind", ["postgres", "delta"])
+def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creation(
+        mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
+    """The table list is a pattern; while the stream job runs, CREATE TABLE makes a table it
+    matches (then written to), and CREATE TABLE ... SELECT another one with rows. The stream
+    takes both up from their DDL (its query starts again from the checkpoint to read them), with
+    no run and no snapshot: their rows are all in the binlog after the DDL. Writers on."""
+    from tests.support.stream_job import committed, kill_job, start_job
+
+    spec = create_int_table(mariadb, fresh_db, 2_000, "orders")
+    src = mariadb.source_config(server_id_range="6700-6799")
+    sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name=f"created-{kind}", source=src, include=(fresh_db + r"\..*",), state_location=str(tmp_dir / "state"),
+        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.3))
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    for b in plan.batches:
+        run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+    state.write_finished(state.finished_from_results())
+    log = tmp_dir / "job.log"
+    checkpoint = tmp_dir / "state" / "stream" / "checkpoint"
+    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=80, threads=1, pause_s=0.005).start()]
+    writing, proc = True, None
+    try:
+        proc = start_job(cfg_path, log, src.password)
+        deadline = time.time() + 180
+        while committed(checkpoint) is None:
+            assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+        refunds = create_int_table(mariadb, fresh_db, 0, "refunds")        # CREATE TABLE, empty
+        writers.append(ConcurrentWriter(lambda: mariadb.connect(fresh_db), refunds, seed=81, threads=1,
+                                        pause_s=0.005, weights=(0.7, 0.2, 0.05, 0.05)).start())
+        mariadb.execute("CREATE TABLE copies (PRIMARY KEY (id)) AS SELECT id, a, s FROM orders WHERE id < 800",
+                        database=fresh_db)
+        mariadb.execute("UPDATE copies SET a = -a WHERE id % 3 = 0", database=fresh_db)
+        time.sleep(6)
+        for w in writers:
+            w.stop()
+        writing = False
+        text = log.read_text(errors="replace")
+        assert "was created under the pipeline's table list" in text, text[-3000:]
+        assert "starting again from its checkpoint" in text, text[-3000:]
+        cases = [(TableId(fresh_db, "orders"), ["id", *VALUE_COLS]), (TableId(fresh_db, "refunds"), ["id", *VALUE_COLS]),
+                 (TableId(fresh_db, "copies"), ["id", "a", "s"])]
+        for t, cols in cases:
+            if kind == "delta":
+                def actual(t=t, cols=cols):
+                    return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+            else:
+                def actual(t=t, cols=cols):
+                    return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ("id",), sink_cfg.options["schema"])
+            expected = mysql_rows(mariadb, t, cols, ("id",))
+            assert expected, t
+            problem = wait_until_equal(lambda t=t, cols=cols: mysql_rows(mariadb, t, cols, ("id",)), actual,
+                                       timeout_s=120)
+            assert not problem, f"{kind} {t}:\n{problem}\njob log:\n{log.read_text(errors='replace')[-3000:]}"
+        assert proc.poll() is None, "the stream job keeps running"
+    finally:
+        if writing:
+            for w in writers:
+                w.stop()
+        if proc is not None:
+            kill_job(proc)

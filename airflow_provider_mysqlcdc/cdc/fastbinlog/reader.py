@@ -53,7 +53,7 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass
-from typing import Any, Collection, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -493,6 +493,7 @@ class FastBinlogReader:
         verify_checksum: bool = True,
         columnar: bool = True,
         bulk_min_events: int = 64,
+        new_tables: Callable[[TableId], bool] | None = None,
     ) -> None:
         if stop is not None and stop < start:
             raise ValueError(f"binlog read: stop {stop} is before start {start}")
@@ -507,6 +508,7 @@ class FastBinlogReader:
         self.tables = frozenset(tables) if tables is not None else None
         self._databases = frozenset(t.database for t in self.tables) if self.tables is not None else None
         self._statements = StatementGuard(self.tables)
+        self.new_tables = new_tables   # DDL that brings a table the patterns would capture is reported too
         self.blocking = (stop is None) if blocking is None else blocking
         self.heartbeat_s = heartbeat_s
         self.dump_from = dump_from or BinlogOffset(start.file, start.position)
@@ -1170,7 +1172,7 @@ class FastBinlogReader:
             return None
         self._begin(pos)
         self._in_txn = False  # DDL commits implicitly
-        named = captured_ddl_tables(sql, database, self.tables)
+        named = captured_ddl_tables(sql, database, self.tables, self.new_tables)
         if not named or pos < start_pos:
             return None
         return SchemaChange(database=database, sql=sql, offset=BinlogOffset(self._file, pos),

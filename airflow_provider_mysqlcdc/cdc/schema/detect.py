@@ -11,7 +11,7 @@ what to do with it, never a silent skip.
 
 from __future__ import annotations
 
-from typing import Collection
+from typing import Callable, Collection
 
 from ..model import TableId
 from .ddl import DdlParseError, might_touch, parse_ddl
@@ -67,15 +67,26 @@ def may_be_ddl(sql: str) -> bool:
     return first_word(sql) not in _NOT_DDL_FIRST
 
 
-def captured_ddl_tables(sql: str, database: str, captured: Collection[TableId] | None) -> list[TableId] | None:
+def captured_ddl_tables(sql: str, database: str, captured: Collection[TableId] | None,
+                        new_tables: Callable[[TableId], bool] | None = None) -> list[TableId] | None:
     """The captured tables a DDL changes, in the order it names them; None when it changes none.
 
     ``captured`` None means every table (tests and tools): then the tables the statement names.
+    ``new_tables``: whether a table not captured yet would be (the pipeline's patterns); a
+    CREATE TABLE or a RENAME into such a name then counts too, so the stream can take it up.
     """
     if not may_be_ddl(sql):
         return None
     if captured is not None and not might_touch(sql, captured):
-        return None
+        if new_tables is None or not _may_bring_a_table(sql):
+            return None
+        try:
+            named = [t for e in parse_ddl(sql, database) for t in _brought(e)]
+        except DdlParseError:
+            return None
+        found = [t for t in dict.fromkeys(named) if t not in captured and new_tables(t)]
+        return found or None
+    brought: list[TableId] = []
     try:
         events = parse_ddl(sql, database)
         named: list[TableId] = []
@@ -83,6 +94,7 @@ def captured_ddl_tables(sql: str, database: str, captured: Collection[TableId] |
             for t in e.tables:
                 if t not in named:
                     named.append(t)
+            brought += _brought(e)
         drops_database = [e.database for e in events if e.kind == "drop_database"]
     except DdlParseError as e:
         named = list(getattr(e, "tables", None) or ())
@@ -92,6 +104,24 @@ def captured_ddl_tables(sql: str, database: str, captured: Collection[TableId] |
             named = [t for t in captured if t.table.lower() in low]
     if captured is None:
         return named or None
-    hit = [t for t in named if t in captured]
+    hit = [t for t in named if t in captured
+           or (new_tables is not None and t in brought and new_tables(t))]
     hit += [t for t in captured if t.database in drops_database and t not in hit]
     return hit or None
+
+
+def _may_bring_a_table(sql: str) -> bool:
+    """Cheap: the statement could create a table or rename one into a new name."""
+    low = sql.lower()
+    return "table" in low and ("create" in low or "rename" in low)
+
+
+def _brought(event: object) -> list[TableId]:
+    """The table names a CREATE TABLE or a RENAME brings into being."""
+    from .events import CreateTable, RenameTable
+
+    if isinstance(event, CreateTable):
+        return [event.table]
+    if isinstance(event, RenameTable):
+        return [event.new]
+    return []

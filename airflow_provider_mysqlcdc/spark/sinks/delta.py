@@ -275,10 +275,15 @@ class DeltaSink(Sink):
         """Each step is its own Delta commit, recorded under the ``<app_id>.step`` application id as
         ``batch * STEP_SCALE + step * 1000 + operation``; the last also records the micro-batch
         under ``app_id``. A replay skips what those versions say is done."""
+        from ...cdc.schema import behavior as B
         from ...cdc.schema.steps import RowsStep
         from .last_change import merged_rows
         from .projection import project_rows
 
+        for step in steps:   # a table that comes (back) under a captured name: created before anything else
+            if not isinstance(step, RowsStep) and step.sink_after is not None and any(
+                    a.kind == B.CREATE_TABLE for a in step.actions):
+                self._prepare_one(step.sink_after)
         table = self._unapplied(table_id, batch_id)
         if table is None:
             return 0
@@ -357,6 +362,8 @@ class DeltaSink(Sink):
                     table.update(updates=updates, commit_properties=props)
                 else:
                     table.update(new_values={action.column.name: value}, commit_properties=props)
+        elif action.kind == B.CREATE_TABLE:
+            pass   # created before the micro-batch's steps (publish_steps)
         elif action.kind == B.TRUNCATE:
             table.delete(commit_properties=props)
         elif action.kind == B.ALTER_COLUMN_TYPE:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -83,7 +83,8 @@ def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
 
 
 def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",
-               server_id: int, reconnect_timeout_s: float) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
+               server_id: int, reconnect_timeout_s: float, new_tables: Any = None
+               ) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
     """The fast reader's row batches, unsupported events and DDL of ``[start, end)``, in binlog
     order, reconnecting as needed (a DDL or unsupported event is yielded once)."""
     last: BinlogOffset | None = None          # the last row yielded
@@ -93,7 +94,8 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
     while True:
         at = start.at if last is None else BinlogOffset(last.file, last.position, None, last.row + 1)
         reader = FastBinlogReader(source, server_id, at, stop=stop_for(end.at), tables=tables, blocking=False,
-                                  heartbeat_s=None, dump_from=start.dump_from, on_unsupported="report")
+                                  heartbeat_s=None, dump_from=start.dump_from, on_unsupported="report",
+                                  new_tables=new_tables)
         try:
             for item in reader.batches():
                 if isinstance(item, ChangeBatch):
@@ -177,7 +179,8 @@ def _filtered(layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[Ro
 
 def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[TableSchema],
                 finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
-                first_file_index: int, reconnect_timeout_s: float) -> Iterator[TableRows | DdlMark]:
+                first_file_index: int, reconnect_timeout_s: float, new_tables: Any = None
+                ) -> Iterator[TableRows | DdlMark]:
     """What a direct write's task gets for ``[start, end)``: each table's rows in the layout of
     the version they were logged with, and the DDL on captured tables between them, in binlog
     order (rows python-mysql-replication reads come last; their ``_seq`` places them)."""
@@ -186,7 +189,7 @@ def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[Tabl
     unsupported: list[UnsupportedRows] = []
     base = book.base
     try:
-        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s):
+        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s, new_tables):
             if isinstance(item, SchemaChange):
                 yield book.mark(item, first_file_index)
                 continue

@@ -227,7 +227,7 @@ class BinlogStreamReader(DataSourceStreamReader):
 
             items = range_items(LayoutBook(self.layout, s.source.server_time_zone), s.source, s.schemas,
                                 s.finished, start, end, partition.server_id, partition.first_file_index,
-                                s.reconnect_timeout_s)
+                                s.reconnect_timeout_s, s.new_table if s.include else None)
             records = spec_from_json(s.direct_write).write_range(items, current_batch_id(), partition.part)
             rows = sum(records.column("changes").to_pylist())
             yield records

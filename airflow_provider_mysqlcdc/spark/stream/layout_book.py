@@ -52,7 +52,9 @@ class LayoutBook:
         """A DDL's mark: the captured tables the reader found it changes (those of its database
         when it could tell none), and its place."""
         captured = set(self.base.slots)
-        named = [t for t in change.tables or ((change.table_id,) if change.table_id else ()) if t in captured]
+        # the reader reports captured tables, and tables the DDL brings under the pipeline's list
+        named = list(dict.fromkeys(change.tables)) if change.tables else [
+            t for t in ((change.table_id,) if change.table_id else ()) if t in captured]
         if not named:
             named = sorted(t for t in captured if t.database == change.database) or sorted(captured)
         o = change.offset

@@ -93,7 +93,8 @@ def _forget_removed(history: Any, config: PipelineConfig, checkpoint: str, store
              "%s", len(removed), ", ".join(map(str, removed)))
 
 
-def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None) -> Callable[[DataFrame, int], None]:
+def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
+                        captured: Sequence[TableId] | None = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
     (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
     property), then let the sink commit what their records report, table by table, as the
@@ -102,8 +103,10 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None) -> Ca
     adds the re-read batches this micro-batch takes over as its tables' last records."""
     from ..runtime.stream_status import note_rows_written
 
+    reading = frozenset(captured or ())
+
     def write(batch: DataFrame, batch_id: int) -> None:
-        from .resnapshots import RESTART, RESTART_MARKER, StreamRestart
+        from .resnapshots import RESTART, RESTART_MARKER, StreamRestart, take_up_new_tables
 
         if RESTART.is_set():   # this query does not read a table it took over: nothing more from it
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
@@ -119,6 +122,9 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None) -> Ca
             records = [r.asDict() for r in batch.collect()] if batch.rdd.getNumPartitions() else []
         finally:
             sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
+        if captured is not None and resnapshots is not None and take_up_new_tables(
+                records, reading, planner, resnapshots.config, resnapshots.save_history):
+            raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
         written = 0
         planned = planner.plan(records + extra)
         if outcomes:
@@ -232,7 +238,8 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         with_password = config if password is None else replace(config, source=replace(config.source,
                                                                                         password=password))
         write = direct_batch_writer(sink, planner, ResnapshotApplier(spark, with_password, sink, checkpoint, history,
-                                                                     save_history=lambda: store.save(history)))
+                                                                     save_history=lambda: store.save(history)),
+                                    captured=[s.table_id for s in schemas])
     else:
         write = batch_writer(sink, schemas, config.source.server_time_zone)
     writer: Any = (frame.writeStream

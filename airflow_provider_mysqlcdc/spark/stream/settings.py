@@ -47,6 +47,14 @@ class StreamSettings:
     catchup_batch_bytes: int = 256 << 20
     direct_write: str | None = None   # a sink's DirectSpec JSON (sinks/direct.py): tasks yield its records
     checkpoint_location: str | None = None   # the query's checkpoint (keeps a moving initial offset)
+    include: tuple[str, ...] = ()            # the pipeline's table list: a table created under it is reported
+    exclude: tuple[str, ...] = ()
+
+    def new_table(self, table_id: TableId) -> bool:
+        """Whether the pipeline's table list captures ``table_id`` (a table created while streaming)."""
+        from ...cdc.table_patterns import matches
+
+        return bool(self.include) and matches(table_id, self.include, self.exclude)
 
     @property
     def tables(self) -> list[TableId]:
@@ -113,4 +121,6 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
         catchup_batch_bytes=int(config.stream.catchup_batch_bytes),
         direct_write=opts.get("direct_write") or None,
         checkpoint_location=opts.get("checkpoint_location") or None,
+        include=tuple(config.include),
+        exclude=tuple(config.exclude),
     )
