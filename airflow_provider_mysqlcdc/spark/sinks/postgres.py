@@ -831,12 +831,17 @@ class PostgresSink(Sink):
                 self._prepared.discard(t.table_id)
             elif a.kind == B.CREATE_TABLE:
                 created = self.table(step.sink_after)
-                if self._exists(conn, created):   # not ours: the drop and this create share one transaction's fate
+                empty = self._exists(conn, created) and conn.execute(
+                    sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(sql.SQL(created.qualified))).fetchone()[0]
+                if empty:   # prepared when the query started (the history listed it): take it as it is
+                    self._check_compatible(conn, created)
+                elif self._exists(conn, created):   # rows that are not the new table's
                     raise ConfigError(
-                        f"{created.qualified} exists, but the stream dropped it with {created.table_id} and now "
-                        f"creates it again for the DDL at {step.offset.get('file')}:{step.offset.get('position')}; its rows are not the new table's. "
+                        f"{created.qualified} holds rows, but {created.table_id} is created (again) by the DDL at "
+                        f"{step.offset.get('file')}:{step.offset.get('position')}, so they are not the new table's. "
                         f"Fix: drop or rename {created.qualified}, then restart the stream.")
-                self._create(conn, created)
+                else:
+                    self._create(conn, created)
                 self._prepared.add(t.table_id)
             log.info("%s: %s", t.qualified, a.describe())
         for note in step.notes:
