@@ -104,3 +104,17 @@ def test_a_batch_is_handed_over_in_pieces_of_consecutive_chunks_per_table():
     assert pieces[1].ranges() == (KeyRange(T, (20,), (40,)),)
     assert [len(p.chunks) for p in split_batch(batch, 0, 250)] == [5, 1]   # no estimate: one piece a table
     assert len(split_batch(batch, 6_000_000, 100_000)) == 6                 # never less than a chunk
+
+
+def test_a_created_table_counts_when_the_list_matches_it_and_it_is_no_schema_change_helper():
+    from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings
+
+    s = StreamSettings.__new__(StreamSettings)
+    object.__setattr__(s, "include", (r"shop\..*",))
+    object.__setattr__(s, "exclude", ("shop.audit",))
+    assert s.new_table(TableId("shop", "refunds"))
+    assert not s.new_table(TableId("shop", "audit")) and not s.new_table(TableId("other", "refunds"))
+    for helper in ("_orders_gho", "_orders_ghc", "_orders_del", "_orders_new", "_orders_old"):
+        assert not s.new_table(TableId("shop", helper)), helper
+    object.__setattr__(s, "include", ())
+    assert not s.new_table(TableId("shop", "refunds"))

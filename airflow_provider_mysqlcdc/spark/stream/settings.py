@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -26,6 +27,8 @@ FORMAT_NAME = "mysqlcdc-binlog"
 STREAM_READER_SLOT = 0   # the executor's binlog reader (range 0 of a micro-batch)
 OFFSET_SCAN_SLOT = 1     # the driver's latestOffset / startup scans
 DEFAULT_RECONNECT_TIMEOUT_S = 120.0
+# gh-ost and pt-online-schema-change helper tables (see StreamSettings.new_table)
+_OSC_HELPER = re.compile(r"^_.+_(gho|ghc|del|new|old)$")
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,14 @@ class StreamSettings:
     exclude: tuple[str, ...] = ()
 
     def new_table(self, table_id: TableId) -> bool:
-        """Whether the pipeline's table list captures ``table_id`` (a table created while streaming)."""
+        """Whether the pipeline's table list captures ``table_id`` (a table created while streaming).
+        The helper tables of online schema change tools (gh-ost's ``_t_gho``/``_t_ghc``/``_t_del``,
+        pt-online-schema-change's ``_t_new``/``_t_old``) never are: they come and go around a swap
+        whose result the stream follows on the real table."""
         from ...cdc.table_patterns import matches
 
+        if _OSC_HELPER.match(table_id.table):
+            return False
         return bool(self.include) and matches(table_id, self.include, self.exclude)
 
     @property
