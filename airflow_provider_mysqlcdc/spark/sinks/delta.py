@@ -421,13 +421,28 @@ class DeltaSink(Sink):
         assign = {sql_ident(c): f"s.{sql_ident(c)}" for c in schema.column_names}
         upsert = f"s.{MERGE_OP} IN ('+I', '+U')"
         removed = f"s.{MERGE_OP} IN ('-D', '-U')"
+        from deltalake.exceptions import CommitFailedError
+
         props = self._commit_props(batch_id, step_version, final)
-        metrics = (table.merge(source, predicate, source_alias="s", target_alias="t", streamed_exec=False,
-                               commit_properties=props)
-                   .when_matched_delete(removed)
-                   .when_matched_update(assign, upsert)
-                   .when_not_matched_insert(assign, upsert)
-                   .execute())
+        for attempt in range(1, 7):
+            try:
+                metrics = (table.merge(source, predicate, source_alias="s", target_alias="t", streamed_exec=False,
+                                       commit_properties=props)
+                           .when_matched_delete(removed)
+                           .when_matched_update(assign, upsert)
+                           .when_not_matched_insert(assign, upsert)
+                           .execute())
+                break
+            except CommitFailedError as e:
+                # Another writer committed meanwhile (OPTIMIZE, a manual fix): the merge is the micro-batch's
+                # last word on its keys whatever the table holds, so it is run again on the new version.
+                if attempt == 6:
+                    raise
+                delay = min(2.0, 0.1 * 2 ** attempt) * (0.5 + random.random())
+                log.warning("delta %s micro-batch %d: commit conflict (%s), merging again in %.2f s", schema.table_id,
+                            batch_id, str(e).splitlines()[0], delay)
+                time.sleep(delay)
+                table = self.open_table(schema.table_id)
         log.info("delta %s micro-batch %d: %d source rows, +%d ~%d -%d", schema.table_id, batch_id,
                  metrics.get("num_source_rows", 0), metrics.get("num_target_rows_inserted", 0),
                  metrics.get("num_target_rows_updated", 0), metrics.get("num_target_rows_deleted", 0))
