@@ -102,6 +102,30 @@ def mark_applied(state: StateStore, handoff_id: str, outcome: Mapping[str, Any])
     state.write_json(posixpath.join(ROOT, handoff_id, APPLIED), dict(outcome))
 
 
+def forget_rows(state: StateStore, handoff_id: str) -> None:
+    """The hand-off's rows, once the stream took them over: the manifest and outcome stay (status)."""
+    state.delete(posixpath.join(ROOT, handoff_id, "rows"))
+
+
+def forget_orphans(state: StateStore, older_than_s: float = 6 * 3600) -> list[str]:
+    """Hand-off directories without a manifest (a job that died while writing one), older than
+    ``older_than_s``: never applied, so only disk."""
+    root = state.path(ROOT)
+    if not state.fs.exists(root):
+        return []
+    gone = []
+    for d in state.fs.ls(root, detail=True):
+        name = posixpath.basename(str(d["name"]).rstrip("/"))
+        if state.exists(posixpath.join(ROOT, name, MANIFEST)):
+            continue
+        stamp = d.get("mtime") or d.get("LastModified") or d.get("created")
+        age = time.time() - (stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or time.time()))
+        if age > older_than_s:
+            state.delete(posixpath.join(ROOT, name))
+            gone.append(name)
+    return gone
+
+
 def pending(state: StateStore) -> list[Handoff]:
     """Hand-offs with a manifest and no ``applied.json``, oldest first (a directory without a
     manifest is a job that died before it finished: never applied)."""

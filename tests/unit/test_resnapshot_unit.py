@@ -118,3 +118,23 @@ def test_a_created_table_counts_when_the_list_matches_it_and_it_is_no_schema_cha
         assert not s.new_table(TableId("shop", helper)), helper
     object.__setattr__(s, "include", ())
     assert not s.new_table(TableId("shop", "refunds"))
+
+
+def test_taken_over_rows_and_old_orphans_leave_the_state(tmp_path):
+    import os
+    import time as _time
+
+    from airflow_provider_mysqlcdc.cdc.resnapshot import forget_orphans, forget_rows
+
+    state = StateStore(str(tmp_path))
+    write_manifest(state, _handoff("a", 1.0))
+    (tmp_path / "handoffs" / "a" / "rows" / "shop.orders").mkdir(parents=True)
+    forget_rows(state, "a")
+    assert not (tmp_path / "handoffs" / "a" / "rows").exists() and (tmp_path / "handoffs" / "a" / "manifest.json").exists()
+    old, young = tmp_path / "handoffs" / "dead-old" / "rows", tmp_path / "handoffs" / "dead-young" / "rows"
+    old.mkdir(parents=True)
+    young.mkdir(parents=True)
+    past = _time.time() - 7 * 3600
+    os.utime(old.parent, (past, past))
+    assert forget_orphans(state) == ["dead-old"]
+    assert young.exists() and not old.parent.exists() and (tmp_path / "handoffs" / "a").exists()

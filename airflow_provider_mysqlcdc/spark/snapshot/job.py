@@ -18,7 +18,9 @@ from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from ...cdc.chunks import Batch
-from ...cdc.resnapshot import HANDOFF_PIECE_ROWS, Handoff, new_handoff_id, rows_rel, write_manifest
+from ...cdc.resnapshot import (
+    HANDOFF_PIECE_ROWS, Handoff, forget_orphans, new_handoff_id, rows_rel, write_manifest,
+)
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
 from ...cdc.state import StateStore
@@ -138,6 +140,8 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
     estimate = plan.estimated_rows().get(batch_id, 0)
     pieces = split_batch(batch, estimate, piece_rows or HANDOFF_PIECE_ROWS)
+    for orphan in forget_orphans(state):
+        log.info("removed %s: a hand-off whose job died before its manifest", orphan)
     reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=state.url("staging"))
     progress = SnapshotProgress(spark, batch_id, len(batch.chunks), estimate, interval_s=progress_interval_s)
     t0 = time.monotonic()

@@ -37,7 +37,9 @@ from ...cdc.model import TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.model import TableId
-from ...cdc.resnapshot import TAKEOVER_ROWS_PER_BATCH, Handoff, mark_applied, pending, same_columns
+from ...cdc.resnapshot import (
+    TAKEOVER_ROWS_PER_BATCH, Handoff, forget_rows, mark_applied, pending, same_columns,
+)
 from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
 from ..sinks.resnapshot_rows import RESNAPSHOT_SEQ
@@ -142,6 +144,7 @@ class ResnapshotApplier:
     def mark(self, outcomes: Sequence[tuple[Handoff, Mapping[str, Any]]]) -> None:
         for h, outcome in outcomes:
             mark_applied(self.state, h.handoff_id, outcome)
+            forget_rows(self.state, h.handoff_id)   # in the sink now (or superseded): only the record stays
         if self.added:
             log.info("the stream took over %s, which this query does not read: it starts again from its checkpoint "
                      "to capture them", ", ".join(map(str, self.added)))
