@@ -189,7 +189,9 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
         query.stop()
 
 
-CRASHES = [("postgres", "resnapshot-taken"), ("delta", "resnapshot-applied"), ("postgres", "resnapshot-applied")]
+# each crash point once, each on a sink where it means something different (a PostgreSQL transaction
+# never begun; a Delta merge committed, the hand-off unmarked)
+CRASHES = [("postgres", "resnapshot-taken"), ("delta", "resnapshot-applied")]
 
 
 @pytest.mark.parametrize("kind,point", CRASHES, ids=[f"{k}-{p}" for k, p in CRASHES])
@@ -253,7 +255,7 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
             kill_job(proc)
 
 
-@pytest.mark.parametrize("kind", ["postgres", "delta"])
+@pytest.mark.parametrize("kind", ["postgres"])   # the take-over path is the sinks' common one (tested above on each)
 def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captured_from_there(
         mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
     """A longer table list while the stream job runs: only the new table is planned, its batches
@@ -374,7 +376,7 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
             kill_job(proc)
 
 
-@pytest.mark.parametrize("kind", ["postgres", "delta"])
+@pytest.mark.parametrize("kind", ["delta"])   # Delta creates the table before the steps; PostgreSQL in them
 def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creation(
         mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
     """The table list is a pattern; while the stream job runs, CREATE TABLE makes a table it
