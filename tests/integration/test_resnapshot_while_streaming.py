@@ -376,7 +376,7 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
             kill_job(proc)
 
 
-@pytest.mark.parametrize("kind", ["delta"])   # Delta creates the table before the steps; PostgreSQL in them
+@pytest.mark.parametrize("kind", ["postgres", "delta"])   # Delta creates the table before the steps; PostgreSQL in them
 def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creation(
         mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
     """The table list is a pattern; while the stream job runs, CREATE TABLE makes a table it
