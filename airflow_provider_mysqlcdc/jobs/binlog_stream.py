@@ -81,7 +81,7 @@ def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_
     """Wait for the query to end (a failure raises) or for a stop request, then stop it. True when
     the query must start again: it took over a table it does not read (spark/stream/resnapshots.py),
     or the plan step asked for it (tables removed from the pipeline)."""
-    from airflow_provider_mysqlcdc.spark.stream.resnapshots import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
 
     while not stop.is_set():
         request = state.take_restart_request() if state is not None else None
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
     from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-    from airflow_provider_mysqlcdc.spark.stream.resnapshots import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
     from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
 
     password = read_password(args.password_file)

@@ -68,31 +68,6 @@ def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[
     return reader.load()
 
 
-def _forget_removed(history: Any, config: PipelineConfig, checkpoint: str, store: Any) -> None:
-    """Tables the history captures that the pipeline's table list no longer names: they are not
-    read from here on (a version without a source at the last committed offset); their sink
-    tables stay as they are. A table the list names but the server lacks is not one of them (the
-    stream follows its DDL)."""
-    from ...cdc.schema.history import TableVersion
-    from ...cdc.table_patterns import matches
-    from .resnapshots import committed_end
-
-    removed = [t for t in history.tables if history.latest(t).source is not None
-               and not matches(t, config.include, config.exclude)]
-    if not removed:
-        return
-    end = committed_end(checkpoint)
-    for t in removed:
-        if end is None:   # nothing streamed yet: as if it had never been captured
-            history.versions.pop(t)
-        else:
-            history.record(t, TableVersion(end.to_dict(), None, history.latest(t).sink, None, (),
-                                           ("removed from the pipeline: no longer read; the sink table stays",)))
-    store.save(history)
-    log.info("binlog stream: %d table(s) removed from the pipeline are not read any more (their sink tables stay): "
-             "%s", len(removed), ", ".join(map(str, removed)))
-
-
 def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
                         captured: Sequence[TableId] | None = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
@@ -106,7 +81,8 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
     reading = frozenset(captured or ())
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        from .resnapshots import RESTART, RESTART_MARKER, StreamRestart, take_up_new_tables
+        from .restart import RESTART, RESTART_MARKER, StreamRestart
+        from .table_set import take_up_new_tables
 
         if RESTART.is_set():   # this query does not read a table it took over: nothing more from it
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
@@ -219,12 +195,13 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     if direct is not None:
         from ...cdc.schema.steps import StepPlanner
         from .schema_history import HistoryStore
+        from .table_set import forget_removed
 
         store = HistoryStore(checkpoint)
         # After a snapshot, the binlog from its watermarks on was logged with the plan's schemas
         # (snapshot/batch_reader.py checks it); a start elsewhere only has today's.
         history = store.load(schemas, pending=config.startup_mode not in ("initial", "latest-offset"))
-        _forget_removed(history, config, checkpoint, store)
+        forget_removed(history, config, checkpoint, store)
         schemas = history.latest_sources()
         planner = StepPlanner(history, config.schema_change_behavior, sink.name, sink.schema_capabilities(),
                               on_record=lambda: store.save(history))

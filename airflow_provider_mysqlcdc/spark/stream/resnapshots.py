@@ -13,15 +13,14 @@ So the sink's commit of the micro-batch (one transaction in PostgreSQL, one merg
 Delta) replaces the ranges exactly at S; the changelog gets an ``RS`` line naming the ranges
 and S, then the rows as read records (``op`` = ``r``). A DDL on the table between HW and S, or
 a shape the stream's schema history does not have, supersedes the hand-off instead (the
-stream never stops for it; the batch task says to read it again).
+stream never stops for it; the batch task says to read it again). A micro-batch takes pieces up
+to ``TAKEOVER_ROWS_PER_BATCH`` rows; the rest wait for the next ones. A table the history lacks
+(added to the pipeline) is recorded at S, and the query starts again to read it (``restart.py``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import posixpath
-import threading
 import time
 from typing import Any, Mapping, Sequence
 
@@ -33,10 +32,9 @@ from ...cdc.corrections import reduce_changes
 from ...cdc.errors import TableChangedError
 from ...cdc.events import RowChange, SchemaChange
 from ...cdc.keyorder import key_order_for
-from ...cdc.model import TableSchema
+from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
-from ...cdc.model import TableId
 from ...cdc.resnapshot import (
     TAKEOVER_ROWS_PER_BATCH, Handoff, forget_rows, mark_applied, pending, same_columns,
 )
@@ -44,48 +42,12 @@ from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
 from ..sinks.resnapshot_rows import RESNAPSHOT_SEQ
 from .change_rows import SourceLayout
+from .checkpoint_offsets import batch_end_offset
+from .restart import RESTART
 from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
 
-
-
-def batch_end_offset(checkpoint: str, batch_id: int) -> StreamOffset | None:
-    """The end of micro-batch ``batch_id`` from the checkpoint's offsets log (version line,
-    metadata line, one offset line for this query's one source)."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(checkpoint)
-    path = posixpath.join(root, "offsets", str(int(batch_id)))
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "r") as f:
-        lines = [ln for ln in f.read().splitlines() if ln.strip()]
-    return StreamOffset.from_dict(json.loads(lines[-1]))
-
-
-# Set once a micro-batch took over a table the query did not capture: its source reads a fixed
-# table set, so the query must start again (from its checkpoint, right after that micro-batch)
-# before it commits another one. The stream job restarts it (jobs/binlog_stream.py).
-RESTART = threading.Event()
-RESTART_MARKER = "mysqlcdc: restart to capture added tables"
-
-
-class StreamRestart(RuntimeError):
-    """Raised by a micro-batch that must not run in this query (see ``RESTART``)."""
-
-
-def committed_end(checkpoint: str) -> StreamOffset | None:
-    """The end offset of the checkpoint's last committed micro-batch."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(checkpoint)
-    commits = posixpath.join(root, "commits")
-    if not fs.exists(commits):
-        return None
-    ids = [int(n) for n in (posixpath.basename(str(p).rstrip("/")) for p in fs.ls(commits, detail=False))
-           if n.isdigit()]
-    return batch_end_offset(checkpoint, max(ids)) if ids else None
 
 
 class ResnapshotApplier:
@@ -258,65 +220,3 @@ def _keys_not_in(keys: pa.Table, rows: pa.Table, identity: Sequence[str]) -> pa.
         mask.append(k not in have and k not in seen)
         seen.add(k)
     return keys.select(ident).filter(pa.array(mask, pa.bool_())) if mine else keys.select(ident)
-
-
-def take_up_new_tables(records: Sequence[Mapping[str, Any]], captured: Any, planner: Any, config: PipelineConfig,
-                       save_history: Any) -> list[TableId]:
-    """Tables a DDL of this micro-batch brings under the pipeline's list (CREATE TABLE, a RENAME
-    into a matching name) that this query does not read: each gets a version in the schema
-    history at its DDL (created in the sink by the micro-batch that replays it), and the query
-    must start again so its source reads them -- before this micro-batch writes anything, so the
-    next query reads the whole micro-batch, the new tables' rows after their DDL included."""
-    from ...cdc.schema import behavior as B
-    from ...cdc.schema.ddl import parse_ddl
-    from ...cdc.schema.events import CreateTable
-    from ...cdc.schema.evolve import apply_change
-
-    history = planner.history
-    added: list[TableId] = []
-    for r in records:
-        if not r.get("ddl"):
-            continue
-        t = TableId(r["database"], r["table"])
-        if t in captured or t in added:
-            continue
-        mark = json.loads(r["ddl"])
-        sql, offset = mark["sql"], mark["offset"]
-        schema, note = None, None
-        try:
-            for e in parse_ddl(sql, mark.get("database") or ""):
-                if isinstance(e, CreateTable) and e.table == t and e.like is None and e.columns:
-                    schema = apply_change(None, e)
-        except Exception as err:   # DdlParseError, a shape apply_change cannot build: the server knows
-            log.info("%s: %s (the server's information_schema says the shape)", t, err)
-        if schema is None:
-            schema = _server_schema(config, t)
-            note = (f"{t} came under the pipeline's table list at {offset['file']}:{offset['position']} with rows of "
-                    "its own: they are not in the binlog after it. Fix: trigger the pipeline (its plan task adds the "
-                    "table and snapshots it into the stream).")
-        latest = history.latest(t) if t in history.versions else None
-        sink = latest.sink if latest is not None else None
-        plan = B.plan_returning_table(planner.behavior, planner.sink_name, planner.capabilities, sink, schema,
-                                      f"{offset['file']}:{offset['position']}", sql)
-        if latest is None:
-            history.record(t, TableVersion(None, None, None, None, (), ("not captured before its DDL",)))
-        history.record(t, TableVersion(offset, schema, plan.sink, sql, tuple(a.to_dict() for a in plan.actions),
-                                       plan.notes + ((note,) if note else ())))
-        save_history()
-        added.append(t)
-        if note:
-            log.warning(note)
-        log.info("%s was created under the pipeline's table list (%s): captured from there on", t,
-                 " ".join(sql.split())[:120])
-    if added:
-        RESTART.set()
-    return added
-
-
-def _server_schema(config: PipelineConfig, t: TableId) -> TableSchema:
-    import contextlib
-
-    from ...cdc.discovery import read_table_schema
-
-    with contextlib.closing(config.source.connect()) as conn:
-        return read_table_schema(conn, t)
