@@ -33,11 +33,11 @@ from .state import StateStore
 
 ROOT = "handoffs"
 # A batch read while the stream runs is handed over in pieces of about this many rows (by the
-# plan's estimate): the stream takes a piece over in one micro-batch, on its driver. 50,000 rows
-# cost a micro-batch ~1 s more (bench/resnapshot_latency.py): p99 latency stays under 2 s.
-HANDOFF_PIECE_ROWS = 50_000
-# A micro-batch takes over pieces up to about this many rows (at least one piece).
-TAKEOVER_ROWS_PER_BATCH = 50_000
+# plan's estimate): the stream takes a piece over in one micro-batch, on its driver, and leaves
+# the next micro-batch alone. 25,000 rows cost a micro-batch ~0.5 s more (bench/resnapshot_latency.py).
+HANDOFF_PIECE_ROWS = 25_000
+# A micro-batch takes over pieces while their rows stay within this (one piece at least).
+TAKEOVER_ROWS_PER_BATCH = 25_000
 MANIFEST = "manifest.json"
 APPLIED = "applied.json"
 

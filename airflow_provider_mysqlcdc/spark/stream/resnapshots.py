@@ -64,11 +64,16 @@ class ResnapshotApplier:
         self.state = StateStore(config.state_location)
         self._waiting_logged: set[str] = set()
         self.added: list[TableId] = []       # tables this query took over without capturing them
+        self._last_take: int | None = None    # the last micro-batch that took a piece over
 
     def take(self, batch_id: int) -> tuple[list[dict[str, Any]], list[tuple[Handoff, dict[str, Any]]]]:
         """(records to add to the micro-batch, outcomes to mark once it is committed)."""
         handoffs = pending(self.state)
         if not handoffs:
+            return [], []
+        if self._last_take is not None and batch_id == self._last_take + 1:
+            # every other micro-batch: the one after a take-over drains the changes that waited for it,
+            # so back-to-back pieces of a big batch do not stack their delays
             return [], []
         end = batch_end_offset(self.checkpoint, batch_id)
         if end is None:
@@ -78,7 +83,7 @@ class ResnapshotApplier:
         outcomes: list[tuple[Handoff, dict[str, Any]]] = []
         taken_rows = 0
         for k, h in enumerate(handoffs):
-            if outcomes and taken_rows >= TAKEOVER_ROWS_PER_BATCH:
+            if taken_rows and taken_rows + sum(h.row_counts.values()) > TAKEOVER_ROWS_PER_BATCH:
                 break   # the rest waits for the next micro-batches: one holds a bounded share
             if h.high_watermark > s:
                 if h.handoff_id not in self._waiting_logged:
@@ -95,6 +100,7 @@ class ResnapshotApplier:
                 continue
             records += recs
             taken_rows += counts["rows"]
+            self._last_take = batch_id
             outcome = {"micro_batch": batch_id, "exact_at": end.to_dict(), **counts,
                        "seconds": round(time.monotonic() - t0, 3)}
             log.info("re-snapshot %s (batch %s): %d rows exact at %s replace its ranges in micro-batch %d "
