@@ -138,3 +138,24 @@ def test_taken_over_rows_and_old_orphans_leave_the_state(tmp_path):
     os.utime(old.parent, (past, past))
     assert forget_orphans(state) == ["dead-old"]
     assert young.exists() and not old.parent.exists() and (tmp_path / "handoffs" / "a").exists()
+
+
+def test_a_sink_reads_only_an_integer_ranges_keys(tmp_path):
+    from dataclasses import replace
+
+    from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
+    from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+    from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import integer_bounds
+
+    assert integer_bounds(SCHEMA, KeyRange(T, (100,), (200,))) == ("id", 100, 200)
+    assert integer_bounds(SCHEMA, KeyRange(T, None, (200,))) == ("id", None, 200)
+    assert integer_bounds(SCHEMA, KeyRange(T, None, (200,), True)) is None          # NULL keys: read all
+    text_key = replace(SCHEMA, chunk_key=("s",))
+    assert integer_bounds(text_key, KeyRange(T, ("a",), ("m",))) is None            # collations: read all
+    sink = DeltaSink(str(tmp_path))
+    sink.prepare([SCHEMA])
+    rows = pa.table({"id": pa.array(range(0, 300, 10), pa.int64()), "s": ["x"] * 30, META_OP: ["+I"] * 30})
+    sink._merge(sink.open_table(T), SCHEMA, sink._merge_source(SCHEMA, rows), batch_id=0)
+    got = sink.keys_in_sink(SCHEMA, KeyRange(T, (100,), (200,))).column("id").to_pylist()
+    assert sorted(got) == list(range(100, 200, 10))
+    assert len(sink.keys_in_sink(SCHEMA, KeyRange(T, None, None, True))) == 30

@@ -69,10 +69,10 @@ class Sink(ABC):
         itself, or None (the default): the stream then hands change rows to ``write_changes``."""
         return None
 
-    def keys_in_sink(self, schema: TableSchema) -> Any:
-        """An Arrow table of the identity and chunk-key columns of every row the sink's table of
-        ``schema`` holds (a re-snapshot deletes those of its ranges it does not have), or None
-        for a sink that keeps no table (a log)."""
+    def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> Any:
+        """An Arrow table of the identity and chunk-key columns of the rows the sink's table of
+        ``schema`` holds -- at least those inside ``key_range`` (a re-snapshot deletes those of
+        its range it does not have) -- or None for a sink that keeps no table (a log)."""
         from ...cdc.errors import ConfigError
 
         raise ConfigError(f"the {self.name} sink cannot take a batch read again while the stream runs. Fix: use "
@@ -81,8 +81,11 @@ class Sink(ABC):
     def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
                           info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
         """One more record of micro-batch ``batch_id`` that replaces ``key_range`` with ``rows``
-        (exact at ``info["exact_at"]``) and deletes ``gone`` (``sinks/resnapshot_rows.py``)."""
-        return self.keys_in_sink(schema)   # raises: a sink without keys_in_sink takes no re-snapshot
+        (exact at ``info["exact_at"]``) and deletes ``gone`` (``sinks/resnapshot_rows.py``): by
+        default a last-change record, what the merge-based sinks (Delta, PostgreSQL) apply."""
+        from .resnapshot_rows import last_change_record
+
+        return last_change_record(schema, image, rows, gone, info, seq)
 
     def schema_capabilities(self) -> frozenset[str]:
         """The sink actions (``cdc/schema/behavior.py``) this sink can apply to its tables; the

@@ -364,7 +364,7 @@ class ChangelogSink(Sink):
 
     # --- re-snapshots ---------------------------------------------------------------------------
 
-    def keys_in_sink(self, schema: TableSchema) -> None:
+    def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> None:
         """A log holds no table: its ``RS`` line tells a reader to replace the ranges."""
         return None
 

@@ -251,17 +251,19 @@ class DeltaSink(Sink):
 
     # --- schema changes -------------------------------------------------------------------------
 
-    def keys_in_sink(self, schema: TableSchema) -> pa.Table:
-        """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them)."""
+    def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> pa.Table:
+        """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them);
+        only the range's for an integer chunk key (the files' statistics skip the rest)."""
+        from .resnapshot_rows import integer_bounds
+
         table = self.open_table(schema.table_id)
         cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
-        return table.to_pyarrow_table(columns=cols)
-
-    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
-                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
-        from .resnapshot_rows import last_change_record
-
-        return last_change_record(schema, image, rows, gone, info, seq)
+        bounds = integer_bounds(schema, key_range)
+        if bounds is None:
+            return table.to_pyarrow_table(columns=cols)
+        col, lo, hi = bounds
+        filters = [*([(col, ">=", lo)] if lo is not None else []), *([(col, "<", hi)] if hi is not None else [])]
+        return table.to_pyarrow_table(columns=cols, filters=filters or None)
 
     def schema_capabilities(self) -> frozenset[str]:
         """delta-rs adds columns and deletes rows; renaming or dropping a column needs Delta's column

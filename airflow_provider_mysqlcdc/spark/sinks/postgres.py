@@ -728,20 +728,23 @@ class PostgresSink(Sink):
 
     # --- schema changes -----------------------------------------------------------------------
 
-    def keys_in_sink(self, schema: TableSchema) -> pa.Table:
-        """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them)."""
+    def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> pa.Table:
+        """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them);
+        only the range's for an integer chunk key (an index range scan on the identity)."""
+        from .resnapshot_rows import integer_bounds
+
         t = self._ensure_prepared(schema)
         cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
-        conn = self._driver_conn()
-        cur = conn.execute(f"SELECT {t.column_list(cols)} FROM {t.qualified}")
+        where, args = "", []
+        bounds = integer_bounds(schema, key_range)
+        if bounds is not None:
+            col, lo, hi = bounds
+            terms = [*([f"{qi(col)} >= %s"] if lo is not None else []), *([f"{qi(col)} < %s"] if hi is not None else [])]
+            args = [v for v in (lo, hi) if v is not None]
+            where = " WHERE " + " AND ".join(terms) if terms else ""
+        cur = self._driver_conn().execute(f"SELECT {t.column_list(cols)} FROM {t.qualified}{where}", args)
         values = list(zip(*cur.fetchall())) or [() for _ in cols]
         return pa.table({c: pa.array(list(v)) for c, v in zip(cols, values)})
-
-    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
-                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
-        from .resnapshot_rows import last_change_record
-
-        return last_change_record(schema, image, rows, gone, info, seq)
 
     def schema_capabilities(self) -> frozenset[str]:
         from ...cdc.schema.behavior import ACTION_KINDS

@@ -51,6 +51,24 @@ def record_base(table_id: TableId, schema: TableSchema, seq: int, where: str) ->
             "columns": columns_signature(schema), "ddl": "", "first_at": where}
 
 
+_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
+
+
+def integer_bounds(schema: TableSchema, r: KeyRange | None) -> tuple[str, int | None, int | None] | None:
+    """(column, start, end) when ``r`` is a range of one integer chunk-key column without NULLs: a
+    sink can then read only that range's keys (numbers compare alike everywhere). None: read
+    them all, the caller filters by the server's order (collations)."""
+    if r is None or r.includes_null or len(schema.chunk_key) != 1:
+        return None
+    col = schema.chunk_key[0]
+    if schema.column(col).data_type.lower() not in _INTEGER_TYPES:
+        return None
+    lo, hi = (r.start or (None,))[0], (r.end or (None,))[0]
+    if not all(v is None or isinstance(v, int) for v in (lo, hi)):
+        return None
+    return col, lo, hi
+
+
 def last_change_record(schema: TableSchema, image: pa.StructType, rows: pa.Table, gone: pa.Table | None,
                        info: Mapping[str, Any], seq: int) -> dict[str, Any]:
     """A last-change record (``last_change.RECORD_FIELDS``) of the replacement."""

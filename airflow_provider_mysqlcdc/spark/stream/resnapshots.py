@@ -151,7 +151,7 @@ class ResnapshotApplier:
             if tc:
                 frame = reader.apply_corrections(t, frame, tc)
             rows = frame.toArrow()
-            sink_keys = self.sink.keys_in_sink(schema)
+            sink_keys = self.sink.keys_in_sink(schema, r)
             gone = _keys_not_in(_in_range(sink_keys, schema, r, self.config.source), rows, schema.row_identity) \
                 if sink_keys is not None else None
             counts["rows"] += rows.num_rows
