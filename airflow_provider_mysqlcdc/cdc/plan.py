@@ -138,3 +138,24 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
         renamed.append(replace(b, batch_id=f"batch-{n:0{width}d}"))
     return Plan({**plan.schemas, **{s.table_id: s for s in added}}, plan.batches + tuple(renamed),
                 plan_inputs(include, exclude, split)), [s.table_id for s in added], gone
+
+
+def plan_table_read(source: SourceConfig, table_id: TableId, split: SplitOptions | None = None,
+                    plan: Plan | None = None) -> tuple[Plan, Batch]:
+    """One table split into one batch (``stream-read-<db>.<table>``) that the stream job reads
+    itself and hands to its own query. It joins ``plan``'s batches (a copy; the stored plan is
+    not changed) so its backfill reader's server id slot comes after theirs, not on a running
+    batch's."""
+    from .table_patterns import qualify
+
+    split = split or SplitOptions()
+    own_key = {k: v for k, v in split.chunk_key_columns.items() if k == str(table_id)}
+    with contextlib.closing(source.connect()) as conn:
+        exact = ".".join("`" + part.replace("`", "``") + "`" for part in (table_id.database, table_id.table))
+        (schema,) = discover_tables(conn, [qualify(exact, None)], (), own_key)
+        splitter = ChunkSplitter(conn, split)
+        chunks = splitter.split(schema)
+        schema = dataclasses.replace(schema, approx_rows=splitter.row_estimate(schema))
+    batch = Batch(f"stream-read-{table_id}", tuple(chunks))
+    base = plan or Plan({}, ())
+    return Plan({**base.schemas, table_id: schema}, base.batches + (batch,), base.inputs), batch

@@ -157,7 +157,53 @@ def status(state: StateStore, recent: int = 5) -> dict[str, Any]:
                 done.append({"handoff": name, "batch": manifest["batch"]["batch_id"],
                              "created_at": manifest["created_at"], **applied})
     done.sort(key=lambda d: d["created_at"])
-    return {"pending": waiting, "applied": done[-recent:], "applied_total": len(done)}
+    return {"pending": waiting, "applied": done[-recent:], "applied_total": len(done),
+            "table_reads": table_read_requests(state)}
+
+
+# A table that comes under the pipeline's list with rows the binlog after its DDL does not hold
+# (RENAME TABLE into a captured name) is read by the stream job itself, as a hand-off: the
+# request is written before the stream records the table, so a crash between the two reads it
+# anyway, and removed once every piece is handed over (spark/stream/table_reads.py).
+READS = "stream/table_reads"
+
+
+def _read_rel(table_id: TableId) -> str:
+    from urllib.parse import quote
+
+    return posixpath.join(READS, quote(str(table_id), safe="") + ".json")
+
+
+def request_table_read(state: StateStore, table_id: TableId, offset: Mapping[str, Any], reason: str) -> None:
+    state.write_json(_read_rel(table_id), {"table": str(table_id), "database": table_id.database,
+                                           "name": table_id.table, "offset": dict(offset), "reason": reason,
+                                           "requested_at": time.time()})
+
+
+def note_table_read(state: StateStore, table_id: TableId, **fields: Any) -> None:
+    """Progress or the last error of a request, for the stream's status (gone requests stay gone)."""
+    rel = _read_rel(table_id)
+    if state.exists(rel):
+        state.write_json(rel, {**state.read_json(rel), **fields})
+
+
+def table_read_requests(state: StateStore) -> list[dict[str, Any]]:
+    root = state.path(READS)
+    if not state.fs.exists(root):
+        return []
+    out = []
+    for d in state.fs.ls(root, detail=False):
+        name = posixpath.basename(str(d).rstrip("/"))
+        if name.endswith(".json"):
+            try:
+                out.append(state.read_json(posixpath.join(READS, name)))
+            except (OSError, ValueError):   # being replaced right now: the next look sees it
+                continue
+    return sorted(out, key=lambda r: r.get("requested_at", 0))
+
+
+def forget_table_read(state: StateStore, table_id: TableId) -> None:
+    state.delete(_read_rel(table_id))
 
 
 def same_columns(a: TableSchema, b: TableSchema) -> bool:

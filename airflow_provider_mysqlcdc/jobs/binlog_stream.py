@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
     from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.table_reads import TableReader
     from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
 
     password = read_password(args.password_file)
@@ -160,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
 
     sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else build_sink(config.sink)
     listener = None
+    reads = None
     failure: str | None = None
     try:
         if stop.is_set():  # terminated while starting up
             return 0
         listener = install_status_listener(spark, config, StateStore(config.state_location))
+        # tables renamed into the list bring rows the binlog lacks: this job reads them itself
+        reads = TableReader(spark, lambda: load_pipeline_config(args.config, password=password)).start()
         while True:
             query = start_stream(spark, config, sink, schemas, password=password)
             log.info("streaming %d tables (%s) into %s", len(schemas),
@@ -178,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         failure = f"{type(e).__name__}: {e}"
         raise
     finally:
+        if reads is not None:
+            reads.close()
         if listener is not None:
             listener.close(failure)  # status.json: stopped, or failed with the reason
         sink.close()

@@ -382,10 +382,22 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
     """The table list is a pattern; while the stream job runs, CREATE TABLE makes a table it
     matches (then written to), and CREATE TABLE ... SELECT another one with rows. The stream
     takes both up from their DDL (its query starts again from the checkpoint to read them), with
-    no run and no snapshot: their rows are all in the binlog after the DDL. Writers on."""
+    no run and no snapshot: their rows are all in the binlog after the DDL. Then two RENAMEs
+    bring rows the binlog does not hold: a table of another database renamed into the pattern
+    (a name the stream never read), and one renamed onto a captured table's name after a DROP
+    (the sink still holds the dropped table's rows). The stream job reads both itself and takes
+    them over, with writers on them. Writers on throughout."""
+    import dataclasses
+
     from tests.support.stream_job import committed, kill_job, start_job
 
     spec = create_int_table(mariadb, fresh_db, 2_000, "orders")
+    create_int_table(mariadb, fresh_db, 600, "archive")
+    side = fresh_db + "_side"
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{side}`", f"CREATE DATABASE `{side}`")
+    stash = dataclasses.replace(create_int_table(mariadb, side, 3_000, "stash"), database=fresh_db)
+    create_int_table(mariadb, side, 900, "archive2")
+    mariadb.execute("UPDATE archive2 SET a = -a - 7, s = CONCAT('other ', id)", database=side)
     src = mariadb.source_config(server_id_range="6700-6799")
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
@@ -416,15 +428,37 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
         mariadb.execute("CREATE TABLE copies (PRIMARY KEY (id)) AS SELECT id, a, s FROM orders WHERE id < 800",
                         database=fresh_db)
         mariadb.execute("UPDATE copies SET a = -a WHERE id % 3 = 0", database=fresh_db)
-        time.sleep(6)
+        mariadb.execute(f"RENAME TABLE `{side}`.stash TO `{fresh_db}`.stash")
+        writers.append(ConcurrentWriter(lambda: mariadb.connect(fresh_db), stash, seed=82, threads=1,
+                                        pause_s=0.005).start())
+        mariadb.execute("DROP TABLE archive", database=fresh_db)
+        mariadb.execute(f"RENAME TABLE `{side}`.archive2 TO `{fresh_db}`.archive")
+        mariadb.execute("UPDATE archive SET a = a + 1 WHERE id % 5 = 0", "DELETE FROM archive WHERE id % 7 = 0",
+                        database=fresh_db)
+        reads = tmp_dir / "state" / "stream" / "table_reads"
+        deadline = time.time() + 180
+
+        def both_read() -> bool:   # each table read and handed over, no request left
+            return (log.read_text(errors="replace").count("rows read and handed to the stream") >= 2
+                    and reads.exists() and not any(reads.iterdir()))
+
+        while not both_read():
+            assert time.time() < deadline and proc.poll() is None, (
+                list(reads.iterdir()) if reads.exists() else None, log.read_text(errors="replace")[-4000:])
+            time.sleep(0.5)
+        time.sleep(2)
         for w in writers:
             w.stop()
         writing = False
         text = log.read_text(errors="replace")
         assert "was created under the pipeline's table list" in text, text[-3000:]
         assert "starting again from its checkpoint" in text, text[-3000:]
+        assert f"{fresh_db}.stash came under the pipeline's table list with rows of its own" in text, text[-3000:]
+        assert f"{fresh_db}.archive: a table was renamed onto it" in text, text[-3000:]
+        assert "rows read and handed to the stream" in text, text[-3000:]
         cases = [(TableId(fresh_db, "orders"), ["id", *VALUE_COLS]), (TableId(fresh_db, "refunds"), ["id", *VALUE_COLS]),
-                 (TableId(fresh_db, "copies"), ["id", "a", "s"])]
+                 (TableId(fresh_db, "copies"), ["id", "a", "s"]), (TableId(fresh_db, "stash"), ["id", *VALUE_COLS]),
+                 (TableId(fresh_db, "archive"), ["id", *VALUE_COLS])]
         for t, cols in cases:
             if kind == "delta":
                 def actual(t=t, cols=cols):
@@ -444,3 +478,4 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
                 w.stop()
         if proc is not None:
             kill_job(proc)
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{side}`")

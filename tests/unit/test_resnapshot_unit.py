@@ -41,13 +41,31 @@ def test_the_health_check_lists_waiting_and_taken_over_handoffs(tmp_path):
     from airflow_provider_mysqlcdc.cdc.resnapshot import status
 
     state = StateStore(str(tmp_path))
-    assert status(state) == {"pending": [], "applied": [], "applied_total": 0}
+    assert status(state) == {"pending": [], "applied": [], "applied_total": 0, "table_reads": []}
     write_manifest(state, _handoff("a", 1.0))
     write_manifest(state, _handoff("b", 2.0))
     mark_applied(state, "a", {"micro_batch": 9, "rows": 7, "deleted": 0})
     got = status(state)
     assert [p["handoff"] for p in got["pending"]] == ["b"] and got["pending"][0]["batch"] == "batch-0001"
     assert got["applied_total"] == 1 and got["applied"][0]["micro_batch"] == 9
+
+
+def test_a_table_read_request_lives_until_it_is_forgotten_and_carries_its_last_error(tmp_path):
+    from airflow_provider_mysqlcdc.cdc.resnapshot import (
+        forget_table_read, note_table_read, request_table_read, status, table_read_requests,
+    )
+
+    state = StateStore(str(tmp_path))
+    odd = TableId("my.db", "t/1`x")   # a name that is no file name as it is
+    request_table_read(state, odd, {"file": "b.000001", "position": 4}, "RENAME TABLE a TO t")
+    request_table_read(state, T, {"file": "b.000001", "position": 9}, "RENAME TABLE b TO t")
+    assert [(r["database"], r["name"]) for r in table_read_requests(state)] == [("my.db", "t/1`x"),
+                                                                                 (T.database, T.table)]
+    note_table_read(state, odd, error="OperationalError: gone")
+    note_table_read(state, TableId("x", "never"), error="ignored")   # no request: nothing written
+    assert [r.get("error") for r in status(state)["table_reads"]] == ["OperationalError: gone", None]
+    forget_table_read(state, odd)
+    assert [r["table"] for r in table_read_requests(state)] == [str(T)]
 
 
 def test_range_membership_with_integer_keys_and_nulls():

@@ -130,11 +130,16 @@ def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -
 
 def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batch: Batch,
                    schemas: dict[TableId, TableSchema], state: StateStore,
-                   progress_interval_s: float = 20.0, piece_rows: int | None = None) -> dict[str, Any]:
+                   progress_interval_s: float = 20.0, piece_rows: int | None = None,
+                   record_result: bool = True, applier_server_id: int | None = None) -> dict[str, Any]:
     """The batch read while the stream runs, handed to it in pieces of consecutive chunks of about
     ``piece_rows`` rows (by the plan's estimate). Each piece is read in its own window (LW, SELECTs,
     HW, corrections: exact on its own key range) and becomes one hand-off, so the stream takes a
-    big batch over a piece per micro-batch instead of holding all of it in one."""
+    big batch over a piece per micro-batch instead of holding all of it in one.
+
+    ``applier_server_id``: the id the stream reads a piece's binlog from HW with when it takes the
+    piece over; by default the batch's own (free once this job ends), but the stream job's own
+    reads (``spark/stream/table_reads.py``) are still reading the next piece then."""
     source = config.source
     batch_id = batch.batch_id
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
@@ -162,7 +167,8 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
                 write_manifest(state, Handoff(
                     hid, piece, got.high_watermark, got.low_watermark, {t: schemas[t] for t in piece.tables},
                     {t: rows_rel(hid, t) for t in piece.tables},
-                    {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()}, server_id, time.time()))
+                    {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()},
+                    server_id if applier_server_id is None else applier_server_id, time.time()))
             finally:
                 got.unpersist()
             ids.append(hid)
@@ -187,7 +193,8 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
                     for t in batch.tables},
         "handoff": ids, "seconds": round(elapsed, 3), "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
     }
-    state.write_batch_result(result)
+    if record_result:
+        state.write_batch_result(result)
     log.info("batch %s done: %d chunks, %s rows read and handed to the running stream in %d piece(s) in %.1f s; "
              "it replaces the batch's key ranges with them at its micro-batches past each piece's HW", batch_id,
              len(batch.chunks), f"{rows:,}", len(ids), elapsed)

@@ -82,7 +82,7 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
 
     def write(batch: DataFrame, batch_id: int) -> None:
         from .restart import RESTART, RESTART_MARKER, StreamRestart
-        from .table_set import take_up_new_tables
+        from .table_set import ask_reads_for_renames, take_up_new_tables
 
         if RESTART.is_set():   # this query does not read a table it took over: nothing more from it
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
@@ -101,6 +101,8 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
         if captured is not None and resnapshots is not None and take_up_new_tables(
                 records, reading, planner, resnapshots.config, resnapshots.save_history):
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
+        if captured is not None and resnapshots is not None:
+            ask_reads_for_renames(records, reading, resnapshots.config)
         written = 0
         planned = planner.plan(records + extra)
         if outcomes:

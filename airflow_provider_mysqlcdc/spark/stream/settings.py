@@ -31,6 +31,11 @@ DEFAULT_RECONNECT_TIMEOUT_S = 120.0
 _OSC_HELPER = re.compile(r"^_.+_(gho|ghc|del|new|old)$")
 
 
+def is_osc_helper(table: str) -> bool:
+    """A helper table of gh-ost or pt-online-schema-change (``_t_gho``, ``_t_new``, ...)."""
+    return bool(_OSC_HELPER.match(table))
+
+
 @dataclass(frozen=True)
 class StreamSettings:
     """Everything the driver and the executor need, picklable (holds the password: never log it)."""
@@ -60,7 +65,7 @@ class StreamSettings:
         whose result the stream follows on the real table."""
         from ...cdc.table_patterns import matches
 
-        if _OSC_HELPER.match(table_id.table):
+        if is_osc_helper(table_id.table):
             return False
         return bool(self.include) and matches(table_id, self.include, self.exclude)
 

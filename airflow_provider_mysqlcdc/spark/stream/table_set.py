@@ -29,8 +29,11 @@ def take_up_new_tables(records: Sequence[Mapping[str, Any]], captured: Any, plan
     from ...cdc.schema import behavior as B
     from ...cdc.schema.ddl import parse_ddl
     from ...cdc.schema.events import CreateTable
+    from ...cdc.resnapshot import request_table_read
     from ...cdc.schema.evolve import apply_change
+    from ...cdc.state import StateStore
 
+    state = StateStore(config.state_location)
     history = planner.history
     added: list[TableId] = []
     for r in records:
@@ -41,18 +44,22 @@ def take_up_new_tables(records: Sequence[Mapping[str, Any]], captured: Any, plan
             continue
         mark = json.loads(r["ddl"])
         sql, offset = mark["sql"], mark["offset"]
-        schema, note = None, None
+        schema, created = None, False
         try:
             for e in parse_ddl(sql, mark.get("database") or ""):
-                if isinstance(e, CreateTable) and e.table == t and e.like is None and e.columns:
-                    schema = apply_change(None, e)
+                if isinstance(e, CreateTable) and e.table == t:
+                    created = True   # empty, or (CREATE ... SELECT) its rows follow as row events
+                    if e.like is None and e.columns:
+                        schema = apply_change(None, e)
         except Exception as err:   # DdlParseError, a shape apply_change cannot build: the server knows
             log.info("%s: %s (the server's information_schema says the shape)", t, err)
         if schema is None:
             schema = _server_schema(config, t)
-            note = (f"{t} came under the pipeline's table list at {offset['file']}:{offset['position']} with rows of "
-                    "its own: they are not in the binlog after it. Fix: trigger the pipeline (its plan task adds the "
-                    "table and snapshots it into the stream).")
+        if not created:
+            # RENAME TABLE into a captured name: its rows are not in the binlog after the DDL. The
+            # request is written before the history records the table: a crash between the two
+            # replays this micro-batch, which asks again.
+            request_table_read(state, t, offset, f"{' '.join(sql.split())[:120]}")
         latest = history.latest(t) if t in history.versions else None
         sink = latest.sink if latest is not None else None
         plan = B.plan_returning_table(planner.behavior, planner.sink_name, planner.capabilities, sink, schema,
@@ -60,13 +67,15 @@ def take_up_new_tables(records: Sequence[Mapping[str, Any]], captured: Any, plan
         if latest is None:
             history.record(t, TableVersion(None, None, None, None, (), ("not captured before its DDL",)))
         history.record(t, TableVersion(offset, schema, plan.sink, sql, tuple(a.to_dict() for a in plan.actions),
-                                       plan.notes + ((note,) if note else ())))
+                                       plan.notes + (() if created else ("rows of its own: read by the stream job",))))
         save_history()
         added.append(t)
-        if note:
-            log.warning(note)
-        log.info("%s was created under the pipeline's table list (%s): captured from there on", t,
-                 " ".join(sql.split())[:120])
+        if created:
+            log.info("%s was created under the pipeline's table list (%s): captured from there on", t,
+                     " ".join(sql.split())[:120])
+        else:
+            log.info("%s came under the pipeline's table list with rows of its own (%s): captured from there on; "
+                     "the stream job reads its rows and takes them over", t, " ".join(sql.split())[:120])
     if added:
         RESTART.set()
     return added
@@ -103,3 +112,37 @@ def forget_removed(history: Any, config: PipelineConfig, checkpoint: str, store:
     store.save(history)
     log.info("binlog stream: %d table(s) removed from the pipeline are not read any more (their sink tables stay): "
              "%s", len(removed), ", ".join(map(str, removed)))
+
+
+def ask_reads_for_renames(records: Sequence[Mapping[str, Any]], captured: Any, config: PipelineConfig) -> list[TableId]:
+    """A ``RENAME TABLE`` onto a name this query already reads (a table dropped or renamed away
+    before, coming back with another table's rows): those rows are not in the binlog, so the
+    stream job reads the table (``table_reads.py``). Not for the swap of an online schema change
+    tool (gh-ost, pt-online-schema-change): its helper table holds the same rows, kept in step
+    by the tool up to the swap. Asked before the micro-batch writes anything."""
+    from ...cdc.resnapshot import request_table_read
+    from ...cdc.schema.ddl import parse_ddl
+    from ...cdc.schema.events import RenameTable
+    from ...cdc.state import StateStore
+    from .settings import is_osc_helper
+
+    asked: list[TableId] = []
+    for r in records:
+        if not r.get("ddl"):
+            continue
+        t = TableId(r["database"], r["table"])
+        if t not in captured or t in asked:
+            continue
+        mark = json.loads(r["ddl"])
+        try:
+            events = parse_ddl(mark["sql"], mark.get("database") or "")
+        except Exception:   # the planner says what it makes of an unreadable DDL
+            continue
+        if any(isinstance(e, RenameTable) and e.new == t and e.old != t and not is_osc_helper(e.old.table)
+               for e in events):
+            request_table_read(StateStore(config.state_location), t, mark["offset"],
+                               " ".join(mark["sql"].split())[:120])
+            log.info("%s: a table was renamed onto it (%s); the stream job reads its rows and takes them over", t,
+                     " ".join(mark["sql"].split())[:120])
+            asked.append(t)
+    return asked
