@@ -13,7 +13,7 @@ row), cycling over the table's keys, for the whole run.
 It reports the commit-to-visible latency (changelog file mtime minus the row's commit time, for
 every streamed ``+U`` line) in the baseline and in the window from the first hand-off to 5 s
 after the last take-over, the take-over micro-batches' durations against the median micro-batch
-(a batch is handed over in pieces of ~HANDOFF_PIECE_ROWS rows, one piece a micro-batch), and
+(a batch is handed over in pieces of ~stream_options.handoff_piece_rows rows, one piece a micro-batch), and
 the rows re-snapshotted per second of the stream's time spent on them (the take-over
 micro-batches minus the median one each: the extra work the issue allows). ``takeover_batch_s``
 is the longest take-over micro-batch.
@@ -140,7 +140,7 @@ def main() -> None:
             victim = plan.batches[len(plan.batches) // 2]
             t_read = time.time()
             result = run_snapshot_batch(spark, config, victim.batch_id, plan=plan)
-            ids = result["handoff"]   # one per piece of ~HANDOFF_PIECE_ROWS rows
+            ids = result["handoff"]   # one per piece of ~stream_options.handoff_piece_rows rows
             t_handed = min(os.stat(state.path(HANDOFFS, h, "manifest.json")).st_mtime for h in ids)
             outcomes = []
             for hid in ids:

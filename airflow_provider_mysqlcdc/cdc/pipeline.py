@@ -56,6 +56,12 @@ class StreamOptions:
     catchup_parallelism: int = 2
     catchup_min_bytes: int = 16 << 20
     catchup_batch_bytes: int = 256 << 20
+    # A batch read again while the stream runs is handed over in pieces of about this many rows
+    # (the plan's estimate), and one micro-batch takes pieces over up to ``takeover_rows_per_batch``
+    # rows (at least one): bigger pieces finish a re-snapshot in fewer micro-batches, each of them
+    # longer (bench/resnapshot_latency.py: 25,000 rows cost a micro-batch ~0.5 s).
+    handoff_piece_rows: int = 25_000
+    takeover_rows_per_batch: int = 25_000
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> "StreamOptions":
@@ -74,6 +80,8 @@ class StreamOptions:
             ("catchup_parallelism", self.catchup_parallelism, 1),
             ("catchup_min_bytes", self.catchup_min_bytes, 1 << 16),
             ("catchup_batch_bytes", self.catchup_batch_bytes, 1 << 16),
+            ("handoff_piece_rows", self.handoff_piece_rows, 1),
+            ("takeover_rows_per_batch", self.takeover_rows_per_batch, 1),
         ]
         for name, value, least in checks:
             if not isinstance(value, int) or isinstance(value, bool) or value < least:

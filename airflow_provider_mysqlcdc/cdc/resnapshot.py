@@ -32,12 +32,8 @@ from .offsets import BinlogOffset
 from .state import StateStore
 
 ROOT = "handoffs"
-# A batch read while the stream runs is handed over in pieces of about this many rows (by the
-# plan's estimate): the stream takes a piece over in one micro-batch, on its driver, and leaves
-# the next micro-batch alone. 25,000 rows cost a micro-batch ~0.5 s more (bench/resnapshot_latency.py).
-HANDOFF_PIECE_ROWS = 25_000
-# A micro-batch takes over pieces while their rows stay within this (one piece at least).
-TAKEOVER_ROWS_PER_BATCH = 25_000
+# Piece size and how many rows a micro-batch takes over: ``StreamOptions.handoff_piece_rows``
+# and ``takeover_rows_per_batch`` (the pipeline's stream_options).
 MANIFEST = "manifest.json"
 APPLIED = "applied.json"
 

@@ -130,7 +130,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stream_options", STREAM, "Stream options",
             "How the stream paces itself, e.g. `{\"max_events_per_batch\": 20000, \"trigger_interval_s\": 1}`. "
             "Keys: max_events_per_batch, heartbeat_s, trigger_interval_s, catchup_parallelism, "
-            "catchup_min_bytes, catchup_batch_bytes (README, Stream behaviour).",
+            "catchup_min_bytes, catchup_batch_bytes, handoff_piece_rows, takeover_rows_per_batch (README, Stream "
+            "behaviour).",
             {}, {"type": _nullable("object")}),
     Setting("schema_change_behavior", STREAM, "Schema changes",
             "What an `ALTER TABLE` (or rename, truncate, drop) on a captured table does to the sink tables. "

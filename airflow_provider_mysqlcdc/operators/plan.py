@@ -93,7 +93,8 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param startup_timestamp: for ``timestamp``: epoch seconds or an ISO 8601 date-time (UTC if
         it has no zone). (templated)
     :param stream_options: ``max_events_per_batch``, ``heartbeat_s``, ``trigger_interval_s``,
-        ``catchup_parallelism``, ``catchup_min_bytes``, ``catchup_batch_bytes``. (templated)
+        ``catchup_parallelism``, ``catchup_min_bytes``, ``catchup_batch_bytes``, ``handoff_piece_rows``,
+        ``takeover_rows_per_batch``. (templated)
     :param schema_change_behavior: what DDL on a captured table does to the sink: ``lenient``
         (default), ``evolve``, ``try_evolve``, ``ignore`` or ``exception``. (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)

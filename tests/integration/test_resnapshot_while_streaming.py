@@ -113,7 +113,9 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
     config = PipelineConfig(
         name=f"resnap-{kind}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
         state_location=str(tmp_dir / "state"), sink=sink_cfg, split=SplitOptions(chunk_size=1000),
-        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3))
+        # pieces of one chunk each, one piece per micro-batch: a big batch's way through the stream
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3,
+                             handoff_piece_rows=700, takeover_rows_per_batch=1))
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
     state = StateStore(config.state_location)
     state.write_plan(plan)
@@ -138,12 +140,6 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
             _damage(kind, tmp_dir, postgres, schema_name, orders, lo, hi)
             query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
         before = state.read_batch_result(victim.batch_id)
-        # pieces of one chunk each, one piece per micro-batch: a big batch's way through the stream
-        from airflow_provider_mysqlcdc.spark.snapshot import job
-        from airflow_provider_mysqlcdc.spark.stream import resnapshots
-
-        monkeypatch.setattr(job, "HANDOFF_PIECE_ROWS", 700)
-        monkeypatch.setattr(resnapshots, "TAKEOVER_ROWS_PER_BATCH", 1)
         result = run_snapshot_batch(spark, config, victim.batch_id, plan=plan)
         assert len(result["handoff"]) == len(victim.chunks) == 2
         assert result["written"][str(orders)]["rows_written"] == 0

@@ -19,7 +19,7 @@ from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from ...cdc.chunks import Batch
 from ...cdc.resnapshot import (
-    HANDOFF_PIECE_ROWS, Handoff, forget_orphans, new_handoff_id, rows_rel, write_manifest,
+    Handoff, forget_orphans, new_handoff_id, rows_rel, write_manifest,
 )
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
@@ -133,7 +133,7 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
                    progress_interval_s: float = 20.0, piece_rows: int | None = None,
                    record_result: bool = True, applier_server_id: int | None = None) -> dict[str, Any]:
     """The batch read while the stream runs, handed to it in pieces of consecutive chunks of about
-    ``piece_rows`` rows (by the plan's estimate). Each piece is read in its own window (LW, SELECTs,
+    ``piece_rows`` rows (by the plan's estimate; stream_options.handoff_piece_rows). Each piece is read in its own window (LW, SELECTs,
     HW, corrections: exact on its own key range) and becomes one hand-off, so the stream takes a
     big batch over a piece per micro-batch instead of holding all of it in one.
 
@@ -144,7 +144,7 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     batch_id = batch.batch_id
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
     estimate = plan.estimated_rows().get(batch_id, 0)
-    pieces = split_batch(batch, estimate, piece_rows or HANDOFF_PIECE_ROWS)
+    pieces = split_batch(batch, estimate, piece_rows or config.stream.handoff_piece_rows)
     for orphan in forget_orphans(state):
         log.info("removed %s: a hand-off whose job died before its manifest", orphan)
     reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=state.url("staging"))

@@ -14,7 +14,7 @@ Delta) replaces the ranges exactly at S; the changelog gets an ``RS`` line namin
 and S, then the rows as read records (``op`` = ``r``). A DDL on the table between HW and S, or
 a shape the stream's schema history does not have, supersedes the hand-off instead (the
 stream never stops for it; the batch task says to read it again). A micro-batch takes pieces up
-to ``TAKEOVER_ROWS_PER_BATCH`` rows; the rest wait for the next ones. A table the history lacks
+to ``stream_options.takeover_rows_per_batch`` rows; the rest wait for the next ones. A table the history lacks
 (added to the pipeline) is recorded at S, and the query starts again to read it (``restart.py``).
 """
 
@@ -36,7 +36,7 @@ from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.resnapshot import (
-    TAKEOVER_ROWS_PER_BATCH, Handoff, forget_rows, mark_applied, pending, same_columns,
+    Handoff, forget_rows, mark_applied, pending, same_columns,
 )
 from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
@@ -83,7 +83,7 @@ class ResnapshotApplier:
         outcomes: list[tuple[Handoff, dict[str, Any]]] = []
         taken_rows = 0
         for k, h in enumerate(handoffs):
-            if taken_rows and taken_rows + sum(h.row_counts.values()) > TAKEOVER_ROWS_PER_BATCH:
+            if taken_rows and taken_rows + sum(h.row_counts.values()) > self.config.stream.takeover_rows_per_batch:
                 break   # the rest waits for the next micro-batches: one holds a bounded share
             if h.high_watermark > s:
                 if h.handoff_id not in self._waiting_logged:
