@@ -22,7 +22,12 @@ SCHEMA_APPLIED = "schema-applied"          # the sink applied everything; Spark 
 RESNAPSHOT_TAKEN = "resnapshot-taken"
 # ... and: the sink committed it, the hand-off is not marked applied.
 RESNAPSHOT_APPLIED = "resnapshot-applied"
-POINTS = (SCHEMA_RECORDED, BETWEEN_STEPS, SCHEMA_APPLIED, RESNAPSHOT_TAKEN, RESNAPSHOT_APPLIED)
+# A snapshot job handing a batch to the running stream: a piece's rows written, not its manifest ...
+HANDOFF_ROWS_WRITTEN = "handoff-rows-written"
+# ... and: a piece handed over (its manifest written), the batch's next piece not read yet.
+HANDOFF_PIECE_HANDED = "handoff-piece-handed"
+POINTS = (SCHEMA_RECORDED, BETWEEN_STEPS, SCHEMA_APPLIED, RESNAPSHOT_TAKEN, RESNAPSHOT_APPLIED, HANDOFF_ROWS_WRITTEN,
+          HANDOFF_PIECE_HANDED)
 
 
 def crash_point(name: str) -> None:

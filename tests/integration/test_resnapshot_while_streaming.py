@@ -251,6 +251,78 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
             kill_job(proc)
 
 
+@pytest.mark.parametrize("point", ["handoff-rows-written", "handoff-piece-handed"])
+def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(mariadb, postgres, fresh_db, spark,
+                                                                                tmp_dir, monkeypatch, point):
+    """A batch read again while the stream runs, by the snapshot job as the operator starts it,
+    killed (SIGKILL, its process group) once a piece's rows are written but not its manifest, or
+    once its first piece is handed over and the second not read. The stream takes over what has
+    a manifest and nothing else; the batch's rerun hands every piece over; the sink equals the
+    source (PostgreSQL: the take-over path is the sinks' common one). Writers on."""
+    from airflow_provider_mysqlcdc.cdc.resnapshot import pending
+    from tests.support.stream_job import kill_job, start_snapshot_job
+
+    spec = create_int_table(mariadb, fresh_db, 4_000, "orders")
+    src = mariadb.source_config(server_id_range="6300-6399")
+    sink_cfg = sink_config("postgres", tmp_dir, postgres, monkeypatch)
+    config = PipelineConfig(
+        name="handoff-kill", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
+        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3,
+                             handoff_piece_rows=700, takeover_rows_per_batch=1))
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
+    state = StateStore(config.state_location)
+    state.write_plan(plan)
+    t = TableId(fresh_db, "orders")
+    victim = plan.batches[1]
+    (rng,) = victim.ranges()
+    lo, hi = (rng.start or (0,))[0], (rng.end or (10 ** 9,))[0]
+    writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=90, threads=1, pause_s=0.005).start()
+    writing, query, proc = True, None, None
+    log = tmp_dir / "snapshot.log"
+    try:
+        for b in plan.batches:
+            run_snapshot_batch(spark, config, b.batch_id, plan=plan)
+        state.write_finished(state.finished_from_results())
+        query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
+        time.sleep(2)
+        touched = _damage("postgres", tmp_dir, postgres, sink_cfg.options["schema"], t, lo, hi)
+        assert touched > 0
+        proc = start_snapshot_job(cfg_path, victim.batch_id, log, src.password, {"MYSQLCDC_CRASH_AT": point})
+        assert proc.wait(240) == -9, "the job must kill itself at the crash point:\n" + log.read_text()[-3000:]
+        handed = [h.handoff_id for h in pending(state)]
+        if point == "handoff-rows-written":   # rows without a manifest: never a hand-off
+            assert handed == [] and any((tmp_dir / "state" / "handoffs").iterdir())
+        else:                                 # the first piece is the stream's to take
+            assert len(handed) == 1, handed
+            _wait_applied(state, handed, query=query)
+        assert not state.exists(StateStore.batch_result_rel(victim.batch_id)), "a killed job leaves no result"
+        proc = start_snapshot_job(cfg_path, victim.batch_id, log, src.password)
+        assert proc.wait(240) == 0, log.read_text()[-3000:]
+        result = state.read_batch_result(victim.batch_id)
+        assert len(result["handoff"]) == 2
+        _wait_applied(state, result["handoff"], query=query)
+        time.sleep(1)
+        writer.stop()
+        writing = False
+        cols = ["id", *VALUE_COLS]
+        problem = wait_until_equal(
+            lambda: mysql_rows(mariadb, t, cols, ("id",)),
+            lambda: postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"]),
+            timeout_s=120)
+        assert not problem, f"snapshot job killed at {point}:\n{problem}"
+        assert query.exception() is None
+    finally:
+        if writing:
+            writer.stop()
+        if proc is not None:
+            kill_job(proc)
+        if query is not None:
+            query.stop()
+
+
 @pytest.mark.parametrize("kind", ["postgres"])   # the take-over path is the sinks' common one (tested above on each)
 def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captured_from_there(
         mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):

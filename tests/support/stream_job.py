@@ -26,6 +26,17 @@ def start_job(cfg_path: Path, log: Path, password: str, extra_args: Sequence[str
                             start_new_session=True)
 
 
+def start_snapshot_job(cfg_path: Path, batch_id: str, log: Path, password: str,
+                       extra_env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """The snapshot job of one batch, as the operator submits it, in its own process group."""
+    env = dict(os.environ, MYSQLCDC_PASSWORD=password, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable)
+    env.update(extra_env or {})
+    return subprocess.Popen([sys.executable, str(REPO / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"),
+                             "--config", str(cfg_path), "--batch-id", batch_id],
+                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
 def kill_job(proc: subprocess.Popen) -> None:
     """SIGKILL the whole process group (driver JVM and Python workers), as a crash would."""
     if proc.poll() is None:

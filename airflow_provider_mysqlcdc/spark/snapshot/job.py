@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
+from ...cdc.faults import HANDOFF_PIECE_HANDED, HANDOFF_ROWS_WRITTEN, crash_point
 from ...cdc.model import TableId, TableSchema
 from ...cdc.chunks import Batch
 from ...cdc.resnapshot import (
@@ -164,6 +165,7 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
                 progress.phase(f"handing piece {k + 1}/{len(pieces)} to the running stream")
                 for r in piece.ranges():
                     got.frame(r.table_id).write.mode("overwrite").parquet(state.url(rows_rel(hid, r.table_id)))
+                crash_point(HANDOFF_ROWS_WRITTEN)
                 write_manifest(state, Handoff(
                     hid, piece, got.high_watermark, got.low_watermark, {t: schemas[t] for t in piece.tables},
                     {t: rows_rel(hid, t) for t in piece.tables},
@@ -171,6 +173,8 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
                     server_id if applier_server_id is None else applier_server_id, time.time()))
             finally:
                 got.unpersist()
+            if k < len(pieces) - 1:
+                crash_point(HANDOFF_PIECE_HANDED)
             ids.append(hid)
             lows.append(got.low_watermark)
             highs.append(got.high_watermark)
