@@ -301,6 +301,65 @@ def test_clearing_a_finished_batch_after_the_stream_started_replaces_its_range_e
     assert not _sink_equals_source(server, work, specs)
 
 
+def test_runs_with_a_longer_then_a_shorter_table_list_add_and_remove_a_table_while_streaming(pipeline_run):
+    """A DAG run whose table list names one more table plans and reads only that table, hands it
+    to the running stream (no reset, no other batch read again), and the stream captures it from
+    then on. A run with the first list again removes it: the stream stops capturing it and its
+    sink table keeps what it held. Writers on every table throughout."""
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+
+    dr, work, server, db = pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"], pipeline_run["db"]
+    state = StateStore(pipeline_run["conf"]["state_location"])
+    assert state.stream_started()
+    refunds = create_int_table(server, db, 12_000, "refunds")
+    specs = [*pipeline_run["specs"], refunds]
+    batches_before = {b.batch_id for b in state.read_plan().batches}
+    watcher = pipeline_run["watcher"]
+    reads_before = len(watcher.processes(SUBMIT, JVM, str(state.location), "--batch-id", unless=LAUNCHER))
+    writers = [ConcurrentWriter(lambda: server.connect(db), s, seed=71 + i, threads=1, pause_s=0.003).start()
+               for i, s in enumerate(specs)]
+    wider = _conf(db, work, tables=[f"{db}.orders", "tenant_items", "refunds"])
+    try:
+        dr2 = run_dag(wider, work / "add_table_output.log")
+    finally:
+        for w in writers:
+            w.stop()
+    states = airflow_env.task_states(dr2)
+    assert all(v[0] == "success" for v in states.values()), states
+    (reload,) = airflow_env.xcom_values(dr2.dag_id, dr2.run_id, "plan", key="reload").values()
+    assert reload["tables_added"] == [f"{db}.refunds"] and reload["stream_running"], reload
+    new = [b for b in state.read_plan().batches if b.batch_id not in batches_before]
+    assert new and all(b.tables == (TableId(db, "refunds"),) for b in new)
+    assert sorted(reload["read"]) == sorted(b.batch_id for b in new), reload
+    jobs = len(watcher.processes(SUBMIT, JVM, str(state.location), "--batch-id", unless=LAUNCHER)) - reads_before
+    assert jobs == len(new), f"{jobs} snapshot Spark jobs for {len(new)} new batches: no other batch is read again"
+    assert all(state.read_batch_result(b.batch_id)["handoff"] for b in new)
+    assert not _sink_equals_source(server, work, specs)
+
+    # the first list again: refunds leaves the pipeline; its sink table stays as it was
+    narrower = _conf(db, work)
+    dr3 = run_dag(narrower, work / "remove_table_output.log")
+    (reload,) = airflow_env.xcom_values(dr3.dag_id, dr3.run_id, "plan", key="reload").values()
+    assert reload["tables_removed"] == [f"{db}.refunds"] and reload["read"] == [], reload
+    t = TableId(db, "refunds")
+    cols = ["id", *VALUE_COLS]
+    deadline = time.time() + 120
+    while "not read any more" not in (work / "state" / "stream" / "stream.log").read_text(errors="replace"):
+        assert time.time() < deadline, "the stream did not start again without refunds"
+        time.sleep(1)
+    held = delta_rows(work / "lake", t, ("id",))
+    server.execute("UPDATE refunds SET s = 'after removal' WHERE id % 10 = 0", database=db)
+    writers = [ConcurrentWriter(lambda: server.connect(db), s, seed=81 + i, threads=1, pause_s=0.003).start()
+               for i, s in enumerate(pipeline_run["specs"])]
+    time.sleep(5)
+    for w in writers:
+        w.stop()
+    assert not _sink_equals_source(server, work, pipeline_run["specs"])
+    assert delta_rows(work / "lake", t, ("id",)) == held, "a removed table's sink table is left as it was"
+    assert mysql_rows(server, t, cols, ("id",)) != {k: {c: r[c] for c in cols} for k, r in held.items()}
+
+
 def test_the_password_appears_in_no_log_xcom_or_command_line(pipeline_run):
     dag, dr, work = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"]
     secret = ROOT_PASSWORD
