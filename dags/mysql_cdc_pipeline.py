@@ -115,6 +115,8 @@ with DAG(
         mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
         sink_conn_id="{{ params.sink_conn_id }}",
         reread_batches="{{ params.reread_batches }}",
+        spark_runtime="{{ params.spark_runtime }}",
+        connect_conn_id="{{ params.spark_connect_conn_id }}",
         conn_id="spark_default",
         map_index_template="{{ task.batch_label }}",
         max_active_tis_per_dagrun=SNAPSHOT_PARALLELISM,

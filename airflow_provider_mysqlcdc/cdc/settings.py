@@ -117,6 +117,18 @@ SETTINGS: tuple[Setting, ...] = (
             "rows then go to the stream, which replaces the batch's key ranges with them exactly. Clearing a "
             "finished snapshot task in the grid also reads it again.",
             [], {"type": _nullable("array"), "items": {"type": "string", "pattern": TABLE_ENTRY_PATTERN}}),
+    Setting("spark_runtime", SNAPSHOT, "Spark runtime",
+            "How the snapshot tasks reach Spark. Spark Connect (default): the run's snapshot tasks share one Spark "
+            "application -- the server of the Spark Connect connection below, else a local one the first task "
+            "starts (it stops by itself when idle). spark-submit: every batch starts its own Spark application "
+            "(the Spark connection `spark_default`), for clusters without Spark Connect.",
+            "connect", {"type": "string", "enum": ["connect", "submit"],
+                        "values_display": {"connect": "Spark Connect (one shared application)",
+                                           "submit": "spark-submit per batch"}}),
+    Setting("spark_connect_conn_id", SNAPSHOT, "Spark Connect connection",
+            "Only for the Spark Connect runtime: an Airflow connection of type Spark Connect (host, port, token) "
+            "of a running Spark Connect server. Leave empty for a local server on the Airflow worker.",
+            None, {"type": _nullable("string")}),
     Setting("startup_mode", STREAM, "Startup mode", "What the pipeline reads first.", "initial",
             {"type": "string", "enum": list(STARTUP_MODES), "values_display": dict(STARTUP_MODE_LABELS)}),
     Setting("startup_offset", STREAM, "Startup offset",

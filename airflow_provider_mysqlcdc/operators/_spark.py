@@ -9,19 +9,16 @@ the driver must find the password itself (``password_file`` or a cluster-side se
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..cdc.config import PASSWORD_ENV
 from ..cdc.errors import ConfigError
+from ..spark.runtime.package_files import package_zip  # noqa: F401  (the operators' way to it)
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
 PG_PASSWORD_ENV = "PGPASSWORD"
 
 
@@ -65,48 +62,6 @@ def python_env(master: str) -> dict[str, str]:
     if bindir not in path.split(os.pathsep):
         env["PATH"] = bindir + os.pathsep + path
     return env
-
-
-def _package_digest() -> str:
-    h = hashlib.sha1()
-    for p in sorted(PACKAGE_DIR.rglob("*.py")):
-        st = p.stat()
-        h.update(f"{p.relative_to(PACKAGE_DIR)}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:12]
-
-
-def package_zip(cache_dir: str | None = None) -> str:
-    """A zip of this package for ``--py-files``, so executors run exactly the worker's code.
-
-    Built once per package content (cached by a digest of file names, sizes and mtimes).
-    Third-party dependencies are not in it: on a cluster ship an environment archive
-    (``python_archive``), in local mode the executors use this interpreter.
-    """
-    cache = Path(cache_dir or os.path.join(tempfile.gettempdir(), "mysqlcdc-pyfiles"))
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / f"airflow_provider_mysqlcdc-{_package_digest()}.zip"
-    if target.exists():
-        return str(target)
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in sorted(PACKAGE_DIR.rglob("*.py")):
-            z.write(p, Path(PACKAGE_DIR.name) / p.relative_to(PACKAGE_DIR))
-    os.replace(tmp, target)
-    _prune(cache, keep=target)
-    return str(target)
-
-
-def _prune(cache: Path, keep: Path, max_age_s: float = 86_400) -> None:
-    """Drop zips of older package versions a day after they were built (running jobs may
-    still be reading a recent one)."""
-    import time
-
-    for old in cache.glob("airflow_provider_mysqlcdc-*.zip"):
-        try:
-            if old != keep and time.time() - old.stat().st_mtime > max_age_s:
-                old.unlink()
-        except OSError:
-            pass
 
 
 def archive_conf(python_archive: str | None) -> tuple[str | None, dict[str, str]]:

@@ -75,12 +75,21 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         cluster secret; send no password.
     :param python_archive: a packed Python environment (venv-pack / conda-pack) with this
         package's dependencies, for clusters whose nodes lack them.
+    :param spark_runtime: ``connect`` (default): the task is a Spark Connect client of one Spark
+        application that the run's snapshot tasks share -- the cluster's Connect endpoint given by
+        ``connect_conn_id``, else a local Connect server the first task starts and that stops by
+        itself once no task used it for ``connect_idle_s``. ``submit``: one ``spark-submit`` per
+        batch (clusters without Connect). (templated)
+    :param connect_conn_id: a ``spark_connect`` connection (host, port, token) of a running Spark
+        Connect server; empty for the local one. (templated)
+    :param connect_idle_s: how long a local Connect server waits for the next task before it stops.
     :param kwargs: everything else of ``SparkSubmitOperator`` (conf, executor_memory, ...).
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "batch_id", "batch_label",
                                       "estimated_rows", "state_location", "mysql_cdc_conn_id", "sink_conn_id",
-                                      "reread_batches", "redo_finished", "handoff_timeout_s")
+                                      "reread_batches", "redo_finished", "handoff_timeout_s", "spark_runtime",
+                                      "connect_conn_id")
     ui_color = "#fdf2e3"
 
     def __init__(self, *, batch_id: str, state_location: str, batch_label: str | None = None,
@@ -89,6 +98,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                  redo_finished: bool = False, handoff_timeout_s: float | str = 900, spark_log_level: str = "WARN",
                  password_file: str | None = None,
                  cluster_provides_password: bool = False, python_archive: str | None = None,
+                 spark_runtime: str = "connect", connect_conn_id: str | None = None,
+                 connect_idle_s: float = 300.0,
                  conn_id: str = "spark_default", application: str = "", **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=conn_id, **kwargs)
         self.batch_id = batch_id
@@ -104,7 +115,11 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         self.password_file = password_file
         self.cluster_provides_password = cluster_provides_password
         self.python_archive = python_archive
+        self.spark_runtime = spark_runtime
+        self.connect_conn_id = connect_conn_id
+        self.connect_idle_s = connect_idle_s
         self._secret_env: dict[str, str] = {}
+        self._connect_session: Any = None
 
     # The password joins env_vars only inside the hook: env_vars is a template field, and
     # rendered template fields are stored in the metadata database and shown in the UI.
@@ -168,11 +183,14 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if state.stream_started():
             self.log.info("the binlog stream of this pipeline runs, so it is the sink's only writer: the batch's rows "
                           "go to it, and it replaces the batch's key ranges with them exactly")
-        self._prepare_submit(state)
-        self.log.info("snapshotting batch %s (%s) on Spark", self.batch_id, self.batch_label or (
-            f"~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else "?"))
+        runtime = _runtime(self.spark_runtime)
         t0 = time.monotonic()
-        super().execute(context)
+        if runtime == "connect":
+            self._run_on_connect(state)
+        else:
+            self._prepare_submit(state)
+            self.log.info("snapshotting batch %s (%s) on Spark", self.batch_id, self._label())
+            super().execute(context)
         result = state.read_batch_result(self.batch_id)
         if result is None:
             raise CdcError(f"the snapshot job for batch {self.batch_id} finished but left no result file at "
@@ -182,11 +200,71 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         state.write_batch_owner(self.batch_id, me)
         summary = result_summary(result, self.batch_label)
         elapsed = time.monotonic() - t0
-        self.log.info("batch %s done: %d chunks, %s rows in %.1f s (%s rows/s in Spark, the rest Spark start-up); "
+        self.log.info("batch %s done: %d chunks, %s rows in %.1f s (%s rows/s in Spark, the rest %s); "
                       "high watermark %s", self.batch_id, summary["chunks"], f"{summary['rows']:,}", elapsed,
                       f"{summary['rows_per_s']:,}" if summary.get("rows_per_s") else "?",
+                      "Spark start-up" if runtime == "submit" else "attaching to Spark Connect",
                       _fmt(summary["high_watermark"]))
         return summary
+
+    def _label(self) -> str:
+        return self.batch_label or (
+            f"~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else "?")
+
+    def _run_on_connect(self, state: StateStore) -> None:
+        """The batch's job in this process, as a Spark Connect client: the watermarks and the
+        binlog window here, the bulk read and the write in the shared Spark application."""
+        import contextlib
+        from dataclasses import replace
+
+        from ..spark.runtime.connect_server import (
+            Lease, endpoint_reachable, ensure_local_server, remote_session, settings_from,
+        )
+        from ..spark.snapshot.job import run_snapshot_batch
+
+        check_pyspark_install()
+        mysql_password = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
+        config = read_config(state, password=mysql_password)
+        if self.sink_conn_id:
+            sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
+            config = replace(config, sink=replace(config.sink, options={**config.sink.options,
+                                                                         "password": sink_password}))
+        lease: Any = contextlib.nullcontext()
+        if self.connect_conn_id:
+            from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+            url = SparkConnectHook(self.connect_conn_id).get_connection_url()
+            where = f"the Spark Connect server of connection {self.connect_conn_id!r}"
+        else:
+            master = super()._get_hook()._connection["master"]
+            jar = jdbc_jar_path()
+            settings = settings_from(master, (jar,) if jar else (), {
+                "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
+                **{str(k): str(v) for k, v in (self.conf or {}).items()}})
+            info = ensure_local_server(settings, idle_s=float(self.connect_idle_s))
+            url, lease = info.url, Lease(info)
+            where = f"the local Spark Connect server at {info.display_url} ({master})"
+        self.log.info("snapshotting batch %s (%s) on %s", self.batch_id, self._label(), where)
+        down = endpoint_reachable(url)
+        if down is not None:
+            raise CdcError(f"cannot reach {where} ({down}). Fix: start it or correct the connection's host, port "
+                           "and token; or set spark_runtime='submit'.")
+        reached = False
+        try:
+            with lease, remote_session(url) as spark:
+                spark.version   # the first call to the server: a wrong or dead endpoint fails here
+                reached = True
+                self._connect_session = spark
+                try:
+                    run_snapshot_batch(spark, config, self.batch_id, progress_interval_s=20.0)
+                finally:
+                    self._connect_session = None
+        except Exception as e:
+            if reached:
+                raise
+            raise CdcError(f"cannot reach {where}: {type(e).__name__}: {str(e).splitlines()[0][:300]}. Fix: start "
+                           "it or correct the connection's host, port and token; or set spark_runtime='submit'."
+                           ) from None
 
     def _wait_for_stream(self, state: StateStore, handoffs: Sequence[str] | str) -> None:
         """Until the stream has taken every piece of the batch over (or said why it cannot)."""
@@ -244,10 +322,29 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         return None
 
     def on_kill(self) -> None:
+        session = self._connect_session
+        if session is not None:   # stop this task's Spark work on the shared application
+            try:
+                session.interruptAll()
+            except Exception as e:
+                self.log.warning("could not interrupt the Spark Connect operations: %s", e)
         sp = getattr(self._hook, "_submit_sp", None) if self._hook else None
         if sp is not None and sp.poll() is None:
             _spark.kill_process_tree(sp.pid)
         super().on_kill()
+
+
+RUNTIMES = ("connect", "submit")
+
+
+def _runtime(value: Any) -> str:
+    runtime = str(value or "connect").strip().lower()
+    if runtime not in RUNTIMES:
+        from ..cdc.errors import ConfigError
+
+        raise ConfigError(f"spark_runtime: {value!r} is not one of {', '.join(RUNTIMES)}. Fix: use 'connect' (one "
+                          "shared Spark application, the default) or 'submit' (a spark-submit per batch).")
+    return runtime
 
 
 def _task_identity(context: Any) -> dict[str, Any]:

@@ -32,6 +32,9 @@ def _conf(db: str, work: Path, **kw) -> dict:
     conf = {"tables": [f"{db}.orders", "tenant_items"], "state_location": str(work / "state"),
             "sink_type": "delta", "sink_options": {"root": str(work / "lake")}, "chunk_size": 4000,
             "rows_per_batch": 25_000,
+            # spark-submit per batch (clusters without Spark Connect): the fixture kills one batch's job;
+            # the shared Spark Connect application is tests/e2e/test_connect_runtime.py's
+            "spark_runtime": "submit",
             "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5}}
     conf.update(kw)
     return conf

@@ -192,10 +192,16 @@ def test_operator_argument_names_match_the_settings():
     from airflow_provider_mysqlcdc.cdc.settings import SETTINGS
     from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
 
+    from airflow_provider_mysqlcdc.operators.snapshot import MySqlCdcSnapshotOperator
+
     accepted = set(inspect.signature(MySqlCdcPlanOperator.__init__).parameters)
-    # the connection is the operator's mysql_cdc_conn_id; reread_batches is the snapshot tasks'
-    missing = {s.name for s in SETTINGS} - accepted - {"mysql_conn_id", "reread_batches"}
+    # the connection is the operator's mysql_cdc_conn_id; reread_batches and the Spark runtime are the snapshot tasks'
+    snapshot_only = {"reread_batches": "reread_batches", "spark_runtime": "spark_runtime",
+                     "spark_connect_conn_id": "connect_conn_id"}
+    missing = {s.name for s in SETTINGS} - accepted - {"mysql_conn_id"} - set(snapshot_only)
     assert not missing, missing
+    snapshot_args = set(inspect.signature(MySqlCdcSnapshotOperator.__init__).parameters)
+    assert set(snapshot_only.values()) <= snapshot_args
 
 
 def test_startup_timestamp_accepts_the_forms_date_time():

@@ -42,8 +42,8 @@ class Submitted(Exception):
 
 
 def _no_spark(monkeypatch):
-    monkeypatch.setattr(MySqlCdcSnapshotOperator, "_prepare_submit",
-                        lambda self, state: (_ for _ in ()).throw(Submitted()))
+    for runtime in ("_prepare_submit", "_run_on_connect"):   # spark-submit or Spark Connect
+        monkeypatch.setattr(MySqlCdcSnapshotOperator, runtime, lambda self, state: (_ for _ in ()).throw(Submitted()))
 
 
 def test_a_batch_an_earlier_run_finished_is_skipped(state, monkeypatch):

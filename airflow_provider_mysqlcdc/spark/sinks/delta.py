@@ -50,6 +50,7 @@ from .arrow_files import (
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
 from .last_change import LastChange
+from ..runtime.job_labels import describe
 
 log = logging.getLogger(__name__)
 
@@ -184,11 +185,11 @@ class DeltaSink(Sink):
             fs=self._fs(schema.table_id), directory=self.snapshot_prefix(batch_id).rstrip("/"),
             name_prefix=f"part-{new_run_tag()}", schema=expected, fmt="parquet", suffix=".snappy.parquet",
             row_group_rows=self.row_group_rows, with_stats=True)
-        frame.sparkSession.sparkContext.setJobDescription(f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
+        describe(frame.sparkSession, f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
         try:
             return write_files(frame, spec)
         finally:
-            frame.sparkSession.sparkContext.setJobDescription(None)
+            describe(frame.sparkSession, None)
 
     def commit_snapshot(self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
                         ranges: Sequence[KeyRange] = (), attempts: int = 20) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from ...cdc.server import consistent_snapshot_offset, current_offset, server_ver
 from ...cdc.sql import range_predicate
 from ...cdc.types import ColumnMapping, map_table
 from .materialize import CachedMaterializer, Materialized, Materializer, StagedMaterializer
+from ..runtime.job_labels import describe
 from ..runtime.session import JDBC_DRIVER_CLASS
 from ..types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
 from ..types import jdbc_url as _jdbc_url
@@ -189,8 +190,8 @@ class ConsistentBatchReader:
             for table_id in batch.tables:
                 schema = self.schemas[table_id]
                 chunks = batch.chunks_of(table_id)
-                self.spark.sparkContext.setJobDescription(
-                    f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
+                describe(
+                    self.spark, f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
                 # Runs every SELECT to completion. JDBC partitions are the chunks, in order,
                 # so rows per partition are rows per chunk.
                 done = self.materializer.materialize(self._read_chunks(schema, chunks),
@@ -216,7 +217,7 @@ class ConsistentBatchReader:
                 frame = self.apply_corrections(table_id, df, tc)
                 deleted, upserted = len(tc.deleted), len(tc.upserts)
             result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted)
-        self.spark.sparkContext.setJobDescription(None)
+        describe(self.spark, None)
         timings["total_s"] = time.monotonic() - t0
         log.debug("batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s", batch.batch_id, lw, hw,
                  sum(sum(t.rows_per_chunk.values()) for t in result.tables.values()),

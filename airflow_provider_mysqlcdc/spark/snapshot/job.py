@@ -27,6 +27,7 @@ from ...cdc.plan import Plan
 from ...cdc.state import StateStore
 from .batch_reader import ConsistentBatchReader
 from .progress import SnapshotProgress
+from ..runtime.job_labels import describe, set_job_group
 from ..sinks.factory import build_sink
 
 log = logging.getLogger(__name__)
@@ -63,15 +64,15 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                                        staging_dir=state.url("staging"))
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
                                     plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s)
-        spark.sparkContext.setJobGroup(progress.group, f"mysqlcdc read {batch_id}")
+        set_job_group(spark, progress.group, f"mysqlcdc read {batch_id}")
         progress.start()
         try:
             got = reader.read(batch)
-            spark.sparkContext.setJobGroup(f"mysqlcdc-write-{batch_id}", f"mysqlcdc write {batch_id}")
+            set_job_group(spark, f"mysqlcdc-write-{batch_id}", f"mysqlcdc write {batch_id}")
             try:
                 written: dict[str, Any] = {}
                 for r in batch.ranges():
-                    spark.sparkContext.setJobDescription(f"mysqlcdc write {r.table_id} batch {batch_id}")
+                    describe(spark, f"mysqlcdc write {r.table_id} batch {batch_id}")
                     progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
                     w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
                     written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
@@ -155,7 +156,7 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     rows_per_chunk: dict[str, dict[str, int]] = {}
     corrections: dict[str, dict[str, int]] = {}
     lows, highs, events = [], [], 0
-    spark.sparkContext.setJobGroup(progress.group, f"mysqlcdc read {batch_id}")
+    set_job_group(spark, progress.group, f"mysqlcdc read {batch_id}")
     progress.start()
     try:
         for k, piece in enumerate(pieces):

@@ -65,7 +65,7 @@ class StagedMaterializer:
     def materialize(self, df: DataFrame, label: str) -> Materialized:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
         path = f"{self.staging_dir.rstrip('/')}/{safe}-{uuid.uuid4().hex[:8]}"
-        df.write.mode("errorifexists").parquet(path)
+        df.write.mode("error").parquet(path)
         frame = self.spark.read.schema(df.schema).parquet(path)
         return Materialized(frame, _rows_per_part_file(path), [lambda: _remove_tree(path)])
 

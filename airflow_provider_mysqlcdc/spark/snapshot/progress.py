@@ -5,6 +5,8 @@ task log. A daemon thread in the driver reads Spark's status tracker every ``int
 seconds and logs one line: chunks read out of all, rows (estimated from the plan: the
 exact count exists only once a chunk's file is written), the rate and the time left.
 Each chunk is one JDBC partition, so completed tasks of the reading jobs are chunks read.
+A Spark Connect client has no status tracker: the server reports its operations' stages to
+a progress handler instead, which counts the same completed tasks.
 """
 
 from __future__ import annotations
@@ -36,7 +38,11 @@ class SnapshotProgress:
 
     def __init__(self, spark: Any, batch_id: str, total_chunks: int, estimated_rows: int,
                  interval_s: float = 20.0) -> None:
-        self.sc = spark.sparkContext
+        from ..runtime.job_labels import is_connect
+
+        self.spark = spark
+        self.connect = is_connect(spark)
+        self._remote_done: dict[int, int] = {}   # Connect: completed tasks per stage of the reading jobs
         self.batch_id = batch_id
         self.group = READ_GROUP_PREFIX + batch_id
         self.total_chunks = max(1, int(total_chunks))
@@ -50,8 +56,15 @@ class SnapshotProgress:
 
     def start(self) -> "SnapshotProgress":
         log.info("reading %d chunks (~%s rows)", self.total_chunks, short_count(self.estimated_rows))
+        if self.connect:
+            self.spark.registerProgressHandler(self._on_progress)
         self._thread.start()
         return self
+
+    def _on_progress(self, stages: Any, inflight_tasks: int, operation_id: Any, done: bool) -> None:
+        if self._phase == "reading":
+            for st in stages or ():
+                self._remote_done[st.stage_id] = int(st.num_completed_tasks)
 
     def phase(self, name: str) -> None:
         """The job moved on (e.g. 'writing shop.orders to the sink'): later lines say so."""
@@ -60,9 +73,16 @@ class SnapshotProgress:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        if self.connect:
+            try:
+                self.spark.removeProgressHandler(self._on_progress)
+            except Exception:   # the session is closing: nothing left to report
+                pass
 
     def chunks_read(self) -> int:
-        tracker = self.sc.statusTracker()
+        if self.connect:
+            return min(sum(self._remote_done.values()), self.total_chunks)
+        tracker = self.spark.sparkContext.statusTracker()
         done = 0
         for job_id in tracker.getJobIdsForGroup(self.group):
             job = tracker.getJobInfo(job_id)
