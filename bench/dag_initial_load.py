@@ -70,6 +70,7 @@ def airflow_env(server: MariaDB) -> dict[str, str]:
         "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
         "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
         "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+        "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),   # the local Spark Connect server's files
         "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps({
             "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
             "password": ROOT_PASSWORD, "schema": DB, "extra": {"server_id_range": "5400-5420"}}),
@@ -164,6 +165,9 @@ def main() -> int:
     ap.add_argument("--chunk-size", type=int, default=8096, help="the DAG's chunk_size (template default 8096)")
     ap.add_argument("--stream", choices=("skip", "launch"), default="skip",
                     help="skip: --mark-success-pattern stream; launch: run it, then stop the stream")
+    ap.add_argument("--runtime", choices=("connect", "submit"), default="connect",
+                    help="the snapshot tasks' spark_runtime: one shared Spark Connect application (default) or a "
+                         "spark-submit per batch")
     ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
     ap.add_argument("--keep-log", metavar="PATH", default=None,
                     help="copy the `airflow dags test` output there before the work dir is removed")
@@ -200,12 +204,12 @@ def main() -> int:
 
         conf = {"tables": [f"{DB}.{TABLE}"], "state_location": str(WORK / "state"), "sink_type": "delta",
                 "sink_options": {"root": str(WORK / "lake")}, "chunk_size": args.chunk_size,
-                "rows_per_batch": rows_per_batch}
+                "rows_per_batch": rows_per_batch, "spark_runtime": args.runtime}
         argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
         if args.stream == "skip":
             argv += ["--mark-success-pattern", "^stream$"]
         say(f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
-            f"snapshot parallelism 1, Spark local[2], Delta sink; stream task: "
+            f"snapshot parallelism 1, Spark local[2] ({args.runtime}), Delta sink; stream task: "
             + ("skipped (--mark-success-pattern '^stream$')" if args.stream == "skip"
                else "launched, stopped after the run") + f"; output in {DAG_LOG.relative_to(ROOT)}")
         with open(DAG_LOG, "w") as out:
@@ -236,7 +240,8 @@ def main() -> int:
             x = xcoms.get(ti["map_index"], {})
             say(f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
                 f"{x.get('chunks')} chunks, {x.get('seconds') or 0:.1f}s in Spark "
-                f"({int(x.get('rows_per_s') or 0):,} rows/s), task {ti['duration'] or 0:.1f}s with spark-submit")
+                f"({int(x.get('rows_per_s') or 0):,} rows/s), task {ti['duration'] or 0:.1f}s "
+                + ("with spark-submit" if args.runtime == "submit" else "as a Spark Connect client"))
         delta_rows = delta_row_count(WORK / "lake")
         if snap_rows != rows or (delta_rows is not None and delta_rows != rows):
             say(f"FAILED: the table has {rows:,} rows, the snapshot XComs say {snap_rows:,}, "
@@ -261,6 +266,10 @@ def main() -> int:
 
             if stop_local_stream(state):
                 say("stream stopped")
+        with contextlib.suppress(Exception):
+            from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+            stop_local_servers(WORK / "connect")
         server.stop()
         if args.keep_log and DAG_LOG.exists():
             with contextlib.suppress(OSError):
