@@ -42,6 +42,7 @@ RECORD_SCHEMA = StructType([
     StructField("size", LongType(), False),
     StructField("num_rows", LongType(), False),
     StructField("stats", StringType(), True),
+    StructField("counts", StringType(), True),
 ])
 
 # Longest string whose exact value goes into Delta min/max stats (longer ones would have to be
@@ -57,6 +58,7 @@ class FileRecord:
     size: int
     num_rows: int
     stats: str | None = None
+    counts: str | None = None    # JSON {value: rows} of the spec's count_by column (snapshot chunks)
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,9 @@ class FileWriteSpec:
     # Set: the partition's rows are written in this (integer) column's order, sorted here if
     # they do not arrive sorted, and the record's stats are {"first": .., "last": ..} of it.
     order_by: str | None = None
+    # Set: an integer column that is not written; the record counts the file's rows per value of
+    # it (a snapshot's chunk index, taken before the chunks' partitions were coalesced).
+    count_by: str | None = None
 
 
 def _task_file_name(spec: FileWriteSpec) -> str:
@@ -265,8 +270,21 @@ def in_order(batches: Iterable[pa.RecordBatch], column: str) -> tuple[list[pa.Re
     return got, int(keys[0][0]), int(keys[-1][-1])
 
 
+def _counted(batches: Iterable[pa.RecordBatch], column: str, counts: dict[int, int]) -> Iterator[pa.RecordBatch]:
+    """The batches without ``column``, its values counted into ``counts`` on the way."""
+    for b in batches:
+        if b.num_rows:
+            vc = pc.value_counts(b.column(column))
+            for v, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+                counts[int(v)] = counts.get(int(v), 0) + int(n)
+        yield b.drop_columns([column])
+
+
 def write_partition(spec: FileWriteSpec, batches: Iterator[pa.RecordBatch]) -> FileRecord | None:
     """Write one partition's batches to one file; None (and no file) for an empty partition."""
+    counts: dict[int, int] = {}
+    if spec.count_by is not None:
+        batches = _counted(batches, spec.count_by, counts)
     conformed: Iterator[pa.RecordBatch] = (conform(b, spec.schema) for b in batches)
     order_stats = None
     if spec.order_by is not None:
@@ -293,7 +311,8 @@ def write_partition(spec: FileWriteSpec, batches: Iterator[pa.RecordBatch]) -> F
         else:
             rows = _write_text(spec, out, all_batches())
     size = fs.get_file_info(prefix + rel).size
-    return FileRecord(rel, int(size), rows, stats.to_json() if stats else order_stats)
+    return FileRecord(rel, int(size), rows, stats.to_json() if stats else order_stats,
+                      json.dumps(counts) if spec.count_by is not None else None)
 
 
 def _partition_writer(spec: FileWriteSpec):
@@ -303,14 +322,15 @@ def _partition_writer(spec: FileWriteSpec):
             yield pa.RecordBatch.from_pylist(
                 [rec.__dict__],
                 schema=pa.schema([("path", pa.string(), False), ("size", pa.int64(), False),
-                                  ("num_rows", pa.int64(), False), ("stats", pa.string())]))
+                                  ("num_rows", pa.int64(), False), ("stats", pa.string()),
+                                  ("counts", pa.string())]))
     return run
 
 
 def write_files(frame: DataFrame, spec: FileWriteSpec) -> list[FileRecord]:
     """Run the write job; return the accepted task attempts' file records (small)."""
     got = frame.mapInArrow(_partition_writer(spec), RECORD_SCHEMA).collect()
-    return sorted((FileRecord(r["path"], r["size"], r["num_rows"], r["stats"]) for r in got),
+    return sorted((FileRecord(r["path"], r["size"], r["num_rows"], r["stats"], r["counts"]) for r in got),
                   key=lambda r: r.path)
 
 

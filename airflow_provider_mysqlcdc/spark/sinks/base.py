@@ -64,6 +64,12 @@ class Sink(ABC):
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         """Apply one stream micro-batch of one table exactly once (a replay is a no-op)."""
 
+    def writes_snapshot_files(self) -> bool:
+        """True when a snapshot batch's SELECTs can write the sink's files themselves
+        (``write_chunk_files`` / ``commit_chunk_files``, see ``snapshot_files.py``): rows written
+        once. Else the rows are staged and ``write_snapshot`` writes them."""
+        return False
+
     def direct_write(self) -> Any:
         """A spec (with ``to_json()``) for the binlog source to write this sink's stream files
         itself, or None (the default): the stream then hands change rows to ``write_changes``."""

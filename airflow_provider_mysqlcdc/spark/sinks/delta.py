@@ -175,16 +175,48 @@ class DeltaSink(Sink):
         details.update(write_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3))
         return SnapshotWrite(sum(r.num_rows for r in records), details)
 
+    def snapshot_spec(self, schema: TableSchema, batch_id: str, count_by: str | None = None) -> FileWriteSpec:
+        """Where and how a batch's data files of the table are written (under the batch's prefix)."""
+        return FileWriteSpec(
+            fs=self._fs(schema.table_id), directory=self.snapshot_prefix(batch_id).rstrip("/"),
+            name_prefix=f"part-{new_run_tag()}", schema=table_arrow_schema(schema), fmt="parquet",
+            suffix=".snappy.parquet", row_group_rows=self.row_group_rows, with_stats=True, count_by=count_by)
+
+    def writes_snapshot_files(self) -> bool:
+        return True
+
+    def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str,
+                          files: int) -> tuple[list[FileRecord], dict[int, int]]:
+        """The batch's SELECTs written straight into the table's (uncommitted) files: rows per chunk."""
+        from .snapshot_files import CHUNK_COLUMN, write_chunks
+
+        describe(frame.sparkSession, f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
+        try:
+            return write_chunks(frame, self.snapshot_spec(schema, batch_id, count_by=CHUNK_COLUMN), files)
+        finally:
+            describe(frame.sparkSession, None)
+
+    def commit_chunk_files(self, spark: Any, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
+                           corrections: Any, ranges: Sequence[KeyRange]) -> SnapshotWrite:
+        """The files corrected to the batch's HW (``snapshot_files.correct_files``), one commit."""
+        from .snapshot_files import correct_files, delete_files
+
+        t0 = time.monotonic()
+        spec = self.snapshot_spec(schema, batch_id)
+        final, superseded = correct_files(spark, spec, schema, records, corrections)
+        t1 = time.monotonic()
+        details = self.commit_snapshot(schema, batch_id, final, ranges)
+        delete_files(spec, superseded)
+        details.update(correct_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3),
+                       files_rewritten=len(superseded))
+        return SnapshotWrite(sum(r.num_rows for r in final), details)
+
     def write_snapshot_files(self, schema: TableSchema, frame: DataFrame, batch_id: str) -> list[FileRecord]:
         """Executors write the frame's rows under the batch's prefix; returns the file records."""
-        expected = table_arrow_schema(schema)
-        if list(frame.columns) != expected.names:
+        spec = self.snapshot_spec(schema, batch_id)
+        if list(frame.columns) != spec.schema.names:
             raise ValueError(f"{schema.table_id}: frame columns {frame.columns} are not the table's "
-                             f"columns {expected.names}")
-        spec = FileWriteSpec(
-            fs=self._fs(schema.table_id), directory=self.snapshot_prefix(batch_id).rstrip("/"),
-            name_prefix=f"part-{new_run_tag()}", schema=expected, fmt="parquet", suffix=".snappy.parquet",
-            row_group_rows=self.row_group_rows, with_stats=True)
+                             f"columns {spec.schema.names}")
         describe(frame.sparkSession, f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
         try:
             return write_files(frame, spec)

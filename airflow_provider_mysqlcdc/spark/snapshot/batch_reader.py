@@ -66,6 +66,7 @@ class TableRead:
     rows_per_chunk: dict[int, int]
     deleted_keys: int = 0
     upserted_rows: int = 0
+    corrections: TableCorrections | None = None   # the window's changes (applied to ``frame`` already)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class ConsistentBatchReader:
         visibility_margin_s: float = 0.5,
         staging_dir: str | None = None,
         storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+        materializer: Materializer | None = None,
     ) -> None:
         """``staging_dir``: materialize through Parquet files there (see spark/snapshot/materialize.py);
         without it, rows are persisted in Spark's cache with ``storage_level``."""
@@ -115,7 +117,7 @@ class ConsistentBatchReader:
         # Slots 0 and 1 belong to the stream (cdc/plan.py); a lone reader takes the first batch slot.
         self.server_id = server_id if server_id is not None else source.server_id_range.pick(FIRST_BATCH_SLOT)
         self.visibility_margin_s = visibility_margin_s
-        self.materializer: Materializer = (
+        self.materializer: Materializer = materializer or (
             StagedMaterializer(spark, staging_dir) if staging_dir else CachedMaterializer(storage_level))
         self._mappings = {t: map_table(s, source.server_time_zone) for t, s in self.schemas.items()}
 
@@ -195,7 +197,7 @@ class ConsistentBatchReader:
                 # Runs every SELECT to completion. JDBC partitions are the chunks, in order,
                 # so rows per partition are rows per chunk.
                 done = self.materializer.materialize(self._read_chunks(schema, chunks),
-                                                     f"{batch.batch_id}-{table_id}")
+                                                     f"{batch.batch_id}-{table_id}", table_id)
                 held.append(done)
                 counts[table_id] = {c.chunk_id: done.rows_per_partition.get(i, 0) for i, c in enumerate(chunks)}
                 raw[table_id] = done.frame
@@ -216,7 +218,7 @@ class ConsistentBatchReader:
             if tc is not None and (tc.deleted or tc.upserts):
                 frame = self.apply_corrections(table_id, df, tc)
                 deleted, upserted = len(tc.deleted), len(tc.upserts)
-            result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted)
+            result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted, tc)
         describe(self.spark, None)
         timings["total_s"] = time.monotonic() - t0
         log.debug("batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s", batch.batch_id, lw, hw,

@@ -26,6 +26,8 @@ from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
 from ...cdc.state import StateStore
 from .batch_reader import ConsistentBatchReader
+from .materialize import SinkFilesMaterializer
+from ..sinks.snapshot_files import file_count
 from .progress import SnapshotProgress
 from ..runtime.job_labels import describe, set_job_group
 from ..sinks.factory import build_sink
@@ -60,8 +62,9 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     sink = build_sink(config.sink)
     try:
         sink.prepare(list(schemas.values()))
+        files = sink_files(sink, schemas, batch, plan.estimated_rows().get(batch_id, 0))
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
-                                       staging_dir=state.url("staging"))
+                                       staging_dir=state.url("staging"), materializer=files)
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
                                     plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s)
         set_job_group(spark, progress.group, f"mysqlcdc read {batch_id}")
@@ -74,7 +77,11 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                 for r in batch.ranges():
                     describe(spark, f"mysqlcdc write {r.table_id} batch {batch_id}")
                     progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
-                    w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
+                    if files is not None:   # rows written once: the SELECTs wrote the sink's files
+                        w = sink.commit_chunk_files(spark, schemas[r.table_id], batch_id, files.records[r.table_id],
+                                                    got.tables[r.table_id].corrections, [r])
+                    else:
+                        w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
                     written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
             finally:
                 got.unpersist()
@@ -107,6 +114,20 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
              f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
              sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
     return result
+
+
+def sink_files(sink: Any, schemas: dict[TableId, TableSchema], batch: Batch,
+               estimated_rows: int) -> SinkFilesMaterializer | None:
+    """For a sink that writes a batch's rows straight into its files (Delta), the materializer
+    that does so; None: the rows are staged and the sink writes them afterwards."""
+    if not sink.writes_snapshot_files():
+        return None
+
+    def files(table_id: TableId) -> int:
+        chunks = len(batch.chunks_of(table_id))
+        return file_count(estimated_rows * chunks // max(1, len(batch.chunks)), chunks)
+
+    return SinkFilesMaterializer(sink, schemas, batch.batch_id, files)
 
 
 def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -> dict[TableId, TableSchema]:

@@ -11,7 +11,11 @@ used, after HW, outside the window the corrections cover. Two ways to force them
   the write is about as fast as the cache (one JVM pass, no Python). Use it on clusters,
   with a staging directory every executor can reach (HDFS, S3, a shared mount).
 
-Both return row counts per JDBC partition, i.e. per chunk, without another pass.
+* ``SinkFilesMaterializer`` writes the rows straight into the sink's own (uncommitted) files
+  (``sinks/snapshot_files.py``): rows written once. Its frame must not be used afterwards (it
+  would run the SELECTs again); the sink commits the files after the corrections.
+
+All return row counts per JDBC partition, i.e. per chunk, without another pass.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -39,17 +43,35 @@ class Materialized:
 
 
 class Materializer(Protocol):
-    def materialize(self, df: DataFrame, label: str) -> Materialized: ...
+    def materialize(self, df: DataFrame, label: str, table_id: Any = None) -> Materialized: ...
 
 
 @dataclass
 class CachedMaterializer:
     storage_level: StorageLevel = field(default_factory=lambda: StorageLevel.MEMORY_AND_DISK)
 
-    def materialize(self, df: DataFrame, label: str) -> Materialized:
+    def materialize(self, df: DataFrame, label: str, table_id: Any = None) -> Materialized:
         df = df.persist(self.storage_level)
         per_part = df.groupBy(F.spark_partition_id().alias("p")).count().collect()
         return Materialized(df, {int(r["p"]): int(r["count"]) for r in per_part}, [df.unpersist])
+
+
+@dataclass
+class SinkFilesMaterializer:
+    """Each table's chunks written by ``sink.write_chunk_files`` into ``files(table_id)`` files;
+    the records wait in ``records`` for ``sink.commit_chunk_files``."""
+
+    sink: Any
+    schemas: Mapping[Any, Any]
+    batch_id: str
+    files: Callable[[Any], int]
+    records: dict = field(default_factory=dict)
+
+    def materialize(self, df: DataFrame, label: str, table_id: Any = None) -> Materialized:
+        records, per_chunk = self.sink.write_chunk_files(self.schemas[table_id], df, self.batch_id,
+                                                         self.files(table_id))
+        self.records[table_id] = records
+        return Materialized(df, per_chunk, [])
 
 
 _PART_RE = re.compile(r"part-(\d{5,})-")
@@ -62,7 +84,7 @@ class StagedMaterializer:
     spark: SparkSession
     staging_dir: str
 
-    def materialize(self, df: DataFrame, label: str) -> Materialized:
+    def materialize(self, df: DataFrame, label: str, table_id: Any = None) -> Materialized:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
         path = f"{self.staging_dir.rstrip('/')}/{safe}-{uuid.uuid4().hex[:8]}"
         df.write.mode("error").parquet(path)
