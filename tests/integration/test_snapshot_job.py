@@ -87,10 +87,15 @@ def test_a_failed_job_leaves_no_result_file(mariadb, fresh_db, spark, pipeline_s
     def broken(*a, **kw):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(delta.DeltaSink, "write_snapshot", broken)
+    monkeypatch.setattr(delta.DeltaSink, "commit_chunk_files", broken)   # rows written once: the commit fails
     with pytest.raises(RuntimeError, match="disk full"):
         run_snapshot_batch(spark, config, bid)
     assert state.read_batch_result(bid) is None, "the old result must not outlive a failed rerun"
+    monkeypatch.setattr(delta.DeltaSink, "writes_snapshot_files", lambda self: False)   # staged, then written
+    monkeypatch.setattr(delta.DeltaSink, "write_snapshot", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run_snapshot_batch(spark, config, bid)
+    assert state.read_batch_result(bid) is None
 
 
 def test_spark_submit_entry_keeps_the_password_off_the_command_line(mariadb, fresh_db, tmp_dir, pipeline_setup):

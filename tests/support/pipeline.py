@@ -44,16 +44,40 @@ def offset_now(source: SourceConfig) -> BinlogOffset:
         return current_offset(conn, server_version(conn))
 
 
-def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = None
+def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = None, lake: str | None = None
              ) -> tuple[dict[tuple, dict], list[FinishedBatch]]:
-    """Read every batch; return the union of their rows and the finished-batch list."""
+    """Read every batch; return the union of their rows and the finished-batch list. With
+    ``lake``, each batch's SELECTs write a Delta table's files themselves and the window's
+    corrections are applied to those files (rows written once); its rows are then read back
+    from the files the batch's commit added."""
     ident = plan.schema.row_identity
+    t = plan.schema.table_id
     rows: dict[tuple, dict] = {}
     finished = []
-    reader = ConsistentBatchReader(spark, source, {plan.schema.table_id: plan.schema}, staging_dir=staging_dir)
+    sink = None
+    if lake is not None:
+        from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+
+        sink = DeltaSink(lake)
+        sink.prepare([plan.schema])
     for b in plan.batches:
+        files = None
+        if sink is not None:
+            from airflow_provider_mysqlcdc.spark.snapshot.materialize import SinkFilesMaterializer
+
+            files = SinkFilesMaterializer(sink, {t: plan.schema}, b.batch_id, lambda _t: 2)
+        reader = ConsistentBatchReader(spark, source, {t: plan.schema}, staging_dir=staging_dir, materializer=files)
         got = reader.read(b)
-        part = collect(got.frame(plan.schema.table_id), ident)
+        if files is not None:
+            sink.commit_chunk_files(spark, plan.schema, b.batch_id, files.records[t], got.tables[t].corrections,
+                                    b.ranges())
+            from deltalake import DeltaTable
+
+            prefix = "/" + sink.snapshot_prefix(b.batch_id)
+            uris = [u for u in DeltaTable(sink.table_uri(t)).file_uris() if prefix in u]
+            part = collect(spark.read.parquet(*uris), ident) if uris else {}
+        else:
+            part = collect(got.frame(t), ident)
         overlap = rows.keys() & part.keys()
         assert not overlap, f"batch {b.batch_id} repeats rows of an earlier batch: {list(overlap)[:5]}"
         rows.update(part)
@@ -98,7 +122,7 @@ class CaseResult:
 
 def run_consistency_case(server, spark, database: str, variant: str, seed: int, rows: int,
                          chunk_size: int, chunks_per_batch: int, threads: int = 2,
-                         staging_dir: str | None = None) -> CaseResult:
+                         staging_dir: str | None = None, lake: str | None = None) -> CaseResult:
     """One seeded run of the contract: snapshot under writers, stream, compare row by row.
 
     Writers start before the first batch and stop after the last, aiming half their
@@ -122,7 +146,7 @@ def run_consistency_case(server, spark, database: str, variant: str, seed: int, 
                               hot_keys=hot, hot_ratio=0.5)
     with writer:
         time.sleep(0.3)
-        got, finished = snapshot(spark, source, plan, staging_dir)
+        got, finished = snapshot(spark, source, plan, staging_dir, lake)
         time.sleep(0.5)
     final = offset_now(source)
     streamed = stream_into(got, source, plan.schema, finished, final)
