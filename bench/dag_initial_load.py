@@ -13,7 +13,12 @@ snapshot task instance in the metadata DB; rows = the table's row count. Baselin
 same run: the `mariadb` client scanning the table (`--quick -N -e "SELECT * ..." > /dev/null`),
 median of 3 runs.
 
-Last line: rows_per_s=<int> ratio_vs_cli=<float>   (ratio > 1: the DAG loads faster than the CLI scans)
+A second baseline, also in the same run: what a Spark user would write instead, one spark-submit of
+Spark's JDBC reader with partitionColumn into Parquet (bench/plain_spark_load.py; fast but not
+consistent), timed from its launch to its exit.
+
+Last line: rows_per_s=<int> ratio_vs_cli=<float> ratio_vs_plain_spark=<float>
+(a ratio > 1: the DAG loads faster than that baseline)
 """
 
 from __future__ import annotations
@@ -113,6 +118,28 @@ def cli_scan(server: MariaDB) -> float:
     return time.perf_counter() - t
 
 
+def plain_spark_load(server: MariaDB, rows: int, partitions: int) -> tuple[float, int]:
+    """One spark-submit of Spark's JDBC reader with partitionColumn into Parquet (bench/plain_spark_load.py),
+    timed from the launch to its exit (its JVM start included, as the DAG's includes the Connect server's)."""
+    from airflow_provider_mysqlcdc.spark.runtime.session import jdbc_jar_path
+
+    out = WORK / "plain-spark"
+    argv = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory", "2g",
+            "--conf", "spark.ui.showConsoleProgress=false", "--jars", jdbc_jar_path(),
+            str(ROOT / "bench" / "plain_spark_load.py"), "--url", f"jdbc:mysql://127.0.0.1:{server.port}/{DB}",
+            "--user", "root", "--table", TABLE, "--column", "id", "--lower", "1", "--upper", str(rows),
+            "--partitions", str(partitions), "--out", str(out)]
+    env = dict(os.environ, MYSQLCDC_PASSWORD=ROOT_PASSWORD, PYSPARK_PYTHON=sys.executable)
+    t = time.perf_counter()
+    p = subprocess.run(argv, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    got = [l for l in p.stdout.splitlines() if l.startswith("PLAIN_ROWS ")]
+    if p.returncode != 0 or not got:
+        raise RuntimeError(f"plain Spark load failed ({p.returncode}): {p.stderr[-2000:]}")
+    shutil.rmtree(out, ignore_errors=True)
+    return elapsed, int(got[0].split()[1])
+
+
 def parse_ts(value) -> float:
     """An Airflow UTC timestamp from SQLite ('2026-01-01 10:00:00.123456[+00:00]') as epoch seconds."""
     d = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -201,6 +228,10 @@ def main() -> int:
         cli_s = statistics.median(cli_times)
         say(f"mariadb CLI scan: {', '.join(f'{x:.2f}s' for x in cli_times)} -> median {cli_s:.2f}s "
             f"= {rows / cli_s:,.0f} rows/s")
+        partitions = max(2, math.ceil(rows / 1_000_000))
+        plain_s, plain_rows = plain_spark_load(server, rows, partitions)
+        say(f"plain Spark (one spark-submit, JDBC partitionColumn id, {partitions} partitions, into Parquet; "
+            f"not consistent): {plain_s:.1f}s = {plain_rows / plain_s:,.0f} rows/s ({plain_rows:,} rows)")
 
         conf = {"tables": [f"{DB}.{TABLE}"], "state_location": str(WORK / "state"), "sink_type": "delta",
                 "sink_options": {"root": str(WORK / "lake")}, "chunk_size": args.chunk_size,
@@ -257,7 +288,8 @@ def main() -> int:
             f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})")
         say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
-        final_line = f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f}"
+        final_line = (f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} "
+                      f"ratio_vs_plain_spark={plain_s / total_s:.3f}")
     finally:
         stop_group(dag_proc)
         stop_group(migrate)
