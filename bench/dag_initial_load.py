@@ -118,6 +118,34 @@ def cli_scan(server: MariaDB) -> float:
     return time.perf_counter() - t
 
 
+class PeakRss:
+    """The largest resident set of one process, sampled every 0.2 s by a thread."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.pid, self.peak = pid, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "PeakRss":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.wait(0.2):
+            try:
+                self.peak = max(self.peak, psutil.Process(self.pid).memory_info().rss)
+            except psutil.Error:
+                return
+
+
 def plain_spark_load(server: MariaDB, rows: int, partitions: int) -> tuple[float, int]:
     """One spark-submit of Spark's JDBC reader with partitionColumn into Parquet (bench/plain_spark_load.py),
     timed from the launch to its exit (its JVM start included, as the DAG's includes the Connect server's)."""
@@ -248,7 +276,9 @@ def main() -> int:
             t0 = time.perf_counter()
             dag_proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, cwd=str(ROOT))
+            peak = PeakRss(dag_proc.pid).start()
             rc = dag_proc.wait()
+            peak.stop()
             cli_total_s = time.perf_counter() - t0
         if rc != 0:
             say(f"FAILED: airflow dags test exited with {rc} after {cli_total_s:.0f}s; last lines of {DAG_LOG}:")
@@ -286,6 +316,8 @@ def main() -> int:
         say(f"snapshot task seconds: {task_s} (Spark job seconds: {spark_s})")
         say(f"total seconds (trigger -> last snapshot task success): {total_s:.1f} "
             f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})")
+        say(f"peak RSS of the `airflow dags test` process (every task runs in it: the snapshot tasks' Spark "
+            f"Connect client included; the Spark JVMs are not): {peak.peak / 2**20:,.0f} MB")
         say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
         final_line = (f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} "

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -57,13 +57,34 @@ def _short(sql: str, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+# A SELECT per chunk costs a JDBC connection and a Spark task each: with Flink CDC's 8,096-row
+# chunks that is thousands per table. Chunks only size the SELECTs -- a batch is one window --
+# so consecutive chunks are read together, about this many rows a SELECT.
+ROWS_PER_SELECT = 250_000
+
+
+def select_groups(chunks: Sequence[Chunk], rows_per_select: int, chunk_rows: int | None) -> list[list[Chunk]]:
+    """Runs of consecutive chunks of one table, each read by one SELECT; at least two runs when
+    there are two chunks (two cores read)."""
+    if rows_per_select <= 1 or len(chunks) <= 1 or not chunk_rows:
+        return [[c] for c in chunks]
+    take = max(1, rows_per_select // max(1, chunk_rows))
+    take = min(take, max(1, -(-len(chunks) // 2)))
+    return [list(chunks[i:i + take]) for i in range(0, len(chunks), take)]
+
+
+def group_key(group: Sequence[Chunk]) -> Any:
+    """A group's key in rows-per-chunk: the chunk id, or ``"first-last"`` for several chunks."""
+    return group[0].chunk_id if len(group) == 1 else f"{group[0].chunk_id}-{group[-1].chunk_id}"
+
+
 @dataclass
 class TableRead:
     """One table's part of a batch: the corrected rows and what it took to get them."""
 
     table_id: TableId
     frame: DataFrame
-    rows_per_chunk: dict[int, int]
+    rows_per_chunk: dict[Any, int]   # chunk id, or "first-last" for chunks read by one SELECT
     deleted_keys: int = 0
     upserted_rows: int = 0
     corrections: TableCorrections | None = None   # the window's changes (applied to ``frame`` already)
@@ -108,9 +129,13 @@ class ConsistentBatchReader:
         staging_dir: str | None = None,
         storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
         materializer: Materializer | None = None,
+        rows_per_select: int = ROWS_PER_SELECT,
+        chunk_rows: int | None = None,
     ) -> None:
         """``staging_dir``: materialize through Parquet files there (see spark/snapshot/materialize.py);
-        without it, rows are persisted in Spark's cache with ``storage_level``."""
+        without it, rows are persisted in Spark's cache with ``storage_level``. ``rows_per_select``:
+        consecutive chunks are read by one SELECT of about that many rows (``chunk_rows``: the
+        plan's chunk size; without it, or with 1, each chunk is read alone)."""
         self.spark = spark
         self.source = source
         self.schemas = dict(schemas)
@@ -120,6 +145,8 @@ class ConsistentBatchReader:
         self.materializer: Materializer = materializer or (
             StagedMaterializer(spark, staging_dir) if staging_dir else CachedMaterializer(storage_level))
         self._mappings = {t: map_table(s, source.server_time_zone) for t, s in self.schemas.items()}
+        self.rows_per_select = rows_per_select
+        self.chunk_rows = chunk_rows
 
     # --- the JDBC side --------------------------------------------------------------------------
 
@@ -144,11 +171,13 @@ class ConsistentBatchReader:
         sql = f"(SELECT {', '.join(select)} FROM {schema.table_id.quoted}) AS q"
         return sql, key_sql
 
-    def _read_chunks(self, schema: TableSchema, chunks: Sequence[Chunk]) -> DataFrame:
+    def _read_chunks(self, schema: TableSchema, groups: Sequence[Sequence[Chunk]]) -> DataFrame:
+        """One JDBC partition (one SELECT, one connection) per group of consecutive chunks: its
+        range runs from the first chunk's start to the last one's end."""
         mappings = self._mappings[schema.table_id]
         table_sql, key_sql = self._derived_table(schema, mappings)
         predicates = [
-            range_predicate(schema, c.start, c.end, c.includes_null, column_sql=key_sql) for c in chunks
+            range_predicate(schema, g[0].start, g[-1].end, g[0].includes_null, column_sql=key_sql) for g in groups
         ]
         props = {
             "user": self.source.user,
@@ -192,14 +221,15 @@ class ConsistentBatchReader:
             for table_id in batch.tables:
                 schema = self.schemas[table_id]
                 chunks = batch.chunks_of(table_id)
+                groups = select_groups(chunks, self.rows_per_select, self.chunk_rows)
                 describe(
                     self.spark, f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
-                # Runs every SELECT to completion. JDBC partitions are the chunks, in order,
-                # so rows per partition are rows per chunk.
-                done = self.materializer.materialize(self._read_chunks(schema, chunks),
+                # Runs every SELECT to completion. JDBC partitions are the groups, in order,
+                # so rows per partition are rows per group of chunks.
+                done = self.materializer.materialize(self._read_chunks(schema, groups),
                                                      f"{batch.batch_id}-{table_id}", table_id)
                 held.append(done)
-                counts[table_id] = {c.chunk_id: done.rows_per_partition.get(i, 0) for i, c in enumerate(chunks)}
+                counts[table_id] = {group_key(g): done.rows_per_partition.get(i, 0) for i, g in enumerate(groups)}
                 raw[table_id] = done.frame
             timings["select_s"] = time.monotonic() - t1
 

@@ -25,7 +25,7 @@ from ...cdc.resnapshot import (
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
 from ...cdc.state import StateStore
-from .batch_reader import ConsistentBatchReader
+from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
 from .materialize import SinkFilesMaterializer
 from ..sinks.snapshot_files import file_count
 from .progress import SnapshotProgress
@@ -64,9 +64,11 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         sink.prepare(list(schemas.values()))
         files = sink_files(sink, schemas, batch, plan.estimated_rows().get(batch_id, 0))
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
-                                       staging_dir=state.url("staging"), materializer=files)
+                                       staging_dir=state.url("staging"), materializer=files,
+                                       chunk_rows=config.split.chunk_size)
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
-                                    plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s)
+                                    plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s,
+                                    tasks=read_tasks(batch, config.split.chunk_size))
         set_job_group(spark, progress.group, f"mysqlcdc read {batch_id}")
         progress.start()
         try:
@@ -114,6 +116,11 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
              f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
              sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
     return result
+
+
+def read_tasks(batch: Batch, chunk_rows: int) -> int:
+    """How many SELECTs (Spark tasks) read the batch: chunks are read several at a time."""
+    return sum(len(select_groups(batch.chunks_of(t), ROWS_PER_SELECT, chunk_rows)) for t in batch.tables)
 
 
 def sink_files(sink: Any, schemas: dict[TableId, TableSchema], batch: Batch,
@@ -170,8 +177,10 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     pieces = split_batch(batch, estimate, piece_rows or config.stream.handoff_piece_rows)
     for orphan in forget_orphans(state):
         log.info("removed %s: a hand-off whose job died before its manifest", orphan)
-    reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=state.url("staging"))
-    progress = SnapshotProgress(spark, batch_id, len(batch.chunks), estimate, interval_s=progress_interval_s)
+    reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=state.url("staging"),
+                                   chunk_rows=config.split.chunk_size)
+    progress = SnapshotProgress(spark, batch_id, len(batch.chunks), estimate, interval_s=progress_interval_s,
+                                tasks=read_tasks(batch, config.split.chunk_size))
     t0 = time.monotonic()
     ids: list[str] = []
     rows_per_chunk: dict[str, dict[str, int]] = {}

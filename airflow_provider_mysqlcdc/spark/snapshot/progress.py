@@ -37,7 +37,9 @@ class SnapshotProgress:
     while a batch is read, then which phase runs (correcting, writing) until ``stop()``."""
 
     def __init__(self, spark: Any, batch_id: str, total_chunks: int, estimated_rows: int,
-                 interval_s: float = 20.0) -> None:
+                 interval_s: float = 20.0, tasks: int | None = None) -> None:
+        """``tasks``: how many read tasks the chunks take (several chunks a SELECT); a finished
+        task counts for its share of the chunks."""
         from ..runtime.job_labels import is_connect
 
         self.spark = spark
@@ -46,6 +48,7 @@ class SnapshotProgress:
         self.batch_id = batch_id
         self.group = READ_GROUP_PREFIX + batch_id
         self.total_chunks = max(1, int(total_chunks))
+        self.tasks = max(1, int(tasks)) if tasks else self.total_chunks
         self.estimated_rows = max(0, int(estimated_rows))
         self.interval_s = interval_s
         self._phase = "reading"
@@ -81,7 +84,7 @@ class SnapshotProgress:
 
     def chunks_read(self) -> int:
         if self.connect:
-            return min(sum(self._remote_done.values()), self.total_chunks)
+            return self._as_chunks(sum(self._remote_done.values()))
         tracker = self.spark.sparkContext.statusTracker()
         done = 0
         for job_id in tracker.getJobIdsForGroup(self.group):
@@ -90,7 +93,10 @@ class SnapshotProgress:
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
                     done += int(info.numCompletedTasks)
-        return min(done, self.total_chunks)
+        return self._as_chunks(done)
+
+    def _as_chunks(self, tasks_done: int) -> int:
+        return min(self.total_chunks, round(min(tasks_done, self.tasks) * self.total_chunks / self.tasks))
 
     def line(self, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
