@@ -7,14 +7,4 @@ copies for running them by hand.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-_HERE = Path(__file__).resolve().parent
-
-
-def application_path(name: str) -> str:
-    """The file spark-submit runs for job ``name`` ('snapshot_chunks' or 'binlog_stream')."""
-    path = _HERE / f"{name}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"no Spark job {name!r} at {path}")
-    return str(path)
+from ..spark.runtime.package_files import application_path  # noqa: F401  (where it always was)

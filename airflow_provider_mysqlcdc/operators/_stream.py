@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
-from ..jobs import application_path
+from ..spark.runtime.package_files import application_path
 from . import _spark
 from ._pipeline import config_url, read_config
 

@@ -12,7 +12,7 @@ from ..cdc.batching import short_count
 from ..cdc.errors import CdcError
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
-from ..jobs import application_path
+from ..spark.runtime.package_files import application_path
 from ..spark.runtime.install_check import check_pyspark_install
 from ..spark.runtime.session import jdbc_jar_path
 from . import _spark

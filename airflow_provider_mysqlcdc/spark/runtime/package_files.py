@@ -1,4 +1,4 @@
-"""This package as files for Spark: a zip for ``--py-files`` and a digest of its content.
+"""This package as files for Spark: its job entry points, a zip for ``--py-files`` and a digest.
 
 Executors (and a Spark Connect server's Python workers) must run exactly the code of the task
 that sends them work: the zip ships it to a cluster, the digest tells a reused local server
@@ -14,6 +14,15 @@ import zipfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
+
+
+def application_path(name: str) -> str:
+    """The file spark-submit runs for job ``name`` ('snapshot_chunks' or 'binlog_stream'): the
+    entry points ship inside the package (``jobs/``), so an installed provider finds them."""
+    path = PACKAGE_DIR / "jobs" / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"no Spark job {name!r} at {path}")
+    return str(path)
 
 
 def package_digest() -> str:

@@ -262,7 +262,7 @@ def launch_local_stream(config_url: str, state: "StateStore", *, password: str, 
     to both. Refuses to start a second stream of the same state location on this host.
     """
     from ...cdc.pipeline import load_pipeline_config
-    from ...jobs import application_path
+    from .package_files import application_path
 
     if password is None:
         raise StreamStartError(f"no source password given: pass password= (it reaches the job as ${PASSWORD_ENV}).")

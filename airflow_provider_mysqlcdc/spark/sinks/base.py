@@ -21,17 +21,9 @@ from pyspark.sql import DataFrame
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
 
-# Metadata columns of change rows (Flink CDC's RowKind letters in _op).
-META_OP = "_op"              # +I, -U, +U, -D
-META_DATABASE = "_database"
-META_TABLE = "_table"
-META_FILE = "_binlog_file"
-META_POS = "_binlog_pos"     # start position of the row event
-META_ROW = "_binlog_row"     # row index inside the event
-META_GTID = "_gtid"
-META_TS = "_event_time"      # event header time, TIMESTAMP
-META_SEQ = "_seq"            # total order inside the micro-batch (binlog order, -U before +U)
-META_COLUMNS = (META_OP, META_DATABASE, META_TABLE, META_FILE, META_POS, META_ROW, META_GTID, META_TS, META_SEQ)
+from .change_meta import (  # noqa: F401  (the sinks' and the stream's names for them)
+    META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ, META_TABLE, META_TS,
+)
 
 # The Spark local property that carries the micro-batch id to a direct write's tasks (set by
 # the stream's foreachBatch around the job; local properties travel with a job's tasks).

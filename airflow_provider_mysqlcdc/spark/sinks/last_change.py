@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableSchema
-from .base import META_OP, META_SEQ
+from .change_meta import META_OP, META_SEQ
 from .change_arrow import OP_ARRAY, explode_changes, last_per_identity
 from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 

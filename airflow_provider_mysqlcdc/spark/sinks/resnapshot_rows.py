@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
-from .base import META_OP, META_SEQ
+from .change_meta import META_OP, META_SEQ
 from .direct_spec import columns_signature
 
 # Sorts after every change of a micro-batch: ``_seq`` is twice a binlog place numbered from the
