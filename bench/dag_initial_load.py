@@ -146,6 +146,109 @@ class PeakRss:
                 return
 
 
+def run_with_dags_test(env: dict[str, str], conf: dict, args, rows_per_batch: int):
+    """`airflow dags test` of the template (tasks one after another, in one process)."""
+    argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
+    if args.stream == "skip":
+        argv += ["--mark-success-pattern", "^stream$"]
+    say(f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
+        f"snapshot tasks one at a time, Spark local[2] ({args.runtime}), Delta sink; stream task: "
+        + ("skipped (--mark-success-pattern '^stream$')" if args.stream == "skip"
+           else "launched, stopped after the run") + f"; output in {DAG_LOG.relative_to(ROOT)}")
+    with open(DAG_LOG, "w") as out:
+        t_trigger = time.time()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=str(ROOT))
+        peak = PeakRss(proc.pid).start()
+        try:
+            rc = proc.wait()
+        finally:
+            peak.stop()
+            stop_group(proc)
+        total_s = time.perf_counter() - t0
+    if rc != 0:
+        say(f"FAILED: airflow dags test exited with {rc} after {total_s:.0f}s; last lines of {DAG_LOG}:")
+        say(log_tail(DAG_LOG, 60).replace(ROOT_PASSWORD, "***"))
+        return None
+    run, tis, xcoms = read_run()
+    return t_trigger, run, tis, xcoms, peak.peak, total_s
+
+
+def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
+    """The template under Airflow's real services (api-server, scheduler, dag-processor,
+    triggerer; LocalExecutor), triggered through the REST API as the UI does; mapped snapshot
+    tasks overlap up to --parallelism. The stream task runs (it launches the stream, stopped
+    afterwards); the figure ends at the last snapshot task's end."""
+    from tests.support.airflow_services import AirflowServices
+
+    extra = {"MYSQLCDC_SNAPSHOT_PARALLELISM": str(args.parallelism), "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
+             "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"), "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect")}
+    say(f"Airflow scheduler + LocalExecutor: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
+        f"up to {args.parallelism} snapshot tasks at once, Spark local[2] ({args.runtime}), Delta sink")
+    with AirflowServices(ROOT / "dags", extra_env=extra, home=WORK / "airflow-services") as af:
+        af.add_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=server.port, login="root",
+                          password=ROOT_PASSWORD, schema=DB, extra={"server_id_range": "5400-5420"})
+        af.add_connection("spark_default", "spark", host="local[2]")
+        api = af.api()
+        api.wait_for_dag(DAG_ID, timeout=180)
+        api.unpause(DAG_ID)
+        tasks = TaskRss().start()
+        t_trigger = time.time()
+        run_id = api.trigger(DAG_ID, conf)
+        try:
+            run = api.wait_for_run(DAG_ID, run_id, timeout=3600)
+        except Exception as e:
+            say(f"FAILED: {e}\n{af.logs_tail(40)}")
+            return None
+        finally:
+            tasks.stop()
+        tis = [{"task_id": t["task_id"], "map_index": t["map_index"], "state": t["state"],
+                "start_date": t["start_date"], "end_date": t["end_date"], "duration": t.get("duration")}
+               for t in api.task_instances(DAG_ID, run_id)]
+        plan = StateStore(conf["state_location"]).read_plan()
+        results = {r["batch_id"]: r for r in StateStore(conf["state_location"]).batch_results()}
+        xcoms = {}
+        for i, b in enumerate(plan.batches):
+            r = results.get(b.batch_id, {})
+            xcoms[i] = {"batch_label": b.batch_id, "rows": sum(sum(v.values()) for v in r.get("rows_per_chunk", {}).values()),
+                        "chunks": len(b.chunks), "seconds": r.get("seconds"), "rows_per_s": r.get("rows_per_s")}
+        return t_trigger, run, tis, xcoms, tasks.peak, 0.0
+
+
+class TaskRss:
+    """The largest resident set of any one Airflow task process (a snapshot task is a Spark Connect
+    client in its own process under LocalExecutor), sampled every 0.2 s."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "TaskRss":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.wait(0.2):
+            for p in psutil.process_iter(["cmdline", "memory_info"]):
+                try:
+                    line = " ".join(p.info["cmdline"] or [])
+                    if "java" not in line and ("task_runner" in line or "supervise" in line
+                                               or "LocalExecutor" in line or "airflow worker" in line):
+                        self.peak = max(self.peak, p.info["memory_info"].rss)
+                except (psutil.Error, TypeError):
+                    continue
+
+
 def plain_spark_load(server: MariaDB, rows: int, partitions: int) -> tuple[float, int]:
     """One spark-submit of Spark's JDBC reader with partitionColumn into Parquet (bench/plain_spark_load.py),
     timed from the launch to its exit (its JVM start included, as the DAG's includes the Connect server's)."""
@@ -223,6 +326,11 @@ def main() -> int:
     ap.add_argument("--runtime", choices=("connect", "submit"), default="connect",
                     help="the snapshot tasks' spark_runtime: one shared Spark Connect application (default) or a "
                          "spark-submit per batch")
+    ap.add_argument("--executor", choices=("scheduler", "dags-test"), default="scheduler",
+                    help="scheduler: Airflow's services with LocalExecutor, triggered over REST (what users run); "
+                         "dags-test: `airflow dags test` (tasks one after another)")
+    ap.add_argument("--parallelism", type=int, default=2,
+                    help="snapshot tasks at once under the scheduler (MYSQLCDC_SNAPSHOT_PARALLELISM)")
     ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
     ap.add_argument("--keep-log", metavar="PATH", default=None,
                     help="copy the `airflow dags test` output there before the work dir is removed")
@@ -264,28 +372,13 @@ def main() -> int:
         conf = {"tables": [f"{DB}.{TABLE}"], "state_location": str(WORK / "state"), "sink_type": "delta",
                 "sink_options": {"root": str(WORK / "lake")}, "chunk_size": args.chunk_size,
                 "rows_per_batch": rows_per_batch, "spark_runtime": args.runtime}
-        argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
-        if args.stream == "skip":
-            argv += ["--mark-success-pattern", "^stream$"]
-        say(f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
-            f"snapshot parallelism 1, Spark local[2] ({args.runtime}), Delta sink; stream task: "
-            + ("skipped (--mark-success-pattern '^stream$')" if args.stream == "skip"
-               else "launched, stopped after the run") + f"; output in {DAG_LOG.relative_to(ROOT)}")
-        with open(DAG_LOG, "w") as out:
-            t_trigger = time.time()
-            t0 = time.perf_counter()
-            dag_proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, cwd=str(ROOT))
-            peak = PeakRss(dag_proc.pid).start()
-            rc = dag_proc.wait()
-            peak.stop()
-            cli_total_s = time.perf_counter() - t0
-        if rc != 0:
-            say(f"FAILED: airflow dags test exited with {rc} after {cli_total_s:.0f}s; last lines of {DAG_LOG}:")
-            say(log_tail(DAG_LOG, 60).replace(ROOT_PASSWORD, "***"))
+        if args.executor == "scheduler":
+            got = run_with_scheduler(server, conf, args, rows_per_batch)
+        else:
+            got = run_with_dags_test(env, conf, args, rows_per_batch)
+        if got is None:
             return 1
-
-        run, tis, xcoms = read_run()
+        t_trigger, run, tis, xcoms, peak, cli_total_s = got
         snaps = sorted((ti for ti in tis if ti["task_id"] == "snapshot"), key=lambda ti: ti["map_index"])
         if not snaps or any(ti["state"] != "success" for ti in snaps):
             say(f"FAILED: snapshot task instances: {[(ti['map_index'], ti['state']) for ti in snaps]}")
@@ -301,7 +394,7 @@ def main() -> int:
             x = xcoms.get(ti["map_index"], {})
             say(f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
                 f"{x.get('chunks')} chunks, {x.get('seconds') or 0:.1f}s in Spark "
-                f"({int(x.get('rows_per_s') or 0):,} rows/s), task {ti['duration'] or 0:.1f}s "
+                f"({int(x.get('rows_per_s') or 0):,} rows/s), task {float(ti['duration'] or 0):.1f}s "
                 + ("with spark-submit" if args.runtime == "submit" else "as a Spark Connect client"))
         delta_rows = delta_row_count(WORK / "lake")
         if snap_rows != rows or (delta_rows is not None and delta_rows != rows):
@@ -316,8 +409,10 @@ def main() -> int:
         say(f"snapshot task seconds: {task_s} (Spark job seconds: {spark_s})")
         say(f"total seconds (trigger -> last snapshot task success): {total_s:.1f} "
             f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})")
-        say(f"peak RSS of the `airflow dags test` process (every task runs in it: the snapshot tasks' Spark "
-            f"Connect client included; the Spark JVMs are not): {peak.peak / 2**20:,.0f} MB")
+        say(f"peak RSS: {peak / 2**20:,.0f} MB ("
+            + ("the largest task process: a snapshot task is a Spark Connect client"
+               if args.executor == "scheduler" else "the `airflow dags test` process, every task in it")
+            + "; the Spark JVMs are not counted)")
         say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
         final_line = (f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} "
