@@ -197,7 +197,7 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         t_trigger = time.time()
         run_id = api.trigger(DAG_ID, conf)
         try:
-            run = api.wait_for_run(DAG_ID, run_id, timeout=3600)
+            run = dict(api.wait_for_run(DAG_ID, run_id, timeout=3600), run_id=run_id)
         except Exception as e:
             say(f"FAILED: {e}\n{af.logs_tail(40)}")
             return None
