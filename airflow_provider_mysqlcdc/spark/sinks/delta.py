@@ -30,6 +30,7 @@ Choices, and why:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -210,6 +211,45 @@ class DeltaSink(Sink):
         details.update(correct_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3),
                        files_rewritten=len(superseded))
         return SnapshotWrite(sum(r.num_rows for r in final), details)
+
+    def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int:
+        """Delete the files under the batch's prefix that no commit added (a failed or killed run's,
+        failed task attempts' included), and the prefix's directories left empty. How many files."""
+        import pyarrow.fs as pafs
+
+        from deltalake import DeltaTable
+
+        fs, base = self._fs(schema.table_id).open()
+        prefix = self.snapshot_prefix(batch_id).rstrip("/")
+        info = fs.get_file_info(base + prefix)
+        if info.type == pafs.FileType.NotFound:
+            return 0
+        committed = set()
+        if DeltaTable.is_deltatable(self.table_uri(schema.table_id), storage_options=self.storage_options or None):
+            committed = {p for p, _ in self._current_files(self.open_table(schema.table_id))}
+        gone = 0
+        for f in fs.get_file_info(pafs.FileSelector(base + prefix, recursive=True)):
+            rel = f.path[len(base):] if base else f.path
+            if f.type == pafs.FileType.File and rel.lstrip("/") not in committed:
+                fs.delete_file(f.path)
+                gone += 1
+        uri = self.table_uri(schema.table_id)
+        if "://" not in uri or uri.startswith("file://"):
+            # Object stores have no directories; a local table's would stay behind, empty.
+            import os
+
+            local = uri[len("file://"):] if uri.startswith("file://") else uri
+            for d in (prefix, prefix.rsplit("/", 1)[0]):   # the batch's directory, then _snapshot/
+                path = os.path.join(local, d)
+                for root, dirs, _files in os.walk(path, topdown=False):
+                    for name in dirs:
+                        with contextlib.suppress(OSError):
+                            os.rmdir(os.path.join(root, name))
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+        if gone:
+            log.info("delta %s batch %s: removed %d file(s) no commit added", schema.table_id, batch_id, gone)
+        return gone
 
     def write_snapshot_files(self, schema: TableSchema, frame: DataFrame, batch_id: str) -> list[FileRecord]:
         """Executors write the frame's rows under the batch's prefix; returns the file records."""

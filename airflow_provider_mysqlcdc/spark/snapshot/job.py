@@ -63,6 +63,9 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     try:
         sink.prepare(list(schemas.values()))
         files = sink_files(sink, schemas, batch, plan.estimated_rows().get(batch_id, 0))
+        if files is not None:   # a killed earlier run's files: never committed, never read
+            for schema in schemas.values():
+                sink.discard_uncommitted(schema, batch_id)
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
                                        staging_dir=state.url("staging"), materializer=files,
                                        chunk_rows=config.split.chunk_size)
@@ -71,6 +74,7 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                                     tasks=read_tasks(batch, config.split.chunk_size))
         set_job_group(spark, progress.group, f"mysqlcdc read {batch_id}")
         progress.start()
+        committed: set[TableId] = set()
         try:
             got = reader.read(batch)
             set_job_group(spark, f"mysqlcdc-write-{batch_id}", f"mysqlcdc write {batch_id}")
@@ -84,9 +88,19 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                                                     got.tables[r.table_id].corrections, [r])
                     else:
                         w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
+                    committed.add(r.table_id)
                     written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
             finally:
                 got.unpersist()
+        except BaseException:
+            if files is not None:   # nothing half-written: the SELECTs' files of tables not committed
+                for t, schema in schemas.items():
+                    if t not in committed:
+                        try:
+                            sink.discard_uncommitted(schema, batch_id)
+                        except Exception as e:   # the failure itself is what the user must see
+                            log.warning("could not remove batch %s's uncommitted files of %s: %s", batch_id, t, e)
+            raise
         finally:
             progress.stop()
     finally:
