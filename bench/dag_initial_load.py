@@ -118,34 +118,6 @@ def cli_scan(server: MariaDB) -> float:
     return time.perf_counter() - t
 
 
-class PeakRss:
-    """The largest resident set of one process, sampled every 0.2 s by a thread."""
-
-    def __init__(self, pid: int) -> None:
-        import threading
-
-        self.pid, self.peak = pid, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> "PeakRss":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-
-    def _run(self) -> None:
-        import psutil
-
-        while not self._stop.wait(0.2):
-            try:
-                self.peak = max(self.peak, psutil.Process(self.pid).memory_info().rss)
-            except psutil.Error:
-                return
-
-
 def run_with_dags_test(env: dict[str, str], conf: dict, args, rows_per_batch: int):
     """`airflow dags test` of the template (tasks one after another, in one process)."""
     argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
@@ -160,7 +132,7 @@ def run_with_dags_test(env: dict[str, str], conf: dict, args, rows_per_batch: in
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=str(ROOT))
-        peak = PeakRss(proc.pid).start()
+        peak = PeakRss(process_rss(proc.pid)).start()
         try:
             rc = proc.wait()
         finally:
@@ -193,7 +165,7 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         api = af.api()
         api.wait_for_dag(DAG_ID, timeout=180)
         api.unpause(DAG_ID)
-        tasks = TaskRss().start()
+        tasks = PeakRss(largest_task_rss).start()
         t_trigger = time.time()
         run_id = api.trigger(DAG_ID, conf)
         try:
@@ -216,18 +188,17 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         return t_trigger, run, tis, xcoms, tasks.peak, 0.0
 
 
-class TaskRss:
-    """The largest resident set of any one Airflow task process (a snapshot task is a Spark Connect
-    client in its own process under LocalExecutor), sampled every 0.2 s."""
+class PeakRss:
+    """The largest resident set ``sample()`` reports, sampled every 0.2 s by a thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, sample) -> None:
         import threading
 
-        self.peak = 0
+        self.sample, self.peak = sample, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "TaskRss":
+    def start(self) -> "PeakRss":
         self._thread.start()
         return self
 
@@ -236,17 +207,37 @@ class TaskRss:
         self._thread.join(2)
 
     def _run(self) -> None:
-        import psutil
-
         while not self._stop.wait(0.2):
-            for p in psutil.process_iter(["cmdline", "memory_info"]):
-                try:
-                    line = " ".join(p.info["cmdline"] or [])
-                    if "java" not in line and ("task_runner" in line or "supervise" in line
-                                               or "LocalExecutor" in line or "airflow worker" in line):
-                        self.peak = max(self.peak, p.info["memory_info"].rss)
-                except (psutil.Error, TypeError):
-                    continue
+            self.peak = max(self.peak, self.sample())
+
+
+def process_rss(pid: int):
+    """The resident set of one process (0 once it is gone)."""
+    import psutil
+
+    def sample() -> int:
+        try:
+            return psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            return 0
+    return sample
+
+
+def largest_task_rss() -> int:
+    """The largest resident set of any one Airflow task process (a snapshot task is a Spark Connect
+    client in its own process under LocalExecutor); Spark's JVMs are not counted."""
+    import psutil
+
+    peak = 0
+    for p in psutil.process_iter(["cmdline", "memory_info"]):
+        try:
+            line = " ".join(p.info["cmdline"] or [])
+            if "java" not in line and ("task_runner" in line or "supervise" in line
+                                       or "LocalExecutor" in line or "airflow worker" in line):
+                peak = max(peak, p.info["memory_info"].rss)
+        except (psutil.Error, TypeError):
+            continue
+    return peak
 
 
 def plain_spark_load(server: MariaDB, rows: int, partitions: int) -> tuple[float, int]:

@@ -123,15 +123,19 @@ def forget_orphans(state: StateStore, older_than_s: float = 6 * 3600) -> list[st
     return gone
 
 
+def _names(state: StateStore, rel: str) -> list[str]:
+    """The entries directly under ``rel`` of the state location (none when it does not exist)."""
+    root = state.path(rel)
+    if not state.fs.exists(root):
+        return []
+    return [posixpath.basename(str(d).rstrip("/")) for d in state.fs.ls(root, detail=False)]
+
+
 def pending(state: StateStore) -> list[Handoff]:
     """Hand-offs with a manifest and no ``applied.json``, oldest first (a directory without a
     manifest is a job that died before it finished: never applied)."""
-    root = state.path(ROOT)
-    if not state.fs.exists(root):
-        return []
     out = []
-    for d in state.fs.ls(root, detail=False):
-        name = posixpath.basename(str(d).rstrip("/"))
+    for name in _names(state, ROOT):
         if state.exists(posixpath.join(ROOT, name, MANIFEST)) and not state.exists(posixpath.join(ROOT, name, APPLIED)):
             out.append(Handoff.from_dict(state.read_json(posixpath.join(ROOT, name, MANIFEST))))
     return sorted(out, key=lambda h: (h.created_at, h.handoff_id))
@@ -143,15 +147,12 @@ def status(state: StateStore, recent: int = 5) -> dict[str, Any]:
     waiting = [{"handoff": h.handoff_id, "batch": h.batch.batch_id, "high_watermark": h.high_watermark.to_dict(),
                 "waiting_s": round(now - h.created_at, 1)} for h in pending(state)]
     done = []
-    root = state.path(ROOT)
-    if state.fs.exists(root):
-        for d in state.fs.ls(root, detail=False):
-            name = posixpath.basename(str(d).rstrip("/"))
-            applied = read_applied(state, name)
-            if applied is not None:
-                manifest = state.read_json(posixpath.join(ROOT, name, MANIFEST))
-                done.append({"handoff": name, "batch": manifest["batch"]["batch_id"],
-                             "created_at": manifest["created_at"], **applied})
+    for name in _names(state, ROOT):
+        applied = read_applied(state, name)
+        if applied is not None:
+            manifest = state.read_json(posixpath.join(ROOT, name, MANIFEST))
+            done.append({"handoff": name, "batch": manifest["batch"]["batch_id"],
+                         "created_at": manifest["created_at"], **applied})
     done.sort(key=lambda d: d["created_at"])
     return {"pending": waiting, "applied": done[-recent:], "applied_total": len(done),
             "table_reads": table_read_requests(state)}
@@ -184,12 +185,8 @@ def note_table_read(state: StateStore, table_id: TableId, **fields: Any) -> None
 
 
 def table_read_requests(state: StateStore) -> list[dict[str, Any]]:
-    root = state.path(READS)
-    if not state.fs.exists(root):
-        return []
     out = []
-    for d in state.fs.ls(root, detail=False):
-        name = posixpath.basename(str(d).rstrip("/"))
+    for name in _names(state, READS):
         if name.endswith(".json"):
             try:
                 out.append(state.read_json(posixpath.join(READS, name)))

@@ -37,7 +37,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,7 @@ def stop_local_servers(directory: Path | None = None, timeout_s: float = 40.0) -
     return stopped
 
 
-def settings_from(master: str, jars: Mapping[str, str] | tuple[str, ...] = (), conf: Mapping[str, str] | None = None,
+def settings_from(master: str, jars: Sequence[str] = (), conf: Mapping[str, str] | None = None,
                   driver_memory: str = "2g") -> ServerSettings:
     return ServerSettings(master, driver_memory, tuple(jars), tuple(sorted((conf or {}).items())))
 
