@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# In every error after which a restart would only fail again the same way: the watchdog
+# reports it instead of relaunching the stream.
+NOT_EXACT_MARKER = "the stream cannot stay exact"
+
 
 class CdcError(Exception):
     """Base class of every error the engine raises on purpose."""

@@ -17,12 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection
 
-from .errors import CdcError
+from .errors import NOT_EXACT_MARKER, CdcError
 from .model import TableId
 
-# In every error after which a restart would only fail again the same way: the watchdog
-# reports it instead of relaunching the stream.
-NOT_EXACT_MARKER = "the stream cannot stay exact"
+__all__ = ["NOT_EXACT_MARKER", "StatementGuard", "StatementLoggedChangeError", "is_data_change", "touched_tables"]
 
 _DML_FIRST = {"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD"}
 _NOT_NAMES = {"STRING", "NUMBER", "NATIONAL_STRING", "HEX_STRING", "BIT_STRING", "BYTE_STRING", "RAW_STRING"}

@@ -298,3 +298,33 @@ def test_missing_column_names_fail_clearly(mariadb, table):
         mariadb.execute("SET GLOBAL binlog_row_metadata = FULL")
     with pytest.raises(CdcError, match="binlog_row_metadata = FULL"):
         read(mariadb, start, now(mariadb), tables=[table])
+
+
+@pytest.mark.parametrize("on_unsupported", ["raise", "report"])
+def test_fast_reader_stops_at_a_table_map_logged_without_names(mariadb, table, on_unsupported):
+    """binlog_row_metadata switched to MINIMAL while a stream reads: its table maps carry no
+    names. The fast reader does not fall back to names from today's schema (wrong for every
+    event logged before a later ALTER): it stops, naming where, why and the fix."""
+    from airflow_provider_mysqlcdc.cdc.fastbinlog import FastBinlogReader
+    from airflow_provider_mysqlcdc.cdc.fastbinlog.errors import RowMetadataError
+
+    start = now(mariadb)
+    mariadb.execute("INSERT INTO t VALUES (1,'a')", database=table.database)
+    mid = now(mariadb)
+    mariadb.execute("SET GLOBAL binlog_row_metadata = MINIMAL")
+    try:
+        mariadb.execute("INSERT INTO t VALUES (2,'b')", database=table.database)
+    finally:
+        mariadb.execute("SET GLOBAL binlog_row_metadata = FULL")
+    end = now(mariadb)
+    # Before the switch: read as usual.
+    with FastBinlogReader(mariadb.source_config(), next(_ids), start, mid, tables=[table],
+                          on_unsupported=on_unsupported) as r:
+        assert [c.after for c in r.changes() if isinstance(c, RowChange)] == [{"id": 1, "v": "a"}]
+    with pytest.raises(RowMetadataError) as err:
+        with FastBinlogReader(mariadb.source_config(), next(_ids), start, end, tables=[table],
+                              on_unsupported=on_unsupported) as r:
+            list(r.changes())
+    msg = str(err.value)
+    assert f"{mid.file}:" in msg and str(table) in msg and "the stream cannot stay exact" in msg
+    assert "Fix: SET GLOBAL binlog_row_metadata = FULL" in msg

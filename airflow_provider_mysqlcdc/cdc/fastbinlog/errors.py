@@ -7,7 +7,7 @@ python-mysql-replication path", everything else means "stop: the data cannot be 
 
 from __future__ import annotations
 
-from ..errors import CdcError
+from ..errors import NOT_EXACT_MARKER, CdcError
 
 
 class FastBinlogError(CdcError):
@@ -35,6 +35,22 @@ class UnknownEventError(FastBinlogError):
 
 class PartialImageError(FastBinlogError):
     """A rows event without every column (binlog_row_image MINIMAL/NOBLOB, partial JSON)."""
+
+
+class RowMetadataError(FastBinlogError):
+    """A captured table's TABLE_MAP without column names on a server that can log them: it was
+    written while ``binlog_row_metadata`` was MINIMAL or NO_LOG. The names would have to come
+    from today's schema, which is wrong for every event logged before a later ALTER TABLE."""
+
+    def __init__(self, table: str, where: str) -> None:
+        self.table = table
+        self.where = where
+        super().__init__(
+            f"the binlog at {where} maps {table} without column names: the server logged it while "
+            f"binlog_row_metadata was not FULL, so its rows cannot be matched to columns with certainty; "
+            f"{NOT_EXACT_MARKER} and stopped before it; every change before it is in the sink. Fix: SET GLOBAL "
+            "binlog_row_metadata = FULL (and binlog_row_metadata=FULL under [mysqld]), then load the affected "
+            "tables again (trigger the pipeline with reset=true) and restart the stream.")
 
 
 class UnsupportedTableError(FastBinlogError):

@@ -68,12 +68,13 @@ from ..events import Heartbeat, RowChange, SchemaChange
 from ..statements import StatementGuard
 from ..model import TableId
 from ..offsets import BinlogOffset, split_binlog_file
+from ..server import server_version
 from . import constants as C
 from .connection import DumpConnection
 from .columnar import columnar_reason, decode_events, gather_slices, select
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
-    CompressedEventError, FastBinlogError, PartialImageError, ProtocolError, UnknownEventError,
+    CompressedEventError, FastBinlogError, PartialImageError, ProtocolError, RowMetadataError, UnknownEventError,
     UnsupportedTableError,
 )
 from .packets import CRC32_RESIDUE, checksums_valid, mariadb_uncompress, verify_checksum
@@ -528,6 +529,8 @@ class FastBinlogReader:
         self._in_txn = False
         self._done = False
         self._charsets: dict[int, str] = {}
+        # A server that can log column names (binlog_row_metadata) must have: see _plan.
+        self._names_expected = False
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -559,6 +562,7 @@ class FastBinlogReader:
         try:
             check_start_available(ctl, self.dump_from, self.tables)
             self._charsets = server_charsets(ctl)
+            self._names_expected = server_version(ctl).has_binlog_row_metadata
         finally:
             ctl.close()
         conn = DumpConnection(self.source, self.server_id, self.dump_from.file, self.dump_from.position,
@@ -1140,6 +1144,10 @@ class FastBinlogReader:
         if self.tables is not None and tid not in self.tables:
             return None
         tm = parse_table_map(ev, tid_len, tm_post, crc, is_mariadb)
+        if not tm.has_names and self._names_expected:
+            # Logged while binlog_row_metadata was MINIMAL: names from today's schema could be wrong.
+            size, end = _SIZE_POS(ev, 9)
+            raise RowMetadataError(str(tid), f"{self._file}:{end - size}")
         dec = plan_table(tm, charsets)
         if isinstance(dec, TableDecoder):
             dec.columnar_reason = columnar_reason(dec)
