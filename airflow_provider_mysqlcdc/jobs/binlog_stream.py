@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         if stop.is_set():  # terminated while starting up
             return 0
         listener = install_status_listener(spark, config, StateStore(config.state_location))
+        sink.observe_replaced_values(listener.recorder.count_replaced)   # e.g. U+0000 into PostgreSQL
         # tables renamed into the list bring rows the binlog lacks: this job reads them itself
         reads = TableReader(spark, lambda: load_pipeline_config(args.config, password=password)).start()
         while True:

@@ -1,6 +1,6 @@
 """Text holding U+0000 through snapshot and stream into Delta and the changelog: kept as is.
-(PostgreSQL cannot store it: its fate there is the sink's nul_in_text option,
-tests/integration/test_sink_postgres.py.)"""
+PostgreSQL cannot store it: with ``nul_in_text: replace`` it gets U+FFFD, and the stream counts
+each replacement in ``stream/status.json`` (the 'fail' policy: tests/integration/test_sink_postgres.py)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener, read_status
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, wait_until_equal
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-@pytest.mark.parametrize("sink_type", ["delta", "changelog"])
-def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_dir, sink_type):
+@pytest.mark.parametrize("sink_type", ["delta", "changelog", "postgres"])
+def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_dir, sink_type, request,
+                                                  monkeypatch):
     mariadb.execute("CREATE TABLE notes (id INT PRIMARY KEY, body VARCHAR(40), b TEXT)",
                     "INSERT INTO notes VALUES (1, CONCAT('a', CHAR(0), 'b'), CONCAT(CHAR(0))), (2, 'plain', NULL)",
                     database=fresh_db)
@@ -32,7 +34,7 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
     src = mariadb.source_config()
     config = PipelineConfig(name=f"nul-{sink_type}", source=src, include=(str(t),),
                             state_location=str(tmp_dir / "state"),
-                            sink=SinkConfig(sink_type, {"root": str(tmp_dir / "lake")}),
+                            sink=_sink(sink_type, tmp_dir, request, monkeypatch),
                             split=SplitOptions(chunk_size=100),
                             stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5))
     plan = build_plan(src, config.include, split=config.split)
@@ -43,6 +45,8 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
     state.write_finished(state.finished_from_results())
     sink = build_sink(config.sink)
     sink.prepare(list(plan.schemas.values()))
+    listener = install_status_listener(spark, config, state)   # as the stream job does
+    sink.observe_replaced_values(listener.recorder.count_replaced)
     query = start_stream(spark, config, sink, list(plan.schemas.values()))
     try:
         time.sleep(2)
@@ -56,6 +60,19 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
                                        lambda: {k: {c: r[c] for c in cols} for k, r in
                                                 delta_rows(tmp_dir / "lake", t, ("id",)).items()}, timeout_s=90)
             assert not problem, problem
+        elif sink_type == "postgres":
+            pg = request.getfixturevalue("postgres")
+            want = {k: {c: (v.replace("\x00", "\ufffd") if isinstance(v, str) else v) for c, v in r.items()}
+                    for k, r in source.items()}
+            problem = wait_until_equal(lambda: want, lambda: postgres_rows(pg, f"{fresh_db}__notes", cols, ("id",),
+                                                                         schema=config.sink.options["schema"]),
+                                       timeout_s=90)
+            assert not problem, problem
+            # two values in the stream (ids 3 and 2; the snapshot's are in its log), counted at commit
+            deadline = time.time() + 30
+            while time.time() < deadline and not (read_status(state) and read_status(state).replaced_values):
+                time.sleep(0.5)
+            assert read_status(state).replaced_values == {str(t): {"nul_in_text": 2}}
         else:
             table_dir = Path(tmp_dir / "lake" / fresh_db / "notes")
             deadline = time.time() + 90
@@ -72,3 +89,13 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
         assert query.exception() is None
     finally:
         query.stop()
+        listener.close()
+        spark.streams.removeListener(listener)
+
+
+def _sink(sink_type: str, tmp_dir: Path, request, monkeypatch) -> SinkConfig:
+    if sink_type != "postgres":
+        return SinkConfig(sink_type, {"root": str(tmp_dir / "lake")})
+    pg = request.getfixturevalue("postgres")
+    monkeypatch.setenv("PGPASSWORD", pg.password)
+    return SinkConfig("postgres", {"dsn": pg.dsn, "schema": pg.fresh_schema(), "nul_in_text": "replace"})

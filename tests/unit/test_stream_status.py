@@ -354,3 +354,19 @@ def test_close_records_the_jobs_outcome_and_ignores_late_events(rec):
     rec.r.terminated("q", None)  # Spark's late termination event
     rec.r.progress("q", "run1", 1, off(1, 1000), 1)
     assert rec.r.writes == writes and read_status(rec.state).state == "failed"
+
+
+def test_values_a_sink_stored_otherwise_are_counted_per_table_and_survive_a_restart(rec):
+    rec.r.started("q", "run1")
+    rec.r.count_replaced("shop.t", "nul_in_text", 2)
+    rec.clock.t += 2
+    rec.r.count_replaced("shop.t", "nul_in_text", 3)
+    rec.r.count_replaced("shop.u", "nul_in_text", 0)   # nothing to count: no entry
+    assert read_status(rec.state).replaced_values == {"shop.t": {"nul_in_text": 5}}
+    rec.r.close()
+    again = StatusRecorder(rec.state, rec.head, clock=rec.clock, schedule=rec.sched)
+    again.started("q", "run2")
+    again.count_replaced("shop.t", "nul_in_text", 1)
+    rec.clock.t += 2
+    again.progress("q", "run2", 1, off(1, 1000), 1)
+    assert read_status(rec.state).replaced_values == {"shop.t": {"nul_in_text": 6}}

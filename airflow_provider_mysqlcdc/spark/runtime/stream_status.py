@@ -167,6 +167,9 @@ class StreamStatus:
     lag_is_lower_bound: bool = False
     exception: str | None = None
     ui_url: str | None = None
+    # Values a sink stored otherwise than read, by table then by why (e.g. "nul_in_text": text
+    # holding U+0000 stored with U+FFFD in PostgreSQL), counted at commit since the stream's first run.
+    replaced_values: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "StreamStatus":
@@ -323,6 +326,7 @@ class StatusRecorder:
         previous = read_status(state)
         if previous is not None:
             self.status.head_samples = list(previous.head_samples)
+            self.status.replaced_values = {t: dict(v) for t, v in (previous.replaced_values or {}).items()}
 
     # events ------------------------------------------------------------------------------------
 
@@ -355,6 +359,15 @@ class StatusRecorder:
                 self._write()
             else:
                 self._throttled()
+
+    def count_replaced(self, table: str, what: str, count: int) -> None:
+        """A sink committed ``count`` values of ``table`` stored otherwise (``what`` says how)."""
+        with self._lock:
+            if self._closed or count <= 0:
+                return
+            per = self.status.replaced_values.setdefault(table, {})
+            per[what] = per.get(what, 0) + int(count)
+            self._throttled()
 
     def idle(self, query_id: str) -> None:
         """The query waits for data: refresh the head and lag (throttled)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pyspark.sql import DataFrame
 
@@ -55,6 +55,11 @@ class Sink(ABC):
     @abstractmethod
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         """Apply one stream micro-batch of one table exactly once (a replay is a no-op)."""
+
+    def observe_replaced_values(self, callback: Callable[[str, str, int], None]) -> None:
+        """Have the stream's commits report values this sink had to store differently
+        (``callback(table, what, count)``, e.g. U+0000 replaced), for ``stream/status.json``.
+        Sinks that store every value as it is ignore it."""
 
     def writes_snapshot_files(self) -> bool:
         """True when a snapshot batch's SELECTs can write the sink's files themselves

@@ -90,7 +90,7 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import psycopg
 import pyarrow as pa
@@ -424,6 +424,10 @@ class PostgresSink(Sink):
         self.table_name_format = table_name_format
         self._conn: psycopg.Connection | None = None
         self._prepared: set[TableId] = set()
+        self._replaced: Callable[[str, str, int], None] | None = None
+
+    def observe_replaced_values(self, callback: Callable[[str, str, int], None]) -> None:
+        self._replaced = callback
 
     def __repr__(self) -> str:
         return f"PostgresSink({self.conn_info.conninfo!r}, schema={self.schema!r})"
@@ -431,6 +435,7 @@ class PostgresSink(Sink):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_conn"] = None
+        state["_replaced"] = None   # the driver's status recorder stays on the driver
         return state
 
     # --- connections --------------------------------------------------------------------------
@@ -693,17 +698,19 @@ class PostgresSink(Sink):
         """Apply reduced change rows (table columns as COPY text + ``_op``) in one transaction.
 
         Returns False when the batch was applied before (nothing changed)."""
-        deletes, upserts = self._split_ops(t, latest, batch_id)
+        deletes, upserts, replaced = self._split_ops(t, latest, batch_id)
         conn = self._driver_conn()
         with conn.transaction():
             if not self._claim_batch(conn, t, batch_id):
                 return False
             self._write_ops(conn, t, deletes, upserts)
+        if replaced and self._replaced is not None:   # counted once, when the micro-batch commits
+            self._replaced(str(t.table_id), "nul_in_text", replaced)
         log.info("%s: micro-batch %d applied (%d deletes, %d upserts)", t.qualified, batch_id,
                  deletes.num_rows, upserts.num_rows)
         return True
 
-    def _split_ops(self, t: PgTable, latest: pa.Table, batch_id: int) -> tuple[pa.Table, pa.Table]:
+    def _split_ops(self, t: PgTable, latest: pa.Table, batch_id: int) -> tuple[pa.Table, pa.Table, int]:
         op = latest.column(META_OP)
         deletes = latest.filter(pc.is_in(op, value_set=pa.array(DELETE_OPS))).select(list(t.identity))
         upserts = latest.filter(pc.is_in(op, value_set=pa.array(UPSERT_OPS))).select(list(t.column_names))
@@ -713,7 +720,7 @@ class PostgresSink(Sink):
         if replaced:
             log.warning("%s micro-batch %d: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
                         "(nul_in_text='replace')", t.qualified, batch_id, replaced)
-        return deletes, upserts
+        return deletes, upserts, replaced
 
     def _write_ops(self, conn: psycopg.Connection, t: PgTable, deletes: pa.Table, upserts: pa.Table) -> None:
         if deletes.num_rows:
@@ -769,6 +776,7 @@ class PostgresSink(Sink):
                 raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
             t = self.table(named)
         changes = 0
+        replaced: dict[str, int] = {}
         conn = self._driver_conn()
         with conn.transaction():
             if not self._claim_batch(conn, t, batch_id):
@@ -780,8 +788,10 @@ class PostgresSink(Sink):
                     log.info(step.describe("postgres", batch_id, rows.num_rows))
                     target = self.table(step.sink)
                     projected = project_rows(rows, step.sink, keep=[META_OP])
-                    deletes, upserts = self._split_ops(target, copy_arrow(projected, target, extra=[META_OP]),
-                                                       batch_id)
+                    deletes, upserts, n = self._split_ops(target, copy_arrow(projected, target, extra=[META_OP]),
+                                                          batch_id)
+                    if n:
+                        replaced[str(table_id)] = replaced.get(str(table_id), 0) + n
                     self._write_ops(conn, target, deletes, upserts)
                     changes += step.changes
                     log.info("%s micro-batch %d: %d changes, %d deletes, %d upserts", target.qualified, batch_id,
@@ -791,6 +801,9 @@ class PostgresSink(Sink):
                     if step.sink_after is not None:
                         self._schemas[table_id] = step.sink_after
                     crash_point(BETWEEN_STEPS)   # inside the transaction: a crash here rolls all of it back
+        if self._replaced is not None:   # counted once, when the micro-batch commits
+            for table, n in replaced.items():
+                self._replaced(table, "nul_in_text", n)
         return changes
 
     def _apply_schema_step(self, conn: psycopg.Connection, t: PgTable, step: Any) -> None:
