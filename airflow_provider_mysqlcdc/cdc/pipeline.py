@@ -62,6 +62,9 @@ class StreamOptions:
     # longer (bench/resnapshot_latency.py: 25,000 rows cost a micro-batch ~0.5 s).
     handoff_piece_rows: int = 25_000
     takeover_rows_per_batch: int = 25_000
+    # A GTID number skipped in the binlog stops the stream (cdc/gtid_watch.py); true lets a user
+    # whose binlog has harmless gaps (gtid_seq_no set on purpose, filtered transactions) go on.
+    allow_gtid_gaps: bool = False
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> "StreamOptions":
@@ -87,6 +90,9 @@ class StreamOptions:
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ConfigError(f"stream_options.{name}: found {value!r}, need an integer >= {least}. "
                                   f"Fix: give {name} a whole number of at least {least}, or leave it out.")
+        if not isinstance(self.allow_gtid_gaps, bool):
+            raise ConfigError(f"stream_options.allow_gtid_gaps: found {self.allow_gtid_gaps!r}, need true or false. "
+                              "Fix: give a JSON boolean, or leave it out (false: a gap stops the stream).")
         if self.catchup_parallelism > 64:
             raise ConfigError(f"stream_options.catchup_parallelism: found {self.catchup_parallelism}, "
                               "need at most 64 (each range holds a replication connection and a server id). "

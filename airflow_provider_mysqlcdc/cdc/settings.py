@@ -13,10 +13,11 @@ No Airflow import here: pipeline files (YAML) can be checked against the same li
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .pipeline import SINK_TYPES, STARTUP_MODES
+from .pipeline import SINK_TYPES, STARTUP_MODES, StreamOptions
 from .schema.behavior import BEHAVIORS, DEFAULT_BEHAVIOR
 
 SOURCE = "Source"
@@ -141,9 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
             None, {"type": _nullable("string"), "format": "date-time"}),
     Setting("stream_options", STREAM, "Stream options",
             "How the stream paces itself, e.g. `{\"max_events_per_batch\": 20000, \"trigger_interval_s\": 1}`. "
-            "Keys: max_events_per_batch, heartbeat_s, trigger_interval_s, catchup_parallelism, "
-            "catchup_min_bytes, catchup_batch_bytes, handoff_piece_rows, takeover_rows_per_batch (README, Stream "
-            "behaviour).",
+            f"Keys: {', '.join(f.name for f in dataclasses.fields(StreamOptions))} (README, Stream behaviour).",
             {}, {"type": _nullable("object")}),
     Setting("schema_change_behavior", STREAM, "Schema changes",
             "What an `ALTER TABLE` (or rename, truncate, drop) on a captured table does to the sink tables. "

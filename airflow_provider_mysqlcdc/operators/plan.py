@@ -94,7 +94,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         it has no zone). (templated)
     :param stream_options: ``max_events_per_batch``, ``heartbeat_s``, ``trigger_interval_s``,
         ``catchup_parallelism``, ``catchup_min_bytes``, ``catchup_batch_bytes``, ``handoff_piece_rows``,
-        ``takeover_rows_per_batch``. (templated)
+        ``takeover_rows_per_batch``, ``allow_gtid_gaps``. (templated)
     :param schema_change_behavior: what DDL on a captured table does to the sink: ``lenient``
         (default), ``evolve``, ``try_evolve``, ``ignore`` or ``exception``. (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)

@@ -328,3 +328,36 @@ def test_fast_reader_stops_at_a_table_map_logged_without_names(mariadb, table, o
     msg = str(err.value)
     assert f"{mid.file}:" in msg and str(table) in msg and "the stream cannot stay exact" in msg
     assert "Fix: SET GLOBAL binlog_row_metadata = FULL" in msg
+
+
+@pytest.mark.parametrize("bulk_min_events", [0, 64])
+def test_fast_reader_stops_at_a_gtid_gap(mariadb, table, bulk_min_events):
+    """A GTID number skipped (here gtid_seq_no set by hand) stops a read that watches GTIDs, at
+    the transaction after the gap, whether the events are walked one by one or with numpy."""
+    from airflow_provider_mysqlcdc.cdc.fastbinlog import FastBinlogReader
+    from airflow_provider_mysqlcdc.cdc.gtid_watch import GtidGapError, GtidWatch
+
+    db = table.database
+    start = now(mariadb)
+    mariadb.execute(*[f"INSERT INTO t VALUES ({i}, 'a')" for i in range(1, 201)], database=db)
+    domain, _, seq = (int(x) for x in mariadb.query("SELECT @@gtid_binlog_pos")[0][0].split(",")[0].split("-"))
+    gap_at = now(mariadb)
+    mariadb.execute(f"SET SESSION gtid_seq_no = {seq + 7}", "INSERT INTO t VALUES (1000, 'gap')",
+                    *[f"INSERT INTO t VALUES ({i}, 'b')" for i in range(1001, 1201)], database=db)
+    end = now(mariadb)
+    # without a watch (allow_gtid_gaps) every row is read
+    with FastBinlogReader(mariadb.source_config(), next(_ids), start, end, tables=[table],
+                          bulk_min_events=bulk_min_events) as r:
+        assert len([c for c in r.changes() if isinstance(c, RowChange)]) == 401
+        assert (r.bulk_events > 0) == bool(bulk_min_events)
+    watch = GtidWatch()
+    with pytest.raises(GtidGapError) as err:
+        with FastBinlogReader(mariadb.source_config(), next(_ids), start, end, tables=[table],
+                              bulk_min_events=bulk_min_events, gtid_watch=watch) as r:
+            list(r.changes())
+    assert (err.value.offset.file, err.value.offset.position) == (gap_at.file, gap_at.position)
+    assert (err.value.last, err.value.seq) == (seq, seq + 7) and err.value.source == str(domain)
+    # a read that starts after the gap sees none
+    with FastBinlogReader(mariadb.source_config(), next(_ids), BinlogOffset(gap_at.file, gap_at.position), end,
+                          tables=[table], bulk_min_events=bulk_min_events, gtid_watch=GtidWatch()) as r:
+        assert len([c for c in r.changes() if isinstance(c, RowChange)]) == 201

@@ -106,3 +106,52 @@ def test_statement_logged_changes_stop_the_stream_and_fail_the_watchdog(mariadb,
             os.killpg(proc.pgid, signal.SIGKILL)
             proc.popen.wait(30)
     assert "logged as a statement" in Path(state.path("stream", "stream.log")).read_text(errors="replace")
+
+
+def test_a_gtid_gap_stops_the_stream_after_committing_everything_before_it(mariadb, fresh_db, tmp_dir):
+    """Transactions numbered past a gap (gtid_seq_no set by hand stands in for a failover to a
+    server that lacks some): the stream ends its micro-batch before the gap, commits it, and
+    stops there with the GTIDs missing and the fix; the watchdog does not relaunch it."""
+    spec = create_int_table(mariadb, fresh_db, 200, "orders")
+    t = TableId(fresh_db, "orders")
+    src = mariadb.source_config(server_id_range="6730-6750", password=ROOT_PASSWORD)
+    config = PipelineConfig(name="gtidgap", source=src, include=(str(t),), state_location=str(tmp_dir / "state"),
+                            sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
+                            stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    cfg_path = tmp_dir / "pipeline.json"
+    cfg_path.write_text(config.to_json())
+    state = StateStore(config.state_location)
+    mariadb.execute("DELETE FROM orders", database=fresh_db)
+    state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))])
+    cols = ["id", *VALUE_COLS]
+
+    def sink():
+        return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+
+    proc = launch_local_stream(str(cfg_path), state, password=ROOT_PASSWORD)
+    try:
+        wait_for_first_commit(state, time.time() - 5, 240, proc)
+        with ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=11, threads=1, pause_s=0.01):
+            time.sleep(2)
+        # the transactions before the gap, and the gap, reach the binlog together: one scan sees both
+        seq = int(mariadb.query("SELECT @@gtid_binlog_pos")[0][0].split(",")[0].split("-")[2])
+        mariadb.execute(f"INSERT INTO orders SELECT seq * 2 + 100000, {', '.join(VALUE_FILL)} FROM seq_1_to_50",
+                        f"SET SESSION gtid_seq_no = {seq + 5}",
+                        f"INSERT INTO orders SELECT seq * 2 + 200000, {', '.join(VALUE_FILL)} FROM seq_1_to_50",
+                        database=fresh_db)
+        assert proc.popen.wait(180) != 0, "the stream job must exit with a failure"
+        status = read_status(state)
+        assert status.state == "failed", status
+        assert f"jumps from GTID seq {seq + 1} to {seq + 5}" in status.exception
+        assert "the stream cannot stay exact" in status.exception and "allow_gtid_gaps" in status.exception
+        # everything before the gap is in the sink, nothing after it
+        got = sink()
+        assert max(k[0] for k in got) < 200000 and (100002,) in got and (100100,) in got
+        assert {k: v for k, v in mysql_rows(mariadb, t, cols, ("id",)).items() if k[0] < 200000} == got
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nstatus: {read_status(state)}\njob log:\n"
+                             f"{log_tail(state.path('stream', 'stream.log'), 60)}") from None
+    finally:
+        if proc.popen is not None and proc.popen.poll() is None:
+            os.killpg(proc.pgid, signal.SIGKILL)
+            proc.popen.wait(30)

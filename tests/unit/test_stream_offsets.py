@@ -94,7 +94,7 @@ class _Fake:
         monkeypatch.setattr(bs, "scan_for_end", self.scan)
         monkeypatch.setattr(bs, "plan_catchup", lambda *a: None)   # never far behind here
 
-    def scan(self, settings, start, head, max_rows):
+    def scan(self, settings, start, head, max_rows, gtid_watch=None):
         self.scans.append((start.at.position, max_rows))
         inside = [p for p in self.changes if start.at.position <= p < head.position]
         if max_rows is not None and len(inside) > max_rows:

@@ -65,6 +65,7 @@ from ..schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_ki
 from ..config import SourceConfig
 from ..errors import CdcError
 from ..events import Heartbeat, RowChange, SchemaChange
+from ..gtid_watch import GtidGapError, GtidWatch
 from ..statements import StatementGuard
 from ..model import TableId
 from ..offsets import BinlogOffset, split_binlog_file
@@ -495,6 +496,7 @@ class FastBinlogReader:
         columnar: bool = True,
         bulk_min_events: int = 64,
         new_tables: Callable[[TableId], bool] | None = None,
+        gtid_watch: GtidWatch | None = None,
     ) -> None:
         if stop is not None and stop < start:
             raise ValueError(f"binlog read: stop {stop} is before start {start}")
@@ -519,6 +521,7 @@ class FastBinlogReader:
         self.columnar = columnar
         self.bulk_min_events = bulk_min_events
         self.bulk_events = 0   # events walked by _bulk_walk (observability, tests)
+        self.gtid_watch = gtid_watch   # every GTID read goes past it (cdc/gtid_watch.py): a jump stops the read
         self.unsupported: dict[TableId, str] = {}
         self.decoders: dict[bytes, TableDecoder | Unsupported | None] = {}
         self._conn: DumpConnection | None = None
@@ -665,6 +668,7 @@ class FastBinlogReader:
         gtid_event: bytes | None = None        # verified lazily: only when rows use its GTID
         gtid_parts: tuple[int, int, int] | None = None
         charsets = self._charsets
+        watch = self.gtid_watch
         ROWS = _ROWS_COMPRESSED   # rows event type -> True if MariaDB compressed it
         TABLE_MAP = C.TABLE_MAP_EVENT
         MARIADB_GTID = C.MARIADB_GTID_EVENT
@@ -833,6 +837,11 @@ class FastBinlogReader:
                     gtid_parts = (domain, _U32(buf, o + 5)[0], seq_no)
                     if verify and crc:
                         gtid_event = bytes(view[o:end]) if buf is rbuf else buf
+                    if watch is not None:
+                        if gtid_event is not None:   # a damaged event must not pass for a gap
+                            verify_checksum(gtid_event, f"{self._file}:{pos}")
+                            gtid_event = None
+                        watch.seen(domain, seq_no, self._file, pos)
                     if not in_txn:
                         txn = (self._file, pos)
                         in_txn = True
@@ -959,6 +968,18 @@ class FastBinlogReader:
             return None
         typ, size, pos, e = typ[:k], size[:k], pos[:k], e[:k]
         is_gtid = typ == C.MARIADB_GTID_EVENT
+        if self.gtid_watch is not None and is_gtid.any():
+            gi = np.flatnonzero(is_gtid)
+            ge = e[gi]
+            seqs = _gather_u32(B, ge + 19).astype(np.uint64) | (_gather_u32(B, ge + 23).astype(np.uint64)
+                                                                 << np.uint64(32))
+            try:
+                self.gtid_watch.seen_many(_gather_u32(B, ge + 27), seqs, pos[gi], self._file)
+            except GtidGapError as gap:   # a damaged event must not pass for a gap
+                if verify_crc:
+                    j = int(np.searchsorted(pos, gap.offset.position))
+                    verify_checksum(view[int(e[j]):int(e[j]) + int(size[j])], f"{self._file}:{int(pos[j])}")
+                raise
         last_gtid = np.maximum.accumulate(np.where(is_gtid, np.arange(k), -1))
         file = self._file
         crc32 = zlib.crc32
@@ -1100,7 +1121,10 @@ class FastBinlogReader:
         if typ == C.GTID_LOG_EVENT:
             if verify:
                 verify_checksum(ev, f"{self._file}:{pos}")
-            self._gtid = f"{uuid.UUID(bytes=bytes(ev[20:36]))}:{int.from_bytes(ev[36:44], 'little')}"
+            sid, gno = uuid.UUID(bytes=bytes(ev[20:36])), int.from_bytes(ev[36:44], 'little')
+            self._gtid = f"{sid}:{gno}"
+            if self.gtid_watch is not None:
+                self.gtid_watch.seen(str(sid), gno, self._file, pos, "mysql")
             self._begin(pos)
         elif typ == C.GTID_TAGGED_LOG_EVENT:
             self._gtid = None  # MySQL 8.4 tagged GTIDs: serialized differently; not decoded

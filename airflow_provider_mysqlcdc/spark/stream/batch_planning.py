@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
+from ...cdc.gtid_watch import GtidGapError, GtidWatch
 from ...cdc.offsets import BinlogOffset
 from .settings import OFFSET_SCAN_SLOT, StreamSettings
 from .stream_offset import StreamOffset
@@ -34,7 +35,7 @@ class ScanResult:
 
 
 def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffset,
-                 max_changes: int | None) -> ScanResult:
+                 max_changes: int | None, gtid_watch: GtidWatch | None = None) -> ScanResult:
     """Count captured changes from ``start`` towards ``head``; end before the (max+1)-th one.
 
     Decodes with the fast reader (counting needs each event's rows). A cut inside a
@@ -45,6 +46,10 @@ def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
     starts): so near the head a DDL opens its micro-batch, its rows come after it, and a stop
     at the DDL (``schema_change_behavior`` exception) leaves every change before it committed.
     (A catch-up micro-batch, planned by bytes, may hold a DDL inside; the sinks take it in order.)
+
+    A GTID gap (``gtid_watch``, cdc/gtid_watch.py) ends the micro-batch before the transaction
+    after the gap; a micro-batch that starts there fails with the ``GtidGapError``: every change
+    before the gap is committed, none after it.
     """
     from ...cdc.events import SchemaChange
     from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
@@ -55,7 +60,7 @@ def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
     resume_from = start.dump_from
     reader = FastBinlogReader(settings.source, server_id, start.at, stop=head, tables=settings.tables,
                               blocking=False, heartbeat_s=None, dump_from=start.dump_from,
-                              batch_rows=SCAN_BATCH_ROWS, on_unsupported="report")
+                              batch_rows=SCAN_BATCH_ROWS, on_unsupported="report", gtid_watch=gtid_watch)
     try:
         for group in reader.flushes():
             offsets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -80,6 +85,11 @@ def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
                 return ScanResult(StreamOffset(cut, resume_from), max_changes, True)
             n += rows
             resume_from = reader.transaction_start or resume_from
+    except GtidGapError as gap:
+        if gap.offset > start.at:
+            log.warning("binlog stream: %s", gap)
+            return ScanResult(StreamOffset.boundary(gap.offset), n, True)
+        raise
     finally:
         reader.close()
     return ScanResult(StreamOffset.boundary(head), n, False)

@@ -32,6 +32,7 @@ from ...cdc.connection import is_connection_loss
 from ...cdc.events import RowChange, SchemaChange
 from ...cdc.fastbinlog.fallback import library_changes
 from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+from ...cdc.gtid_watch import watch_or_none
 from ...cdc.handoff import HandoffFilter
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
@@ -83,10 +84,13 @@ def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
 
 
 def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",
-               server_id: int, reconnect_timeout_s: float, new_tables: Any = None
+               server_id: int, reconnect_timeout_s: float, new_tables: Any = None, allow_gtid_gaps: bool = False
                ) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
     """The fast reader's row batches, unsupported events and DDL of ``[start, end)``, in binlog
-    order, reconnecting as needed (a DDL or unsupported event is yielded once)."""
+    order, reconnecting as needed (a DDL or unsupported event is yielded once). A GTID gap inside
+    the range fails the read (the driver's scans, which see every micro-batch's GTIDs near the
+    head, end a micro-batch before a gap; this catches one inside a catch-up range)."""
+    watch = watch_or_none(allow_gtid_gaps)   # one for the reconnects too: GTIDs read again are not gaps
     last: BinlogOffset | None = None          # the last row yielded
     seen_unsupported: set[tuple[str, int]] = set()
     seen_ddl: set[tuple[str, int]] = set()
@@ -95,7 +99,7 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
         at = start.at if last is None else BinlogOffset(last.file, last.position, None, last.row + 1)
         reader = FastBinlogReader(source, server_id, at, stop=stop_for(end.at), tables=tables, blocking=False,
                                   heartbeat_s=None, dump_from=start.dump_from, on_unsupported="report",
-                                  new_tables=new_tables)
+                                  new_tables=new_tables, gtid_watch=watch)
         try:
             for item in reader.batches():
                 if isinstance(item, ChangeBatch):
@@ -135,13 +139,15 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
 
 def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[TableSchema],
                   finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
-                  first_file_index: int, reconnect_timeout_s: float) -> Iterator[pa.RecordBatch]:
+                  first_file_index: int, reconnect_timeout_s: float, allow_gtid_gaps: bool = False
+                  ) -> Iterator[pa.RecordBatch]:
     """The source batches of ``[start, end)``: handoff-filtered, in the layout, numbered by position."""
     handoff = build_handoff(source, schemas, finished) if finished else None
     tables = [s.table_id for s in schemas]
     unsupported: list[UnsupportedRows] = []
     try:
-        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s):
+        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s,
+                               allow_gtid_gaps=allow_gtid_gaps):
             if isinstance(item, SchemaChange):
                 continue  # the row path has one shape per table for the whole query
             if isinstance(item, UnsupportedRows):
@@ -179,8 +185,8 @@ def _filtered(layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[Ro
 
 def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[TableSchema],
                 finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
-                first_file_index: int, reconnect_timeout_s: float, new_tables: Any = None
-                ) -> Iterator[TableRows | DdlMark]:
+                first_file_index: int, reconnect_timeout_s: float, new_tables: Any = None,
+                allow_gtid_gaps: bool = False) -> Iterator[TableRows | DdlMark]:
     """What a direct write's task gets for ``[start, end)``: each table's rows in the layout of
     the version they were logged with, and the DDL on captured tables between them, in binlog
     order (rows python-mysql-replication reads come last; their ``_seq`` places them)."""
@@ -189,7 +195,8 @@ def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[Tabl
     unsupported: list[UnsupportedRows] = []
     base = book.base
     try:
-        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s, new_tables):
+        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s, new_tables,
+                               allow_gtid_gaps):
             if isinstance(item, SchemaChange):
                 yield book.mark(item, first_file_index)
                 continue

@@ -85,6 +85,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from ...cdc.offsets import BinlogOffset
+from ...cdc.gtid_watch import watch_or_none
 from .batch_planning import plan_catchup, scan_for_end
 from .binlog_server import check_available, head_offset
 from .change_rows import SourceLayout
@@ -139,6 +140,9 @@ class BinlogStreamReader(DataSourceStreamReader):
         self._empty_ranges: set[str] = set()
         self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
         self._initial: dict | None = None
+        # The highest GTID per domain / server uuid the scans have read: they read every micro-batch
+        # near the head from its start, so a number skipped between two of them is seen too.
+        self._gtids = watch_or_none(settings.allow_gtid_gaps)
 
     @property
     def layout(self) -> SourceLayout:
@@ -173,6 +177,8 @@ class BinlogStreamReader(DataSourceStreamReader):
             self._idle_scan = None
             self._last_move = time.monotonic()
             self._cuts[json.dumps([start_d, end_d])] = plan.cuts
+            if self._gtids is not None:   # not scanned: its ranges check their own GTIDs
+                self._gtids.reset()
             log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges",
                      plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1)
             return end_d
@@ -181,7 +187,7 @@ class BinlogStreamReader(DataSourceStreamReader):
             scan_from = self._idle_scan[1]  # [start, there) is known to hold no captured change
             if head <= scan_from.at:
                 return self._idle_or_move(start_d, key, scan_from)
-        result = scan_for_end(self.settings, scan_from, head, max_rows)
+        result = scan_for_end(self.settings, scan_from, head, max_rows, self._gtids)
         if result.changes or result.hit_limit:
             self._idle_scan = None
             self._last_move = time.monotonic()
@@ -227,13 +233,13 @@ class BinlogStreamReader(DataSourceStreamReader):
 
             items = range_items(LayoutBook(self.layout, s.source.server_time_zone), s.source, s.schemas,
                                 s.finished, start, end, partition.server_id, partition.first_file_index,
-                                s.reconnect_timeout_s, s.new_table if s.include else None)
+                                s.reconnect_timeout_s, s.new_table if s.include else None, s.allow_gtid_gaps)
             records = spec_from_json(s.direct_write).write_range(items, current_batch_id(), partition.part)
             rows = sum(records.column("changes").to_pylist())
             yield records
         else:
             batches = range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
-                                    partition.first_file_index, s.reconnect_timeout_s)
+                                    partition.first_file_index, s.reconnect_timeout_s, s.allow_gtid_gaps)
             for batch in batches:
                 rows += batch.num_rows
                 yield batch

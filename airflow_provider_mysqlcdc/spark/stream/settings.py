@@ -57,6 +57,7 @@ class StreamSettings:
     checkpoint_location: str | None = None   # the query's checkpoint (keeps a moving initial offset)
     include: tuple[str, ...] = ()            # the pipeline's table list: a table created under it is reported
     exclude: tuple[str, ...] = ()
+    allow_gtid_gaps: bool = False            # stream_options.allow_gtid_gaps (cdc/gtid_watch.py)
 
     def new_table(self, table_id: TableId) -> bool:
         """Whether the pipeline's table list captures ``table_id`` (a table created while streaming).
@@ -136,4 +137,5 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
         checkpoint_location=opts.get("checkpoint_location") or None,
         include=tuple(config.include),
         exclude=tuple(config.exclude),
+        allow_gtid_gaps=bool(config.stream.allow_gtid_gaps),
     )
