@@ -106,6 +106,7 @@ with DAG(
         startup_timestamp="{{ params.startup_timestamp }}",
         stream_options="{{ params.stream_options }}",
         schema_change_behavior="{{ params.schema_change_behavior }}",
+        zero_dates="{{ params.zero_dates }}",
         reset="{{ params.reset }}",
         reread_batches="{{ params.reread_batches }}",
     )

@@ -66,6 +66,9 @@ class ServerIdRange:
         return f"{self.first}-{self.last}"
 
 
+ZERO_DATES = ("null", "text")
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """How to reach the MySQL/MariaDB server."""
@@ -79,10 +82,18 @@ class SourceConfig:
     connect_timeout: int = 10
     ssl: Mapping[str, Any] | None = None
     jdbc_fetch_size: int = 10_000
+    # What a zero or invalid date ('0000-00-00', '2024-00-10') becomes: "null", or "text" (every
+    # DATE/DATETIME/TIMESTAMP column captured as its text, the literal kept). cdc/types.py.
+    zero_dates: str = "null"
 
     def __post_init__(self) -> None:
         if not isinstance(self.server_id_range, ServerIdRange):
             object.__setattr__(self, "server_id_range", ServerIdRange.parse(self.server_id_range))
+        if self.zero_dates not in ZERO_DATES:
+            raise ConfigError(
+                f"zero_dates: found {self.zero_dates!r}, need one of {', '.join(ZERO_DATES)}. Fix: 'null' stores "
+                "zero and invalid dates as NULL; 'text' captures DATE, DATETIME and TIMESTAMP columns as text "
+                "('0000-00-00 00:00:00' kept as it is).")
 
     def connect_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = dict(
@@ -144,6 +155,7 @@ class SourceConfig:
             "connect_timeout": self.connect_timeout,
             "ssl": dict(self.ssl) if self.ssl else None,
             "jdbc_fetch_size": self.jdbc_fetch_size,
+            "zero_dates": self.zero_dates,
         }
 
     @classmethod

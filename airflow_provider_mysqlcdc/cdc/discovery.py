@@ -174,7 +174,7 @@ def _no_key_error(info: _TableInfo) -> ConfigError:
     )
 
 
-def _build_schema(info: _TableInfo, chunk_key_column: str | None) -> TableSchema:
+def _build_schema(info: _TableInfo, chunk_key_column: str | None, zero_dates: str = "null") -> TableSchema:
     t = info.table_id
     pk = tuple(info.indexes["PRIMARY"][1]) if "PRIMARY" in info.indexes else ()
     names = [c.name for c in info.columns]
@@ -192,6 +192,7 @@ def _build_schema(info: _TableInfo, chunk_key_column: str | None) -> TableSchema
     return TableSchema(
         table_id=t, columns=tuple(info.columns), primary_key=pk, chunk_key=chunk_key,
         row_identity=_row_identity(info, pk), engine=info.engine, approx_rows=info.approx_rows,
+        zero_dates=zero_dates,
     )
 
 
@@ -203,6 +204,7 @@ def discover_tables(
     include: Sequence[str],
     exclude: Sequence[str] = (),
     chunk_key_columns: Mapping[str, str] | None = None,
+    zero_dates: str = "null",
 ) -> list[TableSchema]:
     """The schemas of every base table matching ``include`` and no ``exclude`` pattern.
 
@@ -243,7 +245,7 @@ def discover_tables(
     schemas = []
     for i in chosen:
         try:
-            schema = _build_schema(i, chunk_key_columns.get(str(i.table_id)))
+            schema = _build_schema(i, chunk_key_columns.get(str(i.table_id)), zero_dates)
             # Every column must have a defined fate now, not when a snapshot batch reads it
             # (a spatial column used to fail the whole batch, every table in it).
             map_table(schema, "UTC")
@@ -314,7 +316,8 @@ def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Seque
                   "count; a table the connection's user has no SELECT grant on is invisible to it).")
 
 
-def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = None) -> TableSchema:
+def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = None,
+                      zero_dates: str = "null") -> TableSchema:
     """The schema of one table (ConfigError if it is not a base table on the server)."""
     rows = _query(
         conn,
@@ -326,7 +329,7 @@ def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = No
         raise ConfigError(f"table {table_id} does not exist (or is not a base table). Fix: check the name.")
     info = _TableInfo(table_id, rows[0][0], int(rows[0][1] or 0))
     _load_details_one(conn, info)
-    return _build_schema(info, chunk_key_column)
+    return _build_schema(info, chunk_key_column, zero_dates)
 
 
 def _load_details_one(conn, info: _TableInfo) -> None:

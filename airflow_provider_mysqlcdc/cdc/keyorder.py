@@ -183,15 +183,22 @@ def _num(v: Any) -> Any:
     raise TypeError(f"not a number: {v!r}")
 
 
-def _datetime(v: Any) -> dt.datetime:
+def _datetime(v: Any) -> tuple[int, ...]:
+    """(year, month, day, hour, minute, second, microsecond): also for the text of zero and
+    invalid dates ('0000-00-00', '2020-00-15 ...'; zero_dates 'text'), which sort as the server does."""
     if isinstance(v, str):
-        v = dt.datetime.fromisoformat(v)
+        try:
+            v = dt.datetime.fromisoformat(v)
+        except ValueError:
+            head, _, frac = v.partition(".")
+            parts = [int(p) for p in head.replace("-", " ").replace(":", " ").split()][:6]
+            return (*(parts + [0] * 6)[:6], int(frac.ljust(6, "0")[:6]) if frac else 0)
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
             v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return v
+        return (v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond)
     if isinstance(v, dt.date):
-        return dt.datetime(v.year, v.month, v.day)
+        return (v.year, v.month, v.day, 0, 0, 0, 0)
     raise TypeError(f"not a date/time: {v!r}")
 
 

@@ -85,6 +85,9 @@ class TableSchema:
     engine: str | None = None
     approx_rows: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The fate of zero and invalid dates (source option zero_dates, cdc/types.py): "null", or
+    # "text" -- DATE/DATETIME/TIMESTAMP columns are then captured as their text, literal kept.
+    zero_dates: str = "null"
 
     def column(self, name: str) -> Column:
         for c in self.columns:
@@ -106,6 +109,7 @@ class TableSchema:
             "row_identity": list(self.row_identity),
             "engine": self.engine,
             "approx_rows": self.approx_rows,
+            **({"zero_dates": self.zero_dates} if self.zero_dates != "null" else {}),
         }
 
     @classmethod
@@ -118,4 +122,5 @@ class TableSchema:
             row_identity=tuple(d["row_identity"]),
             engine=d.get("engine"),
             approx_rows=int(d.get("approx_rows") or 0),
+            zero_dates=d.get("zero_dates") or "null",
         )

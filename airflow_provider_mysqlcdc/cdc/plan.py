@@ -69,10 +69,14 @@ class Plan:
                    d.get("inputs"))
 
 
-def plan_inputs(include: Sequence[str], exclude: Sequence[str], split: SplitOptions) -> dict[str, Any]:
-    """What a plan depends on; a stored plan is reused only when these are unchanged."""
+def plan_inputs(include: Sequence[str], exclude: Sequence[str], split: SplitOptions,
+                zero_dates: str = "null") -> dict[str, Any]:
+    """What a plan depends on; a stored plan is reused only when these are unchanged (zero_dates
+    changes the sink's column types; it is recorded only when not the default, so plans stored
+    before it existed still match)."""
     return {"include": list(include), "exclude": list(exclude), "chunk_size": split.chunk_size,
-            "chunk_key_columns": dict(split.chunk_key_columns)}
+            "chunk_key_columns": dict(split.chunk_key_columns),
+            **({"zero_dates": zero_dates} if zero_dates != "null" else {})}
 
 
 def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
@@ -83,7 +87,7 @@ def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[s
     cut into runs of ``chunks_per_batch``."""
     split = split or SplitOptions()
     with contextlib.closing(source.connect()) as conn:
-        schemas = discover_tables(conn, include, exclude, split.chunk_key_columns)
+        schemas = discover_tables(conn, include, exclude, split.chunk_key_columns, source.zero_dates)
         splitter = ChunkSplitter(conn, split)
         by_table: dict[TableId, list[Chunk]] = {s.table_id: splitter.split(s) for s in schemas}
         estimates = {s.table_id: splitter.row_estimate(s) for s in schemas}
@@ -93,7 +97,8 @@ def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[s
         batches = pack_batches(by_table, estimates, sizing)
     else:
         batches = group_chunks([c for cs in by_table.values() for c in cs], chunks_per_batch)
-    return Plan({s.table_id: s for s in schemas}, tuple(batches), plan_inputs(include, exclude, split))
+    return Plan({s.table_id: s for s in schemas}, tuple(batches),
+                plan_inputs(include, exclude, split, source.zero_dates))
 
 
 def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
@@ -105,13 +110,13 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
     batches. Returns the new plan, the added and the removed tables."""
     split = split or SplitOptions()
     with contextlib.closing(source.connect()) as conn:
-        schemas = discover_tables(conn, include, exclude, split.chunk_key_columns)
+        schemas = discover_tables(conn, include, exclude, split.chunk_key_columns, source.zero_dates)
         found = {s.table_id for s in schemas}
         # a table the list still names but the server no longer has stays (the stream follows its DDL)
         gone = sorted(t for t in plan.schemas if t not in found and not matches(t, include, exclude))
         kept = replace(plan, schemas={t: s for t, s in plan.schemas.items() if t not in gone},
                        batches=tuple(b for b in plan.batches if not set(b.tables) & set(gone)),
-                       inputs=plan_inputs(include, exclude, split))
+                       inputs=plan_inputs(include, exclude, split, source.zero_dates))
         if any(set(b.tables) & set(gone) and not set(b.tables) <= set(gone) for b in plan.batches):
             raise ConfigError(
                 f"a batch holds both a table the new list drops ({', '.join(map(str, gone))}) and one it keeps, so "
@@ -137,7 +142,7 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
         taken.add(f"batch-{n:0{width}d}")
         renamed.append(replace(b, batch_id=f"batch-{n:0{width}d}"))
     return Plan({**plan.schemas, **{s.table_id: s for s in added}}, plan.batches + tuple(renamed),
-                plan_inputs(include, exclude, split)), [s.table_id for s in added], gone
+                plan_inputs(include, exclude, split, source.zero_dates)), [s.table_id for s in added], gone
 
 
 def plan_table_read(source: SourceConfig, table_id: TableId, split: SplitOptions | None = None,
@@ -152,7 +157,7 @@ def plan_table_read(source: SourceConfig, table_id: TableId, split: SplitOptions
     own_key = {k: v for k, v in split.chunk_key_columns.items() if k == str(table_id)}
     with contextlib.closing(source.connect()) as conn:
         exact = ".".join("`" + part.replace("`", "``") + "`" for part in (table_id.database, table_id.table))
-        (schema,) = discover_tables(conn, [qualify(exact, None)], (), own_key)
+        (schema,) = discover_tables(conn, [qualify(exact, None)], (), own_key, source.zero_dates)
         splitter = ChunkSplitter(conn, split)
         chunks = splitter.split(schema)
         schema = dataclasses.replace(schema, approx_rows=splitter.row_estimate(schema))

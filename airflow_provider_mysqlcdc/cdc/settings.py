@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .config import ZERO_DATES
 from .pipeline import SINK_TYPES, STARTUP_MODES, StreamOptions
 from .schema.behavior import BEHAVIORS, DEFAULT_BEHAVIOR
 
@@ -92,6 +93,13 @@ SETTINGS: tuple[Setting, ...] = (
             'For tables without a primary key: `{"db.table": "column"}`, a NOT NULL unique column to split '
             "the table on. validate says which tables need one.",
             {}, {"type": _nullable("object")}),
+    Setting("zero_dates", SOURCE, "Zero dates",
+            "What a zero or invalid date (`0000-00-00`, `2024-00-10`) becomes in the sink. NULL (default): "
+            "such values are NULL and date columns keep their date types. Text: every DATE, DATETIME and "
+            "TIMESTAMP column is captured as text (`2024-01-02 03:04:05`, TIMESTAMP in UTC), zero dates kept "
+            "as they are. Changing it needs a reset (the sink's column types change).",
+            "null", {"type": "string", "enum": list(ZERO_DATES),
+                     "values_display": {"null": "NULL (date types kept)", "text": "Text (literal kept)"}}),
     Setting("sink_type", SINK, "Sink", "Where the rows go.", "delta",
             {"type": "string", "enum": list(SINK_TYPES), "values_display": dict(SINK_LABELS)}),
     Setting("sink_options", SINK, "Sink options",

@@ -54,6 +54,13 @@ library returns None for them (TIMESTAMP: epoch 0) and the SELECT expressions yi
 for them, so both paths agree (Debezium and Flink CDC do the same for nullable columns).
 Spark fields are therefore all nullable.
 
+With the source option ``zero_dates: text`` (a table's ``TableSchema.zero_dates``) DATE,
+DATETIME and TIMESTAMP columns are captured as text instead, so nothing is lost:
+``YYYY-MM-DD``, ``YYYY-MM-DD HH:MM:SS`` plus ``.`` and the column's fsp digits, TIMESTAMP in
+UTC; a zero or invalid date keeps its literal (``0000-00-00 00:00:00``, ``2020-00-15``).
+Fixed width, so text order is time order. The snapshot reads the server's own text (CAST AS
+CHAR; TIMESTAMP from its epoch), the binlog decoders format the stored fields the same way.
+
 JSON: MariaDB stores JSON as LONGTEXT (information_schema says ``longtext``), so it is
 exact text on both paths. MySQL's binary JSON is decoded by the library into Python
 objects; we serialize them the way MySQL prints JSON (``", "`` and ``": "`` separators,
@@ -166,8 +173,20 @@ def _has_zero_parts(q: str) -> str:
     return f"YEAR({q}) > 0 AND MONTH({q}) > 0 AND DAYOFMONTH({q}) > 0"
 
 
-def map_column(column: Column, server_time_zone: str, table: str = "?") -> ColumnMapping:
-    """The mapping of one column; ConfigError naming table, column and type if unsupported."""
+def text_date_sql(q: str, data_type: str, fsp: int) -> str:
+    """The SELECT expression of a DATE/DATETIME/TIMESTAMP column captured as text (zero_dates: text)."""
+    if data_type != "timestamp":
+        return f"CAST({q} AS CHAR)"   # the server's own literal, zero and invalid dates included
+    # From the stored epoch (no session or JVM zone), formatted in UTC; epoch 0 is the zero value.
+    width = 19 if fsp == 0 else 20 + fsp
+    zero = "0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else "")
+    return (f"IF(UNIX_TIMESTAMP({q}) = 0, '{zero}', LEFT(DATE_FORMAT(DATE_ADD(TIMESTAMP '1970-01-01 00:00:00', "
+            f"INTERVAL CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED) MICROSECOND), '%Y-%m-%d %H:%i:%s.%f'), {width}))")
+
+
+def map_column(column: Column, server_time_zone: str, table: str = "?", text_dates: bool = False) -> ColumnMapping:
+    """The mapping of one column; ConfigError naming table, column and type if unsupported.
+    ``text_dates``: the table's ``zero_dates`` is "text" (DATE/DATETIME/TIMESTAMP as text)."""
     tz = _check_time_zone(server_time_zone)
     t = (column.data_type or "").lower()
     q = quote_ident(column.name)
@@ -196,6 +215,8 @@ def map_column(column: Column, server_time_zone: str, table: str = "?") -> Colum
         return m("float", pa.float32(), "DOUBLE", f"CAST({q} AS DOUBLE)", "CAST({c} AS FLOAT)")
     if t in ("double", "real", "double precision"):
         return m("double", pa.float64(), "DOUBLE")
+    if text_dates and t in ("date", "datetime", "timestamp"):
+        return m(f"{t}_text", pa.string(), "STRING", text_date_sql(q, t, column.datetime_precision or 0))
     if t == "datetime":
         sel = f"CASE WHEN {_has_zero_parts(q)} THEN DATE_FORMAT({q}, '%Y-%m-%d %H:%i:%s.%f') END"
         return m("datetime", pa.timestamp("us"), "STRING", sel, "CAST({c} AS TIMESTAMP_NTZ)")
@@ -239,7 +260,14 @@ def _display_width(column_type: str) -> int | None:
 
 def map_table(schema: TableSchema, server_time_zone: str) -> list[ColumnMapping]:
     """Mappings of every column, in table order; fails on the first unsupported column."""
-    return [map_column(c, server_time_zone, str(schema.table_id)) for c in schema.columns]
+    text = schema.zero_dates == "text"
+    return [map_column(c, server_time_zone, str(schema.table_id), text) for c in schema.columns]
+
+
+def map_column_in(schema: TableSchema, column: Column) -> ColumnMapping:
+    """``column``'s mapping as a column of ``schema`` would have it (its ``zero_dates``); the sink
+    types of a column a DDL adds. The zone changes no kind or type."""
+    return map_column(column, "UTC", str(schema.table_id), schema.zero_dates == "text")
 
 
 def arrow_schema(mappings: list[ColumnMapping]) -> pa.Schema:
@@ -373,6 +401,30 @@ def _to_date(value: Any) -> dt.date:
     return value
 
 
+def date_text(y: int, m: int, d: int) -> str:
+    return f"{y:04d}-{m:02d}-{d:02d}"
+
+
+def datetime_text(y: int, m: int, d: int, h: int, mi: int, s: int, us: int, fsp: int) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` and, for fsp > 0, ``.`` + fsp digits (as the server prints it)."""
+    text = f"{y:04d}-{m:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
+    return text + "." + f"{us:06d}"[:fsp] if fsp else text
+
+
+def _text_date_converter(kind: str, fsp: int) -> Callable[[Any], Any]:
+    """The library's values (refused tables only) as text; it gives None for zero dates."""
+    def conv(v: Any) -> str | None:
+        if kind == "timestamp_text":
+            v = _to_timestamp(v)
+            if v is None:
+                return datetime_text(0, 0, 0, 0, 0, 0, 0, fsp)
+        if kind == "date_text":
+            v = _to_date(v)
+            return date_text(v.year, v.month, v.day)
+        return datetime_text(v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, fsp)
+    return conv
+
+
 def _converter(mp: ColumnMapping) -> Callable[[Any], Any]:
     """The function that turns one non-NULL raw value of this column into its canonical form."""
     k = mp.kind
@@ -397,6 +449,8 @@ def _converter(mp: ColumnMapping) -> Callable[[Any], Any]:
     if k == "time":
         fsp = mp.column.datetime_precision or 0
         return lambda v: time_micros(v, fsp)
+    if k in ("date_text", "datetime_text", "timestamp_text"):
+        return _text_date_converter(k, mp.column.datetime_precision or 0)
     if k == "year":
         return lambda v: 0 if int(v) in (0, 1900) else int(v)
     if k == "bit":

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         """The config (the plan step may have added tables) and the captured tables' schemas."""
         config = load_pipeline_config(args.config, password=password)
         with contextlib.closing(config.source.connect()) as conn:
-            schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns)
+            schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns,
+                                      config.source.zero_dates)
         plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
         if plan is not None:
             # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseHook, BaseOperator
@@ -97,6 +98,8 @@ class MySqlCdcPlanOperator(BaseOperator):
         ``takeover_rows_per_batch``, ``allow_gtid_gaps``. (templated)
     :param schema_change_behavior: what DDL on a captured table does to the sink: ``lenient``
         (default), ``evolve``, ``try_evolve``, ``ignore`` or ``exception``. (templated)
+    :param zero_dates: what a zero or invalid date ('0000-00-00') becomes: ``null`` (default), or
+        ``text``: every DATE, DATETIME and TIMESTAMP column is captured as text, literal kept. (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
     :param reread_batches: the snapshot tasks' ``reread_batches`` (batch ids, captured tables, ``*``):
         checked here against the plan (an unknown name fails the run before any batch runs), and
@@ -108,6 +111,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
         "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
         "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset", "reread_batches",
+        "zero_dates",
     )
     ui_color = "#e8f4fa"
 
@@ -120,8 +124,10 @@ class MySqlCdcPlanOperator(BaseOperator):
                  startup_mode: str = "initial", startup_offset: Mapping[str, Any] | str | None = None,
                  startup_timestamp: float | None = None, stream_options: Mapping[str, Any] | str | None = None,
                  schema_change_behavior: str = "lenient", reset: bool = False,
-                 reread_batches: Sequence[str] | str | None = None, **kwargs: Any) -> None:
+                 reread_batches: Sequence[str] | str | None = None, zero_dates: str = "null",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.zero_dates = zero_dates
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
         self.exclude = exclude
@@ -146,7 +152,7 @@ class MySqlCdcPlanOperator(BaseOperator):
     # --- settings ------------------------------------------------------------------------
 
     def pipeline_config(self, hook: MySqlCdcHook) -> PipelineConfig:
-        source = hook.get_source_config()
+        source = dataclasses.replace(hook.get_source_config(), zero_dates=str(self.zero_dates or "null"))
         include = qualify_all(as_list(self.tables, "tables"), hook.default_database())
         exclude = qualify_all(as_list(self.exclude, "exclude"), hook.default_database())
         split = SplitOptions(chunk_size=int(self.chunk_size),
@@ -243,12 +249,13 @@ class MySqlCdcPlanOperator(BaseOperator):
         state = StateStore(config.state_location)
         if truthy(self.reset):
             self._forget(state)
-        inputs = plan_inputs(config.include, config.exclude, config.split)
+        inputs = plan_inputs(config.include, config.exclude, config.split, config.source.zero_dates)
         plan = state.read_plan()
         added: list = []
         removed: list = []
         if plan is not None and plan.inputs is not None and plan.inputs != inputs:
-            same_split = all(plan.inputs.get(k) == inputs[k] for k in ("chunk_size", "chunk_key_columns"))
+            same_split = all(plan.inputs.get(k) == inputs.get(k) for k in ("chunk_size", "chunk_key_columns",
+                                                                           "zero_dates"))
             if not same_split:
                 raise ConfigError(
                     f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "

@@ -98,6 +98,50 @@ def valid_dates(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     return ok & (d <= dim)
 
 
+def civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorized inverse of ``days_from_civil`` (days since 1970-01-01 -> year, month, day)."""
+    z = z + 719468
+    era = np.floor_divide(z, 146097)
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = np.where(mp < 10, mp + 3, mp - 9)
+    return yoe + era * 400 + (m <= 2), m, d
+
+
+def date_texts(parts: list[np.ndarray], fsp: int | None, mask: np.ndarray | None) -> pa.Array:
+    """Fixed-width text of dates (``parts`` year, month, day) or date-times (plus hour, minute,
+    second, microseconds; ``fsp`` fraction digits), built as one byte matrix: the text form of
+    zero_dates 'text' (cdc/types.py), zero and invalid dates printed as stored."""
+    n = len(parts[0])
+    widths = (4, 2, 2) if fsp is None else (4, 2, 2, 2, 2, 2)
+    seps = b"--" if fsp is None else b"-- ::"
+    width = sum(widths) + len(seps) + (1 + fsp if fsp else 0)
+    out = np.empty((n, width), dtype=np.uint8)
+    col = 0
+    for i, w in enumerate(widths):
+        v = np.clip(parts[i].astype(np.int64), 0, 10 ** w - 1)
+        for k in range(w - 1, -1, -1):
+            out[:, col + k] = 48 + v % 10
+            v = v // 10
+        col += w
+        if i < len(seps):
+            out[:, col] = seps[i]
+            col += 1
+    if fsp:
+        out[:, col] = ord(".")
+        v = parts[6].astype(np.int64) // 10 ** (6 - fsp)
+        for k in range(fsp, 0, -1):
+            out[:, col + k] = 48 + v % 10
+            v = v // 10
+    offsets = np.arange(n + 1, dtype=np.int32) * width
+    k = int(mask.sum()) if mask is not None else 0
+    return pa.Array.from_buffers(pa.string(), n, [_validity(mask) if k else None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(out)], null_count=k)
+
+
 def _frac(B: np.ndarray, p: np.ndarray, fsp: int) -> tuple[np.ndarray, int]:
     n = V.frac_bytes(fsp)
     if not n:
@@ -217,6 +261,25 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
     if t == C.T_YEAR:
         v = B[p].astype(np.int16)
         return pa.array(np.where(v == 0, 0, v + 1900).astype(np.int16), pa.int16(), mask=mask), width(1)
+    if t in (C.T_DATE, C.T_NEWDATE) and cp.kind == "date_text":
+        v = _le(B, p, 3).astype(np.int64)
+        return date_texts([v >> 9, (v >> 5) & 15, v & 31], None, mask), width(3)
+    if t == C.T_DATETIME2 and cp.kind == "datetime_text":
+        frac, nf = _frac(B, p + 5, c.fsp)
+        v = _be(B, p, 5).astype(np.int64) - V.DATETIMEF_INT_OFS
+        ymd, hms = v >> 17, v & 0x1FFFF
+        return date_texts([(ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, frac],
+                          c.fsp, mask), width(5 + nf)
+    if t == C.T_TIMESTAMP2 and cp.kind == "timestamp_text":
+        frac, nf = _frac(B, p + 4, c.fsp)
+        sec = _be(B, p, 4).astype(np.int64)
+        y, m, d = civil_from_days(sec // 86400)
+        rem = sec % 86400
+        parts = [y, m, d, rem // 3600, rem // 60 % 60, rem % 60, frac]
+        zero = (sec == 0) & (frac == 0)   # the zero TIMESTAMP is stored as epoch 0
+        if zero.any():
+            parts = [np.where(zero, 0, x) for x in parts]
+        return date_texts(parts, c.fsp, mask), width(4 + nf)
     if t in (C.T_DATE, C.T_NEWDATE):
         v = _le(B, p, 3).astype(np.int64)
         y, m, d = v >> 9, (v >> 5) & 15, v & 31

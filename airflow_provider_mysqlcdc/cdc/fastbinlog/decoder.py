@@ -24,6 +24,7 @@ python-mysql-replication instead.
 from __future__ import annotations
 
 import struct
+import dataclasses
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
@@ -150,22 +151,25 @@ class _SetNames(dict):
         return s
 
 
-def plan_table(tm: TableMap, charsets: Mapping[int, str]) -> TableDecoder | Unsupported:
+def plan_table(tm: TableMap, charsets: Mapping[int, str], text_dates: bool = False) -> TableDecoder | Unsupported:
     """The decoder for ``tm``'s structure, or why there is none.
 
     ``charsets`` maps collation ids to character set names (the server's
-    information_schema.COLLATIONS, or pymysql's table).
+    information_schema.COLLATIONS, or pymysql's table). ``text_dates``: the source's
+    zero_dates is "text" (DATE/DATETIME/TIMESTAMP decoded to their text, cdc/types.py).
     """
     tid = tm.table_key
     if not tm.has_names:
         return Unsupported(tid, "the table map has no column names (binlog_row_metadata is not FULL)")
     plans: list[ColumnPlan] = []
     for c in tm.columns:
-        p = _plan_column(tm, c, charsets)
+        p = _plan_column(tm, c, charsets, text_dates)
         if isinstance(p, str):
             return Unsupported(tid, f"column {c.name!r}: {p}")
         plans.append(p)
     schema = synthesize_schema(tm, charsets)
+    if text_dates:
+        schema = dataclasses.replace(schema, zero_dates="text")
     image_type = pa.struct([pa.field(p.name, p.arrow_type, nullable=True) for p in plans])
     try:
         fn, source = _generate(tm, plans)
@@ -178,7 +182,8 @@ def plan_table(tm: TableMap, charsets: Mapping[int, str]) -> TableDecoder | Unsu
     return TableDecoder(tid, tm, schema, plans, image_type, fn, bytes(full), source)
 
 
-def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str]) -> ColumnPlan | str:
+def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str], text_dates: bool = False
+                 ) -> ColumnPlan | str:
     t = c.type
     name = c.name or f"@{c.index + 1}"
     if t in _OLD_TEMPORAL:
@@ -229,7 +234,7 @@ def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str]) -> Col
     if col is None:
         return f"column type {t} is not supported by the fast path"
     try:
-        mp = map_column(col, "UTC", str(tm.table_key))
+        mp = map_column(col, "UTC", str(tm.table_key), text_dates)
     except ConfigError as e:
         return str(e)
     kind = mp.kind
@@ -331,6 +336,15 @@ def _column_lines(j: int, cp: ColumnPlan, g: dict[str, Any]) -> list[str]:
             g["DTEXT"] = V.decimal_text
             lines.append(f"{v} = DTEXT({v}, {c.scale})")
         return lines
+    if cp.kind == "date_text":
+        g["RDATET"] = V.read_date_text
+        return [f"{v} = RDATET(buf, p)", "p += 3"]
+    if cp.kind == "datetime_text":
+        g["RDTT"] = V.read_datetime2_text
+        return [f"{v} = RDTT(buf, p, {c.fsp})", f"p += {5 + V.frac_bytes(c.fsp)}"]
+    if cp.kind == "timestamp_text":
+        g["RTST"] = V.read_timestamp2_text
+        return [f"{v} = RTST(buf, p, {c.fsp})", f"p += {4 + V.frac_bytes(c.fsp)}"]
     if t in (C.T_DATE, C.T_NEWDATE):
         g["RDATE"] = V.read_date
         return [f"{v} = RDATE(buf, p)", "p += 3"]
@@ -468,7 +482,8 @@ def _decimal128(vals: list, typ: pa.DataType) -> pa.Array:
 def _to_arrow(cp: ColumnPlan, vals: list) -> pa.Array:
     k = cp.kind
     t = cp.arrow_type
-    if k in ("int", "float", "double", "datetime", "timestamp", "date", "time", "year", "bit", "text", "binary"):
+    if k in ("int", "float", "double", "datetime", "timestamp", "date", "time", "year", "bit", "text", "binary",
+             "date_text", "datetime_text", "timestamp_text"):
         return pa.array(vals, t)
     if k in ("decimal", "uint64", "bit64"):
         return _decimal128(vals, t)

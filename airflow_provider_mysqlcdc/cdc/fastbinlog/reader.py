@@ -534,6 +534,7 @@ class FastBinlogReader:
         self._charsets: dict[int, str] = {}
         # A server that can log column names (binlog_row_metadata) must have: see _plan.
         self._names_expected = False
+        self._text_dates = getattr(source, "zero_dates", "null") == "text"   # cdc/types.py
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -1172,7 +1173,7 @@ class FastBinlogReader:
             # Logged while binlog_row_metadata was MINIMAL: names from today's schema could be wrong.
             size, end = _SIZE_POS(ev, 9)
             raise RowMetadataError(str(tid), f"{self._file}:{end - size}")
-        dec = plan_table(tm, charsets)
+        dec = plan_table(tm, charsets, self._text_dates)
         if isinstance(dec, TableDecoder):
             dec.columnar_reason = columnar_reason(dec)
         if isinstance(dec, Unsupported):

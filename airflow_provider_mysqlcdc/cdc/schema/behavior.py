@@ -209,14 +209,19 @@ def widens(old: Column, new: Column) -> bool:
 # --- implicit defaults --------------------------------------------------------------------------
 
 
-def fill_value(column: Column, default_sql: str | None, has_default: bool) -> tuple[Any, str | None]:
+def fill_value(column: Column, default_sql: str | None, has_default: bool,
+               text_dates: bool = False) -> tuple[Any, str | None]:
     """What rows that existed before ``ADD COLUMN`` hold in it, as a canonical value, and a note
-    when that cannot be known (a non-constant DEFAULT such as CURRENT_TIMESTAMP)."""
+    when that cannot be known (a non-constant DEFAULT such as CURRENT_TIMESTAMP). ``text_dates``:
+    the table's zero_dates is "text" (date columns hold their literal, zero dates too)."""
+    dated = text_dates and column.data_type in ("date", "datetime", "timestamp")
     if has_default and default_sql is not None:
         literal = _literal(default_sql)
         if literal is _NOT_CONSTANT:
             return None, (f"column {column.name}: DEFAULT {default_sql} is not a constant; rows that existed "
                           "before the ALTER get NULL in the sink")
+        if dated and literal is not None:
+            return _date_text(column, str(literal)), None
         return _canonical(column, literal), None
     if column.nullable:
         return None, None
@@ -233,7 +238,21 @@ def fill_value(column: Column, default_sql: str | None, has_default: bool) -> tu
         return (members[0] if members else ""), None
     if t == "time":
         return 0, None
+    if dated:   # the implicit default is the zero date, kept as its literal
+        return _date_text(column, "0"), None
     return None, None   # zero dates are NULL on both paths
+
+
+def _date_text(column: Column, literal: str) -> str:
+    """A date constant as the server prints the column (cdc/types.py's text form)."""
+    from ..types import date_text, datetime_text
+
+    parts = [p for p in re.split(r"[^0-9]+", literal.strip()) if p]
+    y, m, d, h, mi, s = ([int(p) for p in parts[:6]] + [0] * 6)[:6]
+    if column.data_type == "date":
+        return date_text(y, m, d)
+    us = int(parts[6].ljust(6, "0")[:6]) if len(parts) > 6 else 0
+    return datetime_text(y, m, d, h, mi, s, us, column.datetime_precision or 0)
 
 
 class _NotConstant:

@@ -109,6 +109,14 @@ class StepPlanner:
     sink_name: str
     capabilities: Collection[str]
     on_record: Callable[[], None] = lambda: None      # persist the history (called before a sink acts)
+    zero_dates: str = "null"   # the source's: every version the planner makes has it (cdc/types.py)
+
+    def _moded(self, schema: TableSchema | None) -> TableSchema | None:
+        """``schema`` with the pipeline's zero_dates: a table a DDL creates, or one the rows'
+        TABLE_MAP describes, has its date columns typed as every other table's."""
+        if schema is None or schema.zero_dates == self.zero_dates:
+            return schema
+        return replace(schema, zero_dates=self.zero_dates)
 
     def plan(self, records: Sequence[Mapping[str, Any]]) -> dict[TableId, list[Step]]:
         grouped: dict[TableId, list[Mapping[str, Any]]] = {}
@@ -148,7 +156,7 @@ class StepPlanner:
                 current = version
                 src, sink, pending = version.source, version.sink, version.pending
                 continue
-            logged = logged_schema(t, r, src or sink or self._last_live(t))
+            logged = self._moded(logged_schema(t, r, src or sink or self._last_live(t)))
             if src is None and pending:   # a rename brought a table under this name: its rows say its shape
                 flush()
                 settled = self._settle(t, current, src, sink, logged)
@@ -254,7 +262,8 @@ class StepPlanner:
             if isinstance(e, AddColumn):
                 col = next((c for c in new_src.columns if c.name.lower() == e.column.name.lower()), None)
                 if col is not None:
-                    fills[col.name.lower()] = B.fill_value(col, e.column.default, e.column.has_default)
+                    fills[col.name.lower()] = B.fill_value(col, e.column.default, e.column.has_default,
+                                                           self.zero_dates == "text")
         plan = B.plan_columns(self.behavior, self.sink_name, self.capabilities, sink, src, new_src, renames, fills,
                               where, sql)
         actions += plan.actions
@@ -283,7 +292,7 @@ class StepPlanner:
                 return "pending"
             if current is not None and current.table_id != t:
                 current = replace(current, table_id=t)
-        return current
+        return self._moded(current)
 
     def _last_live(self, t: TableId) -> TableSchema | None:
         """The table's last source shape before it went away (its key names the rows of a table

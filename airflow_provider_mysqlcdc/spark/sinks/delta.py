@@ -411,11 +411,12 @@ class DeltaSink(Sink):
         from deltalake import Field, write_deltalake
 
         from ...cdc.schema import behavior as B
-        from ...cdc.types import map_column
+        from ...cdc.types import map_column_in
 
         props = self._commit_props(batch_id, version, final)
+        shaped = step.sink_after or step.sink_before   # its zero_dates decides date columns' types
         if action.kind == B.ADD_COLUMN:
-            arrow = map_column(action.column, "UTC").arrow_type
+            arrow = map_column_in(shaped, action.column).arrow_type
             present = {f.name for f in table.schema().fields}
             if action.column.name not in present:
                 follow_up = action.fill is not None or action.copy_from
@@ -442,7 +443,7 @@ class DeltaSink(Sink):
         elif action.kind == B.TRUNCATE:
             table.delete(commit_properties=props)
         elif action.kind == B.ALTER_COLUMN_TYPE:
-            arrow = map_column(action.column, "UTC").arrow_type
+            arrow = map_column_in(shaped, action.column).arrow_type
             data = table.to_pyarrow_table()
             i = data.schema.get_field_index(action.name)
             data = data.set_column(i, pa.field(action.name, arrow, True), data.column(i).cast(arrow))

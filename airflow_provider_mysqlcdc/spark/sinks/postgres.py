@@ -142,6 +142,7 @@ def pg_type(mp: ColumnMapping) -> str:
         "datetime": "timestamp without time zone", "timestamp": "timestamp with time zone",
         "date": "date", "time": "bigint", "year": "smallint", "text": "text", "enum": "text",
         "set": "text", "binary": "bytea",
+        "date_text": "text", "datetime_text": "text", "timestamp_text": "text",   # zero_dates: text
     }
     if k in simple:
         return simple[k]
@@ -814,7 +815,7 @@ class PostgresSink(Sink):
         table = sql.SQL(t.qualified)
         for a in step.actions:
             if a.kind == B.ADD_COLUMN:
-                typ = pg_type(map_column_of(a.column))
+                typ = pg_type(map_column_of(a.column, step))
                 column = sql.Identifier(a.column.name)
                 exists = conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = %s "
                                       "AND NOT attisdropped", (t.qualified, a.column.name)).fetchone() is not None
@@ -837,7 +838,7 @@ class PostgresSink(Sink):
                 conn.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(
                     table, sql.Identifier(a.name), sql.Identifier(a.new_name)))
             elif a.kind == B.ALTER_COLUMN_TYPE:
-                typ = pg_type(map_column_of(a.column))
+                typ = pg_type(map_column_of(a.column, step))
                 conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
                     table, sql.Identifier(a.name), sql.SQL(typ), sql.Identifier(a.name), sql.SQL(typ)))
             elif a.kind == B.TRUNCATE:
@@ -885,10 +886,11 @@ class PostgresSink(Sink):
             cp.write(csv_bytes(rows))
 
 
-def map_column_of(column: Any) -> ColumnMapping:
-    from ...cdc.types import map_column
+def map_column_of(column: Any, step: Any) -> ColumnMapping:
+    """A DDL step's column as the sink table has it (its schema's ``zero_dates``)."""
+    from ...cdc.types import map_column_in
 
-    return map_column(column, "UTC")
+    return map_column_in(step.sink_after or step.sink_before, column)
 
 
 def reduce_latest(changes: DataFrame, t: PgTable) -> DataFrame:

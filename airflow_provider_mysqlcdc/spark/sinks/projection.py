@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ...cdc.errors import SchemaMismatchError
 from ...cdc.model import TableSchema
-from ...cdc.types import map_column
+from ...cdc.types import map_column_in
 
 
 def project_rows(rows: pa.Table, sink: TableSchema, keep: Sequence[str] = ()) -> pa.Table:
@@ -24,7 +24,7 @@ def project_rows(rows: pa.Table, sink: TableSchema, keep: Sequence[str] = ()) ->
     lower = {n.lower(): n for n in rows.column_names}
     names, columns = [], []
     for c in sink.columns:
-        target = map_column(c, "UTC").arrow_type
+        target = map_column_in(sink, c).arrow_type
         src = have.get(c.name) or lower.get(c.name.lower())
         if src is None:
             if c.name in sink.row_identity:
@@ -50,5 +50,5 @@ def project_rows(rows: pa.Table, sink: TableSchema, keep: Sequence[str] = ()) ->
 
 def same_shape(a: TableSchema, b: TableSchema) -> bool:
     """True when rows of ``a`` need no projection to be written as ``b``."""
-    return [(c.name, map_column(c, "UTC").arrow_type) for c in a.columns] == \
-        [(c.name, map_column(c, "UTC").arrow_type) for c in b.columns]
+    return [(c.name, map_column_in(a, c).arrow_type) for c in a.columns] == \
+        [(c.name, map_column_in(b, c).arrow_type) for c in b.columns]

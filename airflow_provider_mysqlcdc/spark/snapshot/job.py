@@ -161,7 +161,7 @@ def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -
     out = {}
     with contextlib.closing(source.connect()) as conn:
         for t, plan in planned.items():
-            now = read_table_schema(conn, t)
+            now = read_table_schema(conn, t, zero_dates=source.zero_dates)
             missing = [c for c in (*plan.chunk_key, *plan.row_identity) if c not in now.column_names]
             if missing:
                 raise ConfigError(

@@ -206,7 +206,7 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         forget_removed(history, config, checkpoint, store)
         schemas = history.latest_sources()
         planner = StepPlanner(history, config.schema_change_behavior, sink.name, sink.schema_capabilities(),
-                              on_record=lambda: store.save(history))
+                              on_record=lambda: store.save(history), zero_dates=config.source.zero_dates)
         _prepare_from_history(sink, history)
     else:
         sink.prepare(schemas)

@@ -87,7 +87,7 @@ def _server_schema(config: PipelineConfig, t: TableId) -> TableSchema:
     from ...cdc.discovery import read_table_schema
 
     with contextlib.closing(config.source.connect()) as conn:
-        return read_table_schema(conn, t)
+        return read_table_schema(conn, t, zero_dates=config.source.zero_dates)
 
 
 def forget_removed(history: Any, config: PipelineConfig, checkpoint: str, store: Any) -> None:
