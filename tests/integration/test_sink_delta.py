@@ -251,3 +251,44 @@ def test_concurrent_reruns_of_different_batches_all_commit(tmp_dir):
         assert not errors, errors
     ids = sorted(r["id"] for r in sink.open_table(schema.table_id).to_pyarrow_table().to_pylist())
     assert ids == [b * 10 + 2 for b in range(5)]
+
+
+def test_spark_written_snapshot_files_have_the_arrow_writers_stats_and_read_back_equal(spark, tmp_dir):
+    """The Spark Parquet writer (rows written once on a local table path): per-file stats from the
+    footers equal what the Arrow writer computes from the rows (a wrong max would prune files a
+    query needs), timestamps are INT64 micros, not INT96, and the committed table reads back equal."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from airflow_provider_mysqlcdc.spark.sinks.arrow_files import StatsCollector, table_arrow_schema
+
+    schema = small_schema()
+    t = schema.table_id
+    sink = DeltaSink(str(tmp_dir / "delta"))
+    sink.prepare([schema])
+    long_name = "n" * 40   # longer than the exact-stat limit: no min/max for the column
+    rows = [row(i, name=f"name-{i:03d}" if i != 7 else long_name) for i in range(60)]
+    rows[5] = (5, None, None, None, None, None, None)
+    frame = spark.createDataFrame(rows, sink_struct(schema)).repartition(3)
+    records, per_partition = sink.write_chunk_files(schema, frame, "batch-0001", 2)
+    assert sum(per_partition.values()) == 60 and len(records) == 3
+    assert all(r.path.startswith(sink.snapshot_prefix("batch-0001")) for r in records)
+    arrow_schema = table_arrow_schema(schema)
+    base = sink.table_uri(t)
+    for r in records:
+        f = pq.ParquetFile(os.path.join(base, r.path))
+        kinds = {f.schema.column(i).name: str(f.schema.column(i).logical_type) for i in range(len(f.schema))}
+        assert "Timestamp" in kinds["at"] and "isAdjustedToUTC=true" in kinds["at"], kinds["at"]
+        collector = StatsCollector(arrow_schema)
+        for b in f.read().cast(arrow_schema).to_batches():
+            collector.add(b)
+        assert json.loads(r.stats) == json.loads(collector.to_json()), r.path
+    # no Spark bookkeeping files beside the data
+    listed = os.listdir(os.path.join(base, records[0].path.rsplit("/", 1)[0]))
+    assert sorted(listed) == sorted(r.path.rsplit("/", 1)[1] for r in records)
+    sink.commit_chunk_files(spark, schema, "batch-0001", records, None, [])
+    got = delta_rows(sink, t, ("id",))
+    assert len(got) == 60 and got[(7,)]["Name"] == long_name and got[(5,)]["amount"] is None
+    assert got[(3,)]["at"] == dt.datetime(2038, 1, 19, 3, 14, 7, 123456, tzinfo=UTC)
+    assert got[(3,)]["wall"] == dt.datetime(1999, 12, 31, 23, 59, 59, 999999)

@@ -44,12 +44,12 @@ def offset_now(source: SourceConfig) -> BinlogOffset:
         return current_offset(conn, server_version(conn))
 
 
-def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = None, lake: str | None = None
-             ) -> tuple[dict[tuple, dict], list[FinishedBatch]]:
+def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = None, lake: str | None = None,
+             writer: str = "auto") -> tuple[dict[tuple, dict], list[FinishedBatch]]:
     """Read every batch; return the union of their rows and the finished-batch list. With
     ``lake``, each batch's SELECTs write a Delta table's files themselves and the window's
     corrections are applied to those files (rows written once); its rows are then read back
-    from the files the batch's commit added."""
+    from the files the batch's commit added. ``writer``: the Delta sink's ``snapshot_writer``."""
     ident = plan.schema.row_identity
     t = plan.schema.table_id
     rows: dict[tuple, dict] = {}
@@ -58,7 +58,7 @@ def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = 
     if lake is not None:
         from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
 
-        sink = DeltaSink(lake)
+        sink = DeltaSink(lake, snapshot_writer=writer)
         sink.prepare([plan.schema])
     for b in plan.batches:
         files = None
@@ -122,7 +122,8 @@ class CaseResult:
 
 def run_consistency_case(server, spark, database: str, variant: str, seed: int, rows: int,
                          chunk_size: int, chunks_per_batch: int, threads: int = 2,
-                         staging_dir: str | None = None, lake: str | None = None) -> CaseResult:
+                         staging_dir: str | None = None, lake: str | None = None,
+                         delta_writer: str = "auto") -> CaseResult:
     """One seeded run of the contract: snapshot under writers, stream, compare row by row.
 
     Writers start before the first batch and stop after the last, aiming half their
@@ -146,7 +147,7 @@ def run_consistency_case(server, spark, database: str, variant: str, seed: int, 
                               hot_keys=hot, hot_ratio=0.5)
     with writer:
         time.sleep(0.3)
-        got, finished = snapshot(spark, source, plan, staging_dir, lake)
+        got, finished = snapshot(spark, source, plan, staging_dir, lake, delta_writer)
         time.sleep(0.5)
     final = offset_now(source)
     streamed = stream_into(got, source, plan.schema, finished, final)

@@ -101,16 +101,26 @@ def sql_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# How a snapshot batch's rows become the table's files (sinks/spark_files.py, snapshot_files.py).
+SNAPSHOT_WRITERS = ("auto", "spark", "arrow")
+
+
 class DeltaSink(Sink):
     """One Delta table per captured table; see the module docstring for the protocol."""
 
     name = "delta"
 
     def __init__(self, root: str, storage_options: dict[str, str] | None = None, app_id: str = "mysqlcdc",
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, direct_write: bool = True) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, direct_write: bool = True,
+                 snapshot_writer: str = "auto") -> None:
         if not isinstance(direct_write, bool):
             raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false. "
                               "Fix: give a JSON boolean, or leave it out (true).")
+        if snapshot_writer not in SNAPSHOT_WRITERS:
+            raise ConfigError(f"sink_options.snapshot_writer: found {snapshot_writer!r}, need one of "
+                              f"{', '.join(SNAPSHOT_WRITERS)}. Fix: 'auto' (Spark's Parquet writer where Spark can "
+                              "write the table's path, else Arrow), 'spark' or 'arrow'.")
+        self.snapshot_writer = snapshot_writer
         self.root = local_or_uri(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.app_id = app_id
@@ -188,11 +198,21 @@ class DeltaSink(Sink):
 
     def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str,
                           files: int) -> tuple[list[FileRecord], dict[int, int]]:
-        """The batch's SELECTs written straight into the table's (uncommitted) files: rows per chunk."""
+        """The batch's SELECTs written straight into the table's (uncommitted) files: rows per chunk
+        group. Spark's own Parquet writer where Spark can write the table (a local or mounted path:
+        no rows through Python, ``spark_files.py``), else the Arrow writer through delta-rs' store."""
         from .snapshot_files import CHUNK_COLUMN, write_chunks
+        from .spark_files import local_table_path, write_partitions
 
         describe(frame.sparkSession, f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
         try:
+            path = local_table_path(self.table_uri(schema.table_id)) if self.snapshot_writer != "arrow" else None
+            if path is None and self.snapshot_writer == "spark":
+                raise ConfigError(f"sink_options.snapshot_writer 'spark' needs a table path Spark writes as a file "
+                                  f"path, not {self.table_uri(schema.table_id)}. Fix: use 'auto' or 'arrow' (which "
+                                  "writes object stores through delta-rs, no Hadoop jars needed).")
+            if path is not None:
+                return write_partitions(frame, path, self.snapshot_prefix(batch_id), table_arrow_schema(schema))
             return write_chunks(frame, self.snapshot_spec(schema, batch_id, count_by=CHUNK_COLUMN), files)
         finally:
             describe(frame.sparkSession, None)
