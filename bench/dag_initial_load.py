@@ -325,6 +325,8 @@ def main() -> int:
     ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
     ap.add_argument("--keep-log", metavar="PATH", default=None,
                     help="copy the `airflow dags test` output there before the work dir is removed")
+    ap.add_argument("--keep-work", action="store_true",
+                    help=f"leave {WORK} (task logs under airflow/logs, the Spark Connect server log) in place")
     args = ap.parse_args()
     rows_per_batch = args.rows_per_batch or math.ceil(args.rows / max(args.batches - 0.5, 0.5))
 
@@ -425,7 +427,8 @@ def main() -> int:
             with contextlib.suppress(OSError):
                 Path(args.keep_log).write_text(DAG_LOG.read_text(errors="replace").replace(ROOT_PASSWORD, "***"))
                 say(f"airflow dags test output kept in {args.keep_log}")
-        shutil.rmtree(WORK, ignore_errors=True)
+        if not args.keep_work:
+            shutil.rmtree(WORK, ignore_errors=True)
     say(final_line)  # the last line, after the cleanup's messages
     return 0
 

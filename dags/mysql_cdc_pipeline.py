@@ -107,6 +107,8 @@ with DAG(
         stream_options="{{ params.stream_options }}",
         schema_change_behavior="{{ params.schema_change_behavior }}",
         zero_dates="{{ params.zero_dates }}",
+        spark_runtime="{{ params.spark_runtime }}",
+        connect_conn_id="{{ params.spark_connect_conn_id }}",
         reset="{{ params.reset }}",
         reread_batches="{{ params.reread_batches }}",
     )

@@ -105,3 +105,19 @@ def spark_binary_on_path(binary: str) -> bool:
 def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("***" if any(s in k.lower() for s in ("password", "secret", "token")) else v)
             for k, v in mapping.items()}
+
+
+def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = None) -> Any:
+    """The settings of the local Spark Connect server for the Spark connection's master: one
+    function for the plan task (which starts it early) and the snapshot tasks (which use it),
+    so both name the same server."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from ..spark.runtime.connect_server import settings_from
+    from ..spark.runtime.session import jdbc_jar_path
+
+    master = SparkSubmitHook(conn_id=spark_conn_id)._connection["master"]
+    jar = jdbc_jar_path()
+    return settings_from(master, (jar,) if jar else (), {
+        "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **{str(k): str(v) for k, v in (conf or {}).items()}})

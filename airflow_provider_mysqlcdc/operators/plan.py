@@ -100,6 +100,13 @@ class MySqlCdcPlanOperator(BaseOperator):
         (default), ``evolve``, ``try_evolve``, ``ignore`` or ``exception``. (templated)
     :param zero_dates: what a zero or invalid date ('0000-00-00') becomes: ``null`` (default), or
         ``text``: every DATE, DATETIME and TIMESTAMP column is captured as text, literal kept. (templated)
+    :param spark_runtime: the snapshot tasks' runtime. ``connect`` without ``connect_conn_id``: this
+        task starts the local Spark Connect server they will share (without waiting for it), so its
+        JVM is up when the first batch asks; None or ``submit``: nothing is started. (templated)
+    :param connect_conn_id: the snapshot tasks' Spark Connect connection (a remote server: nothing
+        to start here). (templated)
+    :param spark_conn_id: the Spark connection whose master the local server runs (the snapshot
+        tasks' ``conn_id``).
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
     :param reread_batches: the snapshot tasks' ``reread_batches`` (batch ids, captured tables, ``*``):
         checked here against the plan (an unknown name fails the run before any batch runs), and
@@ -111,7 +118,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
         "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
         "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset", "reread_batches",
-        "zero_dates",
+        "zero_dates", "spark_runtime", "connect_conn_id",
     )
     ui_color = "#e8f4fa"
 
@@ -125,9 +132,14 @@ class MySqlCdcPlanOperator(BaseOperator):
                  startup_timestamp: float | None = None, stream_options: Mapping[str, Any] | str | None = None,
                  schema_change_behavior: str = "lenient", reset: bool = False,
                  reread_batches: Sequence[str] | str | None = None, zero_dates: str = "null",
-                 **kwargs: Any) -> None:
+                 spark_runtime: str | None = None, connect_conn_id: str | None = None,
+                 spark_conn_id: str = "spark_default", connect_idle_s: float = 300.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.zero_dates = zero_dates
+        self.spark_runtime = spark_runtime
+        self.connect_conn_id = connect_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.connect_idle_s = connect_idle_s
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
         self.exclude = exclude
@@ -168,6 +180,23 @@ class MySqlCdcPlanOperator(BaseOperator):
             stream=StreamOptions.from_mapping(as_mapping(self.stream_options, "stream_options")),
             schema_change_behavior=str(self.schema_change_behavior or "lenient"),
         )
+
+    def _start_spark_connect(self) -> None:
+        """The snapshot tasks' local Spark Connect server, started now and not waited for: its JVM
+        comes up while this task plans and the scheduler maps the batches. A failure here is only
+        logged: the first snapshot task starts the server itself and reports what goes wrong."""
+        if str(self.spark_runtime or "").strip().lower() != "connect" or self.connect_conn_id:
+            return
+        try:
+            from ..spark.runtime.connect_server import ensure_local_server
+            from ._spark import local_connect_settings
+
+            info = ensure_local_server(local_connect_settings(self.spark_conn_id), idle_s=float(self.connect_idle_s),
+                                       wait=False)
+            self.log.info("the snapshot tasks' Spark Connect server is starting at %s", info.display_url)
+        except Exception as e:   # the snapshot tasks will try and tell
+            self.log.warning("could not start the local Spark Connect server early (%s: %s); the first snapshot "
+                             "task starts it", type(e).__name__, e)
 
     def _probe(self, config: PipelineConfig) -> None:
         """Storage and start position are checked here, before any Spark job, so a location the
@@ -246,6 +275,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         config = self.pipeline_config(hook)
         self._probe(config)
+        self._start_spark_connect()
         state = StateStore(config.state_location)
         if truthy(self.reset):
             self._forget(state)

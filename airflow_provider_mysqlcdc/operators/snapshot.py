@@ -218,7 +218,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         from dataclasses import replace
 
         from ..spark.runtime.connect_server import (
-            Lease, endpoint_reachable, ensure_local_server, remote_session, settings_from,
+            Lease, endpoint_reachable, ensure_local_server, remote_session,
         )
         from ..spark.snapshot.job import run_snapshot_batch
 
@@ -236,11 +236,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             url = SparkConnectHook(self.connect_conn_id).get_connection_url()
             where = f"the Spark Connect server of connection {self.connect_conn_id!r}"
         else:
-            master = super()._get_hook()._connection["master"]
-            jar = jdbc_jar_path()
-            settings = settings_from(master, (jar,) if jar else (), {
-                "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
-                **{str(k): str(v) for k, v in (self.conf or {}).items()}})
+            settings = _spark.local_connect_settings(self._conn_id, self.conf)
+            master = settings.master
             info = ensure_local_server(settings, idle_s=float(self.connect_idle_s))
             url, lease = info.url, Lease(info)
             where = f"the local Spark Connect server at {info.display_url} ({master})"

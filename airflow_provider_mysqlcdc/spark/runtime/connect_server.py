@@ -143,17 +143,19 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def ensure_local_server(settings: ServerSettings, idle_s: float = DEFAULT_IDLE_S, start_timeout_s: float = 180.0,
-                        directory: Path | None = None) -> ServerInfo:
+                        directory: Path | None = None, wait: bool = True) -> ServerInfo:
     """The running local server for ``settings``, started if there is none (one at a time: a
-    file lock, so mapped tasks starting together share one)."""
-    from ...cdc.errors import CdcError
-
+    file lock, so mapped tasks starting together share one). ``wait=False`` returns once the
+    server is starting (the plan task starts it early, so its JVM is up when the first snapshot
+    task asks); a caller that waits also waits for a server another process is starting."""
     directory = directory or runtime_dir()
     fp = settings.fingerprint()
     info_path = directory / f"server-{fp}.json"
     with _locked(directory):
         info = _read_info(info_path)
-        if info is not None and _alive(info.supervisor_pid) and _listening(info.port):
+        if info is not None and _alive(info.supervisor_pid):
+            if wait and not _listening(info.port):
+                _wait_listening(info, None, start_timeout_s, info_path)
             return info
         port, token = _free_port(), secrets.token_hex(24)
         log_path = directory / f"server-{fp}.log"
@@ -168,21 +170,34 @@ def ensure_local_server(settings: ServerSettings, idle_s: float = DEFAULT_IDLE_S
                                     cwd=str(directory))
         info = ServerInfo(port, token, proc.pid, fp, time.time(), str(log_path))
         _write_private(info_path, json.dumps(asdict(info)))
-        deadline = time.monotonic() + start_timeout_s
-        while not _listening(info.port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(OSError):
-                    info_path.unlink()
-                raise CdcError(
-                    f"the local Spark Connect server did not start within {start_timeout_s:.0f} s (its log: "
-                    f"{log_path}):\n{_tail(log_path)}\nFix: see the log; or set spark_runtime='submit' to run each "
-                    "batch with spark-submit, or give a Spark Connect connection of a running cluster.")
-            time.sleep(0.25)
+        if not wait:
+            log.info("starting a local Spark Connect server on %s (%s, stops after %.0f s without a task)",
+                     info.display_url, settings.master, idle_s)
+            return info
+        _wait_listening(info, proc, start_timeout_s, info_path)
         log.info("started a local Spark Connect server on %s (%s, stops after %.0f s without a task)",
                  info.display_url, settings.master, idle_s)
         return info
+
+
+def _wait_listening(info: ServerInfo, proc: subprocess.Popen | None, timeout_s: float, info_path: Path) -> None:
+    """Until the server accepts connections; its supervisor dead or the time up: an error (and
+    the server's files removed, so the next caller starts a new one)."""
+    from ...cdc.errors import CdcError
+
+    deadline = time.monotonic() + timeout_s
+    while not _listening(info.port):
+        gone = proc.poll() is not None if proc is not None else not _alive(info.supervisor_pid)
+        if gone or time.monotonic() > deadline:
+            if not gone:
+                os.killpg(info.supervisor_pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                info_path.unlink()
+            raise CdcError(
+                f"the local Spark Connect server did not start within {timeout_s:.0f} s (its log: "
+                f"{info.log_path}):\n{_tail(Path(info.log_path))}\nFix: see the log; or set spark_runtime='submit' to "
+                "run each batch with spark-submit, or give a Spark Connect connection of a running cluster.")
+        time.sleep(0.25)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
