@@ -277,8 +277,8 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
                 rc = child.returncode or 1
                 log.error("the Spark Connect server exited with %s", child.returncode)
                 break
-            if fresh_leases(directory, fingerprint):
-                last_busy = time.time()
+            if fresh_leases(directory, fingerprint) or not _listening(port):
+                last_busy = time.time()   # idle counts from when the server could be used
             elif time.time() - last_busy > idle_s:
                 log.info("no snapshot task for %.0f s: stopping the Spark Connect server", idle_s)
                 break
