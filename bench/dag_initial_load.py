@@ -304,6 +304,45 @@ def delta_row_count(root: Path) -> int | None:
         return None
 
 
+def task_spans(t_trigger: float, tis: list[dict], xcoms: dict[int, dict], until_s: float) -> list:
+    """The task instances of the initial load, as seconds from the trigger; a snapshot task's Spark
+    seconds (its XCom) mark how much of the bar was the job rather than start-up and scheduling.
+    Tasks starting at ``until_s`` (the last snapshot's end) or later -- the stream -- are not part
+    of the figure measured, and would only stretch the axis."""
+    from plots import Span
+
+    spans = []
+    for ti in tis:
+        if not ti.get("start_date") or not ti.get("end_date"):
+            continue   # skipped or still running: nothing to draw
+        if parse_ts(ti["start_date"]) - t_trigger >= until_s:
+            continue
+        mapped = ti.get("map_index") is not None and int(ti["map_index"]) >= 0
+        label = f"{ti['task_id']}[{ti['map_index']}]" if mapped else ti["task_id"]
+        busy = xcoms.get(ti["map_index"], {}).get("seconds") if ti["task_id"] == "snapshot" else None
+        spans.append(Span(label, parse_ts(ti["start_date"]) - t_trigger, parse_ts(ti["end_date"]) - t_trigger,
+                          float(busy) if busy else None))
+    return spans
+
+
+def write_png(path: str, spans: list, rows: int, total_s: float, cli_s: float, plain_s: float, plain_rows: int,
+              spark_s: float, label: str) -> None:
+    """The run's timeline over rows/s of the DAG and its baselines, one picture (see --png)."""
+    import plots
+
+    phases = {"mariadb CLI scan (--quick)": rows / cli_s,
+              "plain Spark JDBC -> Parquet (not consistent)": plain_rows / plain_s,
+              f"DAG, trigger -> last snapshot ({label})": rows / total_s}
+    if spark_s > 0:
+        phases["snapshot jobs: rows / their summed seconds in Spark"] = rows / spark_s
+    title = (f"{rows:,} rows: DAG {total_s:.1f} s = {rows / total_s:,.0f} rows/s; "
+             f"{cli_s / total_s:.3f}x the mariadb CLI ({cli_s:.1f} s), "
+             f"{plain_s / total_s:.3f}x plain Spark ({plain_s:.1f} s); >1: the DAG is faster")
+    out = plots.dag_run(path, spans, {"mariadb CLI scan": cli_s, "plain Spark": plain_s}, phases, title=title,
+                        total_s=total_s, highlight=f"DAG, trigger -> last snapshot ({label})")
+    say(f"png: {out}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20_000_000)
@@ -327,7 +366,18 @@ def main() -> int:
                     help="copy the `airflow dags test` output there before the work dir is removed")
     ap.add_argument("--keep-work", action="store_true",
                     help=f"leave {WORK} (task logs under airflow/logs, the Spark Connect server log) in place")
+    ap.add_argument("--png", metavar="PATH", default=None,
+                    help="also write a PNG there: the run's task timeline from the trigger to the last snapshot "
+                         "task (each snapshot task's seconds in Spark darker; the CLI scan and plain Spark seconds "
+                         "as vertical lines) above "
+                         "a rows/s bar chart of the DAG vs the CLI vs plain Spark (and the snapshot jobs alone), one "
+                         "picture (needs matplotlib, "
+                         "the 'dev' extra)")
     args = ap.parse_args()
+    if args.png:
+        import plots
+
+        plots.require()   # before the minutes of work, not after
     rows_per_batch = args.rows_per_batch or math.ceil(args.rows / max(args.batches - 0.5, 0.5))
 
     shutil.rmtree(WORK, ignore_errors=True)
@@ -410,6 +460,10 @@ def main() -> int:
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
         final_line = (f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} "
                       f"ratio_vs_plain_spark={plain_s / total_s:.3f}")
+        if args.png:
+            spark_sum = sum(float(xcoms.get(ti["map_index"], {}).get("seconds") or 0) for ti in snaps)
+            write_png(args.png, task_spans(t_trigger, tis, xcoms, total_s), rows, total_s, cli_s, plain_s, plain_rows,
+                      spark_sum, args.executor)
     finally:
         stop_group(dag_proc)
         stop_group(migrate)

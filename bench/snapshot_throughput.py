@@ -45,7 +45,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--chunk-size", type=int, default=50_000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--png", metavar="PATH", default=None,
+                    help="also write a PNG there: rows/s (medians) of the consistent reader vs the mariadb CLI "
+                         "vs Spark's plain JDBC (needs matplotlib, the 'dev' extra)")
     args = ap.parse_args()
+    if args.png:
+        import plots
+
+        plots.require()   # before the minutes of work, not after
 
     work = ROOT / "bench" / ".work" / "snapshot"
     shutil.rmtree(work, ignore_errors=True)
@@ -107,6 +114,15 @@ def main() -> None:
         for k, v in med.items():
             print(f"{k:>11}: median {v:.2f}s = {args.rows / v:,.0f} rows/s")
         spark.stop()
+        if args.png:
+            import plots
+
+            names = {"cli": "mariadb CLI scan", "spark_jdbc": "Spark plain JDBC -> Parquet (not consistent)",
+                     "ours": "consistent batch reader -> Parquet"}
+            out = plots.rows_per_second(args.png, {names[k]: args.rows / v for k, v in med.items()},
+                                        title=f"snapshot read of {args.rows:,} rows, {len(batch.chunks)} chunks, "
+                                              f"median of {args.repeats}", highlight=names["ours"])
+            print(f"png: {out}", flush=True)
         print(f"ratio_vs_cli={med['cli'] / med['ours']:.3f} ratio_vs_spark_jdbc={med['spark_jdbc'] / med['ours']:.3f}")
     finally:
         server.stop()

@@ -449,7 +449,15 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=20)
     ap.add_argument("--ddl-rounds", type=int, default=5, help="ADD COLUMNs per sink under load (0: skip)")
     ap.add_argument("--ddl-sinks", default="changelog,delta", help="sinks the DDL latency is measured into")
+    ap.add_argument("--png", metavar="PATH", default=None,
+                    help="also write a PNG there: changes/s (medians) of every run above -- mariadb-binlog, the "
+                         "library, the decoder, the stream per sink and catch-up parallelism (needs matplotlib, "
+                         "the 'dev' extra)")
     args = ap.parse_args()
+    if args.png:
+        import plots
+
+        plots.require()   # before the minutes of work, not after
     home = pyspark_bytecode.spark_home()
     print("spark python zip:", pyspark_bytecode.zip_state(home / "python" / "lib" / "pyspark.zip").describe(), flush=True)
     work = ROOT / "bench" / ".work" / "stream"
@@ -521,6 +529,12 @@ def main() -> None:
                   f"median={ddl[kind]:.3f}s max={max(lat):.3f}s over {len(lat)} ADD COLUMNs "
                   f"({', '.join(f'{x:.2f}' for x in lat)}){schema_part}", flush=True)
         headline = f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"
+        if args.png:
+            import plots
+
+            out = plots.rows_per_second(args.png, rates, highlight=headline, unit="changes/s",
+                                        title=f"binlog catch-up of {n:,} captured changes (changes/s, medians)")
+            print(f"png: {out}", flush=True)
         print(f"rows_per_s={int(rates[headline])} ratio_vs_mariadb_binlog={ratios[headline]:.3f} "
               f"p99_latency_s={p99:.3f} ddl_to_visible_s={ddl.get('changelog', float('nan')):.3f}")
     finally:
