@@ -270,6 +270,8 @@ def test_spark_written_snapshot_files_have_the_arrow_writers_stats_and_read_back
     long_name = "n" * 40   # longer than the exact-stat limit: no min/max for the column
     rows = [row(i, name=f"name-{i:03d}" if i != 7 else long_name) for i in range(60)]
     rows[5] = (5, None, None, None, None, None, None)
+    old = dt.datetime(1000, 1, 1, 0, 0, 0, 1)   # before 1582: must not be rebased to the Julian calendar
+    rows[9] = rows[9][:3] + (old, dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)) + rows[9][5:]
     frame = spark.createDataFrame(rows, sink_struct(schema)).repartition(3)
     records, per_partition = sink.write_chunk_files(schema, frame, "batch-0001", 2)
     assert sum(per_partition.values()) == 60 and len(records) == 3
@@ -292,3 +294,20 @@ def test_spark_written_snapshot_files_have_the_arrow_writers_stats_and_read_back
     assert len(got) == 60 and got[(7,)]["Name"] == long_name and got[(5,)]["amount"] is None
     assert got[(3,)]["at"] == dt.datetime(2038, 1, 19, 3, 14, 7, 123456, tzinfo=UTC)
     assert got[(3,)]["wall"] == dt.datetime(1999, 12, 31, 23, 59, 59, 999999)
+    assert got[(9,)]["wall"] == old and got[(9,)]["at"] == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)
+
+
+def test_spark_written_dates_before_1582_are_not_rebased(spark, tmp_dir):
+    """Spark may rebase old dates to the hybrid Julian calendar when it writes Parquet; pyarrow and
+    delta-rs read the proleptic Gregorian value as stored, so the writer must not rebase."""
+    schema = TableSchema(TableId("shop", "days"), (
+        Column(name="id", ordinal=1, data_type="int", column_type="int(11)", nullable=False),
+        Column(name="d", ordinal=2, data_type="date", column_type="date", nullable=True)), ("id",), ("id",), ("id",))
+    sink = DeltaSink(str(tmp_dir / "delta"))
+    sink.prepare([schema])
+    days = [dt.date(1000, 1, 1), dt.date(1582, 10, 4), dt.date(1582, 10, 15), dt.date(9999, 12, 31)]
+    frame = spark.createDataFrame(list(enumerate(days)), sink_struct(schema)).coalesce(1)
+    records, _ = sink.write_chunk_files(schema, frame, "batch-0000", 1)
+    sink.commit_chunk_files(spark, schema, "batch-0000", records, None, [])
+    got = delta_rows(sink, schema.table_id, ("id",))
+    assert [got[(i,)]["d"] for i in range(len(days))] == days

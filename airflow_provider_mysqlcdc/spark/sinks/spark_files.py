@@ -43,8 +43,12 @@ def write_partitions(frame: DataFrame, table_path: str, directory: str, schema: 
     partition; the file records (paths relative to the table) and rows per partition."""
     rel = f"{directory.strip('/')}/{new_run_tag()}"
     out = os.path.join(table_path, rel)
-    # Delta readers (delta-rs) want INT64 microsecond timestamps, not Spark's default INT96.
-    frame.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    # Delta readers (delta-rs) want INT64 microsecond timestamps, not Spark's default INT96, and
+    # dates and times in the proleptic Gregorian calendar as they are (no rebase of old values
+    # to the hybrid Julian calendar, no refusal of them).
+    conf = frame.sparkSession.conf
+    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    conf.set("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
     frame.write.mode("error").option("compression", "snappy").parquet(out)
     records: list[FileRecord] = []
     per_partition: dict[int, int] = {}
