@@ -12,14 +12,14 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener, read_status
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, wait_until_equal
+from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, postgres_for, sink_config, wait_until_equal
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -34,7 +34,8 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
     src = mariadb.source_config()
     config = PipelineConfig(name=f"nul-{sink_type}", source=src, include=(str(t),),
                             state_location=str(tmp_dir / "state"),
-                            sink=_sink(sink_type, tmp_dir, request, monkeypatch),
+                            sink=sink_config(sink_type, tmp_dir, postgres_for(request, sink_type), monkeypatch,
+                                             **({"nul_in_text": "replace"} if sink_type == "postgres" else {})),
                             split=SplitOptions(chunk_size=100),
                             stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5))
     plan = build_plan(src, config.include, split=config.split)
@@ -91,11 +92,3 @@ def test_nul_in_text_survives_snapshot_and_stream(mariadb, fresh_db, spark, tmp_
         query.stop()
         listener.close()
         spark.streams.removeListener(listener)
-
-
-def _sink(sink_type: str, tmp_dir: Path, request, monkeypatch) -> SinkConfig:
-    if sink_type != "postgres":
-        return SinkConfig(sink_type, {"root": str(tmp_dir / "lake")})
-    pg = request.getfixturevalue("postgres")
-    monkeypatch.setenv("PGPASSWORD", pg.password)
-    return SinkConfig("postgres", {"dsn": pg.dsn, "schema": pg.fresh_schema(), "nul_in_text": "replace"})

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
@@ -42,31 +44,55 @@ def _wait(pred, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def test_statement_logged_changes_stop_the_stream_and_fail_the_watchdog(mariadb, fresh_db, tmp_dir):
-    from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
+COLS = ["id", *VALUE_COLS]
 
-    spec = create_int_table(mariadb, fresh_db, 2000, "orders")
-    t = TableId(fresh_db, "orders")
-    src = mariadb.source_config(server_id_range="6700-6720", password=ROOT_PASSWORD)
-    config = PipelineConfig(name="notexact", source=src, include=(str(t),), state_location=str(tmp_dir / "state"),
+
+@dataclass
+class _Stream:
+    """A Delta pipeline of one ``orders`` table whose rows all come through the stream (an empty
+    snapshot at the head), written out for the stream job."""
+
+    spec: Any
+    table: TableId
+    config: PipelineConfig
+    cfg_path: Path
+    state: StateStore
+
+    def sink(self, lake: Path) -> dict:
+        return {k: {c: r[c] for c in COLS} for k, r in delta_rows(lake, self.table, ("id",)).items()}
+
+
+def _stream_pipeline(mariadb, db: str, tmp_dir: Path, name: str, ids: str, rows: int) -> _Stream:
+    spec = create_int_table(mariadb, db, rows, "orders")
+    t = TableId(db, "orders")
+    src = mariadb.source_config(server_id_range=ids, password=ROOT_PASSWORD)
+    config = PipelineConfig(name=name, source=src, include=(str(t),), state_location=str(tmp_dir / "state"),
                             sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
                             stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     state = StateStore(config.state_location)
-    # Every row comes through the stream: an empty snapshot at the head, then the table refilled.
-    mariadb.execute("DELETE FROM orders", database=fresh_db)
+    mariadb.execute("DELETE FROM orders", database=db)
     state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))])
+    return _Stream(spec, t, config, cfg_path, state)
+
+
+def test_statement_logged_changes_stop_the_stream_and_fail_the_watchdog(mariadb, fresh_db, tmp_dir):
+    from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
+
+    p = _stream_pipeline(mariadb, fresh_db, tmp_dir, "notexact", "6700-6720", 2000)
+    spec, t, config, cfg_path, state = p.spec, p.table, p.config, p.cfg_path, p.state
+    # Every row comes through the stream: an empty snapshot at the head, then the table refilled.
     mariadb.execute(f"INSERT INTO orders SELECT seq * 2, {', '.join(VALUE_FILL)} FROM seq_1_to_500", database=fresh_db)
     airflow_env.set_connection("notexact_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
                                password=ROOT_PASSWORD, extra={"server_id_range": "6700-6720"})
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
-    cols = ["id", *VALUE_COLS]
+    cols = COLS
     sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=config.state_location,
                                   mysql_cdc_conn_id="notexact_src", relaunch=True)
 
     def sink():
-        return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+        return p.sink(tmp_dir / "lake")
 
     proc = launch_local_stream(str(cfg_path), state, password=ROOT_PASSWORD)
     try:
@@ -112,21 +138,11 @@ def test_a_gtid_gap_stops_the_stream_after_committing_everything_before_it(maria
     """Transactions numbered past a gap (gtid_seq_no set by hand stands in for a failover to a
     server that lacks some): the stream ends its micro-batch before the gap, commits it, and
     stops there with the GTIDs missing and the fix; the watchdog does not relaunch it."""
-    spec = create_int_table(mariadb, fresh_db, 200, "orders")
-    t = TableId(fresh_db, "orders")
-    src = mariadb.source_config(server_id_range="6730-6750", password=ROOT_PASSWORD)
-    config = PipelineConfig(name="gtidgap", source=src, include=(str(t),), state_location=str(tmp_dir / "state"),
-                            sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
-                            stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
-    cfg_path = tmp_dir / "pipeline.json"
-    cfg_path.write_text(config.to_json())
-    state = StateStore(config.state_location)
-    mariadb.execute("DELETE FROM orders", database=fresh_db)
-    state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))])
-    cols = ["id", *VALUE_COLS]
+    p = _stream_pipeline(mariadb, fresh_db, tmp_dir, "gtidgap", "6730-6750", 200)
+    spec, t, cfg_path, state, cols = p.spec, p.table, p.cfg_path, p.state, COLS
 
     def sink():
-        return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+        return p.sink(tmp_dir / "lake")
 
     proc = launch_local_stream(str(cfg_path), state, password=ROOT_PASSWORD)
     try:

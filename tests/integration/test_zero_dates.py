@@ -21,14 +21,14 @@ from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.cdc.types import map_table
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, postgres_rows, wait_until_equal
+from tests.support.sink_compare import delta_rows, postgres_rows, postgres_for, sink_config, wait_until_equal
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -115,14 +115,6 @@ def test_an_unknown_zero_dates_value_is_refused_naming_the_choices():
         SourceConfig(zero_dates="epoch")
 
 
-def _sink(kind: str, tmp_dir: Path, request, monkeypatch) -> SinkConfig:
-    if kind != "postgres":
-        return SinkConfig(kind, {"root": str(tmp_dir / "lake")})
-    pg = request.getfixturevalue("postgres")
-    monkeypatch.setenv("PGPASSWORD", pg.password)
-    return SinkConfig("postgres", {"dsn": pg.dsn, "schema": pg.fresh_schema()})
-
-
 @pytest.mark.parametrize("mode", ["text", "null"])
 @pytest.mark.parametrize("sink_type", ["delta", "postgres", "changelog"])
 def test_zero_dates_through_snapshot_and_stream_into_every_sink(mariadb, fresh_db, spark, tmp_dir, request,
@@ -132,7 +124,8 @@ def test_zero_dates_through_snapshot_and_stream_into_every_sink(mariadb, fresh_d
     t = TableId(fresh_db, "d")
     src = dataclasses.replace(mariadb.source_config(), zero_dates=mode)
     config = PipelineConfig(name=f"zd-{sink_type}-{mode}", source=src, include=(str(t),),
-                            state_location=str(tmp_dir / "state"), sink=_sink(sink_type, tmp_dir, request, monkeypatch),
+                            state_location=str(tmp_dir / "state"),
+                            sink=sink_config(sink_type, tmp_dir, postgres_for(request, sink_type), monkeypatch),
                             split=SplitOptions(chunk_size=2),
                             stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5))
     plan = build_plan(src, config.include, split=config.split)

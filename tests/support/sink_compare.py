@@ -51,14 +51,21 @@ def wait_until_equal(read_expected, read_actual, timeout_s: float = 90.0, every_
         time.sleep(every_s)
 
 
-def sink_config(kind: str, tmp_dir: Path, postgres, monkeypatch):
-    """A Delta sink under ``tmp_dir``, or a PostgreSQL sink in a fresh schema (password via
-    $PGPASSWORD); ``delta-rows`` / ``postgres-rows``: with Spark reducing the change rows
-    instead of the source's tasks."""
+def postgres_for(request, kind: str):
+    """The PostgreSQL test server when ``kind`` needs it (started only then), else None."""
+    return request.getfixturevalue("postgres") if kind.startswith("postgres") else None
+
+
+def sink_config(kind: str, tmp_dir: Path, postgres, monkeypatch, **options):
+    """A Delta or changelog sink under ``tmp_dir``, or a PostgreSQL sink in a fresh schema
+    (password via $PGPASSWORD); ``delta-rows`` / ``postgres-rows``: with Spark reducing the change
+    rows instead of the source's tasks. ``options``: more sink options."""
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 
     if kind in ("delta", "delta-rows"):
-        return SinkConfig("delta", {"root": str(tmp_dir / "lake"), "direct_write": kind == "delta"})
+        return SinkConfig("delta", {"root": str(tmp_dir / "lake"), "direct_write": kind == "delta", **options})
+    if kind == "changelog":
+        return SinkConfig("changelog", {"root": str(tmp_dir / "lake"), **options})
     monkeypatch.setenv("PGPASSWORD", postgres.password)
     return SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema(),
-                                   "direct_write": kind == "postgres"})
+                                   "direct_write": kind == "postgres", **options})

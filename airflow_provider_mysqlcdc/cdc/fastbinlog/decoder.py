@@ -23,8 +23,8 @@ python-mysql-replication instead.
 
 from __future__ import annotations
 
-import struct
 import dataclasses
+import struct
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence

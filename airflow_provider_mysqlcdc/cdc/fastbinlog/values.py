@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..types import date_text, datetime_text
+
 US = 1_000_000
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
@@ -127,18 +129,10 @@ def read_timestamp2(buf: bytes, pos: int, fsp: int) -> int | None:
     return sec * US + frac
 
 
-def _text(y: int, m: int, d: int, hms: tuple[int, int, int] | None, us: int, fsp: int) -> str:
-    text = f"{y:04d}-{m:02d}-{d:02d}"
-    if hms is None:
-        return text
-    text += f" {hms[0]:02d}:{hms[1]:02d}:{hms[2]:02d}"
-    return text + "." + f"{us:06d}"[:fsp] if fsp else text
-
-
 def read_date_text(buf: bytes, pos: int) -> str:
     """DATE as text (zero_dates 'text'): zero and invalid dates printed as stored."""
     v = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
-    return _text(v >> 9, (v >> 5) & 15, v & 31, None, 0, 0)
+    return date_text(v >> 9, (v >> 5) & 15, v & 31)
 
 
 def read_datetime2_text(buf: bytes, pos: int, fsp: int) -> str:
@@ -146,7 +140,7 @@ def read_datetime2_text(buf: bytes, pos: int, fsp: int) -> str:
     v = int.from_bytes(buf[pos:pos + 5], "big") - DATETIMEF_INT_OFS
     frac = int.from_bytes(buf[pos + 5:pos + 5 + n], "big") * frac_unit(fsp) if n else 0
     ymd, hms = v >> 17, v & 0x1FFFF
-    return _text((ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, (hms >> 12, (hms >> 6) & 63, hms & 63), frac, fsp)
+    return datetime_text((ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, frac, fsp)
 
 
 def read_timestamp2_text(buf: bytes, pos: int, fsp: int) -> str:
@@ -157,9 +151,9 @@ def read_timestamp2_text(buf: bytes, pos: int, fsp: int) -> str:
     sec = int.from_bytes(buf[pos:pos + 4], "big")
     frac = int.from_bytes(buf[pos + 4:pos + 4 + n], "big") * frac_unit(fsp) if n else 0
     if sec == 0 and frac == 0:
-        return _text(0, 0, 0, (0, 0, 0), 0, fsp)
+        return datetime_text(0, 0, 0, 0, 0, 0, 0, fsp)
     t = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=sec)
-    return _text(t.year, t.month, t.day, (t.hour, t.minute, t.second), frac, fsp)
+    return datetime_text(t.year, t.month, t.day, t.hour, t.minute, t.second, frac, fsp)
 
 
 def read_time2(buf: bytes, pos: int, fsp: int) -> int:

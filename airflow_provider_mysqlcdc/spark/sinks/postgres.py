@@ -777,7 +777,7 @@ class PostgresSink(Sink):
                 raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
             t = self.table(named)
         changes = 0
-        replaced: dict[str, int] = {}
+        replaced = 0
         conn = self._driver_conn()
         with conn.transaction():
             if not self._claim_batch(conn, t, batch_id):
@@ -791,8 +791,7 @@ class PostgresSink(Sink):
                     projected = project_rows(rows, step.sink, keep=[META_OP])
                     deletes, upserts, n = self._split_ops(target, copy_arrow(projected, target, extra=[META_OP]),
                                                           batch_id)
-                    if n:
-                        replaced[str(table_id)] = replaced.get(str(table_id), 0) + n
+                    replaced += n
                     self._write_ops(conn, target, deletes, upserts)
                     changes += step.changes
                     log.info("%s micro-batch %d: %d changes, %d deletes, %d upserts", target.qualified, batch_id,
@@ -802,9 +801,8 @@ class PostgresSink(Sink):
                     if step.sink_after is not None:
                         self._schemas[table_id] = step.sink_after
                     crash_point(BETWEEN_STEPS)   # inside the transaction: a crash here rolls all of it back
-        if self._replaced is not None:   # counted once, when the micro-batch commits
-            for table, n in replaced.items():
-                self._replaced(table, "nul_in_text", n)
+        if replaced and self._replaced is not None:   # counted once, when the micro-batch commits
+            self._replaced(str(table_id), "nul_in_text", replaced)
         return changes
 
     def _apply_schema_step(self, conn: psycopg.Connection, t: PgTable, step: Any) -> None:
