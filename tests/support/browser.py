@@ -67,8 +67,9 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import (ElementClickInterceptedException, NoSuchElementException,
-                                        StaleElementReferenceException, TimeoutException)
+from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
+                                        NoSuchElementException, StaleElementReferenceException,
+                                        TimeoutException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -401,6 +402,29 @@ class Browser:
             return None if not text or text == DATETIME_PLACEHOLDER else text
         return root.find_element(By.CSS_SELECTOR, "input[name^=element_]").get_attribute("value")
 
+    def _type_into(self, name: str, css: str, text: str, *, exact: bool = True, attempts: int = 5) -> None:
+        """Clears a text input and types ``text``. A section that is still opening, or a field
+        React re-renders as it empties, can refuse keys for a moment ("element not
+        interactable", a stale element): the input is found again and typed again, until it
+        holds exactly ``text`` (with ``exact``)."""
+        for attempt in range(attempts):
+            try:
+                element = self.field(name).find_element(By.CSS_SELECTOR, css)
+                self.until(lambda d: element.is_displayed() and element.is_enabled(), message=f"param {name} editable")
+                self.click(element)
+                element.send_keys(Keys.CONTROL, "a")
+                element.send_keys(Keys.BACKSPACE)
+                if text:
+                    element.send_keys(text)
+                if not exact or (element.get_attribute("value") or "") == text:
+                    return
+            except (ElementNotInteractableException, StaleElementReferenceException):
+                if attempt == attempts - 1:
+                    raise
+            time.sleep(0.3)
+        raise AssertionError(f"param {name}: typed {text!r}, the field holds "
+                             f"{self.field(name).find_element(By.CSS_SELECTOR, css).get_attribute('value')!r}")
+
     def set_field(self, name: str, value: Any) -> None:
         """Sets a param as a user would. Arrays: a list (one line each); JSON editors: any JSON
         value (a ``str`` is typed as is, e.g. to test invalid JSON); selects: the option's
@@ -410,15 +434,8 @@ class Browser:
         root = self.field(name)
         if kind in ("text", "number", "array", "textarea"):
             css = "textarea[name^=element_]" if kind in ("array", "textarea") else "input[name^=element_]"
-            element = root.find_element(By.CSS_SELECTOR, css)
-            self.click(element)
-            element.send_keys(Keys.CONTROL, "a")
-            element.send_keys(Keys.BACKSPACE)
-            if value is None:
-                return
-            text = "\n".join(str(v) for v in value) if kind == "array" else str(value)
-            if text:
-                element.send_keys(text)
+            text = "" if value is None else "\n".join(str(v) for v in value) if kind == "array" else str(value)
+            self._type_into(name, css, text, exact=kind != "number")  # a number input may reformat
             return
         if kind == "boolean":
             box = root.find_element(By.CSS_SELECTOR, "input[type=checkbox]")
