@@ -25,5 +25,8 @@ class StreamSparkUiLink(BaseOperatorLink):
         location = getattr(operator, "state_location", None)
         if not location or "{{" in str(location):
             return ""
-        status = read_status(StateStore(str(location)))
+        try:
+            status = read_status(StateStore(str(location)))
+        except Exception:   # e.g. object storage this process holds no credentials for: no link
+            return ""
         return (status.ui_url or "") if status is not None else ""

@@ -109,6 +109,7 @@ with DAG(
         zero_dates="{{ params.zero_dates }}",
         spark_runtime="{{ params.spark_runtime }}",
         connect_conn_id="{{ params.spark_connect_conn_id }}",
+        aws_conn_id="{{ params.aws_conn_id }}",
         reset="{{ params.reset }}",
         reread_batches="{{ params.reread_batches }}",
     )
@@ -120,6 +121,7 @@ with DAG(
         reread_batches="{{ params.reread_batches }}",
         spark_runtime="{{ params.spark_runtime }}",
         connect_conn_id="{{ params.spark_connect_conn_id }}",
+        aws_conn_id="{{ params.aws_conn_id }}",
         conn_id="spark_default",
         map_index_template="{{ task.batch_label }}",
         max_active_tis_per_dagrun=SNAPSHOT_PARALLELISM,
@@ -132,6 +134,7 @@ with DAG(
         mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
         spark_conn_id="spark_default",
         sink_conn_id="{{ params.sink_conn_id }}",
+        aws_conn_id="{{ params.aws_conn_id }}",
         trigger_rule="none_failed",  # a stream-only startup mode has no snapshot tasks
     )
     validate >> plan >> snapshot >> stream
@@ -165,11 +168,14 @@ state location, the check is skipped. It runs unpaused from the start; point its
 """,
     tags=["mysqlcdc", "cdc"],
     params={"state_location": Param(f"{STATE_ROOT}/pipeline", type="string", title="State location",
-                                    description="The pipeline's state location (scheduled runs use this default).")},
+                                    description="The pipeline's state location (scheduled runs use this default)."),
+            "aws_conn_id": Param(None, type=["null", "string"], title="Object storage connection",
+                                 description="The pipeline's aws connection when its state location is on S3.")},
 ) as watchdog:
     MySqlCdcStreamSensor(
         task_id="stream_health",
         state_location="{{ params.state_location }}",
+        aws_conn_id="{{ params.aws_conn_id or '' }}",   # no native rendering here: None would be 'None'
         max_lag_s=600,
         relaunch=True,
         poke_interval=30,

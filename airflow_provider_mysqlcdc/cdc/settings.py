@@ -104,8 +104,9 @@ SETTINGS: tuple[Setting, ...] = (
             {"type": "string", "enum": list(SINK_TYPES), "values_display": dict(SINK_LABELS)}),
     Setting("sink_options", SINK, "Sink options",
             'Delta and changelog: `{"root": "<directory or URL>"}` (where the tables are written; every Spark '
-            'node must reach it). PostgreSQL: `{"schema": "cdc"}` (the target schema). Passwords never go '
-            "here: use the PostgreSQL sink connection.",
+            'node must reach it; on S3 also `"storage_options": {"AWS_REGION": ...}`). PostgreSQL: `{"schema": '
+            '"cdc"}` (the target schema). Passwords and keys never go here: use the PostgreSQL sink connection '
+            "or the object storage connection.",
             {"root": "/tmp/mysqlcdc-lake"}, {"type": "object"}),
     Setting("sink_conn_id", SINK, "PostgreSQL sink connection",
             "Only for the PostgreSQL sink: the Airflow connection (type Postgres) with host, database, user and "
@@ -160,6 +161,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Directory or URL (s3://, abfss://, ...) holding the plan, batch results and the stream's "
             "checkpoint, status and log. Every Spark node must reach it. One per pipeline.",
             "/tmp/mysqlcdc/pipeline", {"type": "string", "minLength": 1}),
+    Setting("aws_conn_id", STATE, "Object storage connection",
+            "Only when the state location or the sink root is on S3 (or an S3-compatible server): an Airflow "
+            "connection of type aws (login = access key id, password = secret access key, extra `endpoint_url`, "
+            "`region_name`). Its credentials are read when each task runs and never written to the state "
+            "location. Leave empty to use the workers' own credentials (environment, instance role).",
+            None, {"type": _nullable("string")}),
     Setting("reset", DANGER, "Reset: forget everything and load again",
             "**Destructive.** Stops the running stream; deletes the sink tables the previous load wrote "
             "(Delta tables, PostgreSQL tables and their bookkeeping, changelog directories) and the plan, "

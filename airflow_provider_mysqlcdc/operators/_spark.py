@@ -33,11 +33,15 @@ def env_is_private(master: str, deploy_mode: str | None) -> bool:
 
 
 def secret_env(*, master: str, deploy_mode: str | None, mysql_password: str, sink_password: str | None,
-               password_file: str | None, cluster_provides_password: bool) -> dict[str, str]:
-    """The environment variables that carry the passwords to the job, or a ConfigError that
-    says how to provide them when the environment would leak them."""
+               password_file: str | None, cluster_provides_password: bool,
+               storage_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that carry the passwords (and the object-storage credentials
+    of ``aws_conn_id``) to the job, or a ConfigError that says how to provide them when the
+    environment would leak them. Where it would, storage credentials are not sent: the
+    cluster's nodes reach the storage with their own (instance role, cluster config)."""
+    storage = dict(storage_env or {}) if env_is_private(master, deploy_mode) else {}
     if password_file or cluster_provides_password:
-        return {}
+        return storage
     if not env_is_private(master, deploy_mode):
         raise ConfigError(
             f"cannot hand the MySQL password to a Spark driver on {master} (deploy mode {deploy_mode or 'client'}) "
@@ -45,7 +49,7 @@ def secret_env(*, master: str, deploy_mode: str | None, mysql_password: str, sin
             "and set password_file='<path on the driver, mode 600>', or inject $MYSQLCDC_PASSWORD (and $PGPASSWORD "
             "for a PostgreSQL sink) from a cluster secret (e.g. spark.kubernetes.driver.secretKeyRef.*) and set "
             "cluster_provides_password=True.")
-    env = {PASSWORD_ENV: mysql_password}
+    env = {**storage, PASSWORD_ENV: mysql_password}
     if sink_password is not None:
         env[PG_PASSWORD_ENV] = sink_password
     return env

@@ -16,8 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..cdc.object_store import StorageCredentials
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..hooks.object_storage import storage_credentials
 from ..spark.runtime.package_files import application_path
 from . import _spark
 from ._pipeline import config_url, read_config
@@ -55,7 +57,7 @@ def status_summary(status: Any, now: float | None = None) -> dict[str, Any]:
 # PostgreSQL-sink stream as well as a Delta one from the state location alone.
 LAUNCH_REL = "stream/launch.json"
 _LAUNCH_KEYS = ("mysql_cdc_conn_id", "spark_conn_id", "sink_conn_id", "password_file",
-                "cluster_provides_password", "python_archive")
+                "cluster_provides_password", "python_archive", "aws_conn_id")
 
 
 def read_launch_record(state: StateStore) -> dict[str, Any] | None:
@@ -77,6 +79,7 @@ class StreamControl:
     conf: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 600.0
     stale_after_s: float = 300.0
+    aws_conn_id: str | None = None
 
     def __post_init__(self) -> None:
         self.state = StateStore(self.state_location)
@@ -163,22 +166,25 @@ class StreamControl:
         self.state.write_json(LAUNCH_REL, self.launch_record())
         since = time.time()
         url = config_url(self.state)
+        storage = storage_credentials(self.aws_conn_id or None)
         if self.is_local:
-            extra = _spark.python_env(self.master[0])
+            extra = {**_spark.python_env(self.master[0]), **(storage.env() if storage else {})}
             if sink_pw is not None:
                 extra[_spark.PG_PASSWORD_ENV] = sink_pw
             proc = launch_local_stream(url, self.state, password=mysql_pw,
                                        master=local_master_with_retries(self.master[0]), extra_env=extra)
             log.info("stream launched locally: pid %s, log %s", proc.pid, proc.log_path)
             return wait_for_first_commit(self.state, since, self.start_timeout_s, proc)
-        self._submit_to_cluster(url, mysql_pw, sink_pw, config.name)
+        self._submit_to_cluster(url, mysql_pw, sink_pw, config.name, storage)
         return wait_for_first_commit(self.state, since, self.start_timeout_s, None)
 
-    def _submit_to_cluster(self, url: str, mysql_pw: str, sink_pw: str | None, name: str) -> None:
+    def _submit_to_cluster(self, url: str, mysql_pw: str, sink_pw: str | None, name: str,
+                           storage: StorageCredentials | None = None) -> None:
         master, deploy_mode = self.master
         env = _spark.secret_env(master=master, deploy_mode=deploy_mode, mysql_password=mysql_pw,
                                 sink_password=sink_pw, password_file=self.password_file,
-                                cluster_provides_password=self.cluster_provides_password)
+                                cluster_provides_password=self.cluster_provides_password,
+                                storage_env=storage.env() if storage else None)
         archive, archive_conf = _spark.archive_conf(self.python_archive)
         conf = {"spark.yarn.submit.waitAppCompletion": "false",
                 "spark.kubernetes.submission.waitAppCompletion": "false",

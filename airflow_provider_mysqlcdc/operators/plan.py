@@ -10,12 +10,14 @@ from airflow.sdk import BaseHook, BaseOperator
 from ..cdc.batching import BatchSizing, batch_label, short_count
 from ..cdc.config import SplitOptions
 from ..cdc.errors import ConfigError
+from ..cdc.object_store import refuse_secret_options, use_credentials
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan, build_plan, extend_plan, plan_inputs
 from ..cdc.probes import check_startup_offset, probe_writable
 from ..cdc.state import StateStore
 from ..cdc.table_patterns import qualify_all
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import (
     CONFIG_NAME, as_list, as_mapping, check_reread_entries, epoch_seconds, read_config, reread_reason, truthy,
@@ -107,6 +109,9 @@ class MySqlCdcPlanOperator(BaseOperator):
         to start here). (templated)
     :param spark_conn_id: the Spark connection whose master the local server runs (the snapshot
         tasks' ``conn_id``).
+    :param aws_conn_id: an ``aws`` connection whose credentials (and endpoint) reach the state location
+        and the sink root on object storage (``s3://``); read when the task runs, never written to the
+        state location. None: the workers' own credentials (environment, instance role). (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
     :param reread_batches: the snapshot tasks' ``reread_batches`` (batch ids, captured tables, ``*``):
         checked here against the plan (an unknown name fails the run before any batch runs), and
@@ -118,7 +123,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
         "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
         "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset", "reread_batches",
-        "zero_dates", "spark_runtime", "connect_conn_id",
+        "zero_dates", "spark_runtime", "connect_conn_id", "aws_conn_id",
     )
     ui_color = "#e8f4fa"
 
@@ -133,8 +138,10 @@ class MySqlCdcPlanOperator(BaseOperator):
                  schema_change_behavior: str = "lenient", reset: bool = False,
                  reread_batches: Sequence[str] | str | None = None, zero_dates: str = "null",
                  spark_runtime: str | None = None, connect_conn_id: str | None = None,
-                 spark_conn_id: str = "spark_default", connect_idle_s: float = 300.0, **kwargs: Any) -> None:
+                 spark_conn_id: str = "spark_default", connect_idle_s: float = 300.0,
+                 aws_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.aws_conn_id = aws_conn_id
         self.zero_dates = zero_dates
         self.spark_runtime = spark_runtime
         self.connect_conn_id = connect_conn_id
@@ -274,6 +281,8 @@ class MySqlCdcPlanOperator(BaseOperator):
     def execute(self, context: Any) -> list[dict[str, Any]]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         config = self.pipeline_config(hook)
+        refuse_secret_options(config.sink.options.get("storage_options"), "sink_options.storage_options")
+        use_credentials(storage_credentials(self.aws_conn_id or None))
         self._probe(config)
         self._start_spark_connect()
         state = StateStore(config.state_location)

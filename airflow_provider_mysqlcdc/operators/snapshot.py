@@ -10,8 +10,10 @@ from airflow.sdk import BaseHook
 
 from ..cdc.batching import short_count
 from ..cdc.errors import CdcError
+from ..cdc.object_store import StorageCredentials, use_credentials, with_storage_options
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..hooks.object_storage import storage_credentials
 from ..spark.runtime.package_files import application_path
 from ..spark.runtime.install_check import check_pyspark_install
 from ..spark.runtime.session import jdbc_jar_path
@@ -83,13 +85,15 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     :param connect_conn_id: a ``spark_connect`` connection (host, port, token) of a running Spark
         Connect server; empty for the local one. (templated)
     :param connect_idle_s: how long a local Connect server waits for the next task before it stops.
+    :param aws_conn_id: an ``aws`` connection for a state location or sink on object storage: its
+        credentials reach this task and its Spark job (never the command line). (templated)
     :param kwargs: everything else of ``SparkSubmitOperator`` (conf, executor_memory, ...).
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "batch_id", "batch_label",
                                       "estimated_rows", "state_location", "mysql_cdc_conn_id", "sink_conn_id",
                                       "reread_batches", "redo_finished", "handoff_timeout_s", "spark_runtime",
-                                      "connect_conn_id")
+                                      "connect_conn_id", "aws_conn_id")
     ui_color = "#fdf2e3"
 
     def __init__(self, *, batch_id: str, state_location: str, batch_label: str | None = None,
@@ -99,9 +103,11 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                  password_file: str | None = None,
                  cluster_provides_password: bool = False, python_archive: str | None = None,
                  spark_runtime: str = "connect", connect_conn_id: str | None = None,
-                 connect_idle_s: float = 300.0,
+                 connect_idle_s: float = 300.0, aws_conn_id: str | None = None,
                  conn_id: str = "spark_default", application: str = "", **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=conn_id, **kwargs)
+        self.aws_conn_id = aws_conn_id
+        self._storage: StorageCredentials | None = None
         self.batch_id = batch_id
         self.batch_label = batch_label
         self.estimated_rows = estimated_rows
@@ -144,7 +150,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         mysql_password = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
         self._secret_env = {**_spark.python_env(master), **_spark.secret_env(
             master=master, deploy_mode=deploy_mode, mysql_password=mysql_password, sink_password=sink_password,
-            password_file=self.password_file, cluster_provides_password=bool(self.cluster_provides_password))}
+            password_file=self.password_file, cluster_provides_password=bool(self.cluster_provides_password),
+            storage_env=self._storage.env() if self._storage else None)}
         archive, archive_conf = _spark.archive_conf(self.python_archive)
         self.application = self.application or application_path("snapshot_chunks")
         args = ["--config", config_url(state), "--batch-id", self.batch_id]
@@ -163,6 +170,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
 
     @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
+        self._storage = storage_credentials(self.aws_conn_id or None)
+        use_credentials(self._storage)
         state = StateStore(self.state_location)
         me = _task_identity(context)
         existing = state.read_batch_result(self.batch_id)
@@ -229,6 +238,9 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
             config = replace(config, sink=replace(config.sink, options={**config.sink.options,
                                                                          "password": sink_password}))
+        if self._storage is not None:   # for the server's Python workers, whose environment is the server's
+            config = replace(config, sink=replace(config.sink, options=with_storage_options(config.sink.options,
+                                                                                             self._storage)))
         lease: Any = contextlib.nullcontext()
         if self.connect_conn_id:
             from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook

@@ -7,9 +7,11 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseOperator
 
 from ..cdc.errors import CdcError, ConfigError
+from ..cdc.object_store import use_credentials
 from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..hooks.object_storage import storage_credentials
 from ..links import StreamSparkUiLink
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import read_config
@@ -49,10 +51,12 @@ class MySqlCdcStreamOperator(BaseOperator):
     :param start_timeout_s: how long to wait for the first committed micro-batch.
     :param password_file, cluster_provides_password, python_archive: as for the snapshot operator.
     :param conf: extra Spark configuration for a cluster submission.
+    :param aws_conn_id: an ``aws`` connection for a state location or sink on object storage: its
+        credentials reach this task and the stream job's environment (never its command line). (templated)
     """
 
     template_fields: Sequence[str] = ("snapshot_results", "state_location", "mysql_cdc_conn_id", "spark_conn_id",
-                                      "sink_conn_id")
+                                      "sink_conn_id", "aws_conn_id")
     ui_color = "#e3f7e3"
     operator_extra_links = (StreamSparkUiLink(),)
 
@@ -60,8 +64,9 @@ class MySqlCdcStreamOperator(BaseOperator):
                  mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, spark_conn_id: str = "spark_default",
                  sink_conn_id: str | None = None, start_timeout_s: float = 600.0, password_file: str | None = None,
                  cluster_provides_password: bool = False, python_archive: str | None = None,
-                 conf: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+                 conf: Mapping[str, str] | None = None, aws_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.aws_conn_id = aws_conn_id
         self.snapshot_results = snapshot_results
         self.state_location = state_location
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
@@ -76,7 +81,8 @@ class MySqlCdcStreamOperator(BaseOperator):
     def control(self) -> StreamControl:
         return StreamControl(self.state_location, self.mysql_cdc_conn_id, self.spark_conn_id,
                              self.sink_conn_id or None, self.password_file, self.cluster_provides_password,
-                             self.python_archive, self.conf, self.start_timeout_s)
+                             self.python_archive, self.conf, self.start_timeout_s,
+                             aws_conn_id=self.aws_conn_id or None)
 
     def _hand_off(self, state: StateStore, results: list[dict[str, Any]]) -> None:
         """Write the finished-batch list after checking it against the plan and the XComs."""
@@ -110,6 +116,7 @@ class MySqlCdcStreamOperator(BaseOperator):
 
     @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
+        use_credentials(storage_credentials(self.aws_conn_id or None))
         state = StateStore(self.state_location)
         config = read_config(state)
         results = _results_list(self.snapshot_results)

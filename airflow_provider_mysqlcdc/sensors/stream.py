@@ -9,8 +9,10 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from .._airflow_compat import AirflowSkipException
 
 from ..cdc.errors import CdcError, ConfigError
+from ..cdc.object_store import use_credentials
 from ..cdc.resnapshot import status as resnapshot_status
 from ..cdc.state import StateStore
+from ..hooks.object_storage import storage_credentials
 from ..links import StreamSparkUiLink
 from ..operators._fail_fast import fail_fast
 from ..operators._stream import LAUNCH_REL, StreamControl, status_summary
@@ -41,10 +43,12 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     :param max_lag_s: succeed only when the lag is at most this (None: any lag). (templated)
     :param relaunch: start a dead stream again. (templated)
     :param stale_after_s: on a cluster, a status this old means the stream is dead.
+    :param aws_conn_id: the ``aws`` connection of a state location on object storage (needed to read
+        it, so not taken from the launch record; a relaunch hands its credentials to the stream). (templated)
     """
 
     template_fields: Sequence[str] = ("state_location", "mysql_cdc_conn_id", "spark_conn_id", "sink_conn_id",
-                                      "max_lag_s", "relaunch")
+                                      "max_lag_s", "relaunch", "aws_conn_id")
     ui_color = "#e3f7e3"
     operator_extra_links = (StreamSparkUiLink(),)
 
@@ -53,8 +57,9 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                  max_lag_s: float | None = None, relaunch: bool = True, stale_after_s: float = 300.0,
                  start_timeout_s: float = 600.0, password_file: str | None = None,
                  cluster_provides_password: bool | None = None, python_archive: str | None = None,
-                 conf: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+                 conf: Mapping[str, str] | None = None, aws_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.aws_conn_id = aws_conn_id
         self.state_location = state_location
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.spark_conn_id = spark_conn_id
@@ -73,11 +78,13 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             self.state_location, mysql_cdc_conn_id=self.mysql_cdc_conn_id, spark_conn_id=self.spark_conn_id,
             sink_conn_id=self.sink_conn_id, password_file=self.password_file,
             cluster_provides_password=self.cluster_provides_password, python_archive=self.python_archive,
-            conf=self.conf or None, start_timeout_s=self.start_timeout_s, stale_after_s=self.stale_after_s)
+            conf=self.conf or None, start_timeout_s=self.start_timeout_s, stale_after_s=self.stale_after_s,
+            aws_conn_id=self.aws_conn_id)
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
         from ..operators._pipeline import truthy
 
+        use_credentials(storage_credentials(self.aws_conn_id or None))
         state = StateStore(self.state_location)
         if not state.exists(LAUNCH_REL) and not state.stream_started():
             raise AirflowSkipException(

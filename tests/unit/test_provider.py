@@ -84,6 +84,15 @@ def test_passwords_go_through_the_environment_only_where_it_stays_private():
                        password_file=None, cluster_provides_password=False)
     assert secret_env(master="yarn", deploy_mode="cluster", mysql_password="s3", sink_password=None,
                       password_file="/secrets/mysql", cluster_provides_password=False) == {}
+    # object-storage credentials ride along where the environment is private, and only there
+    aws = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    assert secret_env(master="local[2]", deploy_mode=None, mysql_password="s3", sink_password=None,
+                      password_file=None, cluster_provides_password=False,
+                      storage_env=aws) == {"MYSQLCDC_PASSWORD": "s3", **aws}
+    assert secret_env(master="local[2]", deploy_mode=None, mysql_password="s3", sink_password=None,
+                      password_file="/secrets/mysql", cluster_provides_password=False, storage_env=aws) == aws
+    assert secret_env(master="yarn", deploy_mode="cluster", mysql_password="s3", sink_password=None,
+                      password_file="/secrets/mysql", cluster_provides_password=False, storage_env=aws) == {}
 
 
 def test_table_names_from_the_trigger_form():

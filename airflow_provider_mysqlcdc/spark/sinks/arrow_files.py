@@ -84,8 +84,27 @@ class FsSpec:
         if self.kind == "uri":
             base = self.base if "://" in self.base else os.path.abspath(self.base)
             fs, path = pafs.FileSystem.from_uri(base)
+            if self.options and base.startswith(("s3://", "s3a://")):
+                fs = _s3_filesystem(self.options)   # this worker's environment may not hold them
             return fs, path.rstrip("/") + "/"
         raise ValueError(f"unknown filesystem kind {self.kind!r}")
+
+
+def _s3_filesystem(options: Mapping[str, str]) -> pafs.FileSystem:
+    """pyarrow's S3 filesystem from delta-rs style options (``AWS_ACCESS_KEY_ID``, ...)."""
+    from urllib.parse import urlsplit
+
+    o = {str(k).upper(): v for k, v in options.items()}
+    kw: dict[str, Any] = {}
+    if o.get("AWS_ACCESS_KEY_ID"):
+        kw.update(access_key=o["AWS_ACCESS_KEY_ID"], secret_key=o.get("AWS_SECRET_ACCESS_KEY"),
+                  session_token=o.get("AWS_SESSION_TOKEN"))
+    if o.get("AWS_REGION") or o.get("AWS_DEFAULT_REGION"):
+        kw["region"] = o.get("AWS_REGION") or o.get("AWS_DEFAULT_REGION")
+    if o.get("AWS_ENDPOINT_URL"):
+        url = urlsplit(o["AWS_ENDPOINT_URL"])
+        kw.update(endpoint_override=url.netloc + url.path.rstrip("/"), scheme=url.scheme or "https")
+    return pafs.S3FileSystem(**kw)
 
 
 def remove_tree(uri: str) -> bool:

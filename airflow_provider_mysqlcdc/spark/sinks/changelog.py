@@ -211,12 +211,15 @@ class ChangelogSink(Sink):
 
     name = "changelog"
 
-    def __init__(self, root: str, format: str = "json") -> None:  # noqa: A002 - the option's name
+    def __init__(self, root: str, format: str = "json",  # noqa: A002 - the option's name
+                 storage_options: Mapping[str, str] | None = None) -> None:
         if format not in ("json", "parquet"):
             raise ValueError(f"changelog format must be 'json' or 'parquet', not {format!r}")
         self.root = local_or_uri(root).rstrip("/")
         self.format = format
-        self.fs_spec = FsSpec("uri", self.root)
+        # Credentials for object storage ride along to the snapshot's writers (a Spark Connect
+        # server's workers do not have the task's environment); see cdc/object_store.py.
+        self.fs_spec = FsSpec("uri", self.root, dict(storage_options) if storage_options else None)
         self._lines: dict[tuple[Any, ...], JsonLines] = {}   # stream line expressions, per table and columns
 
     @property

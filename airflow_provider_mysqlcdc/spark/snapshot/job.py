@@ -29,10 +29,18 @@ from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
 from .materialize import SinkFilesMaterializer
 from ..sinks.snapshot_files import file_count
 from .progress import SnapshotProgress
+from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
 from ..sinks.factory import build_sink
 
 log = logging.getLogger(__name__)
+
+
+def _staging(spark: SparkSession, state: StateStore) -> str | None:
+    """Where rows a sink cannot take as files are staged: the state location when Spark can
+    write it, else (object storage without Hadoop's connector) Spark's own cache."""
+    url = state.url("staging")
+    return url if spark_can_write(spark, url) else None
 
 
 def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: str,
@@ -52,6 +60,13 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                 f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
                 "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
                 "(the default) and restart the stream, or trigger with reset=true to load everything again.")
+        if not spark_can_write(spark, state.url("handoffs")):
+            raise ConfigError(
+                f"batch {batch_id}: the stream runs, so this batch's rows go to it as Parquet files in the state "
+                f"location, which Spark writes itself, and this Spark has no file system for {state.location} "
+                "(Hadoop's S3 connector jars are missing). Nothing was read or written. Fix: give the Spark "
+                "application the hadoop-aws and AWS SDK jars (spark.jars) and read the batch again, or trigger "
+                "with reset=true to load everything again.")
         state.delete(StateStore.batch_result_rel(batch_id))
         return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state,
                               progress_interval_s)
@@ -67,7 +82,7 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
             for schema in schemas.values():
                 sink.discard_uncommitted(schema, batch_id)
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
-                                       staging_dir=state.url("staging"), materializer=files,
+                                       staging_dir=_staging(spark, state), materializer=files,
                                        chunk_rows=config.split.chunk_size)
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
                                     plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s,
@@ -191,7 +206,7 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     pieces = split_batch(batch, estimate, piece_rows or config.stream.handoff_piece_rows)
     for orphan in forget_orphans(state):
         log.info("removed %s: a hand-off whose job died before its manifest", orphan)
-    reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=state.url("staging"),
+    reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=_staging(spark, state),
                                    chunk_rows=config.split.chunk_size)
     progress = SnapshotProgress(spark, batch_id, len(batch.chunks), estimate, interval_s=progress_interval_s,
                                 tasks=read_tasks(batch, config.split.chunk_size))

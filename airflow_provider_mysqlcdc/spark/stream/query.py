@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from ...cdc.faults import RESNAPSHOT_APPLIED, RESNAPSHOT_TAKEN, SCHEMA_APPLIED, SCHEMA_RECORDED, crash_point
 from ...cdc.model import TableId, TableSchema
@@ -38,6 +38,8 @@ from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
 from . import binlog_source
 from .change_rows import ChangeProjection, SourceLayout
+from ..runtime.filesystems import spark_can_write
+from .checkpoint_mirror import CheckpointMirror
 from ..sinks.base import BATCH_ID_PROPERTY, Sink
 
 log = logging.getLogger(__name__)
@@ -181,6 +183,41 @@ def _prepare_from_history(sink: Sink, history: Any) -> None:
                      "applies the later DDL", t)
 
 
+def mirrored_writer(write: Callable[[DataFrame, int], None], mirror: CheckpointMirror
+                    ) -> Callable[[DataFrame, int], None]:
+    """``write`` with the durable checkpoint brought up to date before the batch reaches the
+    sink (its ``offsets/<id>`` above all) and after it."""
+    def run(batch: DataFrame, batch_id: int) -> None:
+        mirror.sync()
+        write(batch, batch_id)
+        mirror.sync()
+
+    return run
+
+
+class MirrorListener(StreamingQueryListener):
+    """Uploads Spark's ``commits/<id>`` once a micro-batch is done (progress follows the commit)."""
+
+    def __init__(self, mirror: CheckpointMirror) -> None:
+        self.mirror = mirror
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            self.mirror.sync()
+        except Exception as e:   # the next sync retries; a listener must not raise
+            log.warning("stream checkpoint: upload to %s failed (%s); retried with the next micro-batch",
+                        self.mirror.url, e)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self.onQueryProgress(event)
+
+
 def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schemas: Sequence[TableSchema],
                  password: str | None = None, checkpoint_location: str | None = None,
                  trigger_interval_s: float | None = None, query_name: str | None = None,
@@ -191,6 +228,13 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     with the same checkpoint resumes after the last committed micro-batch.
     """
     checkpoint = checkpoint_location or StateStore(config.state_location).checkpoint_url()
+    mirror = None
+    if not spark_can_write(spark, checkpoint):   # e.g. s3:// without Hadoop's S3 jars
+        mirror = CheckpointMirror(checkpoint)
+        mirror.restore()
+        log.info("binlog stream: Spark has no file system for %s; it checkpoints to %s, kept in step there",
+                 checkpoint, mirror.local_dir)
+        checkpoint = mirror.local_dir
     interval = config.stream.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
     direct = sink.direct_write()
     planner = None
@@ -199,7 +243,7 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         from .schema_history import HistoryStore
         from .table_set import forget_removed
 
-        store = HistoryStore(checkpoint)
+        store = HistoryStore(checkpoint, after_save=mirror.sync if mirror is not None else None)
         # After a snapshot, the binlog from its watermarks on was logged with the plan's schemas
         # (snapshot/batch_reader.py checks it); a start elsewhere only has today's.
         history = store.load(schemas, pending=config.startup_mode not in ("initial", "latest-offset"))
@@ -221,6 +265,10 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
                                     captured=[s.table_id for s in schemas])
     else:
         write = batch_writer(sink, schemas, config.source.server_time_zone)
+    if mirror is not None:
+        write = mirrored_writer(write, mirror)
+        spark.streams.addListener(MirrorListener(mirror))
+        mirror.sync()
     writer: Any = (frame.writeStream
                    .foreachBatch(write)
                    .option("checkpointLocation", checkpoint)

@@ -9,7 +9,7 @@ being read and written with the version in force at their offset.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from ...cdc.model import TableSchema
 from ...cdc.schema.history import HISTORY_FILE, SchemaHistory
@@ -21,8 +21,9 @@ log = logging.getLogger(__name__)
 class HistoryStore:
     """Reads and rewrites one checkpoint's schema history."""
 
-    def __init__(self, checkpoint: str) -> None:
+    def __init__(self, checkpoint: str, after_save: Callable[[], Any] | None = None) -> None:
         self.store = StateStore(checkpoint)
+        self.after_save = after_save   # a mirrored checkpoint uploads it (checkpoint_mirror.py)
 
     def load(self, initial: Sequence[TableSchema], pending: bool = False) -> SchemaHistory:
         """The checkpoint's history, with tables it does not know yet starting at ``initial``
@@ -39,3 +40,5 @@ class HistoryStore:
 
     def save(self, history: SchemaHistory) -> None:
         self.store.write_json(HISTORY_FILE, history.to_dict())
+        if self.after_save is not None:
+            self.after_save()
