@@ -3,7 +3,9 @@
 Every batch is one spark-submit, and starting one costs several seconds (JVM, SparkSession,
 JDBC pool) whatever it reads. So a batch holds millions of rows, not a handful of chunks;
 the count follows the cluster's parallelism (a multiple of the snapshot tasks that run at
-once, so no wave leaves slots idle), and it never exceeds Airflow's ``max_map_length``.
+once, so no wave leaves slots idle; a table smaller than one wave of ``rows_per_batch`` is
+still cut into one batch per slot while each keeps ``MIN_ROWS_PER_BATCH`` rows, so its load
+uses every core), and it never exceeds Airflow's ``max_map_length``.
 
 Chunks are packed in plan order, table after table, so a batch may end one table and start
 the next: a database of many small tables becomes a few batches, not one per table.
@@ -20,14 +22,21 @@ from .errors import ConfigError
 from .model import TableId
 
 
+# Below this a batch's fixed cost (watermarks, the binlog window, the commit: about a second on
+# a shared Spark Connect application) outweighs what a second core gains on it.
+MIN_ROWS_PER_BATCH = 500_000
+
+
 @dataclass(frozen=True)
 class BatchSizing:
-    """``rows_per_batch`` is the target size of one Spark job; ``parallelism`` the number of
-    snapshot tasks that run at once; ``max_batches`` Airflow's ``max_map_length`` (1024)."""
+    """``rows_per_batch`` is the largest size of one Spark job; ``parallelism`` the number of
+    snapshot tasks that run at once; ``max_batches`` Airflow's ``max_map_length`` (1024);
+    ``min_rows_per_batch`` how small a batch may get so that a table uses every slot."""
 
     rows_per_batch: int = 5_000_000
     parallelism: int = 4
     max_batches: int = 1024
+    min_rows_per_batch: int = MIN_ROWS_PER_BATCH
 
     def __post_init__(self) -> None:
         if self.rows_per_batch < 1:
@@ -43,6 +52,8 @@ class BatchSizing:
         if chunk_count == 0:
             return 0
         n = max(1, math.ceil(total_rows / self.rows_per_batch))
+        if n < self.parallelism:   # one wave at least, where each batch stays worth its fixed cost
+            n = max(n, min(self.parallelism, total_rows // max(self.min_rows_per_batch, 1)))
         if n > 1:  # whole waves: every concurrent task gets a batch of about the same size
             n = math.ceil(n / self.parallelism) * self.parallelism
         return max(1, min(n, self.max_batches, chunk_count))

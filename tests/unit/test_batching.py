@@ -36,6 +36,15 @@ def test_a_big_table_is_cut_into_whole_waves_of_about_equal_batches():
     assert len(batches) == 8  # 5 batches' worth rounds up to two full waves of 4
 
 
+def test_a_table_smaller_than_one_wave_still_uses_every_slot_while_batches_stay_worth_their_cost():
+    sizing = BatchSizing(rows_per_batch=5_000_000, parallelism=2)
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 2_000_000}, sizing)) == 2      # not one 2M batch on one core
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 700_000}, sizing)) == 1        # two of 350k: not worth it
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 3_000_000}, BatchSizing(5_000_000, 4))) == 4
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 1_600_000}, BatchSizing(5_000_000, 4))) == 4  # 3 -> a wave
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 20_000_000}, sizing)) == 4     # rows_per_batch still caps
+
+
 def test_the_batch_count_never_exceeds_max_batches_or_the_chunks():
     assert len(pack_batches({A: _chunks(A, 5000)}, {A: 10**9}, BatchSizing(rows_per_batch=1000,
                                                                             max_batches=1024))) == 1024
