@@ -17,100 +17,30 @@ the state location, no log, no XCom, no rendered field and no command line; a se
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.support import airflow_env
 from tests.support.processes import CommandLineWatcher
+from tests.support.s3 import BUCKET, aws_env, s3_delta_rows, s3_server
 from tests.support.sink_compare import mysql_rows, wait_until_equal
 from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
 from tests.support.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
-BUCKET = "lake"
-KEY_ID = "AKIAMYSQLCDCTEST"
-REGION = "us-east-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    """moto's S3 server on a free port, one bucket; yields its endpoint and credentials."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"moto server did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
-    info = {"endpoint": f"http://127.0.0.1:{port}", "key_id": KEY_ID,
-            "secret": f"s3cr3t-{uuid.uuid4().hex}", "region": REGION}
-    with aws_env(info):
-        import boto3
-
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
-    try:
+    with s3_server(tmp_path_factory.mktemp("moto")) as info:
         yield info
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
-@contextlib.contextmanager
-def aws_env(info):
-    """The credentials in this process's environment for the test's own reads, and only then:
-    the DAG runs in subprocesses started outside this block."""
-    from airflow_provider_mysqlcdc.cdc.object_store import ALL_NAMES, StorageCredentials, use_credentials
-
-    saved = {k: os.environ.get(k) for k in ALL_NAMES}
-    use_credentials(StorageCredentials(info["key_id"], info["secret"], None, info["region"], info["endpoint"]))
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _storage_options(info) -> dict:
-    from airflow_provider_mysqlcdc.cdc.object_store import StorageCredentials
-
-    return StorageCredentials(info["key_id"], info["secret"], None, info["region"], info["endpoint"]).storage_options()
-
-
-def s3_delta_rows(info, uri: str, identity) -> dict:
-    from deltalake import DeltaTable
-
-    rows = DeltaTable(uri, storage_options=_storage_options(info)).to_pyarrow_table().to_pylist()
-    return {tuple(r[c] for c in identity): r for r in rows}
 
 
 def _conf(db: str, prefix: str, **kw) -> dict:

@@ -284,8 +284,22 @@ class ChangelogSink(Sink):
         return SnapshotWrite(rows, {"directory": final, "files": len(records)})
 
     def _replace_dir(self, tmp: str, final: str) -> None:
-        """Move ``tmp`` onto ``final``; an earlier ``final`` is moved aside first, then deleted."""
+        """Move ``tmp`` onto ``final``; an earlier ``final`` is moved aside first, then deleted.
+        An object store has no directories to rename: there the earlier files are deleted and
+        the new ones moved one by one (a reader may see the batch partly there meanwhile, as
+        it may see it missing between the two renames; the result file comes after either)."""
         fs, prefix = self.fs_spec.open()
+        if fs.type_name != "local":
+            if fs.get_file_info(prefix + final).type != pafs.FileType.NotFound:
+                fs.delete_dir(prefix + final)
+            files = [i.path for i in fs.get_file_info(pafs.FileSelector(prefix + tmp, recursive=True,
+                                                                        allow_not_found=True))
+                     if i.type == pafs.FileType.File]
+            for path in files:
+                fs.move(path, prefix + final + path[len(prefix + tmp):])
+            if fs.get_file_info(prefix + tmp).type != pafs.FileType.NotFound:
+                fs.delete_dir(prefix + tmp)
+            return
         fs.create_dir(prefix + tmp, recursive=True)  # an empty batch still gets its (empty) directory
         old = None
         if fs.get_file_info(prefix + final).type != pafs.FileType.NotFound:

@@ -1,0 +1,161 @@
+"""The changelog sink and the state location on S3, through the jobs as the operators run them.
+
+moto's S3 server on localhost (tests/support/s3.py). The snapshot jobs and the stream job run
+as their own processes with the credentials in their environment only (what the operators
+give them from the ``aws`` connection); the test process holds none outside ``aws_env``
+blocks. Writers run throughout; the stream is killed with SIGKILL mid-run and started again,
+resuming from its checkpoint on S3 (its local working copy deleted); the changelog replayed
+from S3 equals the source row by row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+
+import pytest
+
+from airflow_provider_mysqlcdc.cdc.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from tests.support.s3 import aws_env, credentials, s3_server
+from tests.support.sink_compare import mysql_rows, wait_until_equal
+from tests.support.mariadb import ROOT_PASSWORD
+from tests.support.stream_job import kill_job, start_job, start_snapshot_job
+from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
+from tests.support.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    with s3_server(tmp_path_factory.mktemp("moto")) as info:
+        yield info
+
+
+def _replay(info, root: str, t: TableId, ident, cols) -> dict:
+    """The changelog on S3 read back into the rows it describes (snapshot parts, then micro-batches)."""
+    import fsspec
+
+    from airflow_provider_mysqlcdc.cdc.chunks import KeyRange
+
+    with aws_env(info):
+        fs = fsspec.filesystem("s3")
+        base = f"{root.removeprefix('s3://')}/{t.database}/{t.table}"
+        files = sorted(p for p in fs.find(f"{base}/snapshot") if p.endswith(".jsonl"))
+        files += sorted(p for p in fs.glob(f"{base}/stream/batch-*.jsonl"))
+        texts = [fs.cat_file(p).decode() for p in files]
+    state: dict = {}
+    for text in texts:
+        for line in (json.loads(x) for x in text.splitlines() if x.strip()):
+            if line["op"] == "RS":
+                for d in line["resnapshot"]["ranges"]:
+                    r = KeyRange.from_dict(d)
+                    for k in [k for k in state if (r.start is None or k >= tuple(r.start))
+                              and (r.end is None or k < tuple(r.end))]:
+                        del state[k]
+                continue
+            data = line["data"]
+            k = tuple(data[c] for c in ident)
+            if line["op"] in ("+I", "+U", "r"):
+                state[k] = {c: data.get(c) for c in cols}
+            elif line["op"] in ("-D", "-U"):
+                state.pop(k, None)
+    return state
+
+
+def _as_logged(row: dict) -> dict:
+    """A source row as the changelog writes it: DECIMAL as its string, DATETIME in ISO form."""
+    import datetime as dt
+    import decimal
+
+    def enc(v):
+        if isinstance(v, decimal.Decimal):
+            return str(v)
+        if isinstance(v, dt.datetime):
+            return v.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        return v
+
+    return {k: enc(v) for k, v in row.items()}
+
+
+def _wait_for_commits(info, checkpoint_url: str, at_least: int, proc, log, timeout_s: float = 180) -> int:
+    import fsspec
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with aws_env(info):
+            fs = fsspec.filesystem("s3")
+            fs.invalidate_cache()
+            path = f"{checkpoint_url.removeprefix('s3://')}/commits"
+            n = len([p for p in fs.ls(path, detail=False) if p.rsplit("/", 1)[-1].isdigit()]) \
+                if fs.exists(path) else 0
+        if n >= at_least:
+            return n
+        assert proc.poll() is None, f"the stream job died: {log.read_text(errors='replace')[-3000:]}"
+        time.sleep(1)
+    pytest.fail(f"fewer than {at_least} commits reached S3: {log.read_text(errors='replace')[-3000:]}")
+
+
+def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb, fresh_db, s3, tmp_dir):
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.operators._pipeline import write_config
+    from airflow_provider_mysqlcdc.spark.stream.checkpoint_mirror import local_copy_dir
+
+    specs = [create_int_table(mariadb, fresh_db, 12_000, "orders"),
+             create_composite_table(mariadb, fresh_db, 6_000, "tenant_items")]
+    src = mariadb.source_config()
+    prefix = f"s3://{s3['bucket']}/{fresh_db}"
+    config = PipelineConfig(
+        name=f"s3-{fresh_db}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=f"{prefix}/state", sink=SinkConfig("changelog", {"root": f"{prefix}/log"}),
+        split=SplitOptions(chunk_size=2000),
+        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
+    with aws_env(s3):
+        state = StateStore(config.state_location)
+        state.write_plan(plan)
+        cfg_url = write_config(state, config)
+        checkpoint = state.checkpoint_url()
+    env = credentials(s3).env()
+    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=70 + i, threads=1, pause_s=0.01)
+               for i, spec in enumerate(specs)]
+    for w in writers:
+        w.start()
+    stream = None
+    log = tmp_dir / "jobs.log"
+    try:
+        for b in plan.batches:
+            job = start_snapshot_job(cfg_url, b.batch_id, log, ROOT_PASSWORD, extra_env=env)
+            assert job.wait(300) == 0, log.read_text(errors="replace")[-3000:]
+        with aws_env(s3):
+            state.write_finished(state.finished_from_results())
+        stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
+        _wait_for_commits(s3, checkpoint, 3, stream, log)
+        kill_job(stream)   # mid-run: micro-batches commit every 0.5 s under the writers
+        shutil.rmtree(local_copy_dir(checkpoint), ignore_errors=True)
+        stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
+        _wait_for_commits(s3, checkpoint, 6, stream, log)
+        time.sleep(3)
+    finally:
+        changes = sum(w.stop().total for w in writers)
+    try:
+        assert changes > 200, "the writers must change rows during snapshot and stream"
+        text = log.read_text(errors="replace")
+        restored = [int(n) for n in re.findall(r"restored from \S+ \((\d+) files\)", text)]
+        assert "checkpoints to" in text and len(restored) == 2 and restored[1] > 0, restored
+        for spec in specs:
+            t = TableId(fresh_db, spec.table)
+            cols = list(spec.key_columns) + list(VALUE_COLS)
+            problem = wait_until_equal(lambda: {k: _as_logged(r) for k, r in
+                                                mysql_rows(mariadb, t, cols, spec.key_columns).items()},
+                                       lambda: _replay(s3, config.sink.options["root"], t, spec.key_columns, cols),
+                                       timeout_s=120)
+            assert not problem, f"{t} after {changes} changes:\n{problem}"
+    finally:
+        if stream is not None:
+            kill_job(stream)
