@@ -1,0 +1,227 @@
+"""The DAGs of one pipeline: the pipeline DAG and its stream watchdog.
+
+One function builds them for the DAG template (``dags/mysql_cdc_pipeline.py``) and for every
+pipeline file (``factory.py``), so both have the same shape, trigger form, docs and map index
+labels:
+
+    validate -> plan -> snapshot (one mapped Spark job per batch) -> stream
+
+and a watchdog DAG that checks the stream every 5 minutes, relaunches it if it died and
+records its health as an Asset event. Every setting is a param of the pipeline DAG
+(``params.pipeline_params``), so a load can be started from the UI's trigger form; the
+operators read them as ``{{ params.<name> }}``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Mapping, Sequence
+
+import pendulum
+from airflow.sdk import DAG, Asset, Param
+
+from ..cdc.settings import defaults
+from ..operators.plan import MySqlCdcPlanOperator
+from ..operators.snapshot import MySqlCdcSnapshotOperator
+from ..operators.stream import MySqlCdcStreamOperator
+from ..operators.validate import MySqlCdcValidateOperator
+from ..params import pipeline_params
+from ..sensors.stream import MySqlCdcStreamSensor
+from .spec import watchdog_dag_id as default_watchdog_dag_id
+
+START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
+TAGS = ("mysqlcdc", "cdc")
+RETRIES = 2
+RETRY_DELAY = timedelta(minutes=1)
+SNAPSHOT_TIMEOUT = timedelta(hours=6)
+WATCHDOG_INTERVAL = timedelta(minutes=5)
+WATCHDOG_MAX_LAG_S = 600
+
+_SINK_WORDS = {"delta": "a Delta Lake", "postgres": "PostgreSQL", "changelog": "a changelog (JSON lines)",
+               "console": "the Spark log (console sink)"}
+
+
+def pipeline_doc(watchdog_dag_id: str, tables: Sequence[str], sink_type: str, pipeline_file: str | None = None) -> str:
+    """The pipeline DAG's docs (the DAG page's *Docs*)."""
+    loads = ", ".join(f"`{t}`" for t in tables)
+    doc = f"""
+### MySQL CDC pipeline
+
+Lock-free, parallel initial load of MySQL/MariaDB tables, handed off to a binlog stream with
+nothing lost and nothing duplicated (the Flink CDC incremental snapshot algorithm, on Spark).
+
+**Start a load:** *Trigger* (top right), fill the **Source** section (connection, tables) and
+press *Trigger*. The defaults load {loads} into {_SINK_WORDS.get(sink_type, sink_type)}.
+
+1. **validate** checks the server (binlog ROW / FULL image, privileges, time zone, version)
+   and the table list: every entry that matches no table, and tables without a key, are named
+   with the fix. It fails at once, without retries.
+2. **plan** splits the tables into chunks and groups them into batches (millions of rows each);
+   its log shows a table of the batches. Kept in the *State location*: a new run of the DAG
+   reuses the plan and skips finished batches.
+3. **snapshot** runs one Spark job per batch; each map index is named after its tables, chunks
+   and estimated rows. Its log shows progress every 20 s and a summary.
+4. **stream** starts the long-lived binlog stream from the minimum high watermark and returns
+   once it has committed its first micro-batch. The stream then runs outside this DAG run:
+   the **{watchdog_dag_id}** DAG checks it every 5 minutes (alive, lag, last commit,
+   the tail of its log), relaunches it if it died, and records its health as an Asset event.
+
+**Rerun a failed batch:** in the grid, open the failed *snapshot* map index, press *Clear*,
+keep *Downstream* ticked in the dialog (so *stream* runs again too) and confirm. Only that
+batch's Spark job runs again. Clearing a batch that **finished** reads it again, but only
+before the stream has started; once the stream runs it is the only writer of the sink, and a
+snapshot task refuses with a message instead of overwriting newer changes.
+
+**Reset** (last section of the form) stops the stream, drops the sink tables of the previous
+load and forgets the plan, the batch results and the stream's checkpoint: everything is loaded
+again into empty tables.
+"""
+    if pipeline_file:
+        doc += f"""
+**Defined by the pipeline file** `{pipeline_file}`: its values are the form's defaults (and
+those of scheduled runs). Change them there; `python -m airflow_provider_mysqlcdc.pipelines
+validate` checks the file.
+"""
+    return doc
+
+
+def watchdog_doc(dag_id: str) -> str:
+    return f"""
+### Stream watchdog for `{dag_id}`
+
+The binlog stream runs outside the pipeline's DAG run. Every 5 minutes this DAG checks it and
+logs **alive** (pid, host), its **last commit** (micro-batch, offset, how long ago), its
+**lag** behind the binlog head and the **tail of its log**: open the latest run's
+`stream_health` task log. The same figures are in the task's XCom and in the
+`{dag_id}_stream_health` asset's events (*Assets* view).
+
+A dead stream is relaunched from its checkpoint (nothing lost, nothing twice). The check fails
+when the stream stays more than 10 minutes behind. While no stream was ever started at the
+state location, the check is skipped. It runs unpaused from the start; point its
+`state_location` at the pipeline's.
+"""
+
+
+def stream_health_asset(dag_id: str) -> Asset:
+    """Every watchdog check records the stream's health (alive, lag, last commit) as an event of
+    this asset: the Assets view shows them, and a DAG scheduled on it runs after every check."""
+    return Asset(name=f"{dag_id}_stream_health", uri=f"mysqlcdc://{dag_id}/stream_health", group="mysqlcdc")
+
+
+def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = None, snapshot_parallelism: int = 1,
+                        schedule: str | None = None, watchdog_dag_id: str | None = None,
+                        description: str | None = None, tags: Sequence[str] = (),
+                        pipeline_file: str | None = None) -> tuple[DAG, DAG]:
+    """The pipeline DAG ``dag_id`` and its watchdog DAG.
+
+    :param settings: the form's defaults (``cdc/settings.py`` names; the others keep the
+        shipped defaults). Scheduled runs use them as they are.
+    :param snapshot_parallelism: snapshot tasks that run at once; the plan makes the batch count
+        a multiple of it, so keep it equal to what the Spark cluster runs side by side.
+    :param schedule: the pipeline DAG's schedule (None: triggered by hand).
+    :param watchdog_dag_id: default ``<dag_id>_stream_watchdog`` (a trailing ``_pipeline`` dropped).
+    :param pipeline_file: the pipeline file the DAGs come from, named in the docs.
+    """
+    settings = dict(settings or {})
+    values = defaults(**settings)
+    watchdog_id = watchdog_dag_id or default_watchdog_dag_id(dag_id)
+    with DAG(
+        dag_id=dag_id,
+        description=description,
+        schedule=schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        params=pipeline_params(**settings),
+        render_template_as_native_obj=True,
+        doc_md=pipeline_doc(watchdog_id, values["tables"], values["sink_type"], pipeline_file),
+        tags=[*TAGS, *(t for t in tags if t not in TAGS)],
+        default_args={"retries": RETRIES, "retry_delay": RETRY_DELAY},
+    ) as dag:
+        validate = MySqlCdcValidateOperator(
+            task_id="validate",
+            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            tables="{{ params.tables }}",
+            exclude="{{ params.exclude }}",
+            chunk_key_columns="{{ params.chunk_key_columns }}",
+            retries=0,  # a misconfigured server does not fix itself
+        )
+        plan = MySqlCdcPlanOperator(
+            task_id="plan",
+            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            tables="{{ params.tables }}",
+            exclude="{{ params.exclude }}",
+            state_location="{{ params.state_location }}",
+            pipeline_name="{{ dag.dag_id }}",
+            sink_type="{{ params.sink_type }}",
+            sink_options="{{ params.sink_options }}",
+            sink_conn_id="{{ params.sink_conn_id }}",
+            chunk_size="{{ params.chunk_size }}",
+            chunk_key_columns="{{ params.chunk_key_columns }}",
+            rows_per_batch="{{ params.rows_per_batch }}",
+            parallelism=snapshot_parallelism,
+            startup_mode="{{ params.startup_mode }}",
+            startup_offset="{{ params.startup_offset }}",
+            startup_timestamp="{{ params.startup_timestamp }}",
+            stream_options="{{ params.stream_options }}",
+            schema_change_behavior="{{ params.schema_change_behavior }}",
+            zero_dates="{{ params.zero_dates }}",
+            spark_runtime="{{ params.spark_runtime }}",
+            connect_conn_id="{{ params.spark_connect_conn_id }}",
+            aws_conn_id="{{ params.aws_conn_id }}",
+            reset="{{ params.reset }}",
+            reread_batches="{{ params.reread_batches }}",
+        )
+        snapshot = MySqlCdcSnapshotOperator.partial(
+            task_id="snapshot",
+            state_location="{{ params.state_location }}",
+            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            sink_conn_id="{{ params.sink_conn_id }}",
+            reread_batches="{{ params.reread_batches }}",
+            spark_runtime="{{ params.spark_runtime }}",
+            connect_conn_id="{{ params.spark_connect_conn_id }}",
+            aws_conn_id="{{ params.aws_conn_id }}",
+            conn_id="spark_default",
+            map_index_template="{{ task.batch_label }}",
+            max_active_tis_per_dagrun=snapshot_parallelism,
+            execution_timeout=SNAPSHOT_TIMEOUT,
+        ).expand_kwargs(plan.output)
+        stream = MySqlCdcStreamOperator(
+            task_id="stream",
+            snapshot_results=snapshot.output,
+            state_location="{{ params.state_location }}",
+            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            spark_conn_id="spark_default",
+            sink_conn_id="{{ params.sink_conn_id }}",
+            aws_conn_id="{{ params.aws_conn_id }}",
+            trigger_rule="none_failed",  # a stream-only startup mode has no snapshot tasks
+        )
+        validate >> plan >> snapshot >> stream
+
+    with DAG(
+        dag_id=watchdog_id,
+        schedule=WATCHDOG_INTERVAL,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=False,  # a stream nobody watches dies unnoticed; skipped while none runs
+        doc_md=watchdog_doc(dag_id),
+        tags=[*TAGS, *(t for t in tags if t not in TAGS)],
+        params={"state_location": Param(values["state_location"], type="string", title="State location",
+                                        description="The pipeline's state location (scheduled runs use this "
+                                                    "default)."),
+                "aws_conn_id": Param(values["aws_conn_id"], type=["null", "string"], title="Object storage connection",
+                                     description="The pipeline's aws connection when its state location is on S3.")},
+    ) as watchdog:
+        MySqlCdcStreamSensor(
+            task_id="stream_health",
+            state_location="{{ params.state_location }}",
+            aws_conn_id="{{ params.aws_conn_id or '' }}",  # no native rendering here: None would be 'None'
+            max_lag_s=WATCHDOG_MAX_LAG_S,
+            relaunch=True,
+            poke_interval=30,
+            timeout=240,
+            mode="reschedule",
+            outlets=[stream_health_asset(dag_id)],
+        )
+    return dag, watchdog

@@ -1,0 +1,666 @@
+"""One pipeline file: its sections as pydantic models, every value checked like the trigger form.
+
+    source:     where the rows come from: an Airflow connection id (never a password) and tables
+    sink:       where they go: type + options, or a connection id (PostgreSQL)
+    route:      source table pattern -> sink table (accepted and checked; not applied yet)
+    transform:  projection / filter / primary keys per table (accepted and checked; not applied yet)
+    pipeline:   name (the DAG id), schedule, snapshot parallelism and every other run setting
+
+The run settings are those of ``cdc/settings.py``, under the section of the trigger form
+they sit in: Source settings under ``source``, Sink settings under ``sink``, every other one
+under ``pipeline``, by their setting names; four are shorter in a file (``mysql_conn_id`` is
+``source.conn_id``, ``sink_type``/``sink_options``/``sink_conn_id`` are ``sink.type``/
+``sink.options``/``sink.conn_id``). A value passes the JSON schema the setting declares (what
+the form checks) and the engine's own checks where they need no server (table entries,
+stream options, startup settings). ``reset`` and ``reread_batches`` are choices for one run
+and stay in the trigger form. Unknown keys are errors.
+
+Every error names the key path (``pipeline.chunk_size``, ``route[0].sink_table``), the value
+found and the fix; ``loader`` adds the file. No Airflow import here.
+"""
+
+import copy
+import difflib
+import functools
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Iterable, Mapping, Optional, Union
+
+import jsonschema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic_core import PydanticCustomError
+
+from ..cdc.errors import ConfigError
+from ..cdc.object_store import refuse_secret_options
+from ..cdc.settings import BY_NAME, SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
+from ..cdc.table_patterns import _quoted_parts, is_regex, qualify
+
+# --------------------------------------------------------------------------------------------
+# Problems
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of one pipeline file: ``<file>: <key>: <message>`` (the message ends with its fix)."""
+
+    file: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key}: {self.message}"
+
+
+WHOLE_FILE = "(file)"  # the key of a problem of the whole file (not YAML, not a mapping, ...)
+
+
+class PipelineFileError(ValueError):
+    """Problems of pipeline files. Its text: a first line naming the file(s), then one line per problem."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        files = list(dict.fromkeys(p.file for p in self.problems))
+        n = len(self.problems)
+        head = (f"pipeline file {files[0]}" if len(files) == 1 else f"pipeline files {', '.join(files)}") + \
+            f" has {n} problem{'s' if n != 1 else ''}, so its pipeline has no DAGs:"
+        super().__init__("\n".join([head, *map(str, self.problems)]))
+
+
+# --------------------------------------------------------------------------------------------
+# Where each run setting sits in a file
+
+SOURCE_SECTION, SINK_SECTION, PIPELINE_SECTION = "source", "sink", "pipeline"
+RENAMED = {"mysql_conn_id": (SOURCE_SECTION, "conn_id"), "sink_type": (SINK_SECTION, "type"),
+           "sink_options": (SINK_SECTION, "options"), "sink_conn_id": (SINK_SECTION, "conn_id")}
+# Settings that are a choice for one run: a file sets the form's defaults, and a default here
+# would act on every run (a scheduled one too).
+RUN_ONLY = {
+    "reset": "a reset is a choice for one run (it drops the sink tables and loads everything again), so a file "
+             "does not set it. Fix: remove the key; to reset, tick 'Reset' in the trigger form of that one run",
+    "reread_batches": "reading finished batches again is a choice for one run, so a file does not set it. Fix: "
+                      "remove the key; fill 'Read finished batches again' in the trigger form of that one run, "
+                      "or clear the batch's snapshot task",
+}
+# A file must say these: the template's defaults (shop.orders, /tmp/mysqlcdc/pipeline) are a
+# demo's, and two pipelines sharing a state location would overwrite each other's plan.
+REQUIRED = ("tables", "state_location")
+
+
+def _file_key(s: Setting) -> tuple[str, str]:
+    if s.name in RENAMED:
+        return RENAMED[s.name]
+    return {SOURCE: SOURCE_SECTION, SINK: SINK_SECTION}.get(s.section, PIPELINE_SECTION), s.name
+
+
+FILE_KEYS: dict[str, tuple[str, str]] = {s.name: _file_key(s) for s in SETTINGS if s.name not in RUN_ONLY}
+
+
+def file_key(setting_name: str) -> str:
+    """``chunk_size`` -> ``pipeline.chunk_size``; ``mysql_conn_id`` -> ``source.conn_id``."""
+    section, key = FILE_KEYS[setting_name]
+    return f"{section}.{key}"
+
+
+def watchdog_dag_id(dag_id: str) -> str:
+    """The stream watchdog's DAG id: ``<name>_stream_watchdog``, a trailing ``_pipeline`` of the
+    name dropped first (``mysql_cdc_pipeline`` -> ``mysql_cdc_stream_watchdog``)."""
+    base = dag_id[:-len("_pipeline")] if dag_id.endswith("_pipeline") and dag_id != "_pipeline" else dag_id
+    return f"{base}_stream_watchdog"
+
+
+# --------------------------------------------------------------------------------------------
+# Checking one value: the setting's JSON schema, then the engine's checks
+
+
+def show(value: Any) -> str:
+    """A value as the file would spell it, short."""
+    if value is None:
+        return "an empty value (null)"
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _invalid(message: str, sub: str = "") -> PydanticCustomError:
+    """A problem of one value; ``sub`` continues the key path (``[2]``, ``.root``)."""
+    return PydanticCustomError("mysqlcdc", "{m}", {"m": message, "sub": sub})
+
+
+_TYPE_WORDS = {"string": "a text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+               "array": "a list", "object": "a mapping (key: value)", "null": "nothing"}
+_DAG_ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
+_PATTERN_WORDS = {
+    TABLE_ENTRY_PATTERN: ("an entry without blanks at its start or end",
+                          "remove the blanks around the entry, and any empty entry"),
+    _DAG_ID_PATTERN: ("letters, digits, '_', '.' and '-' only (it is the DAG id)",
+                      "e.g. shop_orders"),
+}
+_NO_DEFAULT = object()
+
+
+def _path_text(path: Iterable[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _schema_message(error: jsonschema.ValidationError, default: Any) -> str:
+    """The message of the first schema violation: found, need, fix (with the default when there is one)."""
+    bad, kw, arg = error.instance, error.validator, error.validator_value
+    if kw == "type":
+        kinds = arg if isinstance(arg, list) else [arg]
+        need = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds if k != "null")
+        fix = f"give {need}"
+    elif kw == "enum":
+        need = f"one of {', '.join(map(str, arg))}"
+        fix = "use one of those"
+    elif kw in ("exclusiveMinimum", "minimum"):
+        least = arg + 1 if kw == "exclusiveMinimum" else arg
+        need, fix = f"at least {least:,}", f"give a whole number of at least {least:,}"
+    elif kw == "maximum":
+        need, fix = f"at most {arg:,}", f"give a whole number of at most {arg:,}"
+    elif kw == "minItems":
+        need = f"at least {arg} entr{'y' if arg == 1 else 'ies'}"
+        fix = "add an entry, e.g. [shop.orders]" if arg == 1 else f"list at least {arg}"
+    elif kw == "minLength":
+        need, fix = "a text that is not empty", "write the value"
+    elif kw == "uniqueItems":
+        need, fix = "each entry once", "remove the repeated entry"
+    elif kw == "pattern":
+        need, fix = _PATTERN_WORDS.get(arg, (f"a text matching {arg}", "correct the text"))
+    elif kw == "format" and arg == "date-time":
+        need, fix = "a date-time", 'write it in quotes, e.g. "2026-11-25T08:00:00Z" (UTC when it has no zone)'
+    else:
+        need, fix = error.message, "correct the value"
+    if default is not _NO_DEFAULT and not error.path:
+        fix += f", or remove the key for the default ({show(default)})"
+    hint = ""
+    if bad is None and kw in ("type", "enum"):
+        hint = " (YAML reads an empty value or a bare null as no value"
+        hint += ': write "null" in quotes to mean the text null)' if "null" in _enum_of(error) else ")"
+    return f"found {show(bad)}{hint}, need {need}. Fix: {fix}."
+
+
+def _enum_of(error: jsonschema.ValidationError) -> list[Any]:
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    return list(schema.get("enum") or [])
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)  # as Airflow's Param does
+    return cls(schema, format_checker=jsonschema.FormatChecker())
+
+
+def check_json(schema: Mapping[str, Any], value: Any, default: Any = _NO_DEFAULT) -> None:
+    """Raise the first violation of ``schema`` (the trigger form's check of a setting)."""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is not None:
+        raise _invalid(_schema_message(error, default), _path_text(error.path))
+
+
+def _engine_message(e: ConfigError, name: str) -> tuple[str, str]:
+    """An engine message ``<name>[.<sub>]: <text>`` as (sub, text), the prefix folded into the key."""
+    m = re.match(rf"{re.escape(name)}((?:\.\w+)*): (.*)", str(e), re.S)
+    return (m.group(1), m.group(2)) if m else ("", str(e))
+
+
+def _table_entries(values: list[str] | None) -> None:
+    for i, entry in enumerate(values or ()):
+        _table_entry(entry, f"[{i}]")
+
+
+def _table_entry(entry: str, sub: str = "") -> None:
+    """The engine's reading of a table entry (quotes, regex); the database is the connection's,
+    unknown here, so a bare name is fine."""
+    try:
+        qualify(entry, "db")
+    except ConfigError as e:
+        raise _invalid(f"found {show(entry)}: {e}", sub) from None
+
+
+def _stream_options(value: Mapping[str, Any] | None) -> None:
+    from ..cdc.pipeline import StreamOptions
+
+    try:
+        StreamOptions.from_mapping(value)
+    except (ConfigError, TypeError) as e:
+        sub, text = _engine_message(e, "stream_options") if isinstance(e, ConfigError) else ("", str(e))
+        raise _invalid(text if "found" in text else f"found {show(value)}: {text}", sub) from None
+
+
+def _no_secrets(options: Mapping[str, Any]) -> None:
+    """A pipeline file is reviewed and committed: no password, key or token in it (the engine's
+    list of credential words, ``cdc/object_store.py``)."""
+    for where, mapping in (("", options), (".storage_options", options.get("storage_options"))):
+        if not isinstance(mapping, Mapping):
+            continue
+        try:
+            refuse_secret_options(mapping, "options")
+        except ConfigError as e:
+            m = re.search(r"holds credentials \(([^)]*)\)", str(e))
+            keys = m.group(1) if m else "credentials"
+            raise _invalid(f"found {keys}: a pipeline file never holds credentials (it is committed and "
+                           "reviewed, and its values reach pipeline.json). Fix: remove them; a PostgreSQL sink's "
+                           "password is its connection's (sink.conn_id), object storage keys an aws "
+                           "connection's (pipeline.aws_conn_id)", where) from None
+    dsn = options.get("dsn")
+    if isinstance(dsn, str) and re.search(r"(^|\s)password\s*=", dsn):
+        raise _invalid("found a password in the dsn: a pipeline file never holds credentials. Fix: remove it "
+                       "and set sink.conn_id to a Postgres connection that has the password", ".dsn")
+
+
+_ENGINE_CHECKS: dict[str, Callable[[Any], None]] = {
+    "tables": _table_entries,
+    "exclude": _table_entries,
+    "stream_options": _stream_options,
+    "sink_options": _no_secrets,
+}
+
+
+def _setting_check(s: Setting, value: Any) -> Any:
+    check_json(s.schema, value, _NO_DEFAULT if s.name in REQUIRED else s.default)
+    if value is not None and s.name in _ENGINE_CHECKS:
+        _ENGINE_CHECKS[s.name](value)
+    return value
+
+
+_PY_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
+                             "object": dict[str, Any], "null": type(None)}
+
+
+def _annotation(schema: Mapping[str, Any]) -> Any:
+    """The Python type of a JSON schema ``type`` (the value is checked by the schema first)."""
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    types = [list[_PY_TYPES.get((schema.get("items") or {}).get("type"), Any)] if k == "array" else
+             _PY_TYPES.get(k, Any) for k in kinds]
+    return Union[tuple(types)] if len(types) > 1 else types[0]
+
+
+def checked(schema: Mapping[str, Any], default: Any = _NO_DEFAULT,
+            then: Callable[[Any], None] | None = None) -> BeforeValidator:
+    """A field checked by a JSON schema (then by ``then``), with the same messages as a setting."""
+
+    def check(value: Any) -> Any:
+        check_json(schema, value, default)
+        if then is not None and value is not None:
+            then(value)
+        return value
+
+    return BeforeValidator(check)
+
+
+# --------------------------------------------------------------------------------------------
+# The sections
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _setting_fields(section: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for s in SETTINGS:
+        if FILE_KEYS.get(s.name, ("",))[0] != section:
+            continue
+        annotation = Annotated[_annotation(s.schema), BeforeValidator(functools.partial(_setting_check, s))]
+        if s.name in REQUIRED:
+            fields[FILE_KEYS[s.name][1]] = (annotation, Field(title=s.title, description=s.description))
+        else:
+            fields[FILE_KEYS[s.name][1]] = (annotation, Field(
+                default_factory=functools.partial(copy.deepcopy, s.default), title=s.title,
+                description=s.description))
+    return fields
+
+
+SourceSection = create_model(  # type: ignore[call-overload]
+    "SourceSection", __base__=_Section, __module__=__name__,
+    __doc__="``source``: the Source settings of the trigger form (``conn_id`` is ``mysql_conn_id``).",
+    **_setting_fields(SOURCE_SECTION))
+
+
+class _SinkBase(_Section):
+    @model_validator(mode="after")
+    def _sink_fits_its_type(self) -> "_SinkBase":
+        kind, options, conn_id = self.type, self.options, self.conn_id  # type: ignore[attr-defined]
+        if conn_id and kind != "postgres":
+            raise _invalid(f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
+                           "sink's. Fix: remove sink.conn_id, or set sink.type: postgres", ".conn_id")
+        if kind == "postgres" and not conn_id and "dsn" not in options:
+            raise _invalid("found none: the postgres sink needs its database. Fix: set sink.conn_id to an Airflow "
+                           "connection of type Postgres (host, database, user, password)", ".conn_id")
+        if kind in ("delta", "changelog") and not options.get("root"):
+            raise _invalid(f"found {show(options.get('root'))}: the {kind} sink writes its tables under a root. "
+                           "Fix: set sink.options.root to a directory or URL every Spark node reaches, e.g. "
+                           "s3://lake/cdc", ".options.root")
+        return self
+
+
+SinkSection = create_model(  # type: ignore[call-overload]
+    "SinkSection", __base__=_SinkBase, __module__=__name__,
+    __doc__="``sink``: ``type``, ``options`` and ``conn_id`` (``sink_type``, ``sink_options``, ``sink_conn_id``).",
+    **_setting_fields(SINK_SECTION))
+
+SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
+
+def _schedule(value: str) -> None:
+    if value.startswith("@"):
+        if value not in SCHEDULE_PRESETS:
+            raise _invalid(f"found {show(value)}, need null (runs are triggered by hand), a preset "
+                           f"({', '.join(SCHEDULE_PRESETS)}) or a cron expression. Fix: use one of those, e.g. "
+                           "'0 3 * * *'")
+        return
+    try:
+        from croniter import croniter
+    except ImportError:  # pragma: no cover - Airflow depends on croniter
+        ok = len(value.split()) in (5, 6)
+    else:
+        ok = croniter.is_valid(value)
+    if not ok:
+        raise _invalid(f"found {show(value)}, not a cron expression (minute hour day-of-month month day-of-week). "
+                       "Fix: e.g. '0 3 * * *' (daily at 03:00 UTC), a preset such as @daily, or null")
+
+
+def _startup_settings(section: Any) -> None:
+    """The engine's checks of the startup settings (cdc/pipeline.py), on the file's values."""
+    from ..cdc.config import SourceConfig
+    from ..cdc.pipeline import PipelineConfig
+    from ..operators._pipeline import epoch_seconds
+
+    try:
+        PipelineConfig(name=section.name, source=SourceConfig(), include=("db.table",),
+                       state_location=section.state_location, startup_mode=section.startup_mode,
+                       startup_offset=section.startup_offset,
+                       startup_timestamp=epoch_seconds(section.startup_timestamp, "startup_timestamp"),
+                       schema_change_behavior=section.schema_change_behavior)
+    except ConfigError as e:
+        text = str(e)
+        name = next((n for n in ("startup_mode", "startup_offset", "startup_timestamp", "schema_change_behavior",
+                                 "state_location") if text.startswith(n)), "startup_mode")
+        value = getattr(section, name)
+        text = text.replace("fill Startup offset", "set pipeline.startup_offset").replace(
+            "fill Startup timestamp", "set pipeline.startup_timestamp")
+        raise _invalid(f"found {show(value)}: {text}", f".{name}") from None
+
+
+class _PipelineBase(_Section):
+    name: Annotated[str, checked({"type": "string", "minLength": 1, "maxLength": 200,
+                                  "pattern": _DAG_ID_PATTERN})] = Field(
+        description="The pipeline DAG's id; its stream watchdog is <name>_stream_watchdog (a trailing _pipeline "
+                    "dropped first). Unique among the pipeline files.")
+    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = Field(
+        None, description="One line: the DAG's description in the DAG list.")
+    schedule: Annotated[Optional[str], checked({"type": ["null", "string"], "minLength": 1}, None, _schedule)] = \
+        Field(None, description="null (the default: runs are triggered by hand), a preset such as @daily, or a "
+                                "cron expression. A run resumes the plan, skips finished batches and leaves a "
+                                "running stream alone.")
+    snapshot_parallelism: Annotated[int, checked({"type": "integer", "minimum": 1, "maximum": 1024}, 1)] = Field(
+        1, description="Snapshot tasks that run at once; the plan makes the batch count a multiple of it.")
+    tags: Annotated[tuple[str, ...], checked({"type": "array", "uniqueItems": True,
+                                              "items": {"type": "string", "minLength": 1}}, [])] = Field(
+        (), description="Tags added to the DAGs' own (mysqlcdc, cdc).")
+
+    @model_validator(mode="after")
+    def _startup(self) -> "_PipelineBase":
+        _startup_settings(self)
+        return self
+
+
+PipelineSection = create_model(  # type: ignore[call-overload]
+    "PipelineSection", __base__=_PipelineBase, __module__=__name__,
+    __doc__="``pipeline``: name, schedule, snapshot parallelism, and the Snapshot, Stream and state settings.",
+    **_setting_fields(PIPELINE_SECTION))
+
+
+_TABLE_TEXT = {"type": "string", "pattern": TABLE_ENTRY_PATTERN}
+_SQL_TEXT = {"type": ["null", "string"], "minLength": 1, "pattern": TABLE_ENTRY_PATTERN}
+
+
+def _sink_table(text: str) -> None:
+    """An exact ``db.table`` (quoted names allowed), not a pattern."""
+    try:
+        parts = _quoted_parts(text)
+    except ConfigError as e:
+        raise _invalid(f"found {show(text)}: {e}") from None
+    if parts is None:
+        if is_regex(text):
+            raise _invalid(f"found {show(text)}, need one table's name, not a pattern. Fix: write the sink table "
+                           "as db.table, e.g. shop.orders (quote names with special characters: `db`.`my$table`)")
+        parts = text.split(".", 1) if "." in text else [text]
+    if len(parts) != 2 or not all(p.strip() for p in parts):
+        raise _invalid(f"found {show(text)}, need db.table. Fix: name the sink table with its database, e.g. "
+                       "shop.orders")
+
+
+def _spark_sql(what: str) -> Callable[[str], None]:
+    """A projection (select list) or filter (predicate) that Spark SQL can read: parsed with sqlglot."""
+
+    def check(text: str) -> None:
+        import sqlglot
+        from sqlglot import expressions as exp
+        from sqlglot.errors import ParseError, TokenError
+
+        prefix = "SELECT " if what == "projection" else "SELECT * FROM __t WHERE "
+        sql = f"{prefix}{text} FROM __t" if what == "projection" else f"{prefix}{text}"
+        example = "id, upper(name) AS name" if what == "projection" else "status <> 'deleted' AND amount > 0"
+        try:
+            trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
+            if what == "projection" and re.search(r"^\s*,|,\s*,|,\s*$", text):  # sqlglot skips empty items
+                raise ParseError("an empty item between commas")
+        except (ParseError, TokenError) as e:
+            reason = str(e).splitlines()[0]
+            col = re.search(r"\.? ?Line \d+, Col: (\d+)\.?", reason)
+            if col:  # the column in the file's text, not in the statement around it
+                reason = reason[:col.start()] + f" near character {max(1, int(col.group(1)) - len(prefix))}"
+            raise _invalid(f"found {show(text)}: not a Spark SQL {what} ({reason}). Fix: write a {what} such as "
+                           f"{example}") from None
+        extra = sorted(k for k, v in (trees[0].args.items() if trees else ()) if v and k not in (
+            "expressions", "from", "from_", "where"))
+        if len(trees) != 1 or not isinstance(trees[0], exp.Select) or extra:
+            raise _invalid(f"found {show(text)}: more than a {what} ({', '.join(extra) or 'a second statement'}). "
+                           f"Fix: write only the {what}, such as {example}")
+
+    return check
+
+
+class RouteRule(_Section):
+    """One route: the tables ``source_table`` matches land in ``sink_table`` (several tables, e.g.
+    shards ``shop\\.orders_\\d+``, merge into one)."""
+
+    source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
+        description="A table entry as in source.tables: db.table or a regular expression over db.table.")
+    sink_table: Annotated[str, checked(_TABLE_TEXT, then=_sink_table)] = Field(
+        description="The sink table, db.table.")
+    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = None
+
+
+class TransformRule(_Section):
+    """One transform of the tables ``source_table`` matches: ``projection`` (Spark SQL select list),
+    ``filter`` (Spark SQL predicate), ``primary_keys`` (the sink's key instead of the source's)."""
+
+    source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
+        description="A table entry as in source.tables: db.table or a regular expression over db.table.")
+    projection: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("projection"))] = None
+    filter: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("filter"))] = None
+    primary_keys: Annotated[Optional[tuple[str, ...]], checked(
+        {"type": ["null", "array"], "minItems": 1, "uniqueItems": True, "items": _TABLE_TEXT}, None)] = None
+    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = None
+
+    @model_validator(mode="after")
+    def _does_something(self) -> "TransformRule":
+        if self.projection is None and self.filter is None and self.primary_keys is None:
+            raise _invalid(f"found only source_table {show(self.source_table)}: a transform changes nothing "
+                           "without projection, filter or primary_keys. Fix: add one of them, or remove the rule")
+        return self
+
+
+class PipelineSpec(_Section):
+    """One pipeline file, checked. ``settings()`` are the run settings it sets (the trigger form's
+    defaults of its DAG); ``route`` and ``transform`` are handed on as typed rules."""
+
+    source: SourceSection  # type: ignore[valid-type]
+    sink: SinkSection = Field(default_factory=SinkSection)  # type: ignore[valid-type]
+    route: tuple[RouteRule, ...] = ()
+    transform: tuple[TransformRule, ...] = ()
+    pipeline: PipelineSection  # type: ignore[valid-type]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """``sink:`` or ``route:`` with nothing under it means none (YAML reads it as null)."""
+        if isinstance(data, Mapping):
+            return {k: v for k, v in data.items() if not (v is None and k in cls.model_fields)}
+        return data
+
+    def settings(self) -> dict[str, Any]:
+        """Every run setting (``cdc/settings.py`` name -> value): the file's, else the default."""
+        return {name: copy.deepcopy(getattr(getattr(self, section), key)) for name, (section, key) in FILE_KEYS.items()}
+
+    @property
+    def dag_id(self) -> str:
+        return self.pipeline.name
+
+    @property
+    def watchdog_dag_id(self) -> str:
+        return watchdog_dag_id(self.pipeline.name)
+
+    def dag_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of ``dag_builder.build_pipeline_dags`` for this pipeline."""
+        p = self.pipeline
+        return {"dag_id": p.name, "settings": self.settings(), "snapshot_parallelism": p.snapshot_parallelism,
+                "schedule": p.schedule, "description": p.description, "tags": tuple(p.tags),
+                "watchdog_dag_id": self.watchdog_dag_id}
+
+
+# --------------------------------------------------------------------------------------------
+# From pydantic's errors to problems
+
+SECTIONS: dict[tuple[Any, ...], type[BaseModel]] = {(): PipelineSpec, ("source",): SourceSection,
+                                                    ("sink",): SinkSection, ("pipeline",): PipelineSection}
+_RULES = {"route": RouteRule, "transform": TransformRule}
+
+# Flink CDC's source keys, and what they are here.
+_CONNECTION_KEYS = ("hostname", "host", "port", "username", "user", "password")
+_FOREIGN_SOURCE_KEYS = {
+    **{k: "the source server is an Airflow connection: host, port, user and password are the connection's, and a "
+          "pipeline file never holds a password. Fix: remove the key; put them in the connection named by "
+          "source.conn_id (Admin > Connections, type MySQL CDC)" for k in _CONNECTION_KEYS},
+    **{k: "the replication server ids are the connection's (extra server_id_range, 'Replication server ids' in "
+          "the connection form), so every task and the stream use one range. Fix: remove the key; set them on "
+          "the connection named by source.conn_id" for k in ("server-id", "server_id", "server_id_range",
+                                                             "server-id-range")},
+    **{k: "the server's time zone is the connection's (extra server_time_zone, 'Server time zone' in the "
+          "connection form). Fix: remove the key; set it on the connection named by source.conn_id"
+       for k in ("server-time-zone", "server_time_zone")},
+    "type": "the source is always a MySQL or MariaDB server, reached through source.conn_id. Fix: remove the key",
+}
+
+_EXAMPLES = {
+    ("source",): "a source section, e.g. source: {conn_id: mysql_cdc_default, tables: [shop.orders]}",
+    ("pipeline",): "a pipeline section, e.g. pipeline: {name: shop_orders, state_location: s3://cdc/state/shop}",
+    ("tables",): "tables: [shop.orders] (db.table entries or regular expressions over db.table)",
+    ("state_location",): "state_location: a directory or URL of its own for this pipeline, e.g. s3://cdc/state/shop",
+    ("name",): "name: the pipeline's DAG id, e.g. shop_orders",
+    ("source_table",): r"source_table: a table entry, e.g. shop\.orders_\d+",
+    ("sink_table",): "sink_table: db.table, e.g. shop.orders",
+}
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    if loc in SECTIONS:
+        return SECTIONS[loc]
+    if len(loc) == 2 and loc[0] in _RULES and isinstance(loc[1], int):
+        return _RULES[loc[0]]
+    return None
+
+
+def key_path(loc: Iterable[Any]) -> str:
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    return text or WHOLE_FILE
+
+
+def _where_else(key: str) -> str | None:
+    """A key written in the wrong section, or by its setting name."""
+    name = key.replace("-", "_")
+    if name in RUN_ONLY:
+        return RUN_ONLY[name]
+    if name in FILE_KEYS:
+        return f"a pipeline file writes this setting as {file_key(name)}. Fix: write it there"
+    for section, model in (("source", SourceSection), ("sink", SinkSection), ("pipeline", PipelineSection)):
+        if name in model.model_fields:
+            return f"it belongs in the {section} section. Fix: move it to {section}.{name}"
+    return None
+
+
+def _unknown_key(loc: tuple[Any, ...], value: Any) -> str:
+    parent, key = loc[:-1], str(loc[-1])
+    model = _model_at(parent)
+    known = list(model.model_fields) if model else []
+    in_rule = bool(parent) and parent[0] in _RULES
+    if parent == ("source",) and key in _FOREIGN_SOURCE_KEYS:
+        why = _FOREIGN_SOURCE_KEYS[key]
+    elif "-" in key and key.replace("-", "_") in known:
+        why = f"keys are written with '_'. Fix: write {key.replace('-', '_')}"
+    elif parent == ("pipeline",) and key == "parallelism":
+        why = "did you mean snapshot_parallelism (snapshot tasks at once)? Fix: rename it"
+    elif not in_rule and (elsewhere := _where_else(key)) is not None:
+        why = elsewhere
+    else:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        why = (f"did you mean {close[0]}? Fix: rename it, or use only " if close else "Fix: use only ") + \
+            ", ".join(known)
+    return f"unknown key (its value: {show(value)}): {why}."
+
+
+def _shape_message(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
+    found = show(error.get("input"))
+    if error["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        what = "a rule" if len(loc) == 2 and loc[0] in _RULES else "a section"
+        return f"found {found}, need a mapping (key: value lines indented under it). Fix: write {what} of keys here."
+    if error["type"] in ("tuple_type", "list_type"):
+        return (f"found {found}, need a list of rules. Fix: start each rule with '- ', e.g. "
+                f"'- source_table: shop.orders'.")
+    return f"found {found}: {error.get('msg')}. Fix: correct the value (README, Pipelines in a platform repo)."
+
+
+def problems_from(error: ValidationError, file: str) -> list[Problem]:
+    out: list[Problem] = []
+    for e in error.errors(include_url=False):
+        loc = tuple(e["loc"])
+        key = key_path(loc)
+        if e["type"] == "mysqlcdc":
+            ctx = e.get("ctx") or {}
+            key = (key if loc else "") + ctx.get("sub", "")
+            message = str(ctx.get("m", e["msg"]))
+            out.append(Problem(file, key.lstrip(".") or WHOLE_FILE, message if message.endswith(".") else message + "."))
+        elif e["type"] == "extra_forbidden":
+            out.append(Problem(file, key, _unknown_key(loc, e.get("input"))))
+        elif e["type"] == "missing":
+            example = _EXAMPLES.get(loc if len(loc) == 1 and loc in _EXAMPLES else (loc[-1],), f"{loc[-1]}: ...")
+            out.append(Problem(file, key, f"missing, found nothing. Fix: add {example}."))
+        else:
+            out.append(Problem(file, key, _shape_message(loc, e)))
+    return out
+
+
+def parse_spec(data: Any, file: str) -> tuple[PipelineSpec | None, list[Problem]]:
+    """The spec of one file's data (what YAML read), or the problems."""
+    if not isinstance(data, Mapping):
+        kind = "nothing" if data is None else f"a {type(data).__name__}"
+        return None, [Problem(file, WHOLE_FILE, f"found {kind}, need a mapping with the sections source, sink, "
+                                                "route, transform, pipeline. Fix: start from an example file "
+                                                "(examples/platform_repo/pipelines/).")]
+    bad_keys = [k for k in data if not isinstance(k, str)]
+    if bad_keys:
+        return None, [Problem(file, WHOLE_FILE, f"found the key {show(bad_keys[0])}, need names of sections. Fix: "
+                                                "use source, sink, route, transform, pipeline.")]
+    try:
+        return PipelineSpec.model_validate(data), []
+    except ValidationError as e:
+        return None, problems_from(e, file)
+
+
+__all__ = ["FILE_KEYS", "PipelineFileError", "PipelineSpec", "Problem", "RouteRule", "TransformRule", "WHOLE_FILE",
+           "file_key", "parse_spec", "watchdog_dag_id", "BY_NAME"]
