@@ -57,17 +57,24 @@ def get_provider_info() -> dict[str, Any]:
                                    "the binlog are read. Must match the server's time_zone.",
                     "schema": {"type": ["string", "null"], "default": "UTC"},
                 },
+                "ssl_mode": {"label": "TLS mode",
+                             "description": "With TLS (any TLS field set, or this one): verify-full (default) checks "
+                                            "the server's certificate and host name, verify-ca the certificate only, "
+                                            "trust encrypts without checking (a man in the middle can read "
+                                            "everything). Empty and no TLS field: TLS only if the server offers it.",
+                             "schema": {"type": ["string", "null"], "enum": [None, "verify-full", "verify-ca",
+                                                                             "trust"], "default": None}},
                 "ssl_ca": {"label": "TLS CA file", "description": "Path of the CA certificate (PEM) on the workers "
-                           "and Spark nodes: the server's certificate is verified against it. Empty: TLS when the "
-                           "server offers it, unverified.", "schema": text},
+                           "and Spark nodes: the server's certificate is verified against it (without it, against "
+                           "the system's CAs).", "schema": text},
                 "ssl_cert": {"label": "TLS client certificate file", "description": "Path of a client certificate "
                              "(PEM) for the binlog connections. The snapshot's JDBC reads cannot use one: leave "
                              "empty unless the server requires it.", "schema": text},
                 "ssl_key": {"label": "TLS client key file", "description": "Path of the client certificate's key "
                             "(PEM), with TLS client certificate file.", "schema": text},
                 "ssl_verify_identity": {"label": "Verify server host name",
-                                        "description": "With a TLS CA file: also check that the certificate names "
-                                                       "the host you connect to.",
+                                        "description": "Also check that the certificate names the host you "
+                                                       "connect to (off: as ssl_mode verify-ca).",
                                         "schema": {"type": ["boolean", "null"], "default": True}},
                 "jdbc_fetch_size": {"label": "JDBC fetch size", "description": "Rows per round trip of the "
                                     "snapshot's JDBC reads.", "schema": {"type": ["integer", "null"], "default": 10000}},

@@ -122,8 +122,9 @@ class SourceConfig:
                 "Fix: authenticate with a password over TLS (keep ssl_ca), or remove ssl_cert/ssl_key.")
         from urllib.parse import quote
 
-        mode = "verify-full" if ssl.get("check_hostname", True) else "verify-ca"
-        params = [f"sslMode={mode}"]
+        from .connection import tls_mode
+
+        params = [f"sslMode={tls_mode(ssl)}"]   # Connector/J 3 names the three modes alike
         if ssl.get("ca"):
             params.append(f"serverSslCert={quote(str(ssl['ca']), safe='/')}")
         return "&".join(params)

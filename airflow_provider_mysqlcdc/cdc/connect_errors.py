@@ -33,9 +33,10 @@ def explain_connect_failure(host: str, port: int, user: str, code: int | None, t
                            "from a host it allows.")
     if code in (2026, 3159) or any(w in low for w in _TLS_WORDS):
         return ConfigError(f"TLS with {where} failed: {text}. Fix: if the server has no TLS, remove the "
-                           "connection's TLS CA file; if it has, set the CA that signed its certificate (ssl_ca), and "
-                           "turn 'Verify server host name' off only if the certificate does not name this host; a "
-                           "server with require_secure_transport=ON needs ssl_ca.")
+                           "connection's TLS fields; if it has, set the CA that signed its certificate (ssl_ca; "
+                           "without it the system's CAs are asked), and use ssl_mode verify-ca only if the "
+                           "certificate does not name this host; a server with require_secure_transport=ON needs "
+                           "TLS configured.")
     if any(w in low for w in _DNS_WORDS):
         return ConfigError(f"the host name {host!r} does not resolve ({text}). Fix: check the connection's Host "
                            "(a DNS name this worker and every Spark node can resolve, or an IP address).")

@@ -2,7 +2,8 @@
 
 Why a subclass: PyMySQL (1.2) builds a TLS context for every connection, even when TLS is
 only *preferred* (no ``ssl`` option set), and building one loads the system's CA
-certificates: 10-20 ms of CPU each time. The stream opens several short connections per
+certificates: 10-20 ms of CPU each time. It also decides what a configured TLS verifies
+(``_tls_context``): by default the certificate and the host name, even without a CA file. The stream opens several short connections per
 micro-batch on the driver and one or two per range on executors, so this was 3-5% of the
 executors' Python CPU and part of every micro-batch's latency. A context depends only on
 the TLS settings and is safe to share between connections and threads, so one is built per
@@ -31,6 +32,41 @@ def _key(sslp: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), repr(v)) for k, v in sslp.items()))
 
 
+TLS_MODES = ("verify-full", "verify-ca", "trust")
+
+
+def tls_mode(sslp: dict[str, Any]) -> str:
+    """The verification a TLS setting asks for: ``verify-full`` unless said otherwise."""
+    mode = sslp.get("mode") or ("verify-ca" if sslp.get("check_hostname", True) is False else "verify-full")
+    if mode not in TLS_MODES:
+        from .errors import ConfigError
+
+        raise ConfigError(f"ssl_mode: found {mode!r}, need one of {', '.join(TLS_MODES)}. Fix: verify-full (the "
+                          "default: certificate and host name), verify-ca, or trust (encrypted, not verified).")
+    return mode
+
+
+def _tls_context(sslp: dict[str, Any]) -> Any:
+    """The server's certificate is verified whenever TLS is configured, against the given CA
+    or else the system's (PyMySQL verifies nothing without a CA file): a man in the middle
+    must not be able to read the database. Only ``mode: trust`` turns that off."""
+    import ssl
+
+    mode = tls_mode(sslp)
+    ctx = ssl.create_default_context(cafile=sslp.get("ca"), capath=sslp.get("capath"))
+    if mode == "trust":
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        ctx.check_hostname = mode == "verify-full"
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    if sslp.get("cert"):
+        ctx.load_cert_chain(sslp["cert"], keyfile=sslp.get("key"), password=sslp.get("password"))
+    if sslp.get("cipher"):
+        ctx.set_ciphers(sslp["cipher"])
+    return ctx
+
+
 class Connection(pymysql.connections.Connection):
     """``pymysql.connections.Connection`` with TLS contexts built once per process and settings."""
 
@@ -43,7 +79,7 @@ class Connection(pymysql.connections.Connection):
             hit = _contexts.get(key)
             if hit is not None and now - hit[0] < TLS_CONTEXT_TTL_S:
                 return hit[1]
-        ctx = super()._create_ssl_ctx(sslp)
+        ctx = _tls_context(sslp)
         with _lock:
             _contexts[key] = (now, ctx)
         return ctx

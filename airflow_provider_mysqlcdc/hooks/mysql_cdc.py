@@ -57,11 +57,23 @@ class MySqlCdcHook(BaseHook):
             v = cls._extra(extras, field)
             if v:
                 out[key] = v
-        if not out:
+        mode = cls._extra(extras, "ssl_mode")
+        if not out and mode in (None, "", "disabled"):
             return None
         verify = cls._extra(extras, "ssl_verify_identity")
         if verify is not None:
             out["check_hostname"] = _truthy(verify)
+        if mode not in (None, ""):
+            out["mode"] = str(mode).strip().lower()
+        from ..cdc.connection import tls_mode
+
+        if tls_mode(out) == "trust":
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "TLS to the source server does not verify its certificate (ssl_mode trust): whoever sits between "
+                "the workers and the server can read everything. Fix: give the TLS CA file and set ssl_mode to "
+                "verify-full.")
         return out
 
     def get_source_config(self) -> SourceConfig:
