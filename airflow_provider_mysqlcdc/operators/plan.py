@@ -332,6 +332,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         else:
             self.log.info("reusing the stored plan: %d batches", len(plan.batches))
         estimates = plan.estimated_rows()
+        self._check_retention(config, state, estimates)
         entries = as_list(self.reread_batches, "reread_batches")
         check_reread_entries(entries, [b.batch_id for b in plan.batches], [str(t) for t in plan.schemas])
         actions = self._actions(plan, state, entries)
@@ -351,6 +352,28 @@ class MySqlCdcPlanOperator(BaseOperator):
                  "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id]) + (
                      " · read again" if actions[b.batch_id].startswith("read again") else ""),
                  "estimated_rows": estimates[b.batch_id]} for b in plan.batches]
+
+    def _check_retention(self, config: PipelineConfig, state: StateStore, estimates: Mapping[str, int]) -> None:
+        """A warning when the server may purge the binlog the stream will start from before the
+        snapshot is done (the rate: this pipeline's batches so far, else an assumed one)."""
+        import contextlib
+
+        from ..cdc.retention import ASSUMED_ROWS_PER_S_PER_SLOT, binlog_retention_s, retention_warning
+
+        done = {r["batch_id"] for r in state.batch_results()}
+        rows = sum(int(n) for b, n in estimates.items() if b not in done)
+        rates = [float(r["rows_per_s"]) for r in state.batch_results() if r.get("rows_per_s")]
+        slots = max(int(self.parallelism), 1)
+        rate = (sum(rates) / len(rates) if rates else ASSUMED_ROWS_PER_S_PER_SLOT) * slots
+        try:
+            with contextlib.closing(config.source.connect()) as conn:
+                retention = binlog_retention_s(conn)
+        except Exception as e:   # validate checked the server; this is advice, not a gate
+            self.log.info("could not read the binlog retention (%s); not checked", e)
+            return
+        warning = retention_warning(retention, rows, rate)
+        if warning:
+            self.log.warning("binlog retention: %s", warning)
 
     @staticmethod
     def _actions(plan: Plan, state: StateStore, entries: Sequence[str]) -> dict[str, str]:

@@ -58,3 +58,33 @@ def test_an_unwritable_state_location_fails_in_plan(source, tmp_dir):
     op = _plan(tmp_dir, state_location=str(tmp_dir / "blocker" / "state"))
     with pytest.raises(AirflowFailException, match="state_location .* is not writable"):
         op.execute({})
+
+
+def test_a_binlog_retention_shorter_than_the_snapshot_is_warned_about_in_plan(mariadb, fresh_db, source, tmp_dir):
+    """Not a failure (the load may still make it): a warning with the numbers and the fix."""
+    from unittest import mock
+
+    from tests.support.tables import create_int_table
+
+    create_int_table(mariadb, fresh_db, 2_000, "orders")
+    conn = mariadb.source_config().connect()
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.binlog_expire_logs_seconds")
+        before = cur.fetchone()[0]
+        cur.execute("SET GLOBAL binlog_expire_logs_seconds = 60")
+    try:
+        op = _plan(tmp_dir, tables=[f"{fresh_db}.orders"], parallelism=1)
+        with mock.patch("airflow_provider_mysqlcdc.cdc.retention.ASSUMED_ROWS_PER_S_PER_SLOT", 10), \
+                mock.patch.object(type(op), "log") as log:
+            op.execute({})
+        warned = [c.args for c in log.warning.call_args_list if "binlog retention" in str(c.args[0])]
+        assert warned and "keeps binlogs for 1 min" in warned[0][1] and "Fix: keep binlogs at least" in warned[0][1]
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_expire_logs_seconds = 0")
+        with mock.patch.object(type(op), "log") as log:
+            op.execute({})
+        assert not [c for c in log.warning.call_args_list if "binlog retention" in str(c.args[0])]
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(before)}")
+        conn.close()

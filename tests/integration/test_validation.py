@@ -133,3 +133,22 @@ def test_connection_failures_are_told_apart(mariadb):
         with pytest.raises(kind, match=says) as e:
             source.connect()
         assert "Fix:" in str(e.value)
+
+
+def test_the_servers_binlog_retention_is_read_from_whichever_variable_it_has(mariadb):
+    from airflow_provider_mysqlcdc.cdc.retention import binlog_retention_s
+
+    conn = mariadb.source_config().connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.binlog_expire_logs_seconds, @@GLOBAL.expire_logs_days")
+            before = cur.fetchone()
+            try:
+                cur.execute("SET GLOBAL binlog_expire_logs_seconds = 0")
+                assert binlog_retention_s(conn) is None            # 0: kept forever
+                cur.execute("SET GLOBAL binlog_expire_logs_seconds = 5400")
+                assert binlog_retention_s(conn) == 5400
+            finally:
+                cur.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(before[0])}")
+    finally:
+        conn.close()
