@@ -33,7 +33,7 @@ from pydantic_core import PydanticCustomError
 
 from ..cdc.errors import ConfigError
 from ..cdc.object_store import refuse_secret_options
-from ..cdc.settings import BY_NAME, SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
+from ..cdc.settings import SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
 from ..cdc.table_patterns import _quoted_parts, is_regex, qualify
 
 # --------------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ _PATTERN_WORDS = {
     TABLE_ENTRY_PATTERN: ("an entry without blanks at its start or end",
                           "remove the blanks around the entry, and any empty entry"),
     _DAG_ID_PATTERN: ("letters, digits, '_', '.' and '-' only (it is the DAG id)",
-                      "e.g. shop_orders"),
+                      "use only those, e.g. shop_orders"),
 }
 _NO_DEFAULT = object()
 
@@ -172,11 +172,11 @@ def _schema_message(error: jsonschema.ValidationError, default: Any) -> str:
         need, fix = error.message, "correct the value"
     if default is not _NO_DEFAULT and not error.path:
         fix += f", or remove the key for the default ({show(default)})"
-    hint = ""
+    found = show(bad)
     if bad is None and kw in ("type", "enum"):
-        hint = " (YAML reads an empty value or a bare null as no value"
-        hint += ': write "null" in quotes to mean the text null)' if "null" in _enum_of(error) else ")"
-    return f"found {show(bad)}{hint}, need {need}. Fix: {fix}."
+        found = "an empty value (YAML reads an empty value or a bare null as no value"
+        found += ': write "null" in quotes to mean the text null)' if "null" in _enum_of(error) else ")"
+    return f"found {found}, need {need}. Fix: {fix}."
 
 
 def _enum_of(error: jsonschema.ValidationError) -> list[Any]:
@@ -232,7 +232,8 @@ def _stream_options(value: Mapping[str, Any] | None) -> None:
 def _no_secrets(options: Mapping[str, Any]) -> None:
     """A pipeline file is reviewed and committed: no password, key or token in it (the engine's
     list of credential words, ``cdc/object_store.py``)."""
-    for where, mapping in (("", options), (".storage_options", options.get("storage_options"))):
+    for where, mapping in (("", options), (".storage_options", options.get("storage_options")),
+                           (".dsn", options.get("dsn"))):
         if not isinstance(mapping, Mapping):
             continue
         try:
@@ -611,7 +612,16 @@ def _unknown_key(loc: tuple[Any, ...], value: Any) -> str:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         why = (f"did you mean {close[0]}? Fix: rename it, or use only " if close else "Fix: use only ") + \
             ", ".join(known)
-    return f"unknown key (its value: {show(value)}): {why}."
+    return f"unknown key ({_value_of(key, value)}): {why}."
+
+
+def _value_of(key: str, value: Any) -> str:
+    """An unknown key's value, unless the key names a credential (never echoed into a CI log)."""
+    try:
+        refuse_secret_options({key: None}, key)
+    except ConfigError:
+        return "its value is not shown: the key names a credential"
+    return f"its value: {show(value)}"
 
 
 def _shape_message(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
@@ -663,4 +673,4 @@ def parse_spec(data: Any, file: str) -> tuple[PipelineSpec | None, list[Problem]
 
 
 __all__ = ["FILE_KEYS", "PipelineFileError", "PipelineSpec", "Problem", "RouteRule", "TransformRule", "WHOLE_FILE",
-           "file_key", "parse_spec", "watchdog_dag_id", "BY_NAME"]
+           "file_key", "parse_spec", "watchdog_dag_id"]

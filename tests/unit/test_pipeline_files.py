@@ -135,7 +135,7 @@ ERROR_CASES = [
     ({"source.zero_dates": "zero"}, "source.zero_dates", '"zero"'),
     ({"source.chunk_key_columns": ["shop.t", "id"]}, "source.chunk_key_columns", '["shop.t", "id"]'),
     ({"source.conn_id": ""}, "source.conn_id", 'found ""'),
-    ({"source.password": "s3cret"}, "source.password", '"s3cret"'),
+    ({"source.password": "s3cret"}, "source.password", "its value is not shown"),
     ({"source.hostname": "db.internal"}, "source.hostname", '"db.internal"'),
     ({"source.server_id_range": "5400-5404"}, "source.server_id_range", '"5400-5404"'),
     ({"source.server-time-zone": "UTC+8"}, "source.server-time-zone", '"UTC+8"'),
@@ -145,6 +145,10 @@ ERROR_CASES = [
     ({"sink.options": {"root": "s3://lake", "storage_options": {"AWS_SECRET_ACCESS_KEY": "k"}}},
      "sink.options.storage_options", "AWS_SECRET_ACCESS_KEY"),
     ({"sink.options": {"storage_options": {}}}, "sink.options.root", "found an empty value"),
+    ({"sink.type": "postgres", "sink.options": {"dsn": "host=pg user=w password=pw-1"}}, "sink.options.dsn",
+     "found a password"),
+    ({"sink.type": "postgres", "sink.options": {"dsn": {"host": "pg", "password": "pw-1"}}}, "sink.options.dsn",
+     "found password"),
     ({"sink.conn_id": "lake_pg"}, "sink.conn_id", '"lake_pg"'),
     ({"sink.type": "postgres", "sink.options": {"schema": "cdc"}}, "sink.conn_id", "found none"),
     ({"sink.sink_type": "delta"}, "sink.sink_type", '"delta"'),
@@ -207,6 +211,7 @@ def test_each_error_names_the_file_the_key_the_value_and_the_fix(tmp_path, chang
     assert line.startswith(f"{path}: {key}: "), line
     assert value in line.split(": ", 2)[2], line
     assert "Fix: " in line and line.endswith("."), line
+    assert "s3cret" not in line and "pw-1" not in line, "a credential is never echoed"
 
 
 @pytest.mark.parametrize("text, words", [
