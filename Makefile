@@ -17,10 +17,14 @@ test: bootstrap
 unit: bootstrap
 	$(PY) -m pytest -q tests/unit
 
-# Install the wheel next to another Airflow release in a clean venv and check it there
-# (AIRFLOW=3.1.8 by default; not part of `make test`: it installs Airflow anew).
+# The support matrix, measured (README "Install"): the sdist and the wheel (python -m build,
+# twine check), then the wheel in clean venvs with pip's resolver and no constraints file, at
+# the OLDEST versions setup.cfg admits and at the NEWEST: providers list, connection type, DAG
+# import, the unit tests and the end-to-end DAG test in each (about 10 min). AIRFLOW=3.1.8:
+# next to that Airflow release instead. tests/install (part of `make test`) runs the oldest
+# install and DAG import checks only.
 compat: bootstrap
-	$(PY) scripts/compat.py --airflow $(or $(AIRFLOW),3.1.8) --unit
+	$(PY) scripts/compat.py $(if $(AIRFLOW),--airflow $(AIRFLOW) --unit --e2e,--matrix oldest --matrix newest)
 
 bench-snapshot: bootstrap
 	$(PY) bench/snapshot_throughput.py
