@@ -65,6 +65,10 @@ class StreamOptions:
     # A GTID number skipped in the binlog stops the stream (cdc/gtid_watch.py); true lets a user
     # whose binlog has harmless gaps (gtid_seq_no set on purpose, filtered transactions) go on.
     allow_gtid_gaps: bool = False
+    # The running stream holds a lease in the state location and renews it every third of this
+    # (cdc/lease.py): a second launcher on any host refuses while it is valid, and takes a dead
+    # stream's lease over once it expired.
+    lease_ttl_s: float = 60.0
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> "StreamOptions":
@@ -93,6 +97,11 @@ class StreamOptions:
         if not isinstance(self.allow_gtid_gaps, bool):
             raise ConfigError(f"stream_options.allow_gtid_gaps: found {self.allow_gtid_gaps!r}, need true or false. "
                               "Fix: give a JSON boolean, or leave it out (false: a gap stops the stream).")
+        if (isinstance(self.lease_ttl_s, bool) or not isinstance(self.lease_ttl_s, (int, float))
+                or not 3 <= self.lease_ttl_s <= 3600):
+            raise ConfigError(f"stream_options.lease_ttl_s: found {self.lease_ttl_s!r}, need seconds from 3 to 3600. "
+                              "Fix: leave it out (60) or give a number in that range, well above the hosts' clock "
+                              "skew.")
         if self.catchup_parallelism > 64:
             raise ConfigError(f"stream_options.catchup_parallelism: found {self.catchup_parallelism}, "
                               "need at most 64 (each range holds a replication connection and a server id). "

@@ -105,6 +105,50 @@ def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_
     return False
 
 
+LEASE_LOST = "lease lost"
+
+
+class LeaseKeeper:
+    """Renews the stream's lease every third of its time to live; a lease taken over (this
+    stream could not renew in time) stops the stream through ``stop``."""
+
+    def __init__(self, lease: Any, stop: threading.Event, log: logging.Logger) -> None:
+        self.lease = lease
+        self.stop = stop
+        self.log = log
+        self.lost = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="mysqlcdc-lease", daemon=True)
+
+    def start(self) -> "LeaseKeeper":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        every = max(float(self.lease.ttl_s) / 3.0, 0.5)
+        while not self._done.wait(every):
+            try:
+                ok = self.lease.renew()
+            except Exception as e:   # storage unreachable: try again; expiry decides
+                self.log.warning("could not renew the stream's lease: %s", e)
+                continue
+            if not ok:
+                self.lost = True
+                self.log.error("%s: another stream holds this pipeline's lease now (this one could not renew it "
+                               "in time); stopping so that only one writes the sink", LEASE_LOST)
+                self.stop.set()
+                return
+
+    def close(self, release: bool = True) -> None:
+        self._done.set()
+        self._thread.join(5)
+        if release:
+            try:
+                self.lease.release()
+            except Exception as e:
+                self.log.warning("could not release the stream's lease (it expires by itself): %s", e)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True, help="pipeline config JSON, a path or fsspec URL (no password inside)")
@@ -121,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_provider_mysqlcdc.cdc.discovery import discover_tables
+    from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
@@ -148,6 +193,15 @@ def main(argv: list[str] | None = None) -> int:
         return config, schemas
 
     config, schemas = tables()
+    # One stream per pipeline, on any host: refused here, before Spark starts, while another
+    # holds the lease; given up when this one stops (cdc/lease.py).
+    lease = StreamLease(StateStore(config.state_location), ttl_s=float(config.stream.lease_ttl_s))
+    try:
+        lease.acquire()
+    except LeaseHeld as e:
+        log.error("%s", e)   # nothing written: the running stream's status stays as it is
+        return 3
+    keeper = LeaseKeeper(lease, stop, log).start()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
@@ -187,10 +241,13 @@ def main(argv: list[str] | None = None) -> int:
         if reads is not None:
             reads.close()
         if listener is not None:
+            if keeper.lost:
+                failure = failure or f"{LEASE_LOST}: another stream took this pipeline's lease over"
             listener.close(failure)  # status.json: stopped, or failed with the reason
         sink.close()
         spark.stop()
-    return 0
+        keeper.close(release=not keeper.lost)
+    return 4 if keeper.lost else 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..cdc.lease import StreamLease
 from ..cdc.object_store import StorageCredentials
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
@@ -126,9 +127,16 @@ class StreamControl:
         status = read_status(self.state)
         if self.is_local:
             proc = running_local_stream(self.state)
-            if proc is None:
-                return None
-            return status if status is not None and status.pid == proc.pid else _Starting(proc.pid)
+            if proc is not None:
+                return status if status is not None and status.pid == proc.pid else _Starting(proc.pid)
+        held = StreamLease(self.state).holder()
+        if held is not None:   # a stream on another host (or not recorded here) holds the lease
+            owner = held.get("owner") or {}
+            if status is not None and status.pid == owner.get("pid") and status.host == owner.get("host"):
+                return status
+            return _Starting(int(owner.get("pid") or 0), host=owner.get("host"))
+        if self.is_local:
+            return None
         if status is not None and status.state in ("starting", "running") and status.age_s() < self.stale_after_s:
             return status  # a cluster stream: its recent status is the sign of life (a failed one is dead)
         return None

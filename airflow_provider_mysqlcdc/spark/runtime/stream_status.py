@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ...cdc.lease import host_id
 from ...cdc.offsets import BinlogOffset, split_binlog_file
 
 if TYPE_CHECKING:
@@ -322,7 +322,7 @@ class StatusRecorder:
         self._query_id: str | None = None
         self._closed = False
         self.writes = 0
-        self.status = StreamStatus(started_at=clock(), pid=os.getpid(), host=socket.gethostname())
+        self.status = StreamStatus(started_at=clock(), pid=os.getpid(), host=host_id())
         previous = read_status(state)
         if previous is not None:
             self.status.head_samples = list(previous.head_samples)
