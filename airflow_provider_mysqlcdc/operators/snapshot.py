@@ -208,6 +208,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             self._wait_for_stream(state, result["handoff"])
         state.write_batch_owner(self.batch_id, me)
         summary = result_summary(result, self.batch_label)
+        self._record_asset_events(context, state, summary)
         elapsed = time.monotonic() - t0
         self.log.info("batch %s done: %d chunks, %s rows in %.1f s (%s rows/s in Spark, the rest %s); "
                       "high watermark %s", self.batch_id, summary["chunks"], f"{summary['rows']:,}", elapsed,
@@ -215,6 +216,20 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                       "Spark start-up" if runtime == "submit" else "attaching to Spark Connect",
                       _fmt(summary["high_watermark"]))
         return summary
+
+    def _record_asset_events(self, context: Any, state: StateStore, summary: dict[str, Any]) -> None:
+        """The batch's sink tables as asset events on the pipeline's alias (``assets.py``)."""
+        from ..assets import emit_table_events, table_assets
+        from ..cdc.chunks import KeyRange
+
+        if not any(True for _ in self.outlets or ()):
+            return
+        tables = list(dict.fromkeys(KeyRange.from_dict(r).table_id for r in summary["ranges"]))
+        uris = table_assets(read_config(state).sink, tables)
+        n = emit_table_events(context, self.outlets, uris, {k: summary.get(k) for k in (
+            "batch_id", "rows", "high_watermark")})
+        if n:
+            self.log.info("asset events: %s", ", ".join(uris.values()))
 
     def _label(self) -> str:
         return self.batch_label or (

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import pendulum
 from airflow.sdk import DAG, Asset, Param
 
+from ..assets import sink_tables_alias
 from ..cdc.settings import defaults
 from ..operators.plan import MySqlCdcPlanOperator
 from ..operators.snapshot import MySqlCdcSnapshotOperator
@@ -184,6 +185,7 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             conn_id="spark_default",
             map_index_template="{{ task.batch_label }}",
             max_active_tis_per_dagrun=snapshot_parallelism,
+            outlets=[sink_tables_alias(dag_id)],   # an event per sink table its batch wrote (assets.py)
             execution_timeout=SNAPSHOT_TIMEOUT,
         ).expand_kwargs(plan.output)
         stream = MySqlCdcStreamOperator(
@@ -222,6 +224,6 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             poke_interval=30,
             timeout=240,
             mode="reschedule",
-            outlets=[stream_health_asset(dag_id)],
+            outlets=[stream_health_asset(dag_id), sink_tables_alias(dag_id)],
         )
     return dag, watchdog

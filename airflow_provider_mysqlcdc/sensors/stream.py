@@ -173,12 +173,26 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
 
     def _record_asset_events(self, context: Any, summary: dict[str, Any]) -> None:
         outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
-        if not outlet_events:
+        if outlet_events is None:   # an accessor nothing was asked of yet is empty (falsy), not absent
             return
         extra = {k: summary.get(k) for k in ("running", "batch_id", "committed_offset", "committed_at", "lag_s",
                                              "behind_bytes", "pid", "host", "checked_at")}
+        from airflow.sdk import AssetAlias
+
+        from ..assets import emit_table_events, table_assets
+
         for outlet in self.outlets or ():
-            outlet_events[outlet].extra = extra
+            if not isinstance(outlet, AssetAlias):
+                outlet_events[outlet].extra = extra
+        if any(isinstance(o, AssetAlias) for o in self.outlets or ()):
+            # the stream's progress per captured table, on the pipeline's alias of its sink tables
+            from ..operators._pipeline import read_config
+
+            state = StateStore(self.state_location)
+            plan = state.read_plan()
+            tables = list(plan.schemas) if plan is not None else []
+            if tables:
+                emit_table_events(context, self.outlets, table_assets(read_config(state).sink, tables), extra)
 
 
 def _offset_text(offset: Mapping[str, Any] | None) -> str:

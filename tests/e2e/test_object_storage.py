@@ -196,3 +196,16 @@ def test_a_secret_in_storage_options_fails_the_plan_before_anything_is_written(s
         import fsspec
 
         assert not fsspec.filesystem("s3").exists(f"{BUCKET}/bad{os.getpid()}"), "nothing may be written"
+
+
+def test_each_sink_table_on_s3_got_asset_events_from_its_snapshot_batches_and_the_watchdog(s3_run):
+    root = s3_run["conf"]["sink_options"]["root"]
+    db = s3_run["db"]
+    events = airflow_env.asset_events(root)
+    by_task = {}
+    for e in events:
+        by_task.setdefault(e["task_id"], set()).add(e["uri"])
+    assert by_task.get("snapshot") == {f"{root}/{db}/orders", f"{root}/{db}/tenant_items"}, events
+    snap = [e for e in events if e["task_id"] == "snapshot"]
+    assert all(e["extra"]["batch_id"].startswith("batch-") and e["extra"]["high_watermark"]
+               and e["extra"]["table"] in (f"{db}.orders", f"{db}.tenant_items") for e in snap), snap

@@ -169,3 +169,15 @@ def rendered_fields_text(dag_id: str, run_id: str) -> str:
     with create_session() as session:
         rows = session.query(RTIF).filter_by(dag_id=dag_id, run_id=run_id).all()
         return "\n".join(json.dumps(r.rendered_fields, default=str) for r in rows)
+
+
+def asset_events(uri_prefix: str) -> list[dict[str, Any]]:
+    """Asset events of assets whose URI starts with ``uri_prefix``: uri, extra, the emitting task."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetModel.uri, AssetEvent.extra, AssetEvent.source_task_id)
+                .join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.uri.like(f"{uri_prefix}%")).all())
+        return [{"uri": u, "extra": dict(e or {}), "task_id": t} for u, e, t in rows]

@@ -272,3 +272,12 @@ def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
     xcom = airflow_api.get(f"/dags/{WATCHDOG}/dagRuns/{run_id}/taskInstances/stream_health/xcomEntries/return_value")
     value = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
     assert value["running"] is True and "lag_s" in value
+    # the same figures as asset events: the health asset's, and one per captured sink table on the
+    # pipeline's alias (what a downstream DAG scheduled on them sees)
+    events = airflow_api.get("/assets/events", source_dag_id=WATCHDOG, source_run_id=run_id, limit=100)["asset_events"]
+    by_uri = {e["uri"]: e["extra"] for e in events}
+    health = by_uri.get(f"mysqlcdc://{DAG_ID}/stream_health")
+    assert health and health["running"] is True and "lag_s" in health and health["committed_offset"], by_uri
+    tables = {uri: extra for uri, extra in by_uri.items() if uri.startswith("file://")}
+    assert any(uri.endswith("/orders") for uri in tables), by_uri
+    assert all(extra.get("committed_offset") and extra.get("table") for extra in tables.values()), tables

@@ -356,7 +356,9 @@ def test_a_files_values_reach_the_dags():
     assert dag.get_task("snapshot").partial_kwargs["max_active_tis_per_dagrun"] == 4
     assert watchdog.params.get_param("state_location").value == "s3://cdc-state/billing"
     assert watchdog.params.get_param("aws_conn_id").value == "cdc_s3"
-    assert [o.uri for o in watchdog.tasks[0].outlets] == ["mysqlcdc://billing/stream_health"]
+    assert [getattr(o, "uri", None) or o.name for o in watchdog.tasks[0].outlets] == [
+        "mysqlcdc://billing/stream_health", "billing_sink_tables"]
+    assert [o.name for o in dag.get_task("snapshot").partial_kwargs["outlets"]] == ["billing_sink_tables"]
     assert _serialized(dag)["dag"]["timetable"]["__var"]["expression"] == "0 6 * * *"
     dag.params.validate()
 

@@ -122,6 +122,15 @@ def local_or_uri(root: str) -> str:
     return root if "://" in root else os.path.abspath(root)
 
 
+def location_uri(location: str) -> str:
+    """A URI for a sink location: a URL as given, a local path as ``file:///...``."""
+    if "://" in location:
+        return location.rstrip("/")
+    from pathlib import Path
+
+    return Path(location).resolve().as_uri()
+
+
 def new_run_tag() -> str:
     """A short unique tag for one write; file names carry it so no run reuses another's names."""
     return uuid.uuid4().hex[:12]

@@ -108,5 +108,10 @@ class Sink(ABC):
         stream's micro-batch 0 is not taken for one already applied. Returns what was removed."""
         raise NotImplementedError(f"sink {self.name!r} cannot forget its tables")
 
+    def asset_uri(self, table_id: TableId) -> str | None:
+        """Where this sink keeps ``table_id``, as an Airflow Asset URI (downstream DAGs schedule
+        on it), or None for a sink that keeps nothing (console)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; default: nothing to release."""

@@ -61,7 +61,7 @@ from pyspark.sql.types import DataType, DecimalType, FloatType
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
-    FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri, new_run_tag, remove_tree, safe_name, spark_col,
+    FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri, location_uri, new_run_tag, remove_tree, safe_name, spark_col,
     table_arrow_schema, write_files,
 )
 from .base import (
@@ -235,6 +235,9 @@ class ChangelogSink(Sink):
     def table_dir(self, table_id: TableId) -> str:
         """Relative to the root."""
         return table_dir(table_id)
+
+    def asset_uri(self, table_id: TableId) -> str:
+        return location_uri(f"{self.root}/{self.table_dir(table_id)}")
 
     def snapshot_dir(self, table_id: TableId, batch_id: str) -> str:
         return f"{self.table_dir(table_id)}/snapshot/{safe_name(batch_id)}"

@@ -47,7 +47,7 @@ from ...cdc.faults import BETWEEN_STEPS, crash_point
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
     DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
-    new_run_tag, remove_tree, safe_name, spark_col, table_arrow_schema, write_files,
+    location_uri, new_run_tag, remove_tree, safe_name, spark_col, table_arrow_schema, write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
 from .last_change import LastChange
@@ -136,6 +136,9 @@ class DeltaSink(Sink):
 
     def table_uri(self, table_id: TableId) -> str:
         return f"{self.root}/{table_id.database}/{table_id.table}"
+
+    def asset_uri(self, table_id: TableId) -> str:
+        return location_uri(self.table_uri(table_id))
 
     def _fs(self, table_id: TableId) -> FsSpec:
         return FsSpec("delta", self.table_uri(table_id), self.storage_options or None)

@@ -455,6 +455,15 @@ class PostgresSink(Sink):
     def table(self, schema: TableSchema) -> PgTable:
         return build_table(schema, self.schema, self.table_name_format)
 
+    def asset_uri(self, table_id: TableId) -> str:
+        """``postgres://host:port/database/schema/table``, the form Airflow's PostgreSQL provider uses."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(self.conn_info.conninfo)
+        name = self.table_name_format.format(database=table_id.database, table=table_id.table)
+        return (f"postgres://{params.get('host') or 'localhost'}:{params.get('port') or 5432}/"
+                f"{params.get('dbname') or params.get('user') or 'postgres'}/{self.schema}/{name}")
+
     def _bookkeeping(self, name: str) -> str:
         return f"{qi(self.schema)}.{qi(name)}"
 
