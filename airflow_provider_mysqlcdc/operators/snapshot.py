@@ -217,6 +217,12 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                       _fmt(summary["high_watermark"]))
         return summary
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The batch's source tables in, their sink tables out (with Airflow's OpenLineage provider)."""
+        from ..lineage import pipeline_lineage
+
+        return pipeline_lineage(self.state_location, self.aws_conn_id, batch_id=self.batch_id)
+
     def _record_asset_events(self, context: Any, state: StateStore, summary: dict[str, Any]) -> None:
         """The batch's sink tables as asset events on the pipeline's alias (``assets.py``)."""
         from ..assets import emit_table_events, table_assets

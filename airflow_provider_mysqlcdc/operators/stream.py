@@ -114,6 +114,12 @@ class MySqlCdcStreamOperator(BaseOperator):
         self.log.info("snapshot complete: %d batches, %d rows; the stream starts at the minimum HW %s",
                       len(finished), sum(int(r.get("rows") or 0) for r in results), low)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Every captured table in, their sink tables out (with Airflow's OpenLineage provider)."""
+        from ..lineage import pipeline_lineage
+
+        return pipeline_lineage(self.state_location, self.aws_conn_id)
+
     @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
         use_credentials(storage_credentials(self.aws_conn_id or None))
