@@ -26,7 +26,9 @@ def explain_connect_failure(host: str, port: int, user: str, code: int | None, t
     low = text.lower()
     if code == 1045:
         return ConfigError(f"cannot log in to {where} as {user!r}: access denied (wrong user or password). Fix: "
-                           f"check the user and password (the password comes from {password_source}).")
+                           f"check the user and password (the password comes from {password_source}); MariaDB "
+                           "answers a login without TLS the same way when it has require_secure_transport=ON: then "
+                           "set the connection's TLS fields.")
     if code == 1130 or "is not allowed to connect" in low:
         return ConfigError(f"{where} refuses logins of {user!r} from this machine: {text}. Fix: create the user for "
                            f"this host on the server (e.g. CREATE USER '{user}'@'%' ... and its grants), or connect "
@@ -47,7 +49,8 @@ def explain_connect_failure(host: str, port: int, user: str, code: int | None, t
         return SourceUnreachableError(f"nothing accepts connections at {where} ({text}). Fix: check the port, and "
                                       "that the server is running and listens on that address.")
     if "timed out" in low or "timeout" in low:
-        return SourceUnreachableError(f"no answer from {where} ({text}). Fix: check the host, and that no firewall "
-                                      "drops the traffic from this machine.")
+        return SourceUnreachableError(f"no answer from {where} ({text}). Fix: check the host and the port (another "
+                                      "service's port may accept the connection and then say nothing), and that no "
+                                      "firewall drops the traffic from this machine.")
     return SourceUnreachableError(f"cannot connect to MySQL at {where}: {text}. Fix: check host and port, and that "
                                   "the server is running and reachable.")

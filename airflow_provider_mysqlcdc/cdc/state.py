@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .chunks import FinishedBatch
+from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -65,20 +66,35 @@ class StateStore:
     def write_batch_result(self, result: dict[str, Any]) -> None:
         self.write_json(self.batch_result_rel(result["batch_id"]), result)
 
+    def _unreadable(self, what: str, rel: str, reason: object, fix: str) -> ConfigError:
+        """A state file that is there but cannot be used (cut short, overwritten, edited by hand)."""
+        return ConfigError(f"the {what} {self.url(rel)} in the state location is unreadable ({reason}). Fix: {fix}")
+
+    def _result(self, rel: str) -> dict[str, Any]:
+        """A batch result file, checked for what the plan and the stream tasks read of it."""
+        try:
+            data = self.read_json(rel)
+        except ValueError as e:
+            data, problem = None, f"not JSON: {e}"
+        else:
+            problem = "need a JSON object with batch_id, ranges and high_watermark"
+        if (isinstance(data, dict) and isinstance(data.get("batch_id"), str) and isinstance(data.get("ranges"), list)
+                and isinstance(data.get("high_watermark"), dict)):
+            return data
+        raise self._unreadable("snapshot result", rel, problem,
+                               "delete that file, then run that batch's snapshot task again (clear its map index) "
+                               "so that it reads the batch and writes its result anew.")
+
     def read_batch_result(self, batch_id: str) -> dict[str, Any] | None:
         rel = self.batch_result_rel(batch_id)
-        return self.read_json(rel) if self.exists(rel) else None
+        return self._result(rel) if self.exists(rel) else None
 
     def batch_results(self) -> list[dict[str, Any]]:
         d = self.path("batches")
         if not self.fs.exists(d):
             return []
-        out = []
-        for p in sorted(self.fs.ls(d, detail=False)):
-            if p.endswith(".json"):
-                with self.fs.open(p, "r") as f:
-                    out.append(json.load(f))
-        return out
+        return [self._result(posixpath.join("batches", posixpath.basename(p)))
+                for p in sorted(self.fs.ls(d, detail=False)) if p.endswith(".json")]
 
     def finished_from_results(self) -> list[FinishedBatch]:
         """The finished-batch list the handoff needs, from the batch result files."""
@@ -92,9 +108,15 @@ class StateStore:
         self.write_json("finished_batches.json", [f.to_dict() for f in finished])
 
     def read_finished(self) -> list[FinishedBatch] | None:
-        if not self.exists("finished_batches.json"):
+        rel = "finished_batches.json"
+        if not self.exists(rel):
             return None
-        return [FinishedBatch.from_dict(d) for d in self.read_json("finished_batches.json")]
+        try:
+            return [FinishedBatch.from_dict(d) for d in self.read_json(rel)]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise self._unreadable("finished-batch list", rel, f"{type(e).__name__}: {e}",
+                                   "restore the file from a backup, or trigger the pipeline with reset=true to "
+                                   "load the tables again (the stream started from this list).") from None
 
     def write_plan(self, plan: "Plan") -> None:
         self.write_json("plan.json", plan.to_dict())
@@ -102,7 +124,15 @@ class StateStore:
     def read_plan(self) -> "Plan | None":
         from .plan import Plan
 
-        return Plan.from_dict(self.read_json("plan.json")) if self.exists("plan.json") else None
+        if not self.exists("plan.json"):
+            return None
+        try:
+            return Plan.from_dict(self.read_json("plan.json"))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise self._unreadable("plan", "plan.json", f"{type(e).__name__}: {e}",
+                                   "trigger the pipeline with reset=true to plan and load the tables again (the "
+                                   "batch results and the stream's checkpoint belong to this plan), or restore the "
+                                   "file from a backup.") from None
 
     # --- who wrote a batch, and whether the stream owns the sink --------------------------
 

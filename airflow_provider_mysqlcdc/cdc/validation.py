@@ -424,8 +424,13 @@ def check_server(conn: Any, source: SourceConfig, databases: Sequence[str] = ())
 
 
 def validate_server(source: SourceConfig, databases: Sequence[str] = ()) -> ServerInfo:
-    """Connect, run every check, and raise one ``ServerValidationError`` listing all failures."""
-    conn = source.connect()
+    """Connect, run every check, and raise one ``ServerValidationError`` listing all failures.
+
+    The checks' queries are small, so the connection gives up on a server that says nothing for
+    a few connect timeouts: without a read timeout a port where another service waits for the
+    client to speak first (PostgreSQL's, an HTTP server's) would hold the task forever.
+    """
+    conn = source.connect(read_timeout=3 * max(int(source.connect_timeout or 10), 1))
     try:
         version = server_version(conn)
         variables = read_variables(conn)

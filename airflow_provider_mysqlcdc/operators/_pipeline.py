@@ -3,6 +3,7 @@ location, written by the plan step and read by the snapshot and stream steps and
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Mapping, Sequence
 
@@ -71,6 +72,22 @@ def check_reread_entries(entries: Sequence[str], batch_ids: Sequence[str], table
             f"reread_batches: {unknown} is not a batch of the plan nor a captured table (captured: "
             f"{sorted(tables)}; batches {batch_ids[0]}..{batch_ids[-1]} if any). Fix: name a captured table as "
             "db.table, a batch id, or *; to capture a new table, add it to the table list.")
+
+
+def whole_number(value: Any, what: str, example: int) -> int:
+    """An integer setting from a template or the trigger form, where it may arrive as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    with contextlib.suppress(ValueError):
+        return int(str(value).strip())
+    try:   # 8096.0: a number the form or a template made a float
+        number = float(value) if isinstance(value, float) else float(str(value).strip())
+        if not number.is_integer():
+            raise ValueError(value)
+        return int(number)
+    except (ValueError, OverflowError):
+        raise ConfigError(f"{what}: found {value!r}, need a whole number. Fix: give digits only, e.g. "
+                          f"{example}.") from None
 
 
 def truthy(value: Any) -> bool:

@@ -21,7 +21,7 @@ from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import (
     CONFIG_NAME, as_list, as_mapping, check_reread_entries, epoch_seconds, read_config, reread_reason, truthy,
-    write_config,
+    whole_number, write_config,
 )
 
 
@@ -174,7 +174,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         source = dataclasses.replace(hook.get_source_config(), zero_dates=str(self.zero_dates or "null"))
         include = qualify_all(as_list(self.tables, "tables"), hook.default_database())
         exclude = qualify_all(as_list(self.exclude, "exclude"), hook.default_database())
-        split = SplitOptions(chunk_size=int(self.chunk_size),
+        split = SplitOptions(chunk_size=whole_number(self.chunk_size, "chunk_size", 8096),
                              chunk_key_columns=as_mapping(self.chunk_key_columns, "chunk_key_columns"))
         offset = as_mapping(self.startup_offset, "startup_offset") or None
         return PipelineConfig(
@@ -238,8 +238,9 @@ class MySqlCdcPlanOperator(BaseOperator):
                               "then trigger again.") from None
 
     def sizing(self) -> BatchSizing:
-        return BatchSizing(rows_per_batch=int(self.rows_per_batch), parallelism=int(self.parallelism),
-                           max_batches=int(self.max_batches or _max_map_length()))
+        return BatchSizing(rows_per_batch=whole_number(self.rows_per_batch, "rows_per_batch", 5_000_000),
+                           parallelism=whole_number(self.parallelism, "parallelism", 4),
+                           max_batches=whole_number(self.max_batches or _max_map_length(), "max_batches", 1024))
 
     # --- run -----------------------------------------------------------------------------
 
@@ -318,6 +319,12 @@ class MySqlCdcPlanOperator(BaseOperator):
                 self.log.info("removed %d table(s) from the pipeline: %s; their sink tables stay as they are%s",
                               len(removed), ", ".join(map(str, removed)),
                               "; the running stream stops capturing them" if state.stream_started() else "")
+        entries = as_list(self.reread_batches, "reread_batches")
+        fresh = None
+        if plan is None and config.startup_mode in ("initial", "snapshot"):
+            # planned before anything is written: a table that is missing or has no key fails here
+            fresh = build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing())
+            check_reread_entries(entries, [b.batch_id for b in fresh.batches], [str(t) for t in fresh.schemas])
         write_config(state, config)
         if removed and state.stream_started():
             state.request_stream_restart(f"tables removed from the pipeline: {', '.join(map(str, removed))}")
@@ -325,7 +332,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             self.log.info("startup mode %s: no snapshot, the stream starts from the binlog", config.startup_mode)
             return []
         if plan is None:
-            plan = build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing())
+            plan = fresh
             state.write_plan(plan)
             self.log.info("planned %d tables, %d chunks, %d batches", len(plan.schemas),
                           sum(len(b.chunks) for b in plan.batches), len(plan.batches))
@@ -333,7 +340,6 @@ class MySqlCdcPlanOperator(BaseOperator):
             self.log.info("reusing the stored plan: %d batches", len(plan.batches))
         estimates = plan.estimated_rows()
         self._check_retention(config, state, estimates)
-        entries = as_list(self.reread_batches, "reread_batches")
         check_reread_entries(entries, [b.batch_id for b in plan.batches], [str(t) for t in plan.schemas])
         actions = self._actions(plan, state, entries)
         self._log_plan(plan, estimates, actions)
