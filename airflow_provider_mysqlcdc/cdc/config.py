@@ -96,8 +96,12 @@ class SourceConfig:
                 "('0000-00-00 00:00:00' kept as it is).")
 
     def connect_kwargs(self) -> dict[str, Any]:
+        # PyMySQL would send a str password as latin-1: 'ä' then mismatches the server's hash and
+        # '€' cannot be sent at all. Servers hash the UTF-8 bytes a client sends (the mysql
+        # client's default character set is utf8mb4), so those bytes are given.
+        password = self.password.encode("utf-8") if isinstance(self.password, str) else self.password
         kw: dict[str, Any] = dict(
-            host=self.host, port=int(self.port), user=self.user, password=self.password,
+            host=self.host, port=int(self.port), user=self.user, password=password,
             connect_timeout=self.connect_timeout, charset="utf8mb4", autocommit=True,
             # Every engine session works in UTC, so TIMESTAMP values and boundaries read
             # through pymysql are UTC wall-clock, whatever the server's default zone.

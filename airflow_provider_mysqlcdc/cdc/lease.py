@@ -140,10 +140,27 @@ class StreamLease:
         return json.dumps({"owner": owner, "token": self.token, "renewed_at": now, "expires_at": now + self.ttl_s,
                            "ttl_s": self.ttl_s}, sort_keys=True).encode()
 
+    def _age_s(self, gen: int) -> float:
+        """Seconds since the lease file was last written (a naive time is the local clock's)."""
+        return time.time() - self.state.fs.modified(self._path(gen)).timestamp()
+
     def acquire(self) -> int:
         """Take the lease, or raise ``LeaseHeld`` naming its holder."""
         cur = self.current()
-        if cur is not None:
+        gens = self._generations()
+        if gens and (cur is None or cur[0] < gens[-1]):
+            # The newest lease file cannot be read: a launcher killed while creating it (renewals
+            # replace it whole). Fresh, it may still be being written; older than a lease lives,
+            # nobody holds it.
+            top = gens[-1]
+            if self._age_s(top) < self.ttl_s:
+                raise LeaseHeld(f"the stream's lease {self.state.url(LEASE_DIR, f'{top:012d}.json')} is unreadable "
+                                "(being written, or left half-written by a launcher that died). Fix: launch again "
+                                f"in a moment; after {self.ttl_s:.0f} s it is taken over, or delete that file if no "
+                                "stream of this pipeline runs.")
+            cur = None
+            nxt = top + 1
+        elif cur is not None:
             gen, data = cur
             if data.get("token") != self.token and self._valid(data):
                 raise LeaseHeld(f"the stream of {self.state.location} already runs ({self.describe(data)}). Not "
@@ -161,7 +178,7 @@ class StreamLease:
             won = self._read(nxt) or {}
             raise LeaseHeld(f"the stream of {self.state.location} was just started by another launcher "
                             f"({self.describe(won) if won else 'its lease is being written'}). Not starting a "
-                            "second one.") from None
+                            "second one. Fix: nothing, if that stream is meant to run; else stop it there.") from None
         self.generation = nxt
         self._forget_old(nxt)
         return nxt
@@ -173,8 +190,13 @@ class StreamLease:
         self._refresh()
         if any(g > self.generation for g in self._generations()):
             return False
-        with self.state.fs.open(self._path(self.generation), "wb") as f:
+        # replaced whole (a temporary file renamed over it; one PUT on an object store): a holder
+        # killed while renewing leaves its last complete lease, never half a file
+        path = self._path(self.generation)
+        tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+        with self.state.fs.open(tmp, "wb") as f:
             f.write(self._body())
+        self.state.fs.mv(tmp, path)
         self._refresh()
         return not any(g > self.generation for g in self._generations())
 

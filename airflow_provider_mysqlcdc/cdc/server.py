@@ -170,14 +170,14 @@ def check_offset_available(conn: Any, offset: BinlogOffset, tables: Sequence[str
             gone = (f"binlog file {offset.file!r} (offset {offset}) has been purged from the server; "
                     f"the oldest binlog file still on the server is {oldest!r}.")
         raise BinlogPurgedError(
-            f"{gone} The changes since that offset are lost to CDC: {what} must be snapshotted again "
-            "(start a new initial load for them). To keep this from recurring, retain binlogs longer than "
-            "the pipeline can be down (binlog_expire_logs_seconds on MySQL, binlog_expire_logs_seconds / "
-            "expire_logs_days on MariaDB)."
+            f"{gone} The changes since that offset are lost to CDC: {what} must be snapshotted again. Fix: "
+            "start a new initial load for them (trigger with reset=true), and keep binlogs longer than the "
+            "pipeline can be down (binlog_expire_logs_seconds on MySQL, binlog_expire_logs_seconds / "
+            "expire_logs_days on MariaDB) so it does not recur."
         )
     if offset.position > sizes[offset.file]:
         raise BinlogPurgedError(
             f"offset {offset} lies past the end of binlog file {offset.file!r} ({sizes[offset.file]} bytes): "
             f"the server's binlog was reset or the offset belongs to another server. {what} must be "
-            "snapshotted again (start a new initial load for them)."
+            "snapshotted again. Fix: start a new initial load for them (trigger with reset=true)."
         )

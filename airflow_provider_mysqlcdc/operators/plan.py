@@ -278,6 +278,12 @@ class MySqlCdcPlanOperator(BaseOperator):
         self.log.info("reset: removed the %s sink's tables of the previous load: %s", old.sink.type,
                       ", ".join(removed) or "none existed")
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The planned source tables (the plan reads their sizes and keys; it writes no sink table)."""
+        from ..lineage import pipeline_lineage
+
+        return pipeline_lineage(str(self.state_location), self.aws_conn_id, outputs=False)
+
     @config_errors_fail_at_once
     def execute(self, context: Any) -> list[dict[str, Any]]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)

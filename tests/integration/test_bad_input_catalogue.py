@@ -366,12 +366,7 @@ CONNECTION = [
          setup=_special_password_user, check=_validated),
     Case("connection", "non-ascii-password",
          (as_user(validate_door, "cat_utf8", "SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.*",
-                  password=NON_ASCII_PASSWORD),), check=_validated,
-         marks=(pytest.mark.xfail(
-             strict=True, raises=UnicodeEncodeError, reason="PyMySQL encodes a str password as latin-1: 'ä' reaches "
-             "the server as a byte it did not hash (access denied), '€' or an emoji raise a raw UnicodeEncodeError. "
-             "The fix, the password as UTF-8 bytes in SourceConfig.connect_kwargs (cdc/config.py, which the binlog "
-             "reader's settings come from too), is outside this change's files"),)),
+                  password=NON_ASCII_PASSWORD),), check=_validated),
 ]
 
 
@@ -461,10 +456,7 @@ SERVER = [
                                               r"server_id_range to ids no server or replica uses"),
     Case("server", "binlog-purged-at-stream-start", (_stream_start_check,), setup=_purge_the_watermark,
          readme="binlog file '<file>' (offset ...) has been purged from the server; the oldest binlog file still "
-                "on the server is ... must be snapshotted again",
-         marks=(pytest.mark.xfail(strict=True, raises=AssertionError, reason="the message says what to do (start "
-                                  "a new initial load, keep binlogs longer) but without the 'Fix:' label: "
-                                  "cdc/server.py is outside this change's files"),)),
+                "on the server is ... must be snapshotted again"),
     Case("server", "binlog-purged-before-specific-offset",
          (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000000", "position": 4}),),
          readme="startup_offset.file: '<file>' is not on the server (its binlog files: ...)"),
@@ -787,12 +779,7 @@ STATE = [
     Case("state", "double-launch", (_second_launch,), setup=_running_stream,
          readme="the stream of <state> already runs (...)"),
     Case("state", "lease-file-cut-short", (_second_launch,), setup=_lease_cut_short,
-         readme="the stream's lease <file> is unreadable",
-         marks=(pytest.mark.xfail(
-             strict=True, raises=AssertionError, reason="an unreadable lease file is skipped when looking for the "
-             "holder, so every later launcher tries to create that same file and is told, forever, that another "
-             "launcher 'was just started' (no Fix). A fix (take an unreadable lease over once its file is older than "
-             "the ttl, or name the file and what to do) belongs in cdc/lease.py, outside this change's files"),)),
+         readme="the stream's lease <file> is unreadable"),
 ]
 
 CASES = CONNECTION + PRIVILEGES + SERVER + TABLES + PARAMS + STATE

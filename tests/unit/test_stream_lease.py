@@ -91,3 +91,19 @@ def test_on_the_holders_own_host_a_dead_holder_frees_the_lease_at_once(tmp_path)
             StreamLease(StateStore(str(tmp_path)), ttl_s=60).acquire()
     finally:
         child.kill()
+
+
+def test_a_half_written_lease_file_is_refused_while_fresh_and_taken_over_once_stale(tmp_path):
+    import os
+
+    lease_dir = tmp_path / "stream" / "lease"
+    lease_dir.mkdir(parents=True)
+    broken = lease_dir / f"{1:012d}.json"
+    broken.write_text('{"owner": {"host": "elsewhere", "pid": 1}, "expires_at": 1')
+    mine = StreamLease(StateStore(str(tmp_path)), ttl_s=30)
+    with pytest.raises(LeaseHeld, match=r"lease .*000000000001\.json is unreadable .*Fix: launch again"):
+        mine.acquire()
+    old = time.time() - 31
+    os.utime(broken, (old, old))
+    assert mine.acquire() == 2 and mine.renew() is True
+    assert not [p for p in lease_dir.iterdir() if ".tmp-" in p.name], "a renewal leaves no temporary file"
