@@ -193,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         return config, schemas
 
     config, schemas = tables()
+    from airflow_provider_mysqlcdc.spark.stream.checkpoint_offsets import check_readable
+
+    check_readable(StateStore(config.state_location).checkpoint_url())   # before Spark, which names no file
     # One stream per pipeline, on any host: refused here, before Spark starts, while another
     # holds the lease; given up when this one stops (cdc/lease.py).
     lease = StreamLease(StateStore(config.state_location), ttl_s=float(config.stream.lease_ttl_s))

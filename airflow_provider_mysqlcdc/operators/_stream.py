@@ -170,6 +170,9 @@ class StreamControl:
 
         check_pyspark_install()
         config = read_config(self.state)
+        from ..spark.stream.checkpoint_offsets import check_readable
+
+        check_readable(self.state.checkpoint_url())   # Spark would fail on it with a parser's stack trace
         mysql_pw, sink_pw = self._passwords()
         self.state.write_json(LAUNCH_REL, self.launch_record())
         since = time.time()

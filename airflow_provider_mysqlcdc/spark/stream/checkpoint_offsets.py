@@ -38,3 +38,41 @@ def committed_end(checkpoint: str) -> StreamOffset | None:
     ids = [int(n) for n in (posixpath.basename(str(p).rstrip("/")) for p in fs.ls(commits, detail=False))
            if n.isdigit()]
     return batch_end_offset(checkpoint, max(ids)) if ids else None
+
+
+def check_readable(checkpoint: str) -> None:
+    """Fail with the file and the fix when a checkpoint file cannot be parsed, before Spark
+    starts: Spark itself would stop with a JSON parser's stack trace naming neither."""
+    import fsspec
+
+    from ...cdc.errors import ConfigError
+
+    fs, root = fsspec.core.url_to_fs(checkpoint)
+    if not fs.exists(root):
+        return
+    paths = [posixpath.join(root, "metadata")] if fs.exists(posixpath.join(root, "metadata")) else []
+    for log_dir in ("offsets", "commits"):
+        d = posixpath.join(root, log_dir)
+        if fs.exists(d):
+            paths += sorted(p for p in fs.ls(d, detail=False) if posixpath.basename(str(p).rstrip("/")).isdigit())
+    for path in paths:
+        name = posixpath.basename(str(path).rstrip("/"))
+        try:
+            with fs.open(path, "r") as f:
+                lines = [ln for ln in f.read().splitlines() if ln.strip()]
+            if name == "metadata":
+                json.loads(lines[0])
+                continue
+            if not lines or not lines[0].startswith("v"):
+                raise ValueError("no version line")
+            for line in lines[1:]:
+                json.loads(line)
+            if posixpath.basename(posixpath.dirname(str(path).rstrip("/"))) == "offsets" and len(lines) < 3:
+                raise ValueError("no offset line")
+        except (ValueError, IndexError, UnicodeDecodeError) as e:
+            raise ConfigError(
+                f"the stream's checkpoint {path} is unreadable ({type(e).__name__}: {str(e)[:120]}): a disk that "
+                "filled up or a copy that stopped half way. Fix: if it is the newest file under offsets/ and "
+                "commits/ has no file of its number, delete it (that micro-batch is planned again from the last "
+                "commit); otherwise restore the checkpoint from a copy, or trigger with reset=true to load "
+                "everything again.") from None
