@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test unit compat bench-snapshot bench-dag clean
+.PHONY: bootstrap demo test unit compat bench-snapshot bench-dag bench-soak clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -32,6 +32,10 @@ bench-snapshot: bootstrap
 # The DAG template's initial load of a 20M-row table (BENCH_ARGS="--rows 2000000" for a quick check).
 bench-dag: bootstrap
 	$(PY) bench/dag_initial_load.py $(BENCH_ARGS)
+
+# The kill -9 fault soak, 100 rounds (hours; BENCH_ARGS="--rounds 4 --rows 3000" for a quick check).
+bench-soak: bootstrap
+	$(PY) bench/fault_soak.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .demo bench/.work .compat
