@@ -17,6 +17,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from .errors import ConfigError
 from .model import Column, TableId, TableSchema
+from .old_temporals import refuse_undecodable_old_temporals
 from .table_patterns import TablePattern
 from .types import map_table
 
@@ -249,6 +250,7 @@ def discover_tables(
             # Every column must have a defined fate now, not when a snapshot batch reads it
             # (a spatial column used to fail the whole batch, every table in it).
             map_table(schema, "UTC")
+            refuse_undecodable_old_temporals(schema)
             schemas.append(schema)
         except ConfigError as e:
             problems.append(str(e))
@@ -309,11 +311,37 @@ def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Seque
             return msg + f" Fix: table names are case-sensitive; did you mean {close[0]!r}?"
         if "." not in p.text:
             return msg + " Fix: write it as 'database.table' (or a regex like 'db\\..*')."
-    elif "." not in p.text:
+    elif not _has_separator_dot(p.text):
         return msg + (" Fix: a regular expression matches the whole 'db.table' name: include the database, "
                       "e.g. 'shop\\.order_.*'.")
     return msg + (" Fix: check the database and table names (only base tables outside the system schemas "
                   "count; a table the connection's user has no SELECT grant on is invisible to it).")
+
+
+def _has_separator_dot(regex: str) -> bool:
+    """Whether a table regex spells a dot between database and table: ``\\.``, ``[.]``, or a bare
+    ``.`` that is not a wildcard run (``.*``, ``.+``, ``.?``, ``.{n}``). ``order_.*`` has none, so
+    it can only match a table named like a whole ``db.table``: it needs the database."""
+    i, in_class = 0, False
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            if regex[i + 1:i + 2] == ".":
+                return True
+            i += 2
+            continue
+        if in_class:
+            if c == ".":
+                return True
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if regex[i + 1:i + 2] == "]":   # a ']' first in a class is a literal
+                i += 1
+        elif c == "." and regex[i + 1:i + 2] not in ("*", "+", "?", "{"):
+            return True
+        i += 1
+    return False
 
 
 def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = None,

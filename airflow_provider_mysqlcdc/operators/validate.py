@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator
 from ..cdc.discovery import discover_tables
 from ..cdc.errors import ConfigError, SourceUnreachableError
 from ..cdc.model import TableSchema
+from ..cdc.old_temporals import old_temporal_problems, show_old_temporals
 from ..cdc.table_patterns import TablePattern, qualify_all
 from ..cdc.validation import ServerValidationError, validate_server
 from ..hooks.mysql_cdc import MySqlCdcHook
@@ -27,7 +28,9 @@ class MySqlCdcValidateOperator(BaseOperator):
     All problems are reported at once, each with what to change, and the task fails without
     retries (a misconfiguration does not fix itself). On success it logs each matched table
     with its estimated rows and split key, and returns them with the server version and the
-    binlog offset (XCom).
+    binlog offset (XCom). What works but should be fixed before a load -- temporal columns
+    still in the pre-MySQL-5.6 format, which the stream can only decode slowly -- is logged
+    as a warning and returned under ``warnings``.
 
     :param mysql_cdc_conn_id: the ``mysql_cdc`` (or ``mysql``) connection of the source. (templated)
     :param tables: the captured tables (``db.table``, bare names, `` `quoted`.`names` `` or
@@ -67,6 +70,7 @@ class MySqlCdcValidateOperator(BaseOperator):
         if include:
             try:
                 with contextlib.closing(source.connect()) as conn:
+                    show_old_temporals(conn)
                     schemas = discover_tables(conn, include, exclude,
                                               as_mapping(self.chunk_key_columns, "chunk_key_columns"))
             except ConfigError as e:
@@ -81,11 +85,15 @@ class MySqlCdcValidateOperator(BaseOperator):
             self.log.info("%d table(s) to capture:", len(schemas))
             for line in table_lines(schemas):
                 self.log.info("  %s", line)
+        warnings = old_temporal_problems(schemas)
+        for w in warnings:
+            self.log.warning("%s", w)
         return {"version": str(info.version), "offset": info.offset.to_dict(),
                 "binlog_format": info.variables.get("binlog_format"),
                 "binlog_row_image": info.variables.get("binlog_row_image"),
                 "tables": [{"table": str(s.table_id), "estimated_rows": s.approx_rows,
-                            "chunk_key": list(s.chunk_key)} for s in schemas]}
+                            "chunk_key": list(s.chunk_key)} for s in schemas],
+                "warnings": warnings}
 
 
 def table_lines(schemas: Sequence[TableSchema]) -> list[str]:

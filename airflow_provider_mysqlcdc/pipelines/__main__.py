@@ -67,7 +67,8 @@ def check_source(pipeline: LoadedPipeline) -> tuple[list[Problem], str]:
             lines = lines or [type(e).__name__]
         return [Problem(pipeline.file, SOURCE_KEY, line) for line in lines], ""
     tables = result.get("tables") or []
-    return [], f"{result.get('version')}, {len(tables)} table{'s' if len(tables) != 1 else ''}"
+    warned = "".join(f"; warning: {w}" for w in result.get("warnings") or ())
+    return [], f"{result.get('version')}, {len(tables)} table{'s' if len(tables) != 1 else ''}{warned}"
 
 
 def validate(paths: Sequence[str], dags: str | None, source: bool, out: TextIO, err: TextIO) -> int:
