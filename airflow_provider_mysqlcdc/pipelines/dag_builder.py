@@ -227,3 +227,80 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             outlets=[stream_health_asset(dag_id), sink_tables_alias(dag_id)],
         )
     return dag, watchdog
+
+
+def streams_watchdog_doc() -> str:
+    return """
+### Stream watchdog for many pipelines
+
+Every 5 minutes **find_pipelines** lists the pipelines to watch: the *state locations* given,
+and every state location found under the *search roots* (a folder holding a `pipeline.json`,
+up to three levels down), each once; pipelines whose stream has not been started yet are
+logged and left out. Then one **stream_health** map index per pipeline, named after its state
+location, checks that pipeline's stream (alive, last commit, lag, the tail of its log) and
+relaunches it from its checkpoint if it died. One pipeline's failed check does not stop the
+others'. Each check records the stream's progress per sink table on this DAG's asset alias.
+
+Use it instead of the pipelines' own watchdog DAGs (pause those), so each stream is checked
+once. Should two watchdogs relaunch one dead stream at the same moment, the stream's lease lets
+one stream start and the other check watches that one.
+"""
+
+
+def build_streams_watchdog(dag_id: str = "mysql_cdc_streams_watchdog", *, state_locations: Sequence[str] = (),
+                           search_roots: Sequence[str] = (), aws_conn_id: str | None = None,
+                           schedule: Any = WATCHDOG_INTERVAL, max_lag_s: float | None = WATCHDOG_MAX_LAG_S,
+                           relaunch: bool = True, tags: Sequence[str] = ()) -> DAG:
+    """One watchdog DAG for many pipelines: a task that lists their state locations (given, or
+    found under ``search_roots``), then one mapped stream sensor per pipeline.
+
+    A platform with tens of pipelines gets one DAG to look at instead of one watchdog each, and
+    a pipeline whose state location lands under a search root is watched without a new DAG.
+
+    :param state_locations: the defaults of the DAG's ``state_locations`` param.
+    :param search_roots: the defaults of its ``search_roots`` param (local folders or ``s3://``).
+    :param aws_conn_id: the ``aws`` connection for state locations on object storage.
+    """
+    from ..operators.find_pipelines import MySqlCdcFindPipelinesOperator
+
+    with DAG(
+        dag_id=dag_id,
+        schedule=schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=False,
+        doc_md=streams_watchdog_doc(),
+        tags=[*TAGS, *(t for t in tags if t not in TAGS)],
+        render_template_as_native_obj=True,
+        params={
+            "state_locations": Param(list(state_locations), type="array", items={"type": "string"},
+                                     title="State locations",
+                                     description="Pipelines' state locations to watch, one per line."),
+            "search_roots": Param(list(search_roots), type="array", items={"type": "string"},
+                                  title="Search roots",
+                                  description="Folders (local or s3://) whose pipelines are all watched: every "
+                                              "folder holding a pipeline.json, up to three levels down."),
+            "aws_conn_id": Param(aws_conn_id, type=["null", "string"], title="Object storage connection",
+                                 description="The aws connection for state locations on S3."),
+        },
+    ) as watchdog:
+        found = MySqlCdcFindPipelinesOperator(
+            task_id="find_pipelines",
+            state_locations="{{ params.state_locations }}",
+            search_roots="{{ params.search_roots }}",
+            aws_conn_id="{{ params.aws_conn_id }}",
+            retries=0,
+        )
+        MySqlCdcStreamSensor.partial(
+            task_id="stream_health",
+            aws_conn_id="{{ params.aws_conn_id }}",
+            max_lag_s=max_lag_s,
+            relaunch=relaunch,
+            poke_interval=30,
+            timeout=240,
+            mode="reschedule",
+            map_index_template="{{ task.state_location }}",
+            outlets=[sink_tables_alias(dag_id)],
+        ).expand_kwargs(found.output)
+    return watchdog

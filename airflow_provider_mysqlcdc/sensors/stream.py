@@ -99,8 +99,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                 raise CdcError(f"the stream of {self.state_location} is not running. Fix: rerun the pipeline's "
                                "stream task, or set relaunch=True on this sensor.")
             self.log.warning("the stream is not running: relaunching it from its checkpoint")
-            status = control.launch()
-            self.log.info("stream relaunched: micro-batch %s committed", status.batch_id)
+            status = self._relaunch(control)
         summary = status_summary(status)
         summary["checked_at"] = time.time()
         summary["resnapshots"] = resnapshot_status(state)
@@ -112,6 +111,23 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                              self.poke_interval)
             return False
         return PokeReturnValue(is_done=True, xcom_value=summary)
+
+    def _relaunch(self, control: StreamControl) -> Any:
+        """Launch the stream; when another launcher (a second watchdog, the pipeline's stream task)
+        won the race for the stream's lease meanwhile, its stream is the one to watch."""
+        from ..spark.runtime.stream_launcher import StreamStartError
+
+        try:
+            status = control.launch()
+        except StreamStartError:
+            other = control.running()
+            if other is None:
+                raise
+            self.log.info("another launcher started the stream meanwhile (pid %s on %s): watching that one",
+                          other.pid, getattr(other, "host", None))
+            return other
+        self.log.info("stream relaunched: micro-batch %s committed", status.batch_id)
+        return status
 
     def _check_server(self, control: StreamControl) -> None:
         """The binlog settings the stream's exactness rests on, on every check: a switch to

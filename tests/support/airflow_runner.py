@@ -2,6 +2,7 @@
 
     python -m tests.support.airflow_runner test '<run_conf json>'
     python -m tests.support.airflow_runner clear <run_id> '<task ids json>'
+    python -m tests.support.airflow_runner dag-file <path of a DAG file> <dag id>
 
 ``dag.test()`` logs to this process's stdout through Airflow's own logging set-up, so a
 separate process is the reliable way to keep every line (for the tests that grep them for
@@ -19,10 +20,15 @@ from tests.support import airflow_env
 
 def main(argv: list[str]) -> int:
     airflow_env.configure()
-    dag = airflow_env.load_template_dag()
+    if argv[0] == "dag-file":
+        dag = _from_dag_file(argv[1], argv[2])
+    else:
+        dag = airflow_env.load_template_dag()
     for t in dag.tasks:
         t.retries = 0
-    if argv[0] == "test":
+    if argv[0] == "dag-file":
+        dr = dag.test()
+    elif argv[0] == "test":
         dr = dag.test(run_conf=json.loads(argv[1]))
     elif argv[0] == "clear":
         ids = [tuple(x) if isinstance(x, list) else x for x in json.loads(argv[2])]
@@ -31,6 +37,24 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"unknown action {argv[0]!r}")
     print("RESULT " + json.dumps({"run_id": dr.run_id, "state": str(dr.state)}), flush=True)
     return 0
+
+
+def _from_dag_file(path: str, dag_id: str):
+    """A DAG of a DAG file outside the template's folder, parsed and stored in the metadata DB as
+    the DAG processor would (``dag.test()`` only runs DAGs the DB has; it syncs the template's
+    folder itself)."""
+    from pathlib import Path
+
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    folder = str(Path(path).parent)
+    bag = DagBag(dag_folder=path, bundle_path=Path(folder), bundle_name="dags-folder")
+    if bag.import_errors:
+        raise SystemExit(f"{path}: import errors {bag.import_errors}")
+    DagBundlesManager().sync_bundles_to_db()   # the bundle row the DAG's row refers to
+    sync_bag_to_db(bag, "dags-folder", None)
+    return bag.dags[dag_id]
 
 
 if __name__ == "__main__":
