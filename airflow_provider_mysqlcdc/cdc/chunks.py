@@ -32,7 +32,7 @@ class Chunk:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "table": str(self.table_id),
+            "table": self.table_id.text,
             "chunk_id": self.chunk_id,
             "start": encode_key(self.start),
             "end": encode_key(self.end),
@@ -61,7 +61,7 @@ class KeyRange:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "table": str(self.table_id),
+            "table": self.table_id.text,
             "start": encode_key(self.start),
             "end": encode_key(self.end),
             "includes_null": self.includes_null,

@@ -20,12 +20,51 @@ class TableId:
     def quoted(self) -> str:
         return f"{quote_ident(self.database)}.{quote_ident(self.table)}"
 
+    @property
+    def text(self) -> str:
+        """The name as state files keep it, read back by :meth:`parse`: ``db.table``, or
+        `` `db`.`table` `` when the database name holds a dot or a backtick (split at the first
+        dot, ``shop.eu.orders`` would come back as table ``eu.orders`` of database ``shop``)."""
+        if "." in self.database or self.database.startswith("`"):
+            return self.quoted
+        return str(self)
+
     @classmethod
     def parse(cls, text: str) -> "TableId":
+        """``db.table`` (split at the first dot) or `` `db`.`table` `` (as :attr:`text` writes it)."""
+        if text.startswith("`"):
+            parts = _backticked(text)
+            if parts is not None:
+                return cls(*parts)
         database, sep, table = text.partition(".")
         if not sep or not database or not table:
             raise ValueError(f"table name {text!r} must look like 'database.table'")
         return cls(database, table)
+
+
+def _backticked(text: str) -> tuple[str, str] | None:
+    """`` `a`.`b` `` (a doubled backtick stands for one) -> (a, b); None for any other form."""
+    names: list[str] = []
+    i = 0
+    while i < len(text) and text[i] == "`" and len(names) < 2:
+        j, buf = i + 1, []
+        while True:
+            k = text.find("`", j)
+            if k < 0:
+                return None
+            if text[k + 1:k + 2] == "`":
+                buf.append(text[j:k + 1])
+                j = k + 2
+                continue
+            buf.append(text[j:k])
+            i = k + 1
+            break
+        names.append("".join(buf))
+        if len(names) == 1:
+            if text[i:i + 1] != ".":
+                return None
+            i += 1
+    return (names[0], names[1]) if len(names) == 2 and i == len(text) else None
 
 
 def quote_ident(name: str) -> str:

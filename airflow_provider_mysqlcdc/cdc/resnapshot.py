@@ -60,9 +60,9 @@ class Handoff:
         return {
             "handoff_id": self.handoff_id, "batch": self.batch.to_dict(),
             "high_watermark": self.high_watermark.to_dict(), "low_watermark": self.low_watermark.to_dict(),
-            "schemas": {str(t): s.to_dict() for t, s in self.schemas.items()},
-            "rows": {str(t): p for t, p in self.rows.items()},
-            "row_counts": {str(t): n for t, n in self.row_counts.items()},
+            "schemas": {t.text: s.to_dict() for t, s in self.schemas.items()},
+            "rows": {t.text: p for t, p in self.rows.items()},
+            "row_counts": {t.text: n for t, n in self.row_counts.items()},
             "server_id": self.server_id, "created_at": self.created_at,
         }
 

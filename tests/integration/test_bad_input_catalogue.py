@@ -512,11 +512,7 @@ TABLES = [
     Case("tables", "chunk-key-column-missing",
          both(tables=[f"{DB}.no_key"], chunk_key_columns={f"{DB}.no_key": "nope"}),
          readme="chunk_key_columns['db.t'] = '<column>': table db.t has no such column"),
-    Case("tables", "regex-without-database", both(tables=["order_.*"]), readme=REGEX_ROW,
-         marks=(pytest.mark.xfail(
-             strict=True, raises=AssertionError, reason="the hint for a regex without a database is given only when "
-             "the pattern has no '.', and '.*' has one: order_.* gets the generic fix (check the names). The fix is in "
-             "cdc/discovery.py, outside this change's files"),)),
+    Case("tables", "regex-without-database", both(tables=["order_.*"]), readme=REGEX_ROW),
     Case("tables", "regex-without-database-no-dot", both(tables=["order_[0-9]+"]), readme=REGEX_ROW),
     Case("tables", "unclosed-quote", both(tables=["`shop.orders"]),
          readme="table '`shop.orders': the quote ` opened at character 1 is never closed"),
@@ -528,12 +524,7 @@ TABLES = [
          says=r"only base tables outside the system schemas count"),
     *_odd_cases(),
     Case("tables", "database-name-with-dot", both(tables=["`shop.eu`.`orders`"], chunk_size=10),
-         check=_planned("shop.eu", "orders", 30, min_chunks=3),
-         marks=(pytest.mark.xfail(
-             strict=True, raises=AssertionError, reason="validate and plan accept it, but plan.json names each "
-             "chunk's table as unquoted 'db.table' (Chunk.to_dict) and reads it back split at the first dot: "
-             "shop.eu.orders becomes table 'eu.orders' of database 'shop', which the plan has no schema of. The fix "
-             "is in cdc/chunks.py / cdc/model.py, outside this change's files"),)),
+         check=_planned("shop.eu", "orders", 30, min_chunks=3)),
     Case("tables", "empty-table", both(tables=[f"{DB}.empty"]), check=_planned(DB, "empty", 0)),
     Case("tables", "16MB-row", both(tables=[f"{DB}.big_row"]), check=_planned(DB, "big_row", 2)),
     Case("tables", "partitioned", both(tables=[f"{DB}.parts"], chunk_size=10), check=_planned(DB, "parts", 40, 3)),
