@@ -25,7 +25,8 @@ identity is a NOT NULL unique column (``keyless``, split on it with ``chunk_key_
    compared with its source row by row until equal (``--timeout``): Delta and PostgreSQL read
    directly (a key twice is a difference), the changelog replayed (snapshot parts, then the
    micro-batch files). The changelog's stream lines must also be strictly ordered by
-   (``seq``, before/after image) per table: a change written twice, or out of order, fails
+   (binlog file, position, row, before/after image) per table (``meta.seq`` only orders the
+   lines of one micro-batch): a change written twice, or out of order, fails
    the round even when the replay ends equal. Recovery time: from the kill to the first
    poll at which every table is equal.
 
@@ -68,6 +69,7 @@ import pymysql  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.batching import BatchSizing  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.offsets import split_binlog_file  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
@@ -221,8 +223,8 @@ BEFORE, AFTER = ("-U", "-D"), ("+I", "+U")
 def changelog_table(lake: Path, t: TableId, key, cols) -> dict[tuple, dict]:
     """The rows the changelog describes: the snapshot parts of every batch (not the hidden
     directories a killed run leaves), then the micro-batch files in order. Each stream line's
-    (seq, before/after) must come after the previous line's: a change logged twice or out of
-    order raises."""
+    (binlog file, position, row, before/after) must come after the previous line's: a change
+    logged twice or out of order raises."""
     from airflow_provider_mysqlcdc.cdc.chunks import KeyRange
 
     base = lake / t.database / t.table
@@ -252,11 +254,16 @@ def changelog_table(lake: Path, t: TableId, key, cols) -> dict[tuple, dict]:
                 continue
             if op not in BEFORE + AFTER:
                 raise RoundError(f"changelog {t}: unexpected line {text[:200]} ({Path(path).name}:{n})")
-            order = (int(line["meta"]["seq"]), 0 if op in BEFORE else 1)
+            # The binlog position orders changes across micro-batches: ``seq`` counts from the
+            # first binlog file of its own micro-batch, so it restarts when one spans a rotation.
+            meta = line["meta"]
+            order = (split_binlog_file(meta["binlog_file"])[1], int(meta["binlog_pos"]), int(meta["binlog_row"]),
+                     0 if op in BEFORE else 1)
             where = f"{Path(path).name}:{n}"
             if last is not None and order <= last:
-                raise RoundError(f"changelog {t}: {where} (seq {order[0]}, {op}) does not follow {last_where} "
-                                 f"(seq {last[0]}): a change logged twice or out of order")
+                raise RoundError(f"changelog {t}: {where} ({meta['binlog_file']}:{order[1]}#{order[2]}, {op}) does "
+                                 f"not follow {last_where} (file #{last[0]}:{last[1]}#{last[2]}): a change logged "
+                                 "twice or out of order")
             last, last_where = order, where
             k = tuple(line["data"][c] for c in key)
             if op in AFTER:
