@@ -74,3 +74,12 @@ def postgres():
 
     with running_postgres() as server:
         yield server
+
+
+def pytest_unconfigure(config):
+    """py4j's client connections log from ``__del__`` while the interpreter shuts down, when
+    pytest has already closed the streams its handlers write to; logging then prints a
+    '--- Logging error ---' traceback after the summary. Those late records are dropped."""
+    import logging
+
+    logging.raiseExceptions = False
