@@ -34,7 +34,7 @@ Sinks rotate with the seed (``seed % len(--sinks)``); with the four kinds and th
 pair comes round every 12 seeds. ``--seeds 7,19`` runs just those rounds again.
 
 Usage: python bench/fault_soak.py [--rounds 100] [--rows 20000] [--sinks delta,postgres,changelog]
-                                  [--seed 0 | --seeds 7,19] [--png PATH]
+                                  [--seed 0 | --seeds 7,19] [--max-minutes M] [--png PATH]
 
 One line per round, then the last line:
     rounds=N exact=K failed_seeds=[...] median_recovery_s=<float>
@@ -759,6 +759,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds for the sink to equal the source")
     ap.add_argument("--job-timeout", type=float, default=300.0)
     ap.add_argument("--work", default=str(ROOT / "bench" / ".work" / "fault_soak"))
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="stop after the round that ends past this many minutes (the summary says which seed "
+                         "to go on from with --seed), so a long soak can run in slices")
     ap.add_argument("--png", metavar="PATH", default=None,
                     help="also write a PNG there: recovery time per round by kill kind, coloured by sink "
                          "(needs matplotlib, the 'dev' extra)")
@@ -795,6 +798,13 @@ def main() -> int:
             r = Round(args, server, pg, seed, kind, sink, work, work_ref).run()
             results.append(r)
             print(r.line(i), flush=True)
+            if args.max_minutes is not None and time.monotonic() - t0 > 60 * args.max_minutes \
+                    and i < len(seeds):
+                print(f"stopped after {i} of {len(seeds)} rounds (--max-minutes {args.max_minutes:g}); go on with "
+                      f"--seeds {','.join(map(str, seeds[i:]))}" if args.seeds else
+                      f"stopped after {i} of {len(seeds)} rounds (--max-minutes {args.max_minutes:g}); go on with "
+                      f"--seed {seeds[i]} --rounds {len(seeds) - i}", flush=True)
+                break
         elapsed = time.monotonic() - t0
     exact = sum(r.exact for r in results)
     failed = [r.seed for r in results if not r.exact]
