@@ -10,13 +10,20 @@ give for the same row. Hence the rules this module keeps:
   division by zero, a cast of unparsable text fail the query instead of giving NULL. Here they
   raise :class:`TransformEvalError`, so a row is never written with a value Spark would not
   have produced. Where Spark would accept an input this module cannot reproduce exactly (a
-  number text such as ``'1.5'`` cast to INT), it raises too: *equal or error*, never different.
+  date text such as ``'2020-1-1'``, a DOUBLE whose Java text differs between Java versions),
+  it raises too (UNSUPPORTED_VALUE, or the text forms read here): *equal or error*, never
+  different.
 * Spark evaluates lazily per row: ``CASE WHEN b <> 0 THEN a / b END`` never divides by zero,
-  nor does the right side of ``b <> 0 AND a / b > 1`` for b = 0. Vectorized kernels compute
+  nor does the right side of ``b <> 0 AND a / b > 1`` for b = 0, nor the second operand of an
+  operation where the first is NULL (for / div % the divisor comes first), nor the parts of a
+  concat after a NULL one. Vectorized kernels compute
   every row, so each node gets the mask of the rows Spark would evaluate it for (``active``),
   and errors only count on those rows; inputs of failing kernels are nulled outside the mask.
-* The compiler (``transform_exprs``) has already typed every node as Spark would and inserted
-  the implicit casts, so the evaluator never decides a type; it only reproduces values.
+* The compiler (``transform_exprs``) has already typed every node as Spark would, inserted
+  the implicit casts and applied the rewrites of Spark's optimizer that change a result, so the
+  evaluator never decides a type; it only reproduces values.
+
+Checked against Spark 4.2 by ``tests/integration/test_transform_spark_differential.py``.
 
 The tree is plain frozen dataclasses so a compiled transform pickles to Spark executors.
 """
@@ -696,8 +703,10 @@ def to_text(node: Node, ctx: Context, active: Mask, x: pa.Array, src: SqlType) -
 
 
 def _from_text(node: Node, ctx: Context, active: Mask, x: pa.Array, dst: SqlType) -> pa.Array:
-    """Text to a value, for the forms Spark reads too; any other text fails (CAST_INVALID_INPUT)
-    although Spark reads a few more (e.g. '1.5' as INT, '2020-1-1' as DATE): equal or error."""
+    """Text to a value, for the forms Spark reads too; any other text fails (CAST_INVALID_INPUT).
+    For the integers and BOOLEAN these are all Spark reads ('1.5' as INT fails in Spark 4 too);
+    for the others Spark reads a few more (e.g. '2020-1-1' as DATE, 'NaN' as DOUBLE, '1e2' as
+    DECIMAL): equal or error."""
     name = dst.name
     blanks = _BLANKS if name in ("DOUBLE", "FLOAT", "DECIMAL") else _BLANKS_AND_DEL
     text = pc.utf8_trim(_restrict(x, active), characters=blanks)

@@ -10,6 +10,13 @@ quietly differ from what the same SQL gives in Spark. Implicit conversions Spark
 between text and numbers are refused too (write the CAST), because their ANSI rules are where
 this evaluator and Spark could part.
 
+Spark's optimizer rewrites some expressions before it runs them, and a few rewrites change
+the result (``x AND FALSE`` is FALSE even where x fails; the constants of ``(i + 1) + 2`` are
+added first; a NULL operand makes an operation NULL without computing the other one): the
+compiler applies those too (``_Compiler._rewrite``), and refuses what Spark fails on whatever
+the rows (a constant part that fails, ``check_constants``). Checked against Spark 4.2 by
+``tests/integration/test_transform_spark_differential.py``.
+
 The compiled objects hold the text, the input schema and a tree of frozen dataclasses (no
 sqlglot objects), so they pickle to Spark executors.
 """
@@ -330,7 +337,8 @@ class _Compiler:
                 j = i + 1 + (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.NOT)
                 if j < len(tokens) and tokens[j].token_type in (TokenType.NULL, TokenType.TRUE, TokenType.FALSE):
                     end = j + 1
-            elif tok.token_type == TokenType.IN and i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.L_PAREN:
+            elif tok.token_type == TokenType.IN and i + 1 < len(tokens) and \
+                    tokens[i + 1].token_type == TokenType.L_PAREN:
                 depth, j = 0, i + 1
                 for j in range(i + 1, len(tokens)):
                     depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
@@ -583,7 +591,6 @@ class _Compiler:
             return node
         low, high = _INT_RANGE[t.name]
         value = constants[0].value
-        folded = Node("const", t, value=value, sql=node.sql)
         for c in constants[1:]:
             value = value + c.value if op == "add" else value * c.value
             if not low <= value <= high:
@@ -788,8 +795,8 @@ class _Compiler:
             raise self.refuse(e, f"LIKE with a pattern that is not a text literal is not supported (in {_sql(e)})")
         if "\\" in pattern.value:  # Spark's and Arrow's LIKE escapes would have to agree; not needed
             raise self.refuse(e, f"a backslash in a LIKE pattern is not supported (in {_sql(e)})")
-        return self._fold(Node("like", SqlType("BOOLEAN"), (self._to(value, SqlType("STRING")),), value=pattern.value,
-                                    sql=_sql(e)))
+        return self._fold(Node("like", SqlType("BOOLEAN"), (self._to(value, SqlType("STRING")),),
+                               value=pattern.value, sql=_sql(e)))
 
     def _concat(self, parts: list[Node], e: Any) -> Node:
         if not parts:

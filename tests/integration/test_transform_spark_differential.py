@@ -127,7 +127,8 @@ EDGE_COLUMNS: list[tuple[str, pa.DataType, str, list[Any]]] = [
      [None, D(20), D(99999), D(-99999), D(1), D(-1), D(5), D(3), D(2), D(7), D(-7), D(10), D(100), None, D(12), D(50),
       D(-50), D(4), D(6), D(8), D(9), D(11), D(13), D(15)]),
     ("d4", pa.decimal128(4, 4), "DECIMAL(4,4)",
-     [None, D("0.0005"), D("0.9999"), D("-0.9999"), D("0.5"), D("-0.5"), D("0.0001"), D("0.2850"), D("0.2500"), D("0.1"),
+     [None, D("0.0005"), D("0.9999"), D("-0.9999"), D("0.5"), D("-0.5"), D("0.0001"), D("0.2850"), D("0.2500"),
+      D("0.1"),
       None, D("0.3333"), D("-0.25"), D("0.05"), D("0.005"), D("0.75"), D("0.125"), D("0.01"), D("-0.01"), D("0.9"),
       D("0.2"), D("0.4"), D("0.6"), D("0.8")]),
     ("d5", pa.decimal128(38, 0), "DECIMAL(38,0)",
@@ -140,9 +141,10 @@ EDGE_COLUMNS: list[tuple[str, pa.DataType, str, list[Any]]] = [
     ("d5x", pa.decimal128(38, 0), "DECIMAL(38,0)",
      _n([D(10 ** 38 - 1), D(-10 ** 38 + 1), None, D(0), D(10 ** 37 + 5), D(12345678901234567890123456789012345678)])),
     ("f", pa.float64(), "DOUBLE", [None, 0.0, -0.0, math.nan, math.inf, -math.inf, 1.7976931348623157e308, 5e-324,
-                                   2.5, -2.5, 0.285, 2.675, 1e15 + 0.5, 3e9, -3e9, 1.5, 0.1, -0.001, 1e-40, 123.456,
+                                   2.5, -2.5, 0.285, 2.675, 1e15 + 0.5, 3e9, 1e17, 1.5, 0.1, -0.001, 1e-40, 123.456,
                                    1.005, 1e20, 9.223372036854776e18, 2.82879384806159e17]),
-    ("r", pa.float32(), "FLOAT", [None, 0.0, -0.0, math.nan, math.inf, -math.inf, 3.4028234663852886e38, 1.401298464e-45,
+    ("r", pa.float32(), "FLOAT", [None, 0.0, -0.0, math.nan, math.inf, -math.inf, 3.4028234663852886e38,
+                                  1.401298464e-45,
                                   0.1, -2.5, 40000.0, 0.25, 1.5, 2.5, None, 100.0, -1.0, 3.0, 7.0, 0.5, 1e10, -1e10,
                                   16777216.0, 2.675]),
     ("dt", pa.date32(), "DATE", _n([None] + _DATES)),
@@ -216,7 +218,8 @@ EXTREMES = [f"{x} {op} {y}" for op in ("+", "-", "*") for x, y in (
     "coalesce(d5x, d4)", "CASE WHEN ok THEN d2x ELSE d4 END", "i + 2147483647", "(i + 2147483647) + -2147483647",
     "2147483647 + i + -2147483647", "i - 2147483647 + 2147483647", "(i * 2) * 1073741824", "i * 2 * 0",
     "(bx + 9223372036854775807) + -9223372036854775807", "(tx + 127Y) + -127Y",
-    "(i + 2147483647) + (-2147483647 + i)", "(i + 1) + 2147483647", "CASE WHEN i > 100000 THEN (i + 1) + 2147483647 END",
+    "(i + 2147483647) + (-2147483647 + i)", "(i + 1) + 2147483647",
+    "CASE WHEN i > 100000 THEN (i + 1) + 2147483647 END",
     "CASE WHEN i > 100 THEN (i + 1) + 2147483647 END", "CASE WHEN i > 100000 THEN (i * 2) * 1073741824 END",
     "CASE WHEN i > 0 THEN 2147483647 + 1 END", "CASE WHEN i > 100000 THEN 2147483647 + 1 END",
     # products of 40 and 41 digits whose digits after the 6th decimal are 4999..: one HALF_UP rounding
@@ -308,7 +311,8 @@ def projection_corpus() -> list[str]:
         out.append(f"substring(s, {pos})")
         for length in (-1, 0, 1, 3, 2147483647):
             out.append(f"substr(s, {pos}, {length})")
-    out += ["substring(s FROM 2 FOR 3)", "substring(s FROM -10 FOR 5)", "substring(big, 2)", "substr(s, -2147483648, 3)",
+    out += ["substring(s FROM 2 FOR 3)", "substring(s FROM -10 FOR 5)", "substring(big, 2)",
+            "substr(s, -2147483648, 3)",
             "substring(s, 2147483647, 2147483647)", "substring(NULL, 1, 2)", "substring('Spark SQL', 5)"]
     # CASE, IF, COALESCE
     out += ["CASE WHEN i > 0 THEN 1 WHEN i < 0 THEN 2.0 ELSE 1.2 END", "CASE WHEN ok THEN d ELSE f END",
@@ -321,7 +325,8 @@ def projection_corpus() -> list[str]:
             "CASE WHEN ok THEN 5L ELSE 1.5 END", "CASE WHEN ok THEN 2Y ELSE 3S END", "CASE WHEN ok THEN bin END",
             "if(ok, 'y', 'n')", "if(ok, i, b)", "if(i > 0, d, d2)", "if(ok, NULL, s)", "if(NULL, 1, 2)",
             "if(f = f, f, 0.0)", "if(ok, dt, '2020-01-01')"]
-    out += ["coalesce(i, b)", "coalesce(i, d)", "coalesce(f, d)", "coalesce(s, s2, 'z')", "nvl(dt, ts)", "ifnull(d, d2)",
+    out += ["coalesce(i, b)", "coalesce(i, d)", "coalesce(f, d)", "coalesce(s, s2, 'z')", "nvl(dt, ts)",
+            "ifnull(d, d2)",
             "coalesce(NULL, i)", "coalesce(r, t)", "coalesce(r, i)", "coalesce(i)", "coalesce(NULL, NULL, s)",
             "nvl(s, big)", "coalesce(d4, d5)", "coalesce(d5, 0.5)", "coalesce(ts, ntz)", "coalesce(bin, bin)",
             "coalesce(CAST(1 AS TINYINT), CAST(1 AS BIGINT), NULL)", "coalesce(ok, FALSE)", "coalesce(t, 2Y)"]
@@ -565,8 +570,12 @@ class Differential:
         return EvalResult(ids, values=out.column(0).to_pylist(), arrow_type=out.schema.field(0).type)
 
     def row_errors(self, case: Case, ids: list[int]) -> dict[int, Optional[str]]:
-        """The evaluator row by row: each row's error, or None."""
-        return {i: self.evaluate(case, [i]).error for i in ids}
+        """Each row's error with the evaluator, or None (found by halving: few rows fail)."""
+        error = self.evaluate(case, ids).error
+        if error is None or len(ids) == 1:
+            return {i: error for i in ids}
+        half = len(ids) // 2
+        return {**self.row_errors(case, ids[:half]), **self.row_errors(case, ids[half:])}
 
     @staticmethod
     def failing_groups(errors: dict[int, Optional[str]]) -> dict[str, list[int]]:
@@ -588,7 +597,8 @@ class Differential:
     def spark_types(self, view: str, exprs: list[str]) -> list[Any]:
         """Each expression's Spark type name, or the analysis error."""
         if len(exprs) > self.BATCH:
-            return [t for k in range(0, len(exprs), self.BATCH) for t in self.spark_types(view, exprs[k:k + self.BATCH])]
+            return [t for k in range(0, len(exprs), self.BATCH)
+                    for t in self.spark_types(view, exprs[k:k + self.BATCH])]
         if not exprs:
             return []
         try:

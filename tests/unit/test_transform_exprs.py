@@ -71,10 +71,10 @@ def fails(expr: str, rows: list[dict[str, Any]], condition: str) -> str:
 
 
 # --- Spark-checked cases ------------------------------------------------------------------------
-# (expression, input rows, expected outputs per row): values derived from Spark's semantics that a
-# differential test against real Spark (ANSI mode, session time zone UTC) should confirm. Each
-# names the documentation page checked; "not found in the docs" marks the ones the docs did not
-# settle, taken from Spark's implementation as known (see the report of this change).
+# (expression, input rows, expected outputs per row): values derived from Spark's semantics, each
+# naming the documentation page checked ("not found in the docs": taken from Spark's implementation
+# as known). All confirmed against Spark 4.2 (ANSI mode, session time zone UTC) by
+# tests/integration/test_transform_spark_differential.py, which runs them, and these types, in Spark.
 SPARK_CHECKED_CASES: list[tuple[str, list[dict[str, Any]], list[Any]]] = [
     # https://spark.apache.org/docs/latest/api/sql/ (substr/substring examples, also
     # docs.databricks.com .../functions/substr.html): 1-based, negative from the end
@@ -762,6 +762,105 @@ def test_a_table_input_and_a_batch_of_another_schema() -> None:
 def test_eval_errors_name_the_expression_the_table_and_the_value() -> None:
     msg = fails("i / b", [{"i": 5, "b": 0}], "DIVIDE_BY_ZERO")
     assert "'i / b AS out'" in msg and "shop.orders" in msg and "found 5" in msg and "ANSI" in msg
+
+
+# --- what Spark 4.2 does beyond its docs (found by tests/integration/test_transform_spark_differential.py)
+
+
+def run(expr: str, schema: pa.Schema, rows: list[dict[str, Any]], kind: str = "projection") -> list[Any]:
+    if kind == "filter":
+        f = compile_filter(expr, schema, TABLE)
+        return f.evaluate(pa.RecordBatch.from_pylist(rows, schema=schema), database="", table="").to_pylist()
+    p = compile_projection(f"{expr} AS out", schema, TABLE)
+    return p.evaluate(pa.RecordBatch.from_pylist(rows, schema=schema), database="", table="").column(0).to_pylist()
+
+
+WIDE = pa.schema([("i", pa.int32()), ("b", pa.int64()), ("d4", pa.decimal128(4, 4)), ("d5", pa.decimal128(38, 0)),
+                  ("d2", pa.decimal128(38, 10)), ("d18", pa.decimal128(18, 17)), ("f", pa.float64()),
+                  ("s", pa.string()), ("ok", pa.bool_())])
+
+
+def test_spark_types_beyond_the_docs() -> None:
+    def typed(expr: str) -> pa.DataType:
+        return compile_projection(f"{expr} AS out", WIDE, TABLE).output_schema().field("out").type
+
+    assert typed("d4 + 2Y") == pa.decimal128(8, 4)  # a TINYINT literal counts as DECIMAL(3,0), 3S as its digits
+    assert typed("d4 + 3S") == pa.decimal128(6, 4)
+    assert typed("NULL / d4") == pa.float64() and typed("d4 / NULL") == pa.decimal128(13, 9)
+    # wider than 38 digits: the integer digits are kept, the scale cut (and the values rounded)
+    assert typed("coalesce(d4, d5)") == pa.decimal128(38, 0)
+    assert run("coalesce(d4, d5)", WIDE, [{"d4": D("0.5"), "d5": D(7)}, {"d4": D("-0.4999")}]) == [D(1), D(0)]
+    assert run("d4 = d5", WIDE, [{"d4": D("0.5"), "d5": D(1)}]) == [True]
+
+
+def test_spark_evaluates_lazily_where_its_code_does() -> None:
+    rows = [{"i": 0, "b": 5}, {"i": 2, "b": 5}]
+    # the second operand only where the first is not NULL; a divisor first
+    assert run("if(i = 0, NULL, 1) + b div i", WIDE, rows) == [None, 3]
+    assert run("(b div i) div if(i = 0, NULL, 1)", WIDE, [{"i": 2, "b": 5}, {"i": None, "b": 5}]) == [2, None]
+    assert run("b div if(i = 0, NULL, i)", WIDE, rows) == [None, 2]
+    assert run("concat(if(i = 0, NULL, 'x'), CAST(b div i AS STRING))", WIDE, rows) == [None, "x2"]
+    with pytest.raises(TransformEvalError, match="DIVIDE_BY_ZERO"):
+        run("b div i + if(i = 0, NULL, 1)", WIDE, rows)
+
+
+def test_spark_optimizer_rewrites_that_change_a_result() -> None:
+    rows = [{"i": 0, "b": 5, "ok": True}, {"i": 2147483647, "b": 1, "ok": False}]
+    assert run("(i + 2147483647) + -2147483647", WIDE, rows) == [0, 2147483647]  # constants added first
+    assert "Spark computes the constants" in refused("(i + 1) + 2147483647 AS x")
+    for expr, want in [("(b div i > 0) AND FALSE", [False] * 2), ("(b div i > 0) OR TRUE", [True] * 2),
+                       ("CASE WHEN b div i > 0 THEN 1 ELSE 1 END", [1, 1]), ("if(b div i > 0, 'a', 'a')", ["a"] * 2),
+                       ("(b div i) <=> (b div i)", [True] * 2), ("(i + b) <=> (b + i)", [True] * 2),
+                       ("b div i + NULL", [None] * 2), ("NULL < b div i", [None] * 2),
+                       ("b div i IN (NULL)", [None] * 2),
+                       ("(2147483647 + 1) IS NULL", [False] * 2), ("CASE WHEN NULL AND b div i > 0 THEN 1 ELSE 0 END",
+                                                                    [0, 0])]:
+        assert run(expr, WIDE, rows) == want, expr
+    assert run("NULL AND b div i > 0", WIDE, rows, "filter") == [False, False]  # NULL is FALSE in a filter
+    with pytest.raises(TransformEvalError):
+        run("NULL AND b div i > 0", WIDE, rows)  # not in a projection
+    # an integer compared with a decimal literal beyond BIGINT: decided without the value, NULL included
+    assert run("b < 9223372036854775808", WIDE, [{"b": None}, {"b": 1}]) == [True, True]
+    assert run("b BETWEEN 0 AND 9223372036854775808", WIDE, [{"b": None}]) == [None]  # not for BETWEEN
+    # a constant part that fails fails Spark's planning, unless only some rows reach it
+    assert "whatever the rows" in refused("i + (2147483647 + 1) AS x")
+    assert run("CASE WHEN i > 100000 THEN 1 div 0 END", WIDE, [{"i": 5}]) == [None]
+
+
+def test_what_spark_refuses_is_refused() -> None:
+    assert "Spark requires a BOOLEAN" in refused("CASE WHEN NULL THEN 1 END AS x")
+    assert "not Spark SQL" in refused("i IN (1, 2) IS NULL AS x")
+    assert "not Spark SQL" in refused("i IS NULL = TRUE AS x")
+    assert compile_projection("(i IN (1, 2)) IS NULL AS x", SCHEMA, TABLE).output_names == ("x",)
+    assert "no select item" in refused("-- i") and "no select item" in refused("")
+
+
+def test_spark_values_beyond_the_docs() -> None:
+    # IN finds -0.0 among 0.0
+    assert run("f IN (0.0, 2.5)", WIDE, [{"f": -0.0}]) == [True]
+    # a decimal of more than 34 digits is negated through a Scala BigDecimal (34 digits, HALF_EVEN)
+    fails_on = "9" * 28 + "." + "9" * 10
+    with pytest.raises(TransformEvalError, match="NUMERIC_VALUE_OUT_OF_RANGE"):
+        run("-d2", WIDE, [{"d2": D(fails_on)}])
+    assert run("abs(d2)", WIDE, [{"d2": D(fails_on)}]) == [D(fails_on)]  # abs negates the negatives only
+    assert run("-d5", WIDE, [{"d5": D(10 ** 37 + 5)}]) == [D(-10 ** 37)]
+    # a decimal of more than 18 digits goes to INT through a DOUBLE; a long-held one exactly
+    assert run("CAST(d2 AS INT)", WIDE, [{"d2": D("123456789.9999999999")}]) == [123456790]
+    assert run("CAST(d18 AS INT)", WIDE, [{"d18": D("1.99999999999999999")}]) == [1]
+    with pytest.raises(TransformEvalError, match="UNSUPPORTED_VALUE"):  # held either way: not reproduced
+        run("CAST(d18 * 1 AS INT)", WIDE, [{"d18": D("1.99999999999999999")}])
+    with pytest.raises(TransformEvalError, match="CAST_OVERFLOW"):
+        run("CAST(d2 AS INT)", WIDE, [{"d2": D("2147483647.9999999999")}])
+    assert run("CAST(d4 AS INT)", WIDE, [{"d4": D("0.9999")}]) == [0] and \
+        run("round(d4, -2)", WIDE, [{"d4": D("0.9999")}]) == [D(0)]
+    # the integer and boolean casts trim DEL too; DOUBLE and DECIMAL do not
+    assert run("CAST(s AS INT)", WIDE, [{"s": "\x7f5\x7f"}]) == [5]
+    with pytest.raises(TransformEvalError, match="CAST_INVALID_INPUT"):
+        run("CAST(s AS DOUBLE)", WIDE, [{"s": "\x7f5"}])
+    # Java 17 and Java 21 give different texts for some DOUBLEs from 2**53 to 2**63
+    with pytest.raises(TransformEvalError, match="UNSUPPORTED_VALUE"):
+        run("CAST(f AS DECIMAL(38,0))", WIDE, [{"f": 2.82879384806159e17}])
+    assert run("CAST(f AS DECIMAL(38,0))", WIDE, [{"f": 1e17}]) == [D(10 ** 17)]
 
 
 # --- against a reference: Python's decimal with Spark's result types --------------------------
