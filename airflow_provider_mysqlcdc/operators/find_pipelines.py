@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator
 from ..cdc.errors import ConfigError
 from ..cdc.object_store import use_credentials
 from ..cdc.state import StateStore
-from ..cdc.state_finder import DEFAULT_DEPTH, find_state_locations, unique_locations
+from ..cdc.state_finder import CONFIG_NAME, DEFAULT_DEPTH, find_state_locations, unique_locations
 from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import as_list
@@ -52,7 +52,7 @@ class MySqlCdcFindPipelinesOperator(BaseOperator):
             raise ConfigError("no pipelines to watch: state_locations and search_roots are both empty. Fix: list "
                               "the pipelines' state locations, or folders that hold them (search_roots).")
         use_credentials(storage_credentials(self.aws_conn_id or None))
-        missing = [loc for loc in given if not StateStore(loc).exists("pipeline.json")]
+        missing = [loc for loc in given if not StateStore(loc).exists(CONFIG_NAME)]
         if missing:
             raise ConfigError(f"state_locations: {', '.join(missing)} hold(s) no pipeline (no pipeline.json). Fix: "
                               "give the state location a pipeline's plan task wrote, or trigger that pipeline first.")
