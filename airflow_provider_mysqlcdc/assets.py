@@ -28,17 +28,20 @@ def sink_tables_alias(dag_id: str) -> AssetAlias:
     return AssetAlias(name=f"{dag_id}_sink_tables", group=GROUP)
 
 
-def table_assets(sink_config: Any, tables: Iterable[Any]) -> dict[str, str]:
-    """``{"db.table": asset uri}`` for the tables this sink keeps (none for the console sink)."""
+def table_assets(sink_config: Any, tables: Iterable[Any], rules: Any = None) -> dict[str, str]:
+    """``{"db.table": asset uri}`` for the sink tables this sink keeps for the captured ``tables``
+    (their routes' sink tables when ``rules`` route them; none for the console sink)."""
+    from .cdc.table_views import sink_table_of
     from .spark.sinks.factory import build_sink
 
     sink = build_sink(sink_config)
     try:
         out = {}
         for t in tables:
-            uri = sink.asset_uri(t)
+            target = sink_table_of(rules, t) if rules else t
+            uri = sink.asset_uri(target)
             if uri:
-                out[str(t)] = uri
+                out[str(target)] = uri
         return out
     finally:
         sink.close()

@@ -56,4 +56,4 @@ def pipeline_lineage(state_location: str, aws_conn_id: str | None, *, batch_id: 
         tables = list(plan.batch(batch_id).tables)
     else:
         tables = list(plan.schemas)
-    return operator_lineage(config.source, tables, table_assets(config.sink, tables) if outputs else None)
+    return operator_lineage(config.source, tables, table_assets(config.sink, tables, config.rules) if outputs else None)

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from .config import PASSWORD_ENV, SourceConfig, SplitOptions
 from .errors import ConfigError
 from .schema.behavior import DEFAULT_BEHAVIOR, check_behavior
+from .table_views import Rules
 
 STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
 SINK_TYPES = ("delta", "postgres", "changelog", "console")
@@ -122,6 +123,8 @@ class PipelineConfig:
     startup_timestamp: float | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
     schema_change_behavior: str = DEFAULT_BEHAVIOR
+    # A pipeline file's route and transform rules (cdc/table_views.py), applied by both paths.
+    rules: Rules = field(default_factory=Rules)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schema_change_behavior", check_behavior(self.schema_change_behavior))
@@ -160,6 +163,7 @@ class PipelineConfig:
             "startup_timestamp": self.startup_timestamp,
             "stream": self.stream.__dict__.copy(),
             "schema_change_behavior": self.schema_change_behavior,
+            **(self.rules.to_dict() if self.rules else {}),
         }
 
     def to_json(self) -> str:
@@ -184,6 +188,7 @@ class PipelineConfig:
             startup_timestamp=d.get("startup_timestamp"),
             stream=StreamOptions.from_mapping(d.get("stream")),
             schema_change_behavior=d.get("schema_change_behavior") or DEFAULT_BEHAVIOR,
+            rules=Rules.from_values(d.get("route"), d.get("transform")),
         )
 
     @classmethod

@@ -168,7 +168,7 @@ def _sink(sink: TableId, members: tuple[TableId, ...], merged: bool, schemas: Ma
         if dropped:
             raise ConfigError(f"transform of {table}: the projection drops {', '.join(dropped)} of the row identity "
                               f"({', '.join(identity)}), so sink rows could not be matched to changes. Fix: keep "
-                              "those columns in the projection, or give primary_keys made of projected columns")
+                              "those columns in the projection as plain columns")
         keys[table] = None
     given = {k for k in keys.values() if k is not None}
     if given:

@@ -250,6 +250,8 @@ def map_column(column: Column, server_time_zone: str, table: str = "?", text_dat
         return m(t, pa.string(), "STRING", f"CAST({q} AS CHAR)", members=_set_members(column.column_type))
     if t in _BINARY_TYPES:
         return m("binary", pa.binary(), "BINARY")
+    if t == "boolean":   # never a source column (MySQL's BOOL is TINYINT(1)): a transform's computed one
+        return m("bool", pa.bool_(), "BOOLEAN")
     raise _unsupported(table, column)
 
 

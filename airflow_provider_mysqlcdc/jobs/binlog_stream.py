@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
-    from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
+    from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
     from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
     from airflow_provider_mysqlcdc.spark.stream.table_reads import TableReader
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         # sinks' reductions (Delta, PostgreSQL) and the per-table fan-out run 200 tiny tasks each.
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
 
-    sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else build_sink(config.sink)
+    sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
     listener = None
     reads = None
     failure: str | None = None
@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                 break
             RESTART.clear()
             config, schemas = tables()
+            if isinstance(sink, RoutedSink):
+                sink.add_tables(schemas)   # the tables it took over, through the same routes
             log.info("binlog stream: starting again from its checkpoint to capture the tables it took over")
     except Exception as e:
         failure = f"{type(e).__name__}: {e}"

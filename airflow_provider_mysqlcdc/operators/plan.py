@@ -16,6 +16,7 @@ from ..cdc.plan import Plan, build_plan, extend_plan, plan_inputs
 from ..cdc.probes import check_startup_offset, probe_writable
 from ..cdc.state import StateStore
 from ..cdc.table_patterns import qualify_all
+from ..cdc.table_views import Rules
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
@@ -113,6 +114,11 @@ class MySqlCdcPlanOperator(BaseOperator):
         and the sink root on object storage (``s3://``); read when the task runs, never written to the
         state location. None: the workers' own credentials (environment, instance role). (templated)
     :param reset: forget the stored plan, batch results and stream checkpoint first. (templated)
+    :param route: a pipeline file's ``route`` rules (``source_table`` pattern -> ``sink_table``; tables
+        merged into one sink table are keyed by ``_source_table`` and their row identity). (templated)
+    :param transform: a pipeline file's ``transform`` rules (``source_table``, ``projection``, ``filter``,
+        ``primary_keys``), applied by the snapshot and the stream alike; checked against the tables
+        here, before anything is written. (templated)
     :param reread_batches: the snapshot tasks' ``reread_batches`` (batch ids, captured tables, ``*``):
         checked here against the plan (an unknown name fails the run before any batch runs), and
         the batches it names are labelled ``read again`` in the log, the map index names and the
@@ -123,7 +129,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
         "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
         "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset", "reread_batches",
-        "zero_dates", "spark_runtime", "connect_conn_id", "aws_conn_id",
+        "zero_dates", "spark_runtime", "connect_conn_id", "aws_conn_id", "route", "transform",
     )
     ui_color = "#e8f4fa"
 
@@ -139,9 +145,12 @@ class MySqlCdcPlanOperator(BaseOperator):
                  reread_batches: Sequence[str] | str | None = None, zero_dates: str = "null",
                  spark_runtime: str | None = None, connect_conn_id: str | None = None,
                  spark_conn_id: str = "spark_default", connect_idle_s: float = 300.0,
-                 aws_conn_id: str | None = None, **kwargs: Any) -> None:
+                 aws_conn_id: str | None = None, route: Sequence[Mapping[str, Any]] | str | None = None,
+                 transform: Sequence[Mapping[str, Any]] | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
+        self.route = route
+        self.transform = transform
         self.zero_dates = zero_dates
         self.spark_runtime = spark_runtime
         self.connect_conn_id = connect_conn_id
@@ -186,6 +195,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             startup_timestamp=epoch_seconds(self.startup_timestamp, "startup_timestamp"),
             stream=StreamOptions.from_mapping(as_mapping(self.stream_options, "stream_options")),
             schema_change_behavior=str(self.schema_change_behavior or "lenient"),
+            rules=Rules.from_values(self.route, self.transform),
         )
 
     def _start_spark_connect(self) -> None:
@@ -272,7 +282,9 @@ class MySqlCdcPlanOperator(BaseOperator):
                 options["password"] = BaseHook.get_connection(conn_id).password or ""
         sink = build_sink(SinkConfig(old.sink.type, options))
         try:
-            removed = sink.forget_tables(list(plan.schemas))
+            from ..cdc.table_views import sink_table_of
+
+            removed = sink.forget_tables(list(dict.fromkeys(sink_table_of(old.rules, t) for t in plan.schemas)))
         finally:
             sink.close()
         self.log.info("reset: removed the %s sink's tables of the previous load: %s", old.sink.type,
@@ -331,6 +343,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             # planned before anything is written: a table that is missing or has no key fails here
             fresh = build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing())
             check_reread_entries(entries, [b.batch_id for b in fresh.batches], [str(t) for t in fresh.schemas])
+        self._check_rules(config, state, fresh or plan)
         write_config(state, config)
         if removed and state.stream_started():
             state.request_stream_restart(f"tables removed from the pipeline: {', '.join(map(str, removed))}")
@@ -364,6 +377,39 @@ class MySqlCdcPlanOperator(BaseOperator):
                  "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id]) + (
                      " · read again" if actions[b.batch_id].startswith("read again") else ""),
                  "estimated_rows": estimates[b.batch_id]} for b in plan.batches]
+
+    def _check_rules(self, config: PipelineConfig, state: StateStore, plan: Plan | None) -> None:
+        """Routes and transforms are checked against the tables before anything is written, and may
+        not change under a load: the sink tables hold rows shaped by the rules they were loaded with."""
+        import contextlib
+
+        from ..cdc.discovery import discover_tables
+        from ..cdc.table_views import resolve_views
+
+        if state.exists(CONFIG_NAME) and (state.batch_results() or state.stream_started()):
+            old = read_config(state)
+            if old.rules != config.rules:
+                raise ConfigError(
+                    f"the pipeline's route/transform rules differ from those its sink tables were loaded with (state "
+                    f"location {state.location}). Fix: trigger with reset=true to load the tables again with the new "
+                    "rules, or restore the previous rules.")
+        if not config.rules:
+            return
+        if plan is not None:
+            schemas = list(plan.schemas.values())
+        else:
+            with contextlib.closing(config.source.connect()) as conn:
+                schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns,
+                                          config.source.zero_dates)
+        views = resolve_views(config.rules, schemas, sink_type=config.sink.type,
+                              direct_write=bool(dict(config.sink.options).get("direct_write", True)))
+        for v in views.values():
+            if not v.identity:
+                what = [w for w, on in (("routed to " + str(v.sink_id), v.sink_id != v.source_id),
+                                        ("projected", v.projection is not None), ("filtered", v.filter is not None))
+                        if on]
+                self.log.info("%s: %s (sink key %s)", v.source_id, ", ".join(what),
+                              ", ".join(v.sink_schema.row_identity))
 
     def _check_retention(self, config: PipelineConfig, state: StateStore, estimates: Mapping[str, int]) -> None:
         """A warning when the server may purge the binlog the stream will start from before the

@@ -231,7 +231,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if not any(True for _ in self.outlets or ()):
             return
         tables = list(dict.fromkeys(KeyRange.from_dict(r).table_id for r in summary["ranges"]))
-        uris = table_assets(read_config(state).sink, tables)
+        config = read_config(state)
+        uris = table_assets(config.sink, tables, config.rules)
         n = emit_table_events(context, self.outlets, uris, {k: summary.get(k) for k in (
             "batch_id", "rows", "high_watermark")})
         if n:

@@ -112,7 +112,8 @@ def stream_health_asset(dag_id: str) -> Asset:
 def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = None, snapshot_parallelism: int = 1,
                         schedule: str | None = None, watchdog_dag_id: str | None = None,
                         description: str | None = None, tags: Sequence[str] = (),
-                        pipeline_file: str | None = None) -> tuple[DAG, DAG]:
+                        pipeline_file: str | None = None, route: Sequence[Mapping[str, Any]] = (),
+                        transform: Sequence[Mapping[str, Any]] = ()) -> tuple[DAG, DAG]:
     """The pipeline DAG ``dag_id`` and its watchdog DAG.
 
     :param settings: the form's defaults (``cdc/settings.py`` names; the others keep the
@@ -122,6 +123,8 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
     :param schedule: the pipeline DAG's schedule (None: triggered by hand).
     :param watchdog_dag_id: default ``<dag_id>_stream_watchdog`` (a trailing ``_pipeline`` dropped).
     :param pipeline_file: the pipeline file the DAGs come from, named in the docs.
+    :param route: the pipeline file's route rules (mappings with ``source_table``, ``sink_table``).
+    :param transform: its transform rules (``source_table``, ``projection``, ``filter``, ``primary_keys``).
     """
     settings = dict(settings or {})
     values = defaults(**settings)
@@ -172,6 +175,8 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             aws_conn_id="{{ params.aws_conn_id }}",
             reset="{{ params.reset }}",
             reread_batches="{{ params.reread_batches }}",
+            route=[dict(r) for r in route],
+            transform=[dict(t) for t in transform],
         )
         snapshot = MySqlCdcSnapshotOperator.partial(
             task_id="snapshot",

@@ -24,7 +24,7 @@ from typing import Any, MutableMapping
 from airflow.sdk import DAG
 
 from .dag_builder import build_pipeline_dags
-from .loader import load_file, refuse_unapplied_sections
+from .loader import load_file, refuse_unapplied_rules
 from .spec import PipelineFileError, Problem
 
 
@@ -44,8 +44,8 @@ def pipeline_dags(pipeline_file: str | os.PathLike[str],
 
     A relative ``pipeline_file`` is relative to the DAG file. Raises ``PipelineFileError``
     (Airflow shows it as the DAG file's import error) when the file has a problem, gives the
-    name or the state location of another file of its folder, or has route/transform sections
-    (checked, but not applied by the engine yet).
+    name or the state location of another file of its folder, or pairs route/transform sections with
+    a sink that does not apply them.
     """
     if globals_dict is None:
         globals_dict = sys._getframe(1).f_globals
@@ -55,7 +55,7 @@ def pipeline_dags(pipeline_file: str | os.PathLike[str],
     path = path if path.is_absolute() else dag_dir / path
     file = _shown(path, dag_dir)
     spec = load_file(path, file, siblings=True)
-    refused = refuse_unapplied_sections(file, spec)
+    refused = refuse_unapplied_rules(file, spec)
     if refused:
         raise PipelineFileError(refused)
     try:

@@ -213,17 +213,30 @@ def clash_problems(identities: list[tuple[str, _Identity]]) -> list[Problem]:
 
 
 # --------------------------------------------------------------------------------------------
-# Accepted, checked, not applied yet
+# Route and transform: what the engine applies them with
 
 
-def refuse_unapplied_sections(file: str, spec: PipelineSpec) -> list[Problem]:
-    """``route`` and ``transform`` are part of the file format and checked, but the snapshot and
-    the stream do not apply them yet: a DAG built from such a file would load the tables
-    unrouted and untransformed. So the factory builds no DAG for it, and ``validate`` reports
-    it. Remove this function and its two callers (``factory.pipeline_dags``, ``__main__``)
-    once the engine applies them (issue 18, part 4)."""
-    return [Problem(file, key, f"found {n} rule{'s' if n != 1 else ''}: {key} is accepted and checked, but the "
-                               f"snapshot and the stream do not apply it yet, so this pipeline would load its tables "
-                               f"without it. Fix: remove the {key} section for now (no DAG is built from this file "
-                               "while it has one).")
-            for key, n in (("route", len(spec.route)), ("transform", len(spec.transform))) if n]
+def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
+    """``route`` and ``transform`` are applied by the merge-based sinks with their direct stream
+    write (``cdc/table_views.py``); a file that pairs them with another sink would load its tables
+    without them, so the factory builds no DAG for it and ``validate`` reports it. (The tables'
+    columns are checked by the plan step, which sees them.)"""
+    from ..cdc.table_views import VIEW_SINKS
+
+    if not (spec.route or spec.transform):
+        return []
+    settings = spec.settings()
+    sink_type = settings.get("sink_type")
+    options = settings.get("sink_options") or {}
+    sections = " and ".join(k for k, n in (("route", spec.route), ("transform", spec.transform)) if n)
+    are = "are" if " and " in sections else "is"
+    if sink_type not in VIEW_SINKS:
+        return [Problem(file, "sink.type", f"found {show(sink_type)}: {sections} {are} applied by the "
+                                           f"{' and '.join(VIEW_SINKS)} sinks only (a changelog keeps changes, not "
+                                           f"rows). Fix: use one of those sinks, or remove the {sections} "
+                                           f"section{'s' if are == 'are' else ''}.")]
+    if isinstance(options, dict) and options.get("direct_write") is False:
+        return [Problem(file, "sink.options.direct_write", f"found false: {sections} {are} applied with the sink's "
+                                                           "direct stream write only. Fix: remove direct_write (true "
+                                                           "is the default).")]
+    return []

@@ -2,8 +2,8 @@
 
     source:     where the rows come from: an Airflow connection id (never a password) and tables
     sink:       where they go: type + options, or a connection id (PostgreSQL)
-    route:      source table pattern -> sink table (accepted and checked; not applied yet)
-    transform:  projection / filter / primary keys per table (accepted and checked; not applied yet)
+    route:      source table pattern -> sink table (merging shards into one table)
+    transform:  projection / filter / primary keys per table (cdc/table_views.py)
     pipeline:   name (the DAG id), schedule, snapshot parallelism and every other run setting
 
 The run settings are those of ``cdc/settings.py``, under the section of the trigger form
@@ -532,7 +532,9 @@ class PipelineSpec(_Section):
         p = self.pipeline
         return {"dag_id": p.name, "settings": self.settings(), "snapshot_parallelism": p.snapshot_parallelism,
                 "schedule": p.schedule, "description": p.description, "tags": tuple(p.tags),
-                "watchdog_dag_id": self.watchdog_dag_id}
+                "watchdog_dag_id": self.watchdog_dag_id,
+                "route": [r.model_dump(exclude_none=True) for r in self.route],
+                "transform": [t.model_dump(exclude_none=True) for t in self.transform]}
 
 
 # --------------------------------------------------------------------------------------------

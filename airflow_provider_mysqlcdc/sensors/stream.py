@@ -208,7 +208,8 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             plan = state.read_plan()
             tables = list(plan.schemas) if plan is not None else []
             if tables:
-                emit_table_events(context, self.outlets, table_assets(read_config(state).sink, tables), extra)
+                config = read_config(state)
+                emit_table_events(context, self.outlets, table_assets(config.sink, tables, config.rules), extra)
 
 
 def _offset_text(offset: Mapping[str, Any] | None) -> str:

@@ -24,7 +24,7 @@ from airflow_provider_mysqlcdc.cdc.settings import SETTINGS, SINK, SOURCE
 from airflow_provider_mysqlcdc.pipelines import spec as spec_module
 from airflow_provider_mysqlcdc.pipelines.__main__ import main
 from airflow_provider_mysqlcdc.pipelines.dagfiles import MARKER, check_dag_files, write_dag_files
-from airflow_provider_mysqlcdc.pipelines.loader import load_file, load_pipelines, read_file, refuse_unapplied_sections
+from airflow_provider_mysqlcdc.pipelines.loader import load_file, load_pipelines, read_file, refuse_unapplied_rules
 from airflow_provider_mysqlcdc.pipelines.spec import (
     FILE_KEYS, RUN_ONLY, PipelineFileError, RouteRule, TransformRule, watchdog_dag_id,
 )
@@ -258,16 +258,24 @@ def test_two_files_with_one_name_or_state_location_both_fail_naming_each_other(t
         load_file(a, siblings=True)
 
 
-def test_route_and_transform_are_refused_by_one_function_naming_the_file_and_the_key(tmp_path):
-    path = write(tmp_path, "shop.yaml", changed({
-        "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
-        "transform": [{"source_table": "shop.orders", "filter": "amount > 0"}]}))
+def test_route_and_transform_reach_the_plan_task_and_are_refused_with_sinks_that_do_not_apply_them(tmp_path):
+    rules = {"route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
+             "transform": [{"source_table": "shop.orders", "filter": "amount > 0"}]}
+    path = write(tmp_path, "shop.yaml", changed(rules))
     spec = load_file(path)
-    problems = refuse_unapplied_sections(str(path), spec)
-    assert [p.key for p in problems] == ["route", "transform"]
-    assert all(str(p).startswith(f"{path}: ") and "not apply it yet" in p.message and "Fix: " in p.message
-               for p in problems)
-    assert refuse_unapplied_sections(str(path), load_file(write(tmp_path, "plain.yaml", BASE))) == []
+    assert refuse_unapplied_rules(str(path), spec) == []
+    args = spec.dag_arguments()
+    assert args["route"] == rules["route"] and args["transform"] == rules["transform"]
+    log = write(tmp_path, "log.yaml", changed({**rules, "sink.type": "changelog", "pipeline.name": "log",
+                                              "pipeline.state_location": "/state/log"}))
+    problems = refuse_unapplied_rules(str(log), load_file(log))
+    assert [p.key for p in problems] == ["sink.type"]
+    assert str(problems[0]).startswith(f"{log}: ") and "route and transform are applied by the delta and " \
+        "postgres sinks only" in problems[0].message and "Fix: " in problems[0].message
+    row = write(tmp_path, "row.yaml", changed({**rules, "sink.options.direct_write": False, "pipeline.name": "row",
+                                              "pipeline.state_location": "/state/row"}))
+    assert [p.key for p in refuse_unapplied_rules(str(row), load_file(row))] == ["sink.options.direct_write"]
+    assert refuse_unapplied_rules(str(path), load_file(write(tmp_path, "plain.yaml", BASE))) == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,10 +378,14 @@ def _broken_repo(tmp_path: Path) -> Path:
     write(repo / "pipelines", "broken.yaml", changed({"pipeline.name": "broken", "pipeline.state_location": "/b",
                                                       "pipeline.chunk_size": 0}))
     write(repo / "pipelines", "routed.yaml", changed({
-        "pipeline.name": "routed", "pipeline.state_location": "/r",
+        "pipeline.name": "routed", "pipeline.state_location": "/r", "sink.type": "changelog",
         "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]}))
+    write(repo / "pipelines", "merged.yaml", changed({
+        "pipeline.name": "merged", "pipeline.state_location": "/m",
+        "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
+        "transform": [{"source_table": r"shop\.orders_\d+", "projection": "id, amount", "filter": "amount > 0"}]}))
     lines = write_dag_files(repo / "pipelines", repo / "dags")
-    assert sorted(l.split()[0] for l in lines) == ["unchanged", "unchanged", "wrote", "wrote"], lines
+    assert sorted(l.split()[0] for l in lines) == ["unchanged", "unchanged", "wrote", "wrote", "wrote"], lines
     return repo
 
 
@@ -385,7 +397,8 @@ def _dagbag(folder: Path):
     return DagBag(dag_folder=str(folder), bundle_path=folder)
 
 
-GOOD_DAGS = {"mysql_cdc_pipeline", "mysql_cdc_stream_watchdog", "billing", "billing_stream_watchdog"}
+GOOD_DAGS = {"mysql_cdc_pipeline", "mysql_cdc_stream_watchdog", "billing", "billing_stream_watchdog", "merged",
+             "merged_stream_watchdog"}
 
 
 def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_path):
@@ -397,7 +410,12 @@ def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_pat
     assert "pipeline file pipelines/broken.yaml has 1 problem" in broken
     assert "pipelines/broken.yaml: pipeline.chunk_size: found 0" in broken and "Fix: " in broken
     routed = bag.import_errors["mysqlcdc_routed.py"]
-    assert "pipelines/routed.yaml: route: found 1 rule: route is accepted and checked" in routed
+    assert 'pipelines/routed.yaml: sink.type: found "changelog": route is applied by the delta and postgres ' \
+        "sinks only" in routed
+    plan = bag.dags["merged"].get_task("plan")   # the rules reach the task that checks and stores them
+    assert plan.route == [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]
+    assert plan.transform == [{"source_table": r"shop\.orders_\d+", "projection": "id, amount",
+                               "filter": "amount > 0"}]
     assert bag.dags["billing"].params.get_param("chunk_size").value == 20000
 
 
@@ -448,9 +466,12 @@ def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
 
 def test_validate_reports_route_and_transform_as_the_factory_does(tmp_path):
     write(tmp_path, "a.yaml", changed({"transform": [{"source_table": "shop.orders", "filter": "id > 0"}]}))
+    assert main(["validate", str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 0
+    write(tmp_path, "b.yaml", changed({"transform": [{"source_table": "shop.orders", "filter": "id > 0"}],
+                                       "sink.type": "console", "pipeline.name": "b", "pipeline.state_location": "/b"}))
     out = io.StringIO()
     assert main(["validate", str(tmp_path)], out=out, err=io.StringIO()) == 1
-    assert out.getvalue().startswith(f"{tmp_path / 'a.yaml'}: transform: found 1 rule")
+    assert out.getvalue().startswith(f"{tmp_path / 'b.yaml'}: sink.type: found \"console\": transform is applied")
 
 
 def test_dag_files_are_written_kept_in_step_and_checked(tmp_path):

@@ -102,6 +102,11 @@ class Sink(ABC):
             f"the {self.name} sink cannot follow schema changes in the stream. Fix: use the Delta, PostgreSQL "
             "or changelog-json sink with its direct write (the default).")
 
+    def publish_micro_batch(self, planned: Mapping[TableId, Sequence[Any]], batch_id: int) -> int:
+        """Apply a direct-write micro-batch: every table's steps (``publish_steps``), table by table.
+        A sink that writes several source tables into one table (``routed.RoutedSink``) groups them."""
+        return sum(self.publish_steps(table_id, steps, batch_id) for table_id, steps in planned.items())
+
     def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
         """Remove what this sink holds for these source tables -- rows and the bookkeeping that
         makes micro-batches idempotent -- so a reset pipeline loads into empty tables and a new

@@ -141,7 +141,7 @@ def pg_type(mp: ColumnMapping) -> str:
         "bit": "bigint", "float": "real", "double": "double precision",
         "datetime": "timestamp without time zone", "timestamp": "timestamp with time zone",
         "date": "date", "time": "bigint", "year": "smallint", "text": "text", "enum": "text",
-        "set": "text", "binary": "bytea",
+        "set": "text", "binary": "bytea", "bool": "boolean",
         "date_text": "text", "datetime_text": "text", "timestamp_text": "text",   # zero_dates: text
     }
     if k in simple:

@@ -31,7 +31,7 @@ from ..sinks.snapshot_files import file_count
 from .progress import SnapshotProgress
 from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
-from ..sinks.factory import build_sink
+from ..sinks.routed import RoutedSink, pipeline_sink
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,19 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     batch = plan.batch(batch_id)
     source = config.source
     schemas = {t: plan.schemas[t] for t in batch.tables}
+    sink = pipeline_sink(config, list(plan.schemas.values()))   # a bad route/transform fails before any read
     if state.stream_started():
         # The stream owns the sink: the rows go to it (cdc/resnapshot.py), read in today's shape.
-        if build_sink(config.sink).direct_write() is None:
+        routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
+        direct = sink.direct_write()
+        sink.close()   # the stream writes this batch's rows
+        if routed:
+            raise ConfigError(
+                f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
+                f"{', '.join(routed)} {'is' if len(routed) == 1 else 'are'} routed or transformed: hand-offs do not "
+                "apply routes and transforms yet. Nothing was read or written. Fix: trigger with reset=true to "
+                "load everything again.")
+        if direct is None:
             raise ConfigError(
                 f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
                 f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
@@ -74,7 +84,6 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
 
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
     t0 = time.monotonic()
-    sink = build_sink(config.sink)
     try:
         sink.prepare(list(schemas.values()))
         files = sink_files(sink, schemas, batch, plan.estimated_rows().get(batch_id, 0))

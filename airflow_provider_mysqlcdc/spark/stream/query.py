@@ -112,8 +112,7 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
         changed = any(not hasattr(s, "records") for steps in planned.values() for s in steps)
         if changed:
             crash_point(SCHEMA_RECORDED)
-        for table_id, steps in planned.items():
-            written += sink.publish_steps(table_id, steps, batch_id)
+        written += sink.publish_micro_batch(planned, batch_id)
         if changed:
             crash_point(SCHEMA_APPLIED)
         if outcomes:

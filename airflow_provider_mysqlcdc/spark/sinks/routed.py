@@ -1,0 +1,222 @@
+"""A sink seen through a pipeline's routes and transforms (``cdc/table_views.py``).
+
+The snapshot job and the stream speak of source tables; this wrapper turns each call into the
+wrapped sink's call for the table's sink table, with the rows transformed:
+
+- snapshot rows are filtered and projected in the Spark tasks that read them (``mapInArrow``,
+  before the sink writes its files), the window's corrections on the driver;
+- a batch's rows of one source table get their own label in a merged sink table (``<batch>.<db.table>``),
+  so the sink replaces exactly that table's rows on a rerun, never another shard's;
+- a stream micro-batch is published once per *sink* table: the last change per source identity
+  of every table routed there, transformed, in one step -- one commit per sink table and
+  micro-batch, which keeps the wrapped sink's exactly-once bookkeeping (a merged table's shards
+  would otherwise each claim the same micro-batch id).
+
+DDL on a routed or transformed table is followed when it leaves the sink table's columns as they
+are (an explicit projection that does not use the changed column); otherwise the stream stops with
+the table, the statement and the fix, before the micro-batch is applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+
+from ...cdc.chunks import KeyRange
+from ...cdc.errors import ConfigError
+from ...cdc.model import TableId, TableSchema
+from ...cdc.table_views import Rules, TableView, resolve_views, sink_schemas
+from .base import META_OP, META_SEQ, Sink, SnapshotWrite
+
+log = logging.getLogger(__name__)
+
+
+def transform_frame(frame: DataFrame, view: TableView) -> DataFrame:
+    """``frame`` (the source table's rows) as the sink's rows, computed in the Spark tasks: a
+    narrow step, so each partition (a chunk group) stays one partition."""
+    if view.identity:
+        return frame
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    def run(batches):
+        for batch in batches:
+            out = view.rows(batch)
+            yield from out.to_batches()
+
+    return frame.mapInArrow(run, from_arrow_schema(view.sink_arrow))
+
+
+class RoutedSink(Sink):
+    """``inner`` written through ``views`` (source table -> its view)."""
+
+    def __init__(self, inner: Sink, rules: Rules, views: Mapping[TableId, TableView]) -> None:
+        self.inner = inner
+        self.rules = rules
+        self.views = dict(views)
+        self.name = inner.name
+
+    # --- which view ---------------------------------------------------------------------------
+
+    def view(self, table_id: TableId) -> TableView:
+        try:
+            return self.views[table_id]
+        except KeyError:
+            raise ConfigError(f"{table_id} has no route/transform view: it was not among the tables the pipeline "
+                              "planned. Fix: trigger the pipeline with reset=true so the plan includes it") from None
+
+    def _view_for(self, schema: TableSchema) -> TableView:
+        """The view of ``schema`` (a version of a captured table): the planned one, or -- after a DDL
+        -- one compiled for the new columns that must give the sink table the same columns."""
+        current = self.view(schema.table_id)
+        if current.source.columns == schema.columns:
+            return current
+        others = [v.source for t, v in self.views.items() if t != schema.table_id]
+        try:
+            new = resolve_views(self.rules, [*others, schema])[schema.table_id]
+        except ConfigError as e:
+            raise ConfigError(f"{schema.table_id} changed (DDL) and its route/transform no longer applies: {e}") from None
+        if not new.sink_arrow.equals(current.sink_arrow) or new.sink_id != current.sink_id:
+            raise ConfigError(
+                f"{schema.table_id} changed (DDL) and now gives its sink table {current.sink_id} other columns "
+                f"({', '.join(f'{f.name} {f.type}' for f in new.sink_arrow)}; the sink has "
+                f"{', '.join(f'{f.name} {f.type}' for f in current.sink_arrow)}). A routed or transformed table's "
+                "sink follows DDL only while its columns stay the same; the stream stopped before this micro-batch. "
+                "Fix: list the columns in the transform's projection (so a new column does not reach the sink), or "
+                "trigger the pipeline with reset=true to load the tables in their new shape")
+        self.views[schema.table_id] = new
+        return new
+
+    def add_tables(self, schemas: Sequence[TableSchema]) -> None:
+        """Views for tables the stream took over since it started (routed by the same rules; a new
+        shard into a merged table must give it the same columns)."""
+        new = [s for s in schemas if s.table_id not in self.views]
+        if new:
+            views = resolve_views(self.rules, [*(v.source for v in self.views.values()), *new])
+            self.views.update({s.table_id: views[s.table_id] for s in new})
+
+    @staticmethod
+    def _label(view: TableView, batch_id: str) -> str:
+        """A snapshot batch's name in the sink table: its own per source table of a merged table."""
+        return f"{batch_id}.{view.source_value}" if view.source_column else batch_id
+
+    # --- set-up -------------------------------------------------------------------------------
+
+    def prepare(self, schemas: Sequence[TableSchema]) -> None:
+        self.inner.prepare(sink_schemas({s.table_id: self._view_for(s) for s in schemas}))
+
+    def observe_replaced_values(self, callback: Callable[[str, str, int], None]) -> None:
+        self.inner.observe_replaced_values(callback)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def asset_uri(self, table_id: TableId) -> str | None:
+        return self.inner.asset_uri(self.view(table_id).sink_id)
+
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        sinks = list(dict.fromkeys(self.view(t).sink_id for t in table_ids))
+        return self.inner.forget_tables(sinks)
+
+    def schema_capabilities(self) -> frozenset[str]:
+        return self.inner.schema_capabilities()
+
+    def direct_write(self) -> Any:
+        return self.inner.direct_write()
+
+    # --- snapshot -----------------------------------------------------------------------------
+
+    def writes_snapshot_files(self) -> bool:
+        return self.inner.writes_snapshot_files()
+
+    def _ranges(self, view: TableView, ranges: Sequence[KeyRange]) -> list[KeyRange]:
+        return [replace(r, table_id=view.sink_id) for r in ranges]
+
+    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
+                       batch_id: str) -> SnapshotWrite:
+        view = self._view_for(schema)
+        return self.inner.write_snapshot(view.sink_schema, transform_frame(frame, view), self._ranges(view, ranges),
+                                         self._label(view, batch_id))
+
+    def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int) -> Any:
+        view = self._view_for(schema)
+        return self.inner.write_chunk_files(view.sink_schema, transform_frame(frame, view),  # type: ignore[attr-defined]
+                                            self._label(view, batch_id), files)
+
+    def commit_chunk_files(self, spark: Any, schema: TableSchema, batch_id: str, records: Sequence[Any],
+                           corrections: Any, ranges: Sequence[KeyRange]) -> SnapshotWrite:
+        view = self._view_for(schema)
+        return self.inner.commit_chunk_files(spark, view.sink_schema, self._label(view, batch_id),  # type: ignore
+                                             records, view.corrections(corrections), self._ranges(view, ranges))
+
+    def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int:
+        view = self._view_for(schema)
+        return self.inner.discard_uncommitted(view.sink_schema, self._label(view, batch_id))  # type: ignore
+
+    # --- stream -------------------------------------------------------------------------------
+
+    def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
+        raise ConfigError("route/transform: applied with the sink's direct stream write only. Fix: remove "
+                          "direct_write: false from sink_options")
+
+    def publish_micro_batch(self, planned: Mapping[TableId, Sequence[Any]], batch_id: int) -> int:
+        """One step per sink table: every routed table's last changes, transformed (module docstring)."""
+        from ...cdc.schema.steps import RowsStep
+        from .last_change import merged_rows, to_ipc
+
+        groups: dict[TableId, list[pa.Table]] = {}
+        changes: dict[TableId, int] = {}
+        for table_id, steps in planned.items():
+            for step in steps:
+                if not isinstance(step, RowsStep):
+                    if step.source_after is None:
+                        raise ConfigError(
+                            f"{table_id}: {step.describe()}; a routed or transformed table that is dropped or "
+                            "renamed away is not followed yet. The stream stopped before this micro-batch. Fix: "
+                            "trigger the pipeline with reset=true to load the tables again")
+                    self._view_for(step.source_after)
+                    log.info("%s: %s (its sink table %s keeps its columns)", table_id, step.describe(),
+                             self.view(table_id).sink_id)
+                    continue
+                view = self._view_for(step.source)
+                rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
+                groups.setdefault(view.sink_id, []).append(view.changes(rows, META_OP, extra=[META_SEQ]))
+                changes[view.sink_id] = changes.get(view.sink_id, 0) + step.changes
+        written = 0
+        for sink_id, parts in groups.items():
+            rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            schema = next(v.sink_schema for v in self.views.values() if v.sink_id == sink_id)
+            seq = rows.column(META_SEQ)
+            record = {"database": sink_id.database, "table": sink_id.table, "changes": changes[sink_id],
+                      "rows": rows.num_rows, "first_seq": int(pc.min(seq).as_py() or 0),
+                      "last_seq": int(pc.max(seq).as_py() or 0), "payload": to_ipc(rows), "columns": "",
+                      "ddl": "", "first_at": ""}
+            step = RowsStep((record,), schema, schema)
+            written += self.inner.publish_steps(sink_id, [step], batch_id)
+        return written
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        return self.publish_micro_batch({table_id: steps}, batch_id)
+
+    def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> Any:
+        raise ConfigError(f"{schema.table_id} is routed or transformed, and a batch read again while the stream runs "
+                          "is not applied through routes and transforms yet. Fix: trigger the pipeline with "
+                          "reset=true to load everything again")
+
+
+def pipeline_sink(config: Any, schemas: Sequence[TableSchema]) -> Sink:
+    """The pipeline's sink (``config``: a ``PipelineConfig``), seen through its routes and transforms
+    when it has any."""
+    from .factory import build_sink
+
+    sink = build_sink(config.sink)
+    rules = config.rules
+    if not rules:
+        return sink
+    views = resolve_views(rules, schemas, sink_type=config.sink.type,
+                          direct_write=bool(dict(config.sink.options).get("direct_write", True)))
+    return RoutedSink(sink, rules, views)
