@@ -1,7 +1,7 @@
 """A pipeline file with a route and a transform, end to end through the door users use: the YAML
 file and its DAG file (written by ``pipelines dag-files``), parsed by Airflow and run with
-``dag.test()`` (real MariaDB, real Spark, the Delta sink), writers on both shards throughout the
-snapshot and the stream.
+``dag.test()`` (real MariaDB, real Spark, the Delta and the PostgreSQL sink), writers on both shards
+throughout the snapshot and the stream.
 
 Two shards (``orders_1``, ``orders_2``, the same ids in both) merge into one sink table keyed by
 ``(_source_table, id)``; the projection computes columns and the filter keeps rows with a positive
@@ -12,7 +12,6 @@ behind. The merged sink table's asset event is recorded after the snapshot.
 
 from __future__ import annotations
 
-import decimal
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from airflow_provider_mysqlcdc.pipelines.dagfiles import write_dag_files
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.sink_compare import delta_rows, wait_until_equal
+from tests.support.sink_compare import delta_rows, postgres_rows, wait_until_equal
 from tests.support.tables import create_int_table
 from tests.support.writer import ConcurrentWriter
 
@@ -48,24 +47,41 @@ def _expected(server, db: str) -> dict[tuple, dict]:
     return out
 
 
-def _actual(lake: Path, db: str) -> dict[tuple, dict]:
-    rows = delta_rows(lake, TableId(db, "orders"), ("_source_table", "id"))
-    return {k: {**r, "amount2": decimal.Decimal(r["amount2"]) if r["amount2"] is not None else None}
-            for k, r in rows.items()}
+COLUMNS = ("_source_table", "id", "s_uc", "amount2", "a")
 
 
-def test_merged_shards_projected_and_filtered_equal_the_transformed_source(mariadb, fresh_db, tmp_dir):
+def _actual(kind: str, lake: Path, pg: object, pg_schema: str, db: str) -> dict[tuple, dict]:
+    if kind == "delta":
+        rows = delta_rows(lake, TableId(db, "orders"), ("_source_table", "id"))
+    else:
+        rows = postgres_rows(pg, f"{db}__orders", COLUMNS, ("_source_table", "id"), schema=pg_schema)
+    return {k: {c: r[c] for c in COLUMNS} for k, r in rows.items()}
+
+
+@pytest.mark.parametrize("kind", ["delta", "postgres"])
+def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind, mariadb, fresh_db, tmp_dir,
+                                                                          request):
     airflow_env.migrate()
     airflow_env.set_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
                                password=ROOT_PASSWORD, schema=fresh_db, extra={"server_id_range": "7100-7140"})
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
+    pg, pg_schema = None, ""
+    sink: dict = {"type": "delta", "options": {"root": str(tmp_dir / "lake")}}
+    if kind == "postgres":
+        from tests.support.postgres import DATABASE, SUPERUSER
+
+        pg = request.getfixturevalue("postgres")
+        pg_schema = pg.fresh_schema("routes_")
+        airflow_env.set_connection("routes_pg", "postgres", host="127.0.0.1", port=pg.port, login=SUPERUSER,
+                                   password=pg.password, schema=DATABASE)
+        sink = {"type": "postgres", "options": {"schema": pg_schema}, "conn_id": "routes_pg"}
     specs = [create_int_table(mariadb, fresh_db, 6000, table=t) for t in ("orders_1", "orders_2")]
     repo = tmp_dir / "repo"
     (repo / "pipelines").mkdir(parents=True)
-    lake, state = tmp_dir / "lake", tmp_dir / "state"
+    lake, state = tmp_dir / "lake", tmp_dir / "state"  # (a PostgreSQL sink leaves lake empty)
     (repo / "pipelines" / "shop_orders.yaml").write_text(yaml.safe_dump({
         "source": {"conn_id": "mysql_cdc_default", "tables": [rf"{fresh_db}\.orders_\d+"]},
-        "sink": {"type": "delta", "options": {"root": str(lake)}},
+        "sink": sink,
         "route": [{"source_table": rf"{fresh_db}\.orders_\d+", "sink_table": f"{fresh_db}.orders",
                    "description": "the shards into one table"}],
         "transform": [{"source_table": rf"{fresh_db}\.orders_\d+", "projection": PROJECTION, "filter": FILTER}],
@@ -93,17 +109,21 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(maria
     try:
         assert all(not w.errors for w in writers), [w.errors for w in writers]
         assert sum(w.stats.total for w in writers) > 200, "the writers barely wrote"
-        problem = wait_until_equal(lambda: _expected(mariadb, fresh_db), lambda: _actual(lake, fresh_db),
+        problem = wait_until_equal(lambda: _expected(mariadb, fresh_db), lambda: _actual(kind, lake, pg, pg_schema, fresh_db),
                                    timeout_s=180)
         assert not problem, problem
-        got = _actual(lake, fresh_db)
+        got = _actual(kind, lake, pg, pg_schema, fresh_db)
         assert {k[0] for k in got} == {f"{fresh_db}.orders_1", f"{fresh_db}.orders_2"}
         assert {k[1] for k in got if k[0].endswith("_1")} & {k[1] for k in got if k[0].endswith("_2")}, \
             "the shards share ids: the source column must keep them apart"
-        assert not (lake / fresh_db / "orders_1").exists(), "a routed table has no sink table of its own"
-        uri = (lake / fresh_db / "orders").resolve().as_uri()
-        events = airflow_env.asset_events(uri.rstrip("/"))
-        assert any(e["task_id"] == "snapshot" for e in events), events
+        if kind == "delta":
+            assert not (lake / fresh_db / "orders_1").exists(), "a routed table has no sink table of its own"
+            prefix = (lake / fresh_db / "orders").resolve().as_uri().rstrip("/")
+        else:
+            assert pg.query(f"SELECT to_regclass('\"{pg_schema}\".\"{fresh_db}__orders_1\"')") == [(None,)]
+            prefix = f"postgres://127.0.0.1:{pg.port}/{DATABASE}/{pg_schema}/{fresh_db}__orders"
+        events = airflow_env.asset_events(prefix)
+        assert any(e["task_id"] == "snapshot" for e in events), (prefix, events)
     except AssertionError as e:
         from airflow_provider_mysqlcdc.cdc.state import StateStore
 
