@@ -7,7 +7,8 @@ Two shards (``orders_1``, ``orders_2``, the same ids in both) merge into one sin
 ``(_source_table, id)``; the projection computes columns and the filter keeps rows with a positive
 amount, so the writers' updates move rows into and out of the sink. The sink must equal the
 transformed source row by row: the same SQL's values, per shard, nothing missing and nothing left
-behind. The merged sink table's asset event is recorded after the snapshot.
+behind -- also after an ``ADD COLUMN`` on one shard that the projection does not use, which the
+stream follows. The merged sink table's asset event is recorded after the snapshot.
 """
 
 from __future__ import annotations
@@ -102,7 +103,15 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
         dr = airflow_env.dag_run(DAG_ID, res["run_id"])
         states = airflow_env.task_states(dr)
         assert all(s[0] == "success" for s in states.values()), states
-        time.sleep(5)   # the stream takes the writers' changes as they come
+        time.sleep(3)   # the stream takes the writers' changes as they come
+        # A DDL on one shard that the projection does not reach: the stream follows it, the sink
+        # table keeps its columns.
+        for w in writers:
+            w.pause()
+        mariadb.execute("ALTER TABLE orders_1 ADD COLUMN note VARCHAR(10) DEFAULT 'n'", database=fresh_db)
+        for w in writers:
+            w.resume()
+        time.sleep(5)
     finally:
         for w in writers:
             w.stop()
