@@ -66,9 +66,44 @@ def check_source(pipeline: LoadedPipeline) -> tuple[list[Problem], str]:
             lines = [line.strip().removeprefix("- ") for line in str(e).splitlines() if line.strip()]
             lines = lines or [type(e).__name__]
         return [Problem(pipeline.file, SOURCE_KEY, line) for line in lines], ""
+    rules = check_rules_on_source(pipeline)
+    if rules:
+        return rules, ""
     tables = result.get("tables") or []
     warned = "".join(f"; warning: {w}" for w in result.get("warnings") or ())
     return [], f"{result.get('version')}, {len(tables)} table{'s' if len(tables) != 1 else ''}{warned}"
+
+
+def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
+    """The file's route and transform compiled against the source's tables, as the plan task will:
+    an identity the projection drops, a column that does not exist, shards that disagree."""
+    spec = pipeline.spec
+    if not (spec.route or spec.transform):
+        return []
+    import contextlib
+
+    from ..cdc.discovery import discover_tables
+    from ..cdc.errors import ConfigError
+    from ..cdc.table_patterns import qualify_all
+    from ..cdc.table_views import Rules, resolve_views
+    from ..hooks.mysql_cdc import MySqlCdcHook
+    from ..operators._pipeline import as_list, as_mapping
+
+    settings = spec.settings()
+    hook = MySqlCdcHook(settings["mysql_conn_id"])
+    try:
+        source = hook.get_source_config()
+        include = qualify_all(as_list(settings["tables"], "tables"), hook.default_database())
+        exclude = qualify_all(as_list(settings["exclude"], "exclude"), hook.default_database())
+        with contextlib.closing(source.connect()) as conn:
+            schemas = discover_tables(conn, include, exclude, as_mapping(settings["chunk_key_columns"],
+                                                                         "chunk_key_columns"),
+                                      str(settings.get("zero_dates") or "null"))
+        resolve_views(Rules.from_values(spec.route, spec.transform), schemas, sink_type=settings["sink_type"])
+    except ConfigError as e:
+        key = "route" if str(e).startswith("route") else "transform"
+        return [Problem(pipeline.file, key, str(e))]
+    return []
 
 
 def validate(paths: Sequence[str], dags: str | None, source: bool, out: TextIO, err: TextIO) -> int:

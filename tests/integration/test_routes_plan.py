@@ -82,3 +82,35 @@ def test_rules_that_change_under_a_load_are_refused_and_reset_forgets_the_merged
 
     assert _plan(tmp_dir, db, transform=changed, reset=True).execute({})
     assert not (tmp_dir / "lake" / db / "orders").exists(), "reset drops the merged sink table"
+
+
+def test_validate_check_source_compiles_the_rules_against_the_tables(source, tmp_dir, monkeypatch):
+    """``pipelines validate --check-source`` (a platform repo's CI step) finds what the plan task
+    would: here a projection naming a column the shards do not have."""
+    import io
+
+    import yaml
+
+    from airflow_provider_mysqlcdc.pipelines.__main__ import main
+
+    monkeypatch.setenv("_AIRFLOW_PROCESS_CONTEXT", "server")
+    folder = tmp_dir / "pipelines"
+    folder.mkdir()
+
+    def write(name: str, projection: str) -> None:
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump({
+            "source": {"conn_id": "routes_src", "tables": [rf"{source}\.orders_\d+"]},
+            "sink": {"type": "delta", "options": {"root": str(tmp_dir / "lake")}},
+            "route": ROUTE(source),
+            "transform": [{"source_table": rf"{source}\.orders_\d+", "projection": projection}],
+            "pipeline": {"name": name, "state_location": str(tmp_dir / name)}}), encoding="utf-8")
+
+    write("good", "id, upper(s) AS s_uc")
+    write("bad", "id, nosuch")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["validate", str(folder), "--check-source"], out=out, err=err) == 1
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{folder / 'bad.yaml'}: transform: ") and \
+        "column 'nosuch' is not a column of" in lines[0] and "Fix:" in lines[0], out.getvalue()
+    assert f"{folder / 'good.yaml'}: source: ok" in err.getvalue()
+    assert not (tmp_dir / "lake").exists()
