@@ -42,7 +42,8 @@ _SINK_WORDS = {"delta": "a Delta Lake", "postgres": "PostgreSQL", "changelog": "
                "console": "the Spark log (console sink)"}
 
 
-def pipeline_doc(watchdog_dag_id: str, tables: Sequence[str], sink_type: str, pipeline_file: str | None = None) -> str:
+def pipeline_doc(watchdog_dag_id: str, tables: Sequence[str], sink_type: str, pipeline_file: str | None = None,
+                 route: Sequence[Mapping[str, Any]] = (), transform: Sequence[Mapping[str, Any]] = ()) -> str:
     """The pipeline DAG's docs (the DAG page's *Docs*)."""
     loads = ", ".join(f"`{t}`" for t in tables)
     doc = f"""
@@ -83,6 +84,13 @@ again into empty tables.
 those of scheduled runs). Change them there; `python -m airflow_provider_mysqlcdc.pipelines
 validate` checks the file.
 """
+    if route or transform:
+        lines = [f"- `{r['source_table']}` → `{r['sink_table']}`" for r in route]
+        for t in transform:
+            parts = [f"{k} `{t[k]}`" for k in ("projection", "filter") if t.get(k)]
+            lines.append(f"- `{t['source_table']}`: {'; '.join(parts) or 'primary keys ' + str(t.get('primary_keys'))}")
+        doc += ("\n**Routes and transforms** (from the pipeline file; the snapshot and the stream apply them alike, "
+                "a table merged from several keeps each row's source in `_source_table`):\n\n" + "\n".join(lines) + "\n")
     return doc
 
 
@@ -138,7 +146,7 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
         max_active_runs=1,
         params=pipeline_params(**settings),
         render_template_as_native_obj=True,
-        doc_md=pipeline_doc(watchdog_id, values["tables"], values["sink_type"], pipeline_file),
+        doc_md=pipeline_doc(watchdog_id, values["tables"], values["sink_type"], pipeline_file, route, transform),
         tags=[*TAGS, *(t for t in tags if t not in TAGS)],
         default_args={"retries": RETRIES, "retry_delay": RETRY_DELAY},
     ) as dag:

@@ -291,14 +291,11 @@ def test_the_example_repo_validates_and_its_dag_files_are_in_step():
         assert len(dag_file.read_text().splitlines()) == 3 and MARKER in dag_file.read_text()
 
 
-def test_the_route_and_transform_shown_in_the_example_are_valid(tmp_path):
-    """billing.yaml shows route/transform commented out; uncommented, they pass the format."""
-    text = (EXAMPLE / "pipelines" / "billing.yaml").read_text()
-    block = text[text.index("# route:"):]
-    uncommented = "\n".join(line[2:] if line.startswith("# ") else "" for line in block.splitlines())
-    spec = load_file(write(tmp_path, "billing.yaml", text + "\n" + uncommented + "\n"))
-    assert [r.sink_table for r in spec.route] == ["billing.payments"]
-    assert spec.transform[0].projection.startswith("id, customer_id")
+def test_the_example_billing_pipeline_routes_its_shards_and_transforms_invoices():
+    spec = load_file(EXAMPLE / "pipelines" / "billing.yaml")
+    assert [(r.source_table, r.sink_table) for r in spec.route] == [(r"billing\.payment_\d+", "billing.payments")]
+    assert spec.transform[0].projection.startswith("id, customer_id") and spec.transform[0].filter
+    assert refuse_unapplied_rules("billing.yaml", spec) == []
 
 
 def test_the_ci_step_runs_the_validate_command_on_the_example():
@@ -412,6 +409,7 @@ def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_pat
     routed = bag.import_errors["mysqlcdc_routed.py"]
     assert 'pipelines/routed.yaml: sink.type: found "changelog": route is applied by the delta and postgres ' \
         "sinks only" in routed
+    assert "`shop\\.orders_\\d+` → `shop.orders`" in bag.dags["merged"].doc_md   # shown on the DAG page
     plan = bag.dags["merged"].get_task("plan")   # the rules reach the task that checks and stores them
     assert plan.route == [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]
     assert plan.transform == [{"source_table": r"shop\.orders_\d+", "projection": "id, amount",
