@@ -346,6 +346,8 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
                                   f"row identity ({', '.join(schema.row_identity)}), and the projection {found}; "
                                   "the sink matches rows and deletes by it. Fix: keep it as a plain column under its "
                                   f"own name: {ident}")
+    if projection is None and filt is None and not sink.merged and sink.table_id == t:
+        return TableView(schema, schema, None, None, None, source_arrow=source_arrow)   # no rule touches it
     identity = tuple(sink.row_identity)
     sink_schema = TableSchema(sink.table_id, tuple(columns), primary_key=identity, chunk_key=identity,
                               row_identity=identity, engine=schema.engine, approx_rows=schema.approx_rows,

@@ -159,3 +159,10 @@ def test_rules_from_bad_text_name_the_fix():
         Rules.from_values("{oops")
     with pytest.raises(ConfigError, match=r"transform\[0\]: unknown key\(s\) where"):
         Rules.from_values(None, [{"source_table": "a.b", "where": "x"}])
+
+
+def test_a_table_no_rule_touches_keeps_its_schema_exactly():
+    plain = orders("other")
+    plain = TableSchema(plain.table_id, plain.columns, (), ("amount",), ("id",))   # a chunk key of its own
+    v = resolve_views(SHARDS, [orders("orders_1"), plain])[plain.table_id]
+    assert v.identity and v.sink_schema is plain

@@ -72,6 +72,8 @@ class RoutedSink(Sink):
     def _view_for(self, schema: TableSchema) -> TableView:
         """The view of ``schema`` (a version of a captured table): the planned one, or -- after a DDL
         -- one compiled for the new columns that must give the sink table the same columns."""
+        if schema.table_id not in self.views:   # a table captured since (same rules)
+            self.add_tables([schema])
         current = self.view(schema.table_id)
         if current.source.columns == schema.columns:
             return current
@@ -80,6 +82,9 @@ class RoutedSink(Sink):
             new = resolve_views(self.rules, [*others, schema])[schema.table_id]
         except ConfigError as e:
             raise ConfigError(f"{schema.table_id} changed (DDL) and its route/transform no longer applies: {e}") from None
+        if current.identity and new.identity:   # no rule touches it: its sink follows DDL as always
+            self.views[schema.table_id] = new
+            return new
         if not new.sink_arrow.equals(current.sink_arrow) or new.sink_id != current.sink_id:
             raise ConfigError(
                 f"{schema.table_id} changed (DDL) and now gives its sink table {current.sink_id} other columns "
@@ -170,7 +175,18 @@ class RoutedSink(Sink):
 
         groups: dict[TableId, list[pa.Table]] = {}
         changes: dict[TableId, int] = {}
+        written = 0
         for table_id, steps in planned.items():
+            if table_id not in self.views:   # captured since the stream started: routed by the same rules
+                first = steps[0]
+                schema = first.source if isinstance(first, RowsStep) else (first.source_after or first.sink_before)
+                if schema is not None:
+                    self.add_tables([schema])
+            view = self.views.get(table_id)
+            if view is None or view.identity:
+                # no rule touches it: its steps (rows, DDL, re-snapshots) go to the sink as they are
+                written += self.inner.publish_steps(table_id, steps, batch_id)
+                continue
             for step in steps:
                 if not isinstance(step, RowsStep):
                     if step.source_after is None:
@@ -186,7 +202,6 @@ class RoutedSink(Sink):
                 rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
                 groups.setdefault(view.sink_id, []).append(view.changes(rows, META_OP, extra=[META_SEQ]))
                 changes[view.sink_id] = changes.get(view.sink_id, 0) + step.changes
-        written = 0
         for sink_id, parts in groups.items():
             rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
             schema = next(v.sink_schema for v in self.views.values() if v.sink_id == sink_id)
@@ -203,10 +218,18 @@ class RoutedSink(Sink):
         return self.publish_micro_batch({table_id: steps}, batch_id)
 
     def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> Any:
+        if self._view_for(schema).identity:
+            return self.inner.keys_in_sink(schema, key_range)
         raise ConfigError(f"{schema.table_id} is routed or transformed, and a batch read again while the stream runs "
                           "is not applied through routes and transforms yet. Fix: trigger the pipeline with "
                           "reset=true to load everything again")
 
+
+    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
+                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+        if self._view_for(schema).identity:
+            return self.inner.resnapshot_record(schema, image, rows, gone, key_range, info, batch_id, seq)
+        return self.keys_in_sink(schema, key_range)   # refused, naming the table
 
 def pipeline_sink(config: Any, schemas: Sequence[TableSchema]) -> Sink:
     """The pipeline's sink (``config``: a ``PipelineConfig``), seen through its routes and transforms
