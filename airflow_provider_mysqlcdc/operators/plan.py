@@ -386,9 +386,12 @@ class MySqlCdcPlanOperator(BaseOperator):
         from ..cdc.discovery import discover_tables
         from ..cdc.table_views import resolve_views
 
-        if state.exists(CONFIG_NAME) and (state.batch_results() or state.stream_started()):
-            old = read_config(state)
-            if old.rules != config.rules:
+        if state.exists(CONFIG_NAME) and (state.stream_started() or state.batch_results()):
+            try:
+                old_rules = read_config(state).rules
+            except ConfigError:   # unreadable settings: rewritten below, as before routes existed
+                old_rules = config.rules
+            if old_rules != config.rules:
                 raise ConfigError(
                     f"the pipeline's route/transform rules differ from those its sink tables were loaded with (state "
                     f"location {state.location}). Fix: trigger with reset=true to load the tables again with the new "
