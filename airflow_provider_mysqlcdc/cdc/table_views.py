@@ -264,6 +264,28 @@ class TableView:
         return out
 
 
+def apply_primary_keys(rules: Rules, schemas: Iterable[TableSchema], default_database: Optional[str] = None
+                       ) -> list[TableSchema]:
+    """The tables with a transform's ``primary_keys`` as their row identity where they have no
+    primary key (Flink CDC's way to give a table without one a key: the user vouches that the
+    columns identify a row). Snapshot corrections, the stream's reduction and the sink all match
+    rows by it. A table with a primary key keeps it (``_view`` refuses other keys)."""
+    out = []
+    for schema in schemas:
+        rule = _transform_rule(schema.table_id, rules, default_database) or {}
+        keys = rule.get("primary_keys")
+        if not keys or schema.primary_key:
+            out.append(schema)
+            continue
+        by_lower = {c.name.lower(): c.name for c in schema.columns}
+        missing = [k for k in keys if k.lower() not in by_lower]
+        if missing:
+            raise ConfigError(f"transform of {schema.table_id}: primary_keys {', '.join(missing)} are not columns of "
+                              f"the table ({', '.join(schema.column_names)}). Fix: name columns of the table")
+        out.append(replace(schema, row_identity=tuple(by_lower[k.lower()] for k in keys)))
+    return out
+
+
 def sink_table_of(rules: Rules, table_id: TableId, default_database: Optional[str] = None) -> TableId:
     """The sink table ``table_id``'s rows land in: the first matching route's, else its own name."""
     from .routing import sink_table_id
@@ -282,7 +304,7 @@ def resolve_views(rules: Rules, schemas: Iterable[TableSchema], *, sink_type: Op
                   source_column_name: str = DEFAULT_SOURCE_COLUMN) -> dict[TableId, TableView]:
     """Every captured table's view; a ConfigError naming the rule and the fix for rules this
     engine cannot apply (before any row is read)."""
-    schemas = list(schemas)
+    schemas = apply_primary_keys(rules, schemas, default_database)
     if rules and sink_type is not None:
         if sink_type not in VIEW_SINKS:
             raise ConfigError(f"route/transform: the {sink_type} sink does not apply routes and transforms yet (they "
@@ -321,10 +343,11 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
                           "differ from the filtered table. Fix: filter on the row's columns only")
     keys = rule.get("primary_keys")
     if keys and [k.lower() for k in keys] != [k.lower() for k in schema.row_identity]:
-        raise ConfigError(f"transform of {t}: primary_keys {', '.join(keys)} differ from the table's row identity "
-                          f"({', '.join(schema.row_identity)}); a sink keyed otherwise is not built yet (an update "
-                          "that changed such a key would leave its old row in the sink). Fix: remove primary_keys, "
-                          "or give the row identity's columns")
+        raise ConfigError(f"transform of {t}: primary_keys {', '.join(keys)} differ from the table's primary key "
+                          f"({', '.join(schema.row_identity)}); a sink keyed otherwise than a table's primary key is "
+                          "not built yet (an update that changed such a key would leave its old row in the sink). "
+                          "Fix: remove primary_keys, or give the primary key's columns (primary_keys set the key of "
+                          "tables without a primary key)")
     columns: list[Column] = []
     if sink.merged:
         columns.append(source_column(sink.source_column, 1))
@@ -348,7 +371,8 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
                                   f"own name: {ident}")
     if projection is None and filt is None and not sink.merged and sink.table_id == t:
         return TableView(schema, schema, None, None, None, source_arrow=source_arrow)   # no rule touches it
-    identity = tuple(sink.row_identity)
+    # the source identity (primary_keys equal it, checked above), behind the source column when merged
+    identity = (sink.source_column, *schema.row_identity) if sink.merged else tuple(schema.row_identity)
     sink_schema = TableSchema(sink.table_id, tuple(columns), primary_key=identity, chunk_key=identity,
                               row_identity=identity, engine=schema.engine, approx_rows=schema.approx_rows,
                               zero_dates=schema.zero_dates)

@@ -183,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.closing(config.source.connect()) as conn:
             schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns,
                                       config.source.zero_dates)
+        if config.rules:   # a transform's primary_keys key a table that has no primary key
+            from airflow_provider_mysqlcdc.cdc.table_views import apply_primary_keys
+
+            schemas = apply_primary_keys(config.rules, schemas)
         plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
         if plan is not None:
             # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot

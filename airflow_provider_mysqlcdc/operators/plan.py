@@ -63,6 +63,17 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None,
     return config
 
 
+def with_primary_keys(plan: Plan, config: PipelineConfig) -> Plan:
+    """The plan's tables with their transforms' ``primary_keys`` as row identity where they have
+    no primary key: the snapshot's corrections and the stream match rows by what the plan keeps."""
+    if not config.rules:
+        return plan
+    from ..cdc.table_views import apply_primary_keys
+
+    keyed = apply_primary_keys(config.rules, plan.schemas.values())
+    return dataclasses.replace(plan, schemas={s.table_id: s for s in keyed})
+
+
 class MySqlCdcPlanOperator(BaseOperator):
     """Discovers the captured tables, splits them into chunks and groups the chunks into batches.
 
@@ -323,6 +334,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             before = plan
             plan, added, removed = extend_plan(plan, config.source, config.include, config.exclude, config.split,
                                                sizing=self.sizing())
+            plan = with_primary_keys(plan, config)
             for b in before.batches:   # a removed table's batches leave with it
                 if b not in plan.batches:
                     state.delete(StateStore.batch_result_rel(b.batch_id))
@@ -341,7 +353,8 @@ class MySqlCdcPlanOperator(BaseOperator):
         fresh = None
         if plan is None and config.startup_mode in ("initial", "snapshot"):
             # planned before anything is written: a table that is missing or has no key fails here
-            fresh = build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing())
+            fresh = with_primary_keys(build_plan(config.source, config.include, config.exclude, config.split,
+                                                 sizing=self.sizing()), config)
             check_reread_entries(entries, [b.batch_id for b in fresh.batches], [str(t) for t in fresh.schemas])
         self._check_rules(config, state, fresh or plan)
         write_config(state, config)

@@ -114,3 +114,22 @@ def test_validate_check_source_compiles_the_rules_against_the_tables(source, tmp
         "column 'nosuch' is not a column of" in lines[0] and "Fix:" in lines[0], out.getvalue()
     assert f"{folder / 'good.yaml'}: source: ok" in err.getvalue()
     assert not (tmp_dir / "lake").exists()
+
+
+def test_primary_keys_become_the_row_identity_of_a_table_without_a_primary_key(mariadb, fresh_db, tmp_dir):
+    """A log table without any key: its identity would be every column; the transform's
+    primary_keys make it ``id`` in the plan the snapshot and the stream match rows by."""
+    mariadb.execute("CREATE TABLE events (id BIGINT NOT NULL, kind VARCHAR(10), v INT)",
+                    "INSERT INTO events SELECT seq, 'k', seq FROM seq_1_to_300", database=fresh_db)
+    airflow_env.set_connection("routes_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
+                               password=ROOT_PASSWORD)
+    kw = {"tables": [f"{fresh_db}.events"], "route": [], "chunk_key_columns": {f"{fresh_db}.events": "id"}}
+    assert _plan(tmp_dir, fresh_db, **kw).execute({})
+    state = StateStore(str(tmp_dir / "state"))
+    (schema,) = state.read_plan().schemas.values()
+    assert schema.row_identity == ("id", "kind", "v")   # without primary_keys: every column
+
+    assert _plan(tmp_dir, fresh_db, reset=True, transform=[{"source_table": f"{fresh_db}.events",
+                                                            "primary_keys": ["id"]}], **kw).execute({})
+    (schema,) = state.read_plan().schemas.values()
+    assert schema.row_identity == ("id",) and schema.primary_key == ()

@@ -13,7 +13,7 @@ from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig
 from airflow_provider_mysqlcdc.cdc.config import SourceConfig
-from airflow_provider_mysqlcdc.cdc.table_views import Rules, resolve_views, sink_schemas
+from airflow_provider_mysqlcdc.cdc.table_views import Rules, apply_primary_keys, resolve_views, sink_schemas
 from airflow_provider_mysqlcdc.cdc.types import arrow_schema, map_table
 
 D = decimal.Decimal
@@ -110,7 +110,7 @@ def test_a_projection_must_keep_the_identity_as_it_is(projection, words):
 
 def test_primary_keys_other_than_the_identity_are_refused_naming_the_fix():
     rules = Rules(transform=({"source_table": "shop.orders_1", "primary_keys": ["name"]},))
-    with pytest.raises(ConfigError, match="primary_keys name differ from the table's row identity"):
+    with pytest.raises(ConfigError, match="primary_keys name differ from the table's primary key"):
         resolve_views(rules, [orders("orders_1")])
     same = Rules(transform=({"source_table": "shop.orders_1", "primary_keys": ["id"]},))
     assert resolve_views(same, [orders("orders_1")])
@@ -166,3 +166,16 @@ def test_a_table_no_rule_touches_keeps_its_schema_exactly():
     plain = TableSchema(plain.table_id, plain.columns, (), ("amount",), ("id",))   # a chunk key of its own
     v = resolve_views(SHARDS, [orders("orders_1"), plain])[plain.table_id]
     assert v.identity and v.sink_schema is plain
+
+
+def test_primary_keys_key_a_table_that_has_no_primary_key():
+    base = orders("log_1")
+    keyless = TableSchema(base.table_id, base.columns, (), ("id",), base.column_names)   # identity: every column
+    rules = Rules(route=({"source_table": r"shop\.log_\d+", "sink_table": "shop.log"},),
+                  transform=({"source_table": r"shop\.log_\d+", "primary_keys": ["ID"]},))
+    (keyed,) = apply_primary_keys(rules, [keyless])
+    assert keyed.row_identity == ("id",) and keyed.primary_key == ()
+    v = resolve_views(rules, [keyless])[keyless.table_id]
+    assert v.source.row_identity == ("id",) and v.sink_schema.row_identity == ("_source_table", "id")
+    with pytest.raises(ConfigError, match="primary_keys nope are not columns of the table"):
+        apply_primary_keys(Rules(transform=({"source_table": "shop.log_1", "primary_keys": ["nope"]},)), [keyless])
