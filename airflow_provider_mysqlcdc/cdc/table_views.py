@@ -85,7 +85,9 @@ def _rule_list(value: Any, what: str, keys: Sequence[str]) -> tuple[Mapping[str,
         unknown = sorted(set(rule) - set(keys))
         if unknown:
             raise ConfigError(f"{what}[{i}]: unknown key(s) {', '.join(unknown)}. Fix: use only {', '.join(keys)}")
-        out.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in rule.items() if v is not None})
+        # a description is for readers: editing it changes nothing loaded (nor compares as other rules)
+        out.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in rule.items()
+                    if v is not None and k != "description"})
     return tuple(out)
 
 

@@ -179,3 +179,9 @@ def test_primary_keys_key_a_table_that_has_no_primary_key():
     assert v.source.row_identity == ("id",) and v.sink_schema.row_identity == ("_source_table", "id")
     with pytest.raises(ConfigError, match="primary_keys nope are not columns of the table"):
         apply_primary_keys(Rules(transform=({"source_table": "shop.log_1", "primary_keys": ["nope"]},)), [keyless])
+
+
+def test_a_rules_description_is_not_part_of_what_is_compared():
+    a = Rules.from_values([{"source_table": "a.b", "sink_table": "a.c", "description": "one"}])
+    b = Rules.from_values([{"source_table": "a.b", "sink_table": "a.c", "description": "two"}])
+    assert a == b and a.route == ({"source_table": "a.b", "sink_table": "a.c"},)
