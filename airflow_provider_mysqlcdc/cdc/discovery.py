@@ -17,7 +17,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from .errors import ConfigError
 from .model import Column, TableId, TableSchema
-from .old_temporals import refuse_undecodable_old_temporals
+from .old_temporals import refuse_undecodable_old_temporals, show_old_temporals
 from .table_patterns import TablePattern
 from .types import map_table
 
@@ -356,8 +356,12 @@ def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = No
     if not rows:
         raise ConfigError(f"table {table_id} does not exist (or is not a base table). Fix: check the name.")
     info = _TableInfo(table_id, rows[0][0], int(rows[0][1] or 0))
+    show_old_temporals(conn)
     _load_details_one(conn, info)
-    return _build_schema(info, chunk_key_column, zero_dates)
+    schema = _build_schema(info, chunk_key_column, zero_dates)
+    # a table that comes under the list while streaming (created, renamed in) is refused alike
+    refuse_undecodable_old_temporals(schema)
+    return schema
 
 
 def _load_details_one(conn, info: _TableInfo) -> None:

@@ -58,6 +58,13 @@ def test_old_time_and_fractional_columns_are_refused_and_whole_second_ones_named
     assert f"table {fresh_db}.legacy_frac has 4 TIME or fractional-second column(s)" in message, message
     assert "(`b`, `c`, `e`, `f`)" in message and f"ALTER TABLE `{fresh_db}`.`legacy_frac` FORCE" in message
     assert "Fix:" in message and f"{fresh_db}.legacy " not in message
+    # a table coming under the list while the stream runs is read alone, and refused alike
+    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+
+    with mariadb.connect() as conn:
+        with pytest.raises(ConfigError, match="4 TIME or fractional-second column"):
+            read_table_schema(conn, TableId(fresh_db, "legacy_frac"))
+        assert read_table_schema(conn, TableId(fresh_db, "legacy")).column_names == ("id", "a", "b", "d")
     (warning,) = old_temporal_problems(schemas)
     assert f"table {fresh_db}.legacy has 2 column(s)" in warning and "(`a`, `b`)" in warning, warning
     assert f"ALTER TABLE `{fresh_db}`.`legacy` FORCE" in warning and "Fix:" in warning
