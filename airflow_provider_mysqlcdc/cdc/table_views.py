@@ -37,9 +37,9 @@ OP_COLUMN = "_op"
 UPSERT_OPS = ("+I", "+U")
 # The op snapshot rows (and the window's corrections) are evaluated with, as Flink CDC reads them.
 SNAPSHOT_OP = "+I"
-# The sink types whose writes the views are applied to (merge-based sinks with the stream's direct
-# write): a changelog keeps changes, not rows, and is not routed or transformed yet.
-VIEW_SINKS = ("delta", "postgres")
+# The sink types whose writes the views are applied to, with the stream's direct write: the
+# merge-based sinks on the driver (last changes), the changelog in the source's tasks (each change).
+VIEW_SINKS = ("delta", "postgres", "changelog")
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,72 @@ class TableView:
                     out.delete(self.sink_key(key))
         return out
 
+    def layout_rows(self, rows: pa.RecordBatch, column: str) -> pa.RecordBatch:
+        """A binlog batch of the source table (``op`` insert/update/delete, the images in the struct
+        column ``column``) as the sink table's: each image projected, and each change as the filter
+        makes it (``routing.filtered_changes``: an update out of the filter is a delete of the
+        before image, one into it an insert of the after image, one outside it dropped). For the
+        changelog, which logs every change with both images."""
+        from .routing import filtered_changes
+
+        op = rows.column(rows.schema.get_field_index("op"))
+        pair = rows.column(rows.schema.get_field_index(column))
+        before, after = pair.flatten()
+        has_before = pc.is_in(op, value_set=pa.array(["update", "delete"]))
+        has_after = pc.is_in(op, value_set=pa.array(["insert", "update"]))
+        before_in = self._image_passes(before, has_before, pc.if_else(pc.equal(op, "update"), "-U", "-D"))
+        after_in = self._image_passes(after, has_after, pc.if_else(pc.equal(op, "update"), "+U", "+I"))
+        became = filtered_changes(has_before, has_after, before_in, after_in)
+        keep = pc.is_valid(became)
+        new_op = became.filter(keep)
+        before = before.filter(keep)
+        after = after.filter(keep)
+        old_op = op.filter(keep)
+        out_before = self._images(before, pc.is_in(new_op, value_set=pa.array(["update", "delete"])),
+                                  pc.if_else(pc.equal(old_op, "update"), "-U", "-D"))
+        out_after = self._images(after, pc.is_in(new_op, value_set=pa.array(["insert", "update"])),
+                                 pc.if_else(pc.equal(old_op, "update"), "+U", "+I"))
+        struct = pa.StructArray.from_arrays([out_before, out_after], names=["before", "after"])
+        arrays, fields = [], []
+        for i, f in enumerate(rows.schema):
+            col = rows.column(i).filter(keep)
+            if f.name == column:
+                col, f = struct, pa.field(column, struct.type)
+            elif f.name == "op":
+                col = new_op.cast(f.type)
+            arrays.append(col)
+            fields.append(f)
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+    def _image_passes(self, images: pa.Array, present: pa.Array, op: pa.Array) -> pa.Array:
+        """The filter over the images that are there (False where there is none)."""
+        idx = pc.indices_nonzero(present)
+        out = [False] * len(images)
+        if len(idx):
+            batch = self._input(pa.RecordBatch.from_struct_array(images.take(idx)))
+            for i, ok in zip(idx.to_pylist(), self._passes(batch, op.take(idx)).to_pylist()):
+                out[i] = bool(ok)
+        return pa.array(out, pa.bool_())
+
+    def _images(self, images: pa.Array, wanted: pa.Array, op: pa.Array) -> pa.Array:
+        """The sink images (a struct of the sink's columns) of the ``wanted`` rows, NULL elsewhere."""
+        sink_type = pa.struct(list(self.sink_arrow))
+        idx = pc.indices_nonzero(wanted)
+        if not len(idx):
+            return pa.nulls(len(images), sink_type)
+        batch = self._input(pa.RecordBatch.from_struct_array(images.take(idx)))
+        projected = self._finish(self._project(batch, op.take(idx)))
+        values = pa.StructArray.from_arrays([projected.column(f.name).combine_chunks() for f in self.sink_arrow],
+                                            fields=list(self.sink_arrow))
+        if len(idx) == len(images):
+            return values
+        # scatter: position i takes values[k] where idx[k] == i, else NULL
+        where = [-1] * len(images)
+        for k, i in enumerate(idx.to_pylist()):
+            where[i] = k
+        return values.take(pa.array([k if k >= 0 else None for k in where], pa.int64()))
+
+
 
 def apply_primary_keys(rules: Rules, schemas: Iterable[TableSchema], default_database: Optional[str] = None
                        ) -> list[TableSchema]:
@@ -309,18 +375,31 @@ def resolve_views(rules: Rules, schemas: Iterable[TableSchema], *, sink_type: Op
     schemas = apply_primary_keys(rules, schemas, default_database)
     if rules and sink_type is not None:
         if sink_type not in VIEW_SINKS:
-            raise ConfigError(f"route/transform: the {sink_type} sink does not apply routes and transforms yet (they "
-                              f"are applied by the {' and '.join(VIEW_SINKS)} sinks). Fix: use one of those sinks, or "
+            raise ConfigError(f"route/transform: the {sink_type} sink does not apply routes and transforms (they "
+                              f"are applied by the {', '.join(VIEW_SINKS)} sinks). Fix: use one of those sinks, or "
                               "remove the route and transform sections")
         if not direct_write:
-            raise ConfigError("route/transform: applied with the sink's direct stream write only, and sink_options "
-                              "has direct_write: false. Fix: remove direct_write from sink_options (true is the "
-                              "default), or remove the route and transform sections")
+            what = "format: parquet" if sink_type == "changelog" else "direct_write: false"
+            raise ConfigError(f"route/transform: applied with the sink's direct stream write only, and sink_options "
+                              f"has {what}. Fix: remove {what.split(':')[0]} from sink_options (the default has it), "
+                              "or remove the route and transform sections")
     routing = resolve_routing(rules.route, schemas, transforms=rules.transform, default_database=default_database,
                               source_column=source_column_name)
     views = {s.table_id: _view(s, routing, rules, default_database) for s in schemas}
     _check_merged_alike(views, routing)
     return views
+
+
+def view_of(schema: TableSchema, rules: Rules, sink: TableId, merged: bool,
+            source_column_name: str = DEFAULT_SOURCE_COLUMN) -> TableView:
+    """``schema``'s view when its sink table and whether that table is merged are known (the
+    stream's tasks see one table version at a time; the driver resolved the routes)."""
+    from .routing import SinkTable
+
+    identity = (source_column_name, *schema.row_identity) if merged else schema.row_identity
+    routing = Routing({schema.table_id: sink}, {sink: SinkTable(sink, (schema.table_id,), merged,
+                                                                source_column_name if merged else None, identity)})
+    return _view(apply_primary_keys(rules, [schema])[0], routing, rules, None)
 
 
 def _transform_rule(table: TableId, rules: Rules, default_database: Optional[str]) -> Optional[Mapping[str, Any]]:

@@ -417,8 +417,14 @@ class MySqlCdcPlanOperator(BaseOperator):
             with contextlib.closing(config.source.connect()) as conn:
                 schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns,
                                           config.source.zero_dates)
-        views = resolve_views(config.rules, schemas, sink_type=config.sink.type,
-                              direct_write=bool(dict(config.sink.options).get("direct_write", True)))
+        from ..spark.sinks.factory import build_sink
+
+        sink = build_sink(config.sink)
+        try:
+            direct = sink.direct_write() is not None
+        finally:
+            sink.close()
+        views = resolve_views(config.rules, schemas, sink_type=config.sink.type, direct_write=direct)
         for v in views.values():
             if not v.identity:
                 what = [w for w, on in (("routed to " + str(v.sink_id), v.sink_id != v.source_id),

@@ -232,11 +232,11 @@ def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
     are = "are" if " and " in sections else "is"
     if sink_type not in VIEW_SINKS:
         return [Problem(file, "sink.type", f"found {show(sink_type)}: {sections} {are} applied by the "
-                                           f"{' and '.join(VIEW_SINKS)} sinks only (a changelog keeps changes, not "
-                                           f"rows). Fix: use one of those sinks, or remove the {sections} "
-                                           f"section{'s' if are == 'are' else ''}.")]
-    if isinstance(options, dict) and options.get("direct_write") is False:
-        return [Problem(file, "sink.options.direct_write", f"found false: {sections} {are} applied with the sink's "
-                                                           "direct stream write only. Fix: remove direct_write (true "
-                                                           "is the default).")]
+                                           f"{', '.join(VIEW_SINKS)} sinks only. Fix: use one of those sinks, or "
+                                           f"remove the {sections} section{'s' if are == 'are' else ''}.")]
+    if isinstance(options, dict) and (options.get("direct_write") is False or options.get("format") == "parquet"):
+        key = "direct_write" if options.get("direct_write") is False else "format"
+        return [Problem(file, f"sink.options.{key}", f"found {show(options[key])}: {sections} {are} applied with the "
+                                                     "sink's direct stream write only (JSON lines for a changelog). "
+                                                     f"Fix: remove {key} (the default has it).")]
     return []

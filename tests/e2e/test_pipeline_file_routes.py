@@ -1,7 +1,7 @@
 """A pipeline file with a route and a transform, end to end through the door users use: the YAML
 file and its DAG file (written by ``pipelines dag-files``), parsed by Airflow and run with
-``dag.test()`` (real MariaDB, real Spark, the Delta and the PostgreSQL sink), writers on both shards
-throughout the snapshot and the stream.
+``dag.test()`` (real MariaDB, real Spark, the Delta, PostgreSQL and changelog sinks), writers on both
+shards throughout the snapshot and the stream.
 
 Two shards (``orders_1``, ``orders_2``, the same ids in both) merge into one sink table keyed by
 ``(_source_table, id)``; the projection computes columns and the filter keeps rows with a positive
@@ -51,15 +51,47 @@ def _expected(server, db: str) -> dict[tuple, dict]:
 COLUMNS = ("_source_table", "id", "s_uc", "amount2", "a")
 
 
+def changelog_rows(lake: Path, db: str) -> dict[tuple, dict]:
+    """The merged table the changelog describes: its snapshot parts, then its micro-batch files in
+    order, applied by (_source_table, id)."""
+    import decimal
+    import glob
+    import json
+
+    base = lake / db / "orders"
+    state: dict[tuple, dict] = {}
+
+    def row(data: dict) -> dict:
+        return {**data, "amount2": None if data["amount2"] is None else decimal.Decimal(data["amount2"])}
+
+    for path in sorted(glob.glob(str(base / "snapshot" / "*" / "*.jsonl"))):
+        for text in Path(path).read_text().splitlines():
+            line = json.loads(text)
+            state[(line["data"]["_source_table"], line["data"]["id"])] = row(line["data"])
+    for path in sorted(glob.glob(str(base / "stream" / "batch-*.jsonl"))):
+        for text in Path(path).read_text().splitlines():
+            line = json.loads(text)
+            if line["op"] == "SC":
+                continue
+            key = (line["data"]["_source_table"], line["data"]["id"])
+            if line["op"] in ("+I", "+U"):
+                state[key] = row(line["data"])
+            else:
+                state.pop(key, None)
+    return state
+
+
 def _actual(kind: str, lake: Path, pg: object, pg_schema: str, db: str) -> dict[tuple, dict]:
     if kind == "delta":
         rows = delta_rows(lake, TableId(db, "orders"), ("_source_table", "id"))
+    elif kind == "changelog":
+        rows = changelog_rows(lake, db)
     else:
         rows = postgres_rows(pg, f"{db}__orders", COLUMNS, ("_source_table", "id"), schema=pg_schema)
     return {k: {c: r[c] for c in COLUMNS} for k, r in rows.items()}
 
 
-@pytest.mark.parametrize("kind", ["delta", "postgres"])
+@pytest.mark.parametrize("kind", ["delta", "postgres", "changelog"])
 def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind, mariadb, fresh_db, tmp_dir,
                                                                           request):
     airflow_env.migrate()
@@ -67,7 +99,7 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
                                password=ROOT_PASSWORD, schema=fresh_db, extra={"server_id_range": "7100-7140"})
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
     pg, pg_schema = None, ""
-    sink: dict = {"type": "delta", "options": {"root": str(tmp_dir / "lake")}}
+    sink: dict = {"type": kind if kind != "postgres" else "delta", "options": {"root": str(tmp_dir / "lake")}}
     if kind == "postgres":
         from tests.support.postgres import DATABASE, SUPERUSER
 
@@ -128,7 +160,7 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
         assert {k[0] for k in got} == {f"{fresh_db}.orders_1", f"{fresh_db}.orders_2"}
         assert {k[1] for k in got if k[0].endswith("_1")} & {k[1] for k in got if k[0].endswith("_2")}, \
             "the shards share ids: the source column must keep them apart"
-        if kind == "delta":
+        if kind in ("delta", "changelog"):
             assert not (lake / fresh_db / "orders_1").exists(), "a routed table has no sink table of its own"
             prefix = (lake / fresh_db / "orders").resolve().as_uri().rstrip("/")
         else:

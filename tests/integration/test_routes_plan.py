@@ -45,7 +45,7 @@ def source(mariadb, fresh_db):
      "column 'nosuch' is not a column of"),
     ({"transform": [{"source_table": r".*\.orders_1", "projection": "id, CAST(amount AS DOUBLE) AS amount"}]},
      "give it different columns (amount: double in"),
-    ({"sink_type": "changelog"}, "the changelog sink does not apply routes and transforms yet"),
+    ({"sink_type": "changelog", "sink_options": {"root": "LAKE", "format": "parquet"}}, "format: parquet"),
     ({"sink_options": {"root": "LAKE", "direct_write": False}}, "direct_write: false"),
 ])
 def test_a_rule_the_engine_cannot_apply_fails_the_plan_with_nothing_written(source, tmp_dir, kw, words):

@@ -266,12 +266,15 @@ def test_route_and_transform_reach_the_plan_task_and_are_refused_with_sinks_that
     assert refuse_unapplied_rules(str(path), spec) == []
     args = spec.dag_arguments()
     assert args["route"] == rules["route"] and args["transform"] == rules["transform"]
-    log = write(tmp_path, "log.yaml", changed({**rules, "sink.type": "changelog", "pipeline.name": "log",
+    log = write(tmp_path, "log.yaml", changed({**rules, "sink.type": "console", "pipeline.name": "log",
                                               "pipeline.state_location": "/state/log"}))
     problems = refuse_unapplied_rules(str(log), load_file(log))
     assert [p.key for p in problems] == ["sink.type"]
-    assert str(problems[0]).startswith(f"{log}: ") and "route and transform are applied by the delta and " \
-        "postgres sinks only" in problems[0].message and "Fix: " in problems[0].message
+    assert str(problems[0]).startswith(f"{log}: ") and "route and transform are applied by the delta, " \
+        "postgres, changelog sinks only" in problems[0].message and "Fix: " in problems[0].message
+    parquet = write(tmp_path, "pq.yaml", changed({**rules, "sink.type": "changelog", "sink.options.format": "parquet",
+                                                 "pipeline.name": "pq", "pipeline.state_location": "/state/pq"}))
+    assert [p.key for p in refuse_unapplied_rules(str(parquet), load_file(parquet))] == ["sink.options.format"]
     row = write(tmp_path, "row.yaml", changed({**rules, "sink.options.direct_write": False, "pipeline.name": "row",
                                               "pipeline.state_location": "/state/row"}))
     assert [p.key for p in refuse_unapplied_rules(str(row), load_file(row))] == ["sink.options.direct_write"]
@@ -375,7 +378,7 @@ def _broken_repo(tmp_path: Path) -> Path:
     write(repo / "pipelines", "broken.yaml", changed({"pipeline.name": "broken", "pipeline.state_location": "/b",
                                                       "pipeline.chunk_size": 0}))
     write(repo / "pipelines", "routed.yaml", changed({
-        "pipeline.name": "routed", "pipeline.state_location": "/r", "sink.type": "changelog",
+        "pipeline.name": "routed", "pipeline.state_location": "/r", "sink.type": "console",
         "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]}))
     write(repo / "pipelines", "merged.yaml", changed({
         "pipeline.name": "merged", "pipeline.state_location": "/m",
@@ -407,8 +410,8 @@ def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_pat
     assert "pipeline file pipelines/broken.yaml has 1 problem" in broken
     assert "pipelines/broken.yaml: pipeline.chunk_size: found 0" in broken and "Fix: " in broken
     routed = bag.import_errors["mysqlcdc_routed.py"]
-    assert 'pipelines/routed.yaml: sink.type: found "changelog": route is applied by the delta and postgres ' \
-        "sinks only" in routed
+    assert 'pipelines/routed.yaml: sink.type: found "console": route is applied by the delta, postgres, ' \
+        "changelog sinks only" in routed
     assert "`shop\\.orders_\\d+` → `shop.orders`" in bag.dags["merged"].doc_md   # shown on the DAG page
     plan = bag.dags["merged"].get_task("plan")   # the rules reach the task that checks and stores them
     assert plan.route == [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]

@@ -129,9 +129,9 @@ def test_merged_tables_of_different_types_are_refused_naming_the_column():
     assert "amount: decimal128(10, 2) in shop.orders_1, double in shop.orders_2" in str(e.value)
 
 
-@pytest.mark.parametrize("sink_type", ["changelog", "console"])
+@pytest.mark.parametrize("sink_type", ["console"])
 def test_sinks_that_do_not_apply_views_are_refused(sink_type):
-    with pytest.raises(ConfigError, match=f"the {sink_type} sink does not apply routes and transforms yet"):
+    with pytest.raises(ConfigError, match=f"the {sink_type} sink does not apply routes and transforms"):
         resolve_views(SHARDS, [orders("orders_1")], sink_type=sink_type)
     with pytest.raises(ConfigError, match="direct_write: false"):
         resolve_views(SHARDS, [orders("orders_1")], sink_type="delta", direct_write=False)
@@ -185,3 +185,28 @@ def test_a_rules_description_is_not_part_of_what_is_compared():
     a = Rules.from_values([{"source_table": "a.b", "sink_table": "a.c", "description": "one"}])
     b = Rules.from_values([{"source_table": "a.b", "sink_table": "a.c", "description": "two"}])
     assert a == b and a.route == ({"source_table": "a.b", "sink_table": "a.c"},)
+
+
+def _layout_batch(v, ops, befores, afters):
+    image = pa.struct(list(v.source_arrow))
+    pair = pa.StructArray.from_arrays([pa.array(befores, image), pa.array(afters, image)], names=["before", "after"])
+    return pa.RecordBatch.from_arrays([pa.array(ops), pa.array(range(len(ops)), pa.int64()), pair],
+                                      names=["op", "seq", "t0"])
+
+
+def test_binlog_changes_become_the_sink_tables_changes_as_the_filter_makes_them():
+    v = resolve_views(SHARDS, [orders("orders_1"), orders("orders_2")])[TableId("shop", "orders_1")]
+    row = lambda i, amount: {"id": i, "name": f"n{i}", "amount": D(amount)}  # noqa: E731
+    batch = _layout_batch(v, ["insert", "insert", "update", "update", "update", "update", "delete", "delete"],
+                          [None, None, row(3, "20"), row(4, "20"), row(5, "1"), row(6, "1"), row(7, "20"), row(8, "1")],
+                          [row(1, "20"), row(2, "1"), row(3, "30"), row(4, "1"), row(5, "20"), row(6, "2"), None, None])
+    out = v.layout_rows(batch, "t0")
+    got = [(op, (b or {}).get("id"), (a or {}).get("id"), (a or b)["_source_table"], (a or b)["name_uc"])
+           for op, b, a in zip(out.column("op").to_pylist(), *[x.to_pylist() for x in out.column("t0").flatten()])]
+    assert got == [("insert", None, 1, "shop.orders_1", "N1"),        # passes: kept
+                   ("update", 3, 3, "shop.orders_1", "N3"),           # in both: an update
+                   ("delete", 4, None, "shop.orders_1", "N4"),        # left the filter: its before image goes
+                   ("insert", None, 5, "shop.orders_1", "N5"),        # entered it: its after image comes
+                   ("delete", 7, None, "shop.orders_1", "N7")]        # deleted while in it
+    assert out.column("seq").to_pylist() == [0, 2, 3, 4, 6]
+    assert out.schema.field("t0").type.field("before").type == pa.struct(list(v.sink_arrow))

@@ -55,13 +55,34 @@ class DirectWrite(DirectSpec):
 
     kind = "changelog-json"
     root: str
+    # A pipeline's routes and transforms (``routed.RoutedSink.direct_write``): the rules and, per
+    # routed or transformed table (``db.table`` text), its sink table's text and whether it is merged.
+    views: str = ""
 
     def options(self) -> dict[str, Any]:
-        return {"root": self.root}
+        return {"root": self.root, **({"views": self.views} if self.views else {})}
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "DirectWrite":
-        return cls(str(options["root"]))
+        return cls(str(options["root"]), str(options.get("views") or ""))
+
+    def _view(self, table_id: TableId, schema: Any, cache: dict) -> Any:
+        """The table's view (``cdc/table_views.py``) for this version of it, or None: written as logged."""
+        if not self.views:
+            return None
+        import json as _json
+
+        from ...cdc.table_views import Rules, view_of
+
+        spec = _json.loads(self.views)
+        entry = spec["tables"].get(table_id.text)
+        if entry is None:
+            return None
+        key = (table_id, columns_signature(schema))
+        if key not in cache:
+            rules = Rules.from_values(spec["rules"].get("route"), spec["rules"].get("transform"))
+            cache[key] = view_of(schema, rules, TableId.parse(entry[0]), bool(entry[1]))
+        return cache[key]
 
     def arrow_schema(self) -> pa.Schema:
         return PART_ARROW_SCHEMA
@@ -78,6 +99,7 @@ class DirectWrite(DirectSpec):
         fs, prefix = FsSpec("uri", self.root).open()
         tag = uuid.uuid4().hex[:12]
         encoders: dict[tuple, ChangeLines] = {}
+        views: dict[tuple, Any] = {}
         parts: dict[tuple, _TablePart] = {}
         where: dict[tuple, str] = {}
         segments = Segments()
@@ -94,17 +116,21 @@ class DirectWrite(DirectSpec):
                 t, slot = item.table_id, item.slot
                 columns = columns_signature(slot.schema)
                 enc_key = (t, slot.column, columns)
+                view = self._view(t, slot.schema, views)
+                target = view.sink_id if view is not None else t   # where its lines go: its sink table
                 if enc_key not in encoders:
-                    sid = register(fs, prefix, self.root, t, slot.schema.columns)
-                    encoders[enc_key] = ChangeLines(t.database, t.table, slot.column, slot.schema.column_names, sid)
-                rows = item.rows
+                    shape = view.sink_schema if view is not None else slot.schema
+                    sid = register(fs, prefix, self.root, target, shape.columns)
+                    encoders[enc_key] = ChangeLines(target.database, target.table, slot.column, shape.column_names,
+                                                    sid)
+                rows = item.rows if view is None else view.layout_rows(item.rows, slot.column)
                 seq = rows.column("seq").to_numpy(zero_copy_only=False).astype(np.int64) * 2
                 for seg, at in segments.split(t, seq):
                     piece = rows if len(at) == rows.num_rows else rows.take(pa.array(at))
                     lines, line_seq = encoders[enc_key].lines(piece, batch_id)
                     key = (t, seg, columns)
                     if key not in parts:
-                        path = (f"{batch_tmp_dir(t, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
+                        path = (f"{batch_tmp_dir(target, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
                                 f"-a{attempt}{SUFFIX}")
                         parts[key] = _TablePart(fs, prefix, path)
                         where[key] = first_at(piece)

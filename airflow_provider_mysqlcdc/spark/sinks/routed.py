@@ -10,7 +10,10 @@ wrapped sink's call for the table's sink table, with the rows transformed:
 - a stream micro-batch is published once per *sink* table: the last change per source identity
   of every table routed there, transformed, in one step -- one commit per sink table and
   micro-batch, which keeps the wrapped sink's exactly-once bookkeeping (a merged table's shards
-  would otherwise each claim the same micro-batch id).
+  would otherwise each claim the same micro-batch id);
+- a changelog logs each change with both images, so its source's tasks transform the changes
+  (``TableView.layout_rows``: the spec carries the rules) and write the sink table's lines; the
+  micro-batch joins every routed table's parts into the sink table's one file.
 
 DDL on a routed or transformed table is followed when it leaves the sink table's columns as they
 are (an explicit projection that does not use the changed column); otherwise the stream stops with
@@ -130,8 +133,20 @@ class RoutedSink(Sink):
     def schema_capabilities(self) -> frozenset[str]:
         return self.inner.schema_capabilities()
 
+    @property
+    def _logs_changes(self) -> bool:
+        """The wrapped sink logs each change (the changelog): its source's tasks transform them."""
+        return self.inner.name == "changelog"
+
     def direct_write(self) -> Any:
-        return self.inner.direct_write()
+        spec = self.inner.direct_write()
+        if spec is None or not self._logs_changes:
+            return spec
+        import json
+
+        tables = {v.source_id.text: [v.sink_id.text, bool(v.source_column)] for v in self.views.values()
+                  if not v.identity}
+        return replace(spec, views=json.dumps({"rules": self.rules.to_dict(), "tables": tables}, sort_keys=True))
 
     # --- snapshot -----------------------------------------------------------------------------
 
@@ -174,6 +189,7 @@ class RoutedSink(Sink):
         from .last_change import merged_rows, to_ipc
 
         groups: dict[TableId, list[pa.Table]] = {}
+        records: dict[TableId, list[Any]] = {}
         changes: dict[TableId, int] = {}
         written = 0
         for table_id, steps in planned.items():
@@ -199,9 +215,15 @@ class RoutedSink(Sink):
                              self.view(table_id).sink_id)
                     continue
                 view = self._view_for(step.source)
+                changes[view.sink_id] = changes.get(view.sink_id, 0) + step.changes
+                if self._logs_changes:   # its tasks wrote the sink table's lines: the parts are joined
+                    records.setdefault(view.sink_id, []).extend(step.records)
+                    continue
                 rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
                 groups.setdefault(view.sink_id, []).append(view.changes(rows, META_OP, extra=[META_SEQ]))
-                changes[view.sink_id] = changes.get(view.sink_id, 0) + step.changes
+        for sink_id, parts in records.items():
+            schema = next(v.sink_schema for v in self.views.values() if v.sink_id == sink_id)
+            written += self.inner.publish_steps(sink_id, [RowsStep(tuple(parts), schema, schema)], batch_id)
         for sink_id, parts in groups.items():
             rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
             schema = next(v.sink_schema for v in self.views.values() if v.sink_id == sink_id)
@@ -241,5 +263,5 @@ def pipeline_sink(config: Any, schemas: Sequence[TableSchema]) -> Sink:
     if not rules:
         return sink
     views = resolve_views(rules, schemas, sink_type=config.sink.type,
-                          direct_write=bool(dict(config.sink.options).get("direct_write", True)))
+                          direct_write=sink.direct_write() is not None)
     return RoutedSink(sink, rules, views)
