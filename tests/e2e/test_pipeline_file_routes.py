@@ -120,9 +120,9 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
         "transform": [{"source_table": rf"{fresh_db}\.orders_\d+", "projection": PROJECTION, "filter": FILTER}],
         "pipeline": {"name": DAG_ID, "state_location": str(state), "chunk_size": 1500, "rows_per_batch": 4000,
                      "snapshot_parallelism": 2,
-                     # the default runtime (one Spark Connect application) for Delta, spark-submit per batch for
+                     # the default runtime (one Spark Connect application), and spark-submit per batch for
                      # PostgreSQL: the transform runs in the Python workers of either
-                     "spark_runtime": "connect" if kind == "delta" else "submit",
+                     "spark_runtime": "submit" if kind == "postgres" else "connect",
                      "stream_options": {"heartbeat_s": 1.0, "trigger_interval_s": 0.5}},
     }, sort_keys=False), encoding="utf-8")
     write_dag_files(repo / "pipelines", repo / "dags")
