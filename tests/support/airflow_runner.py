@@ -3,6 +3,7 @@
     python -m tests.support.airflow_runner test '<run_conf json>'
     python -m tests.support.airflow_runner clear <run_id> '<task ids json>'
     python -m tests.support.airflow_runner dag-file <path of a DAG file> <dag id>
+    python -m tests.support.airflow_runner dag-file-clear <path of a DAG file> <dag id> <run_id> '<task ids json>'
 
 ``dag.test()`` logs to this process's stdout through Airflow's own logging set-up, so a
 separate process is the reliable way to keep every line (for the tests that grep them for
@@ -20,7 +21,7 @@ from tests.support import airflow_env
 
 def main(argv: list[str]) -> int:
     airflow_env.configure()
-    if argv[0] == "dag-file":
+    if argv[0] in ("dag-file", "dag-file-clear"):
         dag = _from_dag_file(argv[1], argv[2])
     else:
         dag = airflow_env.load_template_dag()
@@ -30,6 +31,9 @@ def main(argv: list[str]) -> int:
         dr = dag.test()
     elif argv[0] == "test":
         dr = dag.test(run_conf=json.loads(argv[1]))
+    elif argv[0] == "dag-file-clear":   # dag-file-clear <path> <dag id> <run id> <task ids as JSON>
+        ids = [tuple(x) if isinstance(x, list) else x for x in json.loads(argv[4])]
+        dr = airflow_env.clear_and_run(dag, argv[3], ids)
     elif argv[0] == "clear":
         ids = [tuple(x) if isinstance(x, list) else x for x in json.loads(argv[2])]
         dr = airflow_env.clear_and_run(dag, argv[1], ids)

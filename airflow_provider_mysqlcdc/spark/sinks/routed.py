@@ -240,18 +240,41 @@ class RoutedSink(Sink):
         return self.publish_micro_batch({table_id: steps}, batch_id)
 
     def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> Any:
-        if self._view_for(schema).identity:
+        """The keys the sink holds for ``schema``'s rows (a batch read again while the stream runs
+        deletes those it lacks): the sink table's, only this table's rows of a merged one, under the
+        source's names. The rows themselves come back through ``resnapshot_record`` and are
+        transformed with the micro-batch's changes."""
+        view = self._view_for(schema)
+        if view.identity:
             return self.inner.keys_in_sink(schema, key_range)
-        raise ConfigError(f"{schema.table_id} is routed or transformed, and a batch read again while the stream runs "
-                          "is not applied through routes and transforms yet. Fix: trigger the pipeline with "
-                          "reset=true to load everything again")
-
+        if self._logs_changes:
+            raise ConfigError(f"{schema.table_id} is routed or transformed into a changelog, and a batch read again "
+                              "while the stream runs is not logged through routes and transforms yet. Fix: trigger "
+                              "the pipeline with reset=true to load everything again")
+        sink_names = set(view.sink_schema.column_names)
+        missing = [c for c in dict.fromkeys([*schema.row_identity, *schema.chunk_key]) if c not in sink_names]
+        if missing:
+            raise ConfigError(f"{schema.table_id}: a batch read again while the stream runs replaces the batch's key "
+                              f"ranges of the chunk key ({', '.join(schema.chunk_key)}), and the projection leaves "
+                              f"{', '.join(missing)} out of the sink table, so its rows there cannot be told by range. "
+                              "Fix: keep the chunk key columns in the projection, or trigger the pipeline with "
+                              "reset=true to load everything again")
+        keys = self.inner.keys_in_sink(view.sink_schema, None)
+        if keys is None:
+            return None
+        if view.source_column:
+            keys = keys.filter(pc.equal(keys.column(view.source_column), view.source_value))
+        return keys.select(list(dict.fromkeys([*schema.row_identity, *schema.chunk_key])))
 
     def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
                           info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
-        if self._view_for(schema).identity:
+        view = self._view_for(schema)
+        if view.identity:
             return self.inner.resnapshot_record(schema, image, rows, gone, key_range, info, batch_id, seq)
-        return self.keys_in_sink(schema, key_range)   # refused, naming the table
+        self.keys_in_sink(schema, key_range)   # a changelog: refused, naming the table
+        # the re-read rows as last changes of the source table: the micro-batch's publish transforms them
+        return Sink.resnapshot_record(self, schema, image, rows, gone, key_range, info, batch_id, seq)
+
 
 def pipeline_sink(config: Any, schemas: Sequence[TableSchema]) -> Sink:
     """The pipeline's sink (``config``: a ``PipelineConfig``), seen through its routes and transforms

@@ -57,13 +57,14 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         # The stream owns the sink: the rows go to it (cdc/resnapshot.py), read in today's shape.
         routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
         direct = sink.direct_write()
+        logs_changes = config.sink.type == "changelog"
         sink.close()   # the stream writes this batch's rows
-        if routed:
+        if routed and logs_changes:
             raise ConfigError(
                 f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
-                f"{', '.join(routed)} {'is' if len(routed) == 1 else 'are'} routed or transformed: hand-offs do not "
-                "apply routes and transforms yet. Nothing was read or written. Fix: trigger with reset=true to "
-                "load everything again.")
+                f"{', '.join(routed)} {'is' if len(routed) == 1 else 'are'} routed or transformed into a changelog: "
+                "such hand-offs are not logged through routes and transforms yet. Nothing was read or written. "
+                "Fix: trigger with reset=true to load everything again.")
         if direct is None:
             raise ConfigError(
                 f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
