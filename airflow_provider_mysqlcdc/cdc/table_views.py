@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -305,11 +306,10 @@ class TableView:
     def _image_passes(self, images: pa.Array, present: pa.Array, op: pa.Array) -> pa.Array:
         """The filter over the images that are there (False where there is none)."""
         idx = pc.indices_nonzero(present)
-        out = [False] * len(images)
+        out = np.zeros(len(images), dtype=bool)
         if len(idx):
             batch = self._input(pa.RecordBatch.from_struct_array(images.take(idx)))
-            for i, ok in zip(idx.to_pylist(), self._passes(batch, op.take(idx)).to_pylist()):
-                out[i] = bool(ok)
+            out[idx.to_numpy()] = self._passes(batch, op.take(idx)).to_numpy(zero_copy_only=False)
         return pa.array(out, pa.bool_())
 
     def _images(self, images: pa.Array, wanted: pa.Array, op: pa.Array) -> pa.Array:
@@ -325,11 +325,9 @@ class TableView:
         if len(idx) == len(images):
             return values
         # scatter: position i takes values[k] where idx[k] == i, else NULL
-        where = [-1] * len(images)
-        for k, i in enumerate(idx.to_pylist()):
-            where[i] = k
-        return values.take(pa.array([k if k >= 0 else None for k in where], pa.int64()))
-
+        where = np.full(len(images), -1, dtype=np.int64)
+        where[idx.to_numpy()] = np.arange(len(idx))
+        return values.take(pa.array(where, mask=where < 0))
 
 
 def apply_primary_keys(rules: Rules, schemas: Iterable[TableSchema], default_database: Optional[str] = None

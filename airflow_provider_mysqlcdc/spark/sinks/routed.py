@@ -221,12 +221,13 @@ class RoutedSink(Sink):
                     continue
                 rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
                 groups.setdefault(view.sink_id, []).append(view.changes(rows, META_OP, extra=[META_SEQ]))
+        shapes = {s.table_id: s for s in sink_schemas(self.views)}
         for sink_id, parts in records.items():
-            schema = next(v.sink_schema for v in self.views.values() if v.sink_id == sink_id)
+            schema = shapes[sink_id]
             written += self.inner.publish_steps(sink_id, [RowsStep(tuple(parts), schema, schema)], batch_id)
         for sink_id, parts in groups.items():
             rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-            schema = next(v.sink_schema for v in self.views.values() if v.sink_id == sink_id)
+            schema = shapes[sink_id]
             seq = rows.column(META_SEQ)
             record = {"database": sink_id.database, "table": sink_id.table, "changes": changes[sink_id],
                       "rows": rows.num_rows, "first_seq": int(pc.min(seq).as_py() or 0),
