@@ -166,6 +166,7 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         api.wait_for_dag(DAG_ID, timeout=180)
         api.unpause(DAG_ID)
         tasks = PeakRss(largest_task_rss).start()
+        cpu = CpuByKind().start()
         t_trigger = time.time()
         run_id = api.trigger(DAG_ID, conf)
         try:
@@ -175,6 +176,7 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
             return None
         finally:
             tasks.stop()
+            cpu.stop()
         tis = [{"task_id": t["task_id"], "map_index": t["map_index"], "state": t["state"],
                 "start_date": t["start_date"], "end_date": t["end_date"], "duration": t.get("duration")}
                for t in api.task_instances(DAG_ID, run_id)]
@@ -185,6 +187,18 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
             r = results.get(b.batch_id, {})
             xcoms[i] = {"batch_label": b.batch_id, "rows": sum(sum(v.values()) for v in r.get("rows_per_chunk", {}).values()),
                         "chunks": len(b.chunks), "seconds": r.get("seconds"), "rows_per_s": r.get("rows_per_s")}
+        snaps = [parse_ts(t["end_date"]) for t in tis if t["task_id"] == "snapshot" and t.get("end_date")]
+        if snaps:
+            used = cpu.between(t_trigger, max(snaps))
+            cores = os.cpu_count() or 1
+            offered = cores * (max(snaps) - t_trigger)
+            say(f"CPU seconds, trigger -> last snapshot ({offered:.0f} core-seconds offered on {cores} cores): "
+                + ", ".join(f"{k} {v:.1f}" for k, v in used.items()) + f"; idle {max(0.0, offered - sum(used.values())):.1f}"
+                + " (other: " + ", ".join(f"{n} {v:.1f}" for n, v in sorted(cpu.others.items(), key=lambda x: -x[1])[:4]) + ")")
+            if args.cpu_timeline:
+                say("cores used per kind, 2 s bins from the trigger:")
+                for line in cpu.timeline(t_trigger, max(snaps)):
+                    say(line)
         return t_trigger, run, tis, xcoms, tasks.peak, 0.0
 
 
@@ -209,6 +223,94 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             self.peak = max(self.peak, self.sample())
+
+
+class CpuByKind:
+    """CPU seconds per kind of process over a run (the Spark JVM, MariaDB, Airflow's task processes,
+    Airflow's services, the rest of this machine), sampled every 0.5 s by a thread: a process
+    that ends between two samples loses at most its last 0.5 s. Says where the two cores went."""
+
+    KINDS = ("spark jvm", "mariadbd", "airflow tasks", "airflow services", "other")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self.others: dict[str, float] = {}   # CPU seconds of the "other" processes by name
+        self._first: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def kind(cmdline: str) -> str:
+        if "java" in cmdline.split(" ", 1)[0] or " org.apache.spark" in cmdline:
+            return "spark jvm"
+        if "mariadbd" in cmdline:
+            return "mariadbd"
+        if any(k in cmdline for k in ("task_runner", "supervise", "LocalExecutor", "airflow worker", "[task ")):
+            return "airflow tasks"
+        if "airflow" in cmdline:
+            return "airflow services"
+        return "other"
+
+    def start(self) -> "CpuByKind":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _sample(self) -> None:
+        import psutil
+
+        now = time.time()
+        for p in psutil.process_iter(["pid", "name", "cmdline", "cpu_times"]):
+            try:
+                ct = p.info["cpu_times"]
+                used = ct.user + ct.system
+                pid = p.info["pid"]
+                if pid not in self._first:
+                    self._first[pid] = used if not self.samples else 0.0
+                kind = self.kind(" ".join(p.info["cmdline"] or []))
+                self._last[pid] = (kind if kind != "other" else f"other:{p.info['name']}", used)
+            except (psutil.Error, TypeError, AttributeError):
+                continue
+        totals = dict.fromkeys(self.KINDS, 0.0)
+        others: dict[str, float] = {}
+        for pid, (kind, used) in self._last.items():
+            spent = max(0.0, used - self._first.get(pid, 0.0))
+            if kind.startswith("other:"):
+                others[kind[6:]] = others.get(kind[6:], 0.0) + spent
+                kind = "other"
+            totals[kind] += spent
+        self.others = others
+        self.samples.append((now, totals))
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self._sample()
+
+    def between(self, t0: float, t1: float) -> dict[str, float]:
+        """CPU seconds per kind from the sample nearest ``t0`` to the one nearest ``t1`` (epoch)."""
+        def at(t: float) -> dict[str, float]:
+            return min(self.samples, key=lambda s: abs(s[0] - t))[1]
+        a, b = at(t0), at(t1)
+        return {k: b[k] - a[k] for k in self.KINDS}
+
+    def timeline(self, t0: float, t1: float, step_s: float = 2.0) -> list[str]:
+        """Cores used per kind in ``step_s`` bins from ``t0`` to ``t1``: one line each."""
+        lines, t = [], t0
+        while t < t1:
+            a = min(self.samples, key=lambda s: abs(s[0] - t))
+            b = min(self.samples, key=lambda s: abs(s[0] - (t + step_s)))
+            span = max(b[0] - a[0], 1e-9)
+            lines.append(f"  {t - t0:5.1f}s " + " ".join(f"{k.split()[-1][:8]} {(b[1][k] - a[1][k]) / span:4.2f}"
+                                                     for k in self.KINDS))
+            t += step_s
+        return lines
 
 
 def process_rss(pid: int):
@@ -361,6 +463,8 @@ def main() -> int:
                          "dags-test: `airflow dags test` (tasks one after another)")
     ap.add_argument("--parallelism", type=int, default=2,
                     help="snapshot tasks at once under the scheduler (MYSQLCDC_SNAPSHOT_PARALLELISM)")
+    ap.add_argument("--cpu-timeline", action="store_true",
+                    help="also print the cores each kind of process used, in 2 s bins from the trigger (scheduler)")
     ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
     ap.add_argument("--keep-log", metavar="PATH", default=None,
                     help="copy the `airflow dags test` output there before the work dir is removed")

@@ -41,7 +41,7 @@ from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 
-from workloads import load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
+from workloads import binlog_bytes, binlog_files, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -58,7 +58,7 @@ def main() -> None:
             t0 = time.perf_counter()
             start, end, expect = load(server, args.rows)
             print(f"workload: {args.rows} single-row UPDATEs ({expect} on the captured table), "
-                  f"{end.position - start.position} binlog bytes, written in {time.perf_counter() - t0:.1f}s",
+                  f"{binlog_bytes(server, start, end):,} binlog bytes, written in {time.perf_counter() - t0:.1f}s",
                   flush=True)
             source = server.source_config()
             table = TableId("bench", "events")
@@ -66,7 +66,7 @@ def main() -> None:
             schema = read_table_schema(conn, table)
             conn.close()
             normalize = row_normalizer(schema, "UTC")
-            path = server.datadir / start.file
+            paths = [str(server.datadir / f) for f in binlog_files(server, start, end)]
             results: dict[str, float] = {}
 
             def mariadb_binlog(table_filter: bool) -> Callable[[], int]:
@@ -76,7 +76,7 @@ def main() -> None:
                     if table_filter:
                         argv.append("--table=events")
                     with open(os.devnull, "wb") as devnull:
-                        subprocess.run(argv + [str(path)], stdout=devnull, check=True)
+                        subprocess.run(argv + paths, stdout=devnull, check=True)
                     return expect
                 run.__name__ = "mariadb_binlog"
                 return run

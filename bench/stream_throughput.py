@@ -79,7 +79,7 @@ from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
 
-from workloads import KEYS, cpu_seconds, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
+from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 TABLE = TableId("bench", "events")
 
@@ -102,7 +102,8 @@ class Bench:
         t0 = time.perf_counter()
         self.start, self.end, self.changes = load(self.server, rows)
         print(f"workload: {rows} single-row UPDATEs ({self.changes} on the captured table), "
-              f"{self.end.position - self.start.position:,} binlog bytes, written in {time.perf_counter() - t0:.1f}s",
+              f"{binlog_bytes(self.server, self.start, self.end):,} binlog bytes "
+              f"({len(binlog_files(self.server, self.start, self.end))} file(s)), written in {time.perf_counter() - t0:.1f}s",
               flush=True)
         self.source = self.server.source_config(server_id_range="7000-7099")
         conn = self.source.connect()
@@ -117,10 +118,10 @@ class Bench:
     # --- baselines and decoders ---------------------------------------------------------------
 
     def mariadb_binlog(self) -> int:
-        path = self.server.datadir / self.start.file
+        paths = [str(self.server.datadir / f) for f in binlog_files(self.server, self.start, self.end)]
         with open(os.devnull, "wb") as devnull:
             subprocess.run([_find("mariadb-binlog"), "--no-defaults", "-v", f"--start-position={self.start.position}",
-                            f"--stop-position={self.end.position}", "--table=events", str(path)],
+                            f"--stop-position={self.end.position}", "--table=events", *paths],
                            stdout=devnull, check=True)
         return self.changes
 

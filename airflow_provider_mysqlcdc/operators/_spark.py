@@ -125,3 +125,24 @@ def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = 
     return settings_from(master, (jar,) if jar else (), {
         "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
         **{str(k): str(v) for k, v in (conf or {}).items()}})
+
+
+def start_local_connect_early(log: Any, spark_runtime: Any, connect_conn_id: Any, spark_conn_id: str,
+                              idle_s: float) -> Any:
+    """Start the snapshot tasks' local Spark Connect server now, without waiting for it, so its
+    JVM comes up while validate and plan run and the scheduler maps the batches (its start is
+    the first batch's critical path). Nothing for ``spark_runtime`` other than ``connect`` or for
+    a remote endpoint (``connect_conn_id``). A failure is only logged: the first snapshot task
+    starts the server itself and reports what goes wrong. Returns the server's info, or None."""
+    if str(spark_runtime or "").strip().lower() != "connect" or connect_conn_id:
+        return None
+    try:
+        from ..spark.runtime.connect_server import ensure_local_server
+
+        info = ensure_local_server(local_connect_settings(spark_conn_id), idle_s=float(idle_s), wait=False)
+        log.info("the snapshot tasks' Spark Connect server is starting at %s", info.display_url)
+        return info
+    except Exception as e:   # the snapshot tasks will try and tell
+        log.warning("could not start the local Spark Connect server early (%s: %s); the first snapshot "
+                    "task starts it", type(e).__name__, e)
+        return None

@@ -20,6 +20,7 @@ from ..cdc.table_views import Rules
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
+from ._spark import start_local_connect_early
 from ._pipeline import (
     CONFIG_NAME, as_list, as_mapping, check_reread_entries, epoch_seconds, read_config, reread_reason, truthy,
     whole_number, write_config,
@@ -210,21 +211,10 @@ class MySqlCdcPlanOperator(BaseOperator):
         )
 
     def _start_spark_connect(self) -> None:
-        """The snapshot tasks' local Spark Connect server, started now and not waited for: its JVM
-        comes up while this task plans and the scheduler maps the batches. A failure here is only
-        logged: the first snapshot task starts the server itself and reports what goes wrong."""
-        if str(self.spark_runtime or "").strip().lower() != "connect" or self.connect_conn_id:
-            return
-        try:
-            from ..spark.runtime.connect_server import ensure_local_server
-            from ._spark import local_connect_settings
-
-            info = ensure_local_server(local_connect_settings(self.spark_conn_id), idle_s=float(self.connect_idle_s),
-                                       wait=False)
-            self.log.info("the snapshot tasks' Spark Connect server is starting at %s", info.display_url)
-        except Exception as e:   # the snapshot tasks will try and tell
-            self.log.warning("could not start the local Spark Connect server early (%s: %s); the first snapshot "
-                             "task starts it", type(e).__name__, e)
+        """Usually validate started it already; this covers a plan run on its own (a cleared plan
+        task, a DAG of the user's without the validate task)."""
+        start_local_connect_early(self.log, self.spark_runtime, self.connect_conn_id, self.spark_conn_id,
+                                  float(self.connect_idle_s))
 
     def _probe(self, config: PipelineConfig) -> None:
         """Storage and start position are checked here, before any Spark job, so a location the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
@@ -17,6 +18,7 @@ from ..hooks.mysql_cdc import MySqlCdcHook
 from ..spark.runtime.install_check import check_pyspark_install
 from ._fail_fast import config_errors_fail_at_once
 from ._pipeline import as_list, as_mapping
+from ._spark import start_local_connect_early
 
 
 class MySqlCdcValidateOperator(BaseOperator):
@@ -37,23 +39,53 @@ class MySqlCdcValidateOperator(BaseOperator):
         regular expressions over ``db.table``). (templated)
     :param exclude: tables to leave out (same forms). (templated)
     :param chunk_key_columns: ``{"db.table": "column"}`` for tables without a primary key. (templated)
+    :param spark_runtime: the snapshot tasks' runtime. ``connect`` without ``connect_conn_id``: this
+        task starts the local Spark Connect server they will share, without waiting for it (its
+        JVM start is the first batch's critical path), and stops it again if validation fails.
+        None or ``submit``: nothing is started. (templated)
+    :param connect_conn_id: the snapshot tasks' Spark Connect connection (a remote server: nothing
+        to start here). (templated)
+    :param spark_conn_id: the Spark connection whose master the local server runs (the snapshot
+        tasks' ``conn_id``).
+    :param connect_idle_s: the local server stops after this many seconds without a snapshot task.
     """
 
-    template_fields: Sequence[str] = ("mysql_cdc_conn_id", "tables", "exclude", "chunk_key_columns")
+    template_fields: Sequence[str] = ("mysql_cdc_conn_id", "tables", "exclude", "chunk_key_columns",
+                                      "spark_runtime", "connect_conn_id")
     ui_color = "#e8f4fa"
 
     def __init__(self, *, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
                  tables: Sequence[str] | str | None = None, exclude: Sequence[str] | str | None = None,
-                 chunk_key_columns: Mapping[str, str] | str | None = None, **kwargs: Any) -> None:
+                 chunk_key_columns: Mapping[str, str] | str | None = None, spark_runtime: str | None = None,
+                 connect_conn_id: str | None = None, spark_conn_id: str = "spark_default",
+                 connect_idle_s: float = 300.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
         self.exclude = exclude
         self.chunk_key_columns = chunk_key_columns
+        self.spark_runtime = spark_runtime
+        self.connect_conn_id = connect_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.connect_idle_s = connect_idle_s
 
     @config_errors_fail_at_once
     def execute(self, context: Any) -> dict[str, Any]:
         check_pyspark_install()  # before anything runs a Spark job on this worker
+        started_before = time.time()
+        server = start_local_connect_early(self.log, self.spark_runtime, self.connect_conn_id, self.spark_conn_id,
+                                           float(self.connect_idle_s))
+        try:
+            return self._validate()
+        except Exception:
+            if server is not None and server.started_at >= started_before:   # ours, and nothing will use it
+                from ..spark.runtime.connect_server import stop_server
+
+                self.log.info("validation failed: stopping the Spark Connect server this task started")
+                stop_server(server)
+            raise
+
+    def _validate(self) -> dict[str, Any]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)
         source = hook.get_source_config()
         include = qualify_all(as_list(self.tables, "tables"), hook.default_database())

@@ -156,6 +156,8 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             tables="{{ params.tables }}",
             exclude="{{ params.exclude }}",
             chunk_key_columns="{{ params.chunk_key_columns }}",
+            spark_runtime="{{ params.spark_runtime }}",
+            connect_conn_id="{{ params.spark_connect_conn_id }}",
             retries=0,  # a misconfigured server does not fix itself
         )
         plan = MySqlCdcPlanOperator(

@@ -32,10 +32,13 @@ from ..cdc.types import ColumnMapping
 # Connector/J URL parameters the mapping relies on:
 # - tinyInt1isBit=false: TINYINT(1) is a number (5 stays 5), not a boolean;
 # - yearIsDateType=false: YEAR is a number, not a java.sql.Date (we select `y`+0 anyway);
-# - useServerPrepStmts=false: text protocol, whose output the select_sql expressions are
-#   written for (server-formatted DECIMAL text for p > 38, exact DOUBLE text).
+# - useServerPrepStmts=true: the binary protocol. The server sends integers, doubles and
+#   the epoch/seconds expressions as binary values instead of formatting them as text for the
+#   driver to parse again (about 10% of a snapshot's CPU in the JVM and the server: see
+#   docs/performance.md). Every select_sql expression reads the same either way: DECIMAL and
+#   the formatted temporals are strings in both protocols, DOUBLE is its exact bits.
 # Connector/J always talks utf8mb4, so every column charset arrives as Unicode text.
-JDBC_URL_PARAMS = "tinyInt1isBit=false&yearIsDateType=false&useServerPrepStmts=false"
+JDBC_URL_PARAMS = "tinyInt1isBit=false&yearIsDateType=false&useServerPrepStmts=true"
 
 
 def jdbc_url(host: str, port: int, database: str, extra: str = "") -> str:

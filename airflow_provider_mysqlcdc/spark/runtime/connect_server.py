@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from . import class_sharing
+
 log = logging.getLogger(__name__)
 
 RUNTIME_DIR_ENV = "MYSQLCDC_RUNTIME_DIR"
@@ -247,7 +249,7 @@ def fresh_leases(directory: Path, fingerprint: str, now: float | None = None) ->
     return out
 
 
-def _server_command(settings: ServerSettings, port: int) -> list[str]:
+def _server_command(settings: ServerSettings, port: int, java_options: Sequence[str] = ()) -> list[str]:
     bindir = Path(sys.executable).parent
     submit = bindir / "spark-submit"
     cmd = [str(submit) if submit.exists() else "spark-submit", "--class", SERVER_CLASS, "--master", settings.master,
@@ -256,6 +258,9 @@ def _server_command(settings: ServerSettings, port: int) -> list[str]:
         cmd += ["--jars", ",".join(settings.jars)]
     conf = {"spark.connect.grpc.binding.port": str(port), "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.ui.showConsoleProgress": "false", **dict(settings.conf)}
+    if java_options:   # with the user's own driver options, not instead of them
+        conf["spark.driver.extraJavaOptions"] = " ".join(
+            [*filter(None, [conf.get("spark.driver.extraJavaOptions", "").strip()]), *java_options])
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     return cmd
@@ -267,12 +272,22 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    child = subprocess.Popen(_server_command(settings, port), stdout=sys.stdout, stderr=subprocess.STDOUT)
-    log.info("Spark Connect server pid %d on 127.0.0.1:%d", child.pid, port)
+    cds_key = class_sharing.archive_key(settings.jars) if class_sharing.enabled() else None
+    class_list = directory / f"classes-{fingerprint}-{os.getpid()}.lst"
+    java_options = class_sharing.java_options(cds_key, class_list)
+    child = subprocess.Popen(_server_command(settings, port, java_options), stdout=sys.stdout,
+                             stderr=subprocess.STDOUT)
+    log.info("Spark Connect server pid %d on 127.0.0.1:%d%s", child.pid, port,
+             "" if not java_options else " (class-data-sharing archive)" if "-Xshare:auto" in java_options
+             else " (recording its classes for a class-data-sharing archive)")
+    recording = any(o.startswith("-XX:DumpLoadedClassList=") for o in java_options)
+    java_argv: list[str] | None = None
     last_busy = time.time()
     rc = 0
     try:
         while not stop.wait(2.0):
+            if recording and java_argv is None and _listening(port):
+                java_argv = class_sharing.java_command_of(child.pid)   # spark-submit has exec'd java by now
             if child.poll() is not None:
                 rc = child.returncode or 1
                 log.error("the Spark Connect server exited with %s", child.returncode)
@@ -295,6 +310,13 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+        if recording and java_argv is not None and cds_key is not None:
+            with contextlib.suppress(OSError):
+                if class_sharing.start_build(cds_key, java_argv, class_list):
+                    log.info("building the class-data-sharing archive %s in the background",
+                             class_sharing.archive_path(cds_key))
+        with contextlib.suppress(OSError):
+            class_list.unlink()
     return rc
 
 
@@ -308,14 +330,22 @@ def stop_local_servers(directory: Path | None = None, timeout_s: float = 40.0) -
             with contextlib.suppress(OSError):
                 path.unlink()
             continue
-        os.kill(info.supervisor_pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _alive(info.supervisor_pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _alive(info.supervisor_pid):
-            os.killpg(info.supervisor_pid, signal.SIGKILL)
+        stop_server(info, timeout_s)
         stopped += 1
     return stopped
+
+
+def stop_server(info: ServerInfo, timeout_s: float = 40.0) -> None:
+    """Stop one local server through its supervisor (SIGTERM; SIGKILL of its group after
+    ``timeout_s``); the supervisor removes the server's info file."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.supervisor_pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(info.supervisor_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(info.supervisor_pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(info.supervisor_pid, signal.SIGKILL)
 
 
 def settings_from(master: str, jars: Sequence[str] = (), conf: Mapping[str, str] | None = None,

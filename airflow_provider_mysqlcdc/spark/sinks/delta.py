@@ -215,7 +215,9 @@ class DeltaSink(Sink):
                                   f"path, not {self.table_uri(schema.table_id)}. Fix: use 'auto' or 'arrow' (which "
                                   "writes object stores through delta-rs, no Hadoop jars needed).")
             if path is not None:
-                return write_partitions(frame, path, self.snapshot_prefix(batch_id), table_arrow_schema(schema))
+                unique = tuple(schema.primary_key) if len(schema.primary_key) == 1 else ()
+                return write_partitions(frame, path, self.snapshot_prefix(batch_id), table_arrow_schema(schema),
+                                        unique)
             return write_chunks(frame, self.snapshot_spec(schema, batch_id, count_by=CHUNK_COLUMN), files)
         finally:
             describe(frame.sparkSession, None)

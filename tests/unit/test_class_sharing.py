@@ -1,0 +1,70 @@
+"""The local Connect server's class-data-sharing archive: which options a server starts with, and
+the dump command built from a recording server's command line (the end-to-end effect -- a
+server starting on the archive -- is in tests/integration/test_connect_class_sharing.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysqlcdc.spark.runtime import class_sharing
+from airflow_provider_mysqlcdc.spark.runtime.connect_server import ServerSettings, _server_command
+
+
+@pytest.fixture
+def cds_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(class_sharing.CDS_DIR_ENV, str(tmp_path / "cds"))
+    monkeypatch.delenv(class_sharing.CDS_ENV, raising=False)
+    return tmp_path / "cds"
+
+
+def test_records_classes_until_an_archive_exists(cds_dir, tmp_path):
+    key = class_sharing.archive_key()
+    assert key is not None   # this machine has java and pyspark's jars
+    lst = tmp_path / "classes.lst"
+    assert class_sharing.java_options(key, lst) == [f"-XX:DumpLoadedClassList={lst}"]
+    class_sharing.archive_path(key).parent.mkdir(parents=True)
+    class_sharing.archive_path(key).write_bytes(b"x")
+    assert class_sharing.java_options(key, lst) == [
+        f"-XX:SharedArchiveFile={class_sharing.archive_path(key)}", "-Xshare:auto"]
+
+
+def test_switched_off(cds_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv(class_sharing.CDS_ENV, "0")
+    assert class_sharing.java_options(class_sharing.archive_key(), tmp_path / "l") == []
+    assert class_sharing.java_options(None, tmp_path / "l") == []
+
+
+def test_key_follows_the_jars(cds_dir):
+    assert class_sharing.archive_key() == class_sharing.archive_key()
+    assert class_sharing.archive_key(("/x/mariadb.jar",)) != class_sharing.archive_key()
+
+
+def test_dump_command_keeps_the_class_path_and_drops_the_main_class():
+    argv = ["/usr/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx2g", "-XX:DumpLoadedClassList=/r/c.lst",
+            "--add-opens=java.base/java.lang=ALL-UNNAMED", "org.apache.spark.deploy.SparkSubmit", "--master",
+            "local[2]", "--conf", "spark.x=1"]
+    cmd = class_sharing.dump_command(argv, Path("/a/list"), Path("/a/out.jsa"))
+    assert cmd == ["/usr/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx2g",
+                   "--add-opens=java.base/java.lang=ALL-UNNAMED", "-Xshare:dump",
+                   "-XX:SharedClassListFile=/a/list", "-XX:SharedArchiveFile=/a/out.jsa"]
+
+
+def test_one_builder_at_a_time(cds_dir, tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(class_sharing.subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
+    lst = tmp_path / "classes.lst"
+    assert not class_sharing.start_build("k1", ["java"], lst)   # nothing recorded
+    lst.write_text("java/lang/Object\n")
+    assert class_sharing.start_build("k1", ["java", "-cp", "x", "Main"], lst)
+    assert not class_sharing.start_build("k1", ["java"], lst)   # the first one holds the lock
+    assert len(started) == 1 and started[0][-5:] == ["--", "java", "-cp", "x", "Main"]
+
+
+def test_server_command_adds_options_to_the_users_driver_options():
+    settings = ServerSettings("local[2]", "2g", (), (("spark.driver.extraJavaOptions", "-Dmine=1"),))
+    cmd = _server_command(settings, 15002, ["-Xshare:auto", "-XX:SharedArchiveFile=/a.jsa"])
+    assert "spark.driver.extraJavaOptions=-Dmine=1 -Xshare:auto -XX:SharedArchiveFile=/a.jsa" in cmd
+    plain = _server_command(ServerSettings("local[2]"), 15002)
+    assert not any("extraJavaOptions" in a for a in plain)
