@@ -165,12 +165,17 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         api = af.api()
         api.wait_for_dag(DAG_ID, timeout=180)
         api.unpause(DAG_ID)
+        cds = cds_archive() if args.runtime == "connect" else None
+        if cds is not None:
+            say(f"local Connect server's class-data-sharing archive: {cds}: "
+                + ("present, the server maps it" if cds.exists() else
+                   "none yet: this run's server records its classes, the archive is built after it stops"))
         tasks = PeakRss(largest_task_rss).start()
         cpu = CpuByKind().start()
         t_trigger = time.time()
         run_id = api.trigger(DAG_ID, conf)
         try:
-            run = dict(api.wait_for_run(DAG_ID, run_id, timeout=3600), run_id=run_id)
+            run = dict(api.wait_for_run(DAG_ID, run_id, timeout=3600, poll_s=2.0), run_id=run_id)
         except Exception as e:
             say(f"FAILED: {e}\n{af.logs_tail(40)}")
             return None
@@ -180,6 +185,17 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         tis = [{"task_id": t["task_id"], "map_index": t["map_index"], "state": t["state"],
                 "start_date": t["start_date"], "end_date": t["end_date"], "duration": t.get("duration")}
                for t in api.task_instances(DAG_ID, run_id)]
+        if cds is not None and not cds.exists():
+            # As an idle server's supervisor would: stop it, let it build the archive (Airflow's
+            # services kill whatever carries their environment when they stop).
+            from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+            stop_local_servers(WORK / "connect")
+            t = time.perf_counter()
+            while time.perf_counter() - t < 300 and not cds.exists():
+                time.sleep(1)
+            say(f"class-data-sharing archive {'built' if cds.exists() else 'NOT built'} "
+                f"{time.perf_counter() - t:.0f} s after the server stopped")
         plan = StateStore(conf["state_location"]).read_plan()
         results = {r["batch_id"]: r for r in StateStore(conf["state_location"]).batch_results()}
         xcoms = {}
@@ -203,7 +219,7 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
 
 
 class PeakRss:
-    """The largest resident set ``sample()`` reports, sampled every 0.2 s by a thread."""
+    """The largest resident set ``sample()`` reports, sampled every 0.5 s by a thread."""
 
     def __init__(self, sample) -> None:
         import threading
@@ -221,7 +237,7 @@ class PeakRss:
         self._thread.join(2)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.2):
+        while not self._stop.wait(0.5):
             self.peak = max(self.peak, self.sample())
 
 
@@ -239,6 +255,8 @@ class CpuByKind:
         self.others: dict[str, float] = {}   # CPU seconds of the "other" processes by name
         self._first: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
+        self._kinds: dict[int, str] = {}
+        self._tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -248,6 +266,8 @@ class CpuByKind:
             return "spark jvm"
         if "mariadbd" in cmdline:
             return "mariadbd"
+        if "connect_server serve" in cmdline or "class_sharing build" in cmdline:
+            return "other"   # the local Connect server's supervisor (python), not Airflow
         if any(k in cmdline for k in ("task_runner", "supervise", "LocalExecutor", "airflow worker", "[task ")):
             return "airflow tasks"
         if "airflow" in cmdline:
@@ -264,20 +284,32 @@ class CpuByKind:
         self._thread.join(2)
 
     def _sample(self) -> None:
-        import psutil
-
+        # /proc directly, each process's kind read once: the sampler must not take the CPU it
+        # measures (psutil over every process twice a second cost ~0.15 of a core).
         now = time.time()
-        for p in psutil.process_iter(["pid", "name", "cmdline", "cpu_times"]):
-            try:
-                ct = p.info["cpu_times"]
-                used = ct.user + ct.system
-                pid = p.info["pid"]
-                if pid not in self._first:
-                    self._first[pid] = used if not self.samples else 0.0
-                kind = self.kind(" ".join(p.info["cmdline"] or []))
-                self._last[pid] = (kind if kind != "other" else f"other:{p.info['name']}", used)
-            except (psutil.Error, TypeError, AttributeError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
                 continue
+            pid = int(name)
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    comm_end = (stat := f.read()).rindex(")")
+                fields = stat[comm_end + 2:].split()
+                used = (int(fields[11]) + int(fields[12])) / self._tick
+                kind = self._kinds.get(pid)
+                if kind is None:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                    kind = self.kind(cmdline)
+                    if kind == "other":
+                        kind = "other:" + stat[stat.index("(") + 1:comm_end]
+                    if kind != "airflow services":   # a task forked from the scheduler renames itself later
+                        self._kinds[pid] = kind
+            except (OSError, ValueError, IndexError):
+                continue
+            if pid not in self._first:
+                self._first[pid] = used if not self.samples else 0.0
+            self._last[pid] = (kind, used)
         totals = dict.fromkeys(self.KINDS, 0.0)
         others: dict[str, float] = {}
         for pid, (kind, used) in self._last.items():
@@ -313,6 +345,18 @@ class CpuByKind:
         return lines
 
 
+def cds_archive() -> Path | None:
+    """The class-data-sharing archive the local Connect server uses (spark/runtime/class_sharing.py)."""
+    from airflow_provider_mysqlcdc.spark.runtime import class_sharing
+    from airflow_provider_mysqlcdc.spark.runtime.session import jdbc_jar_path
+
+    if not class_sharing.enabled():
+        return None
+    jar = jdbc_jar_path()
+    key = class_sharing.archive_key((jar,) if jar else ())
+    return class_sharing.archive_path(key) if key else None
+
+
 def process_rss(pid: int):
     """The resident set of one process (0 once it is gone)."""
     import psutil
@@ -328,16 +372,18 @@ def process_rss(pid: int):
 def largest_task_rss() -> int:
     """The largest resident set of any one Airflow task process (a snapshot task is a Spark Connect
     client in its own process under LocalExecutor); Spark's JVMs are not counted."""
-    import psutil
-
-    peak = 0
-    for p in psutil.process_iter(["cmdline", "memory_info"]):
+    peak, page = 0, os.sysconf("SC_PAGE_SIZE")
+    for name in os.listdir("/proc"):   # /proc directly: cheap enough not to slow the run it samples
+        if not name.isdigit():
+            continue
         try:
-            line = " ".join(p.info["cmdline"] or [])
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                line = f.read().replace(b"\0", b" ").decode(errors="replace")
             if "java" not in line and ("task_runner" in line or "supervise" in line
                                        or "LocalExecutor" in line or "airflow worker" in line):
-                peak = max(peak, p.info["memory_info"].rss)
-        except (psutil.Error, TypeError):
+                with open(f"/proc/{name}/statm") as f:
+                    peak = max(peak, int(f.read().split()[1]) * page)
+        except (OSError, ValueError, IndexError):
             continue
     return peak
 

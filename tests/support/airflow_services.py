@@ -483,9 +483,10 @@ class AirflowApi:
         return self.get(f"/dags/{self._q(dag_id)}/dagRuns", limit=100, order_by="-run_after")["dag_runs"]
 
     def wait_for_run(self, dag_id: str, run_id: str, states: Iterable[str] = ("success", "failed"),
-                     timeout: float = 120) -> dict[str, Any]:
+                     timeout: float = 120, poll_s: float = 0.5) -> dict[str, Any]:
         """Until the run is in one of ``states``; returns the run. Raises on timeout (with the
-        task states), or when it ends in a final state not asked for."""
+        task states), or when it ends in a final state not asked for. ``poll_s``: between two
+        requests (a benchmark polls slowly: each request costs the api-server CPU)."""
         states = set(states)
         deadline = time.monotonic() + timeout
         while True:
@@ -499,7 +500,7 @@ class AirflowApi:
                 if final:
                     raise AssertionError(f"{msg}; tasks: {tis}")
                 raise TimeoutError(f"{msg} after {timeout}s; tasks: {tis}")
-            time.sleep(0.5)
+            time.sleep(poll_s)
 
     # ---- task instances ----------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Spark's JVM loads and verifies some 15,000 classes before it reads a row, and on a small
 machine that is seconds of CPU on the first batch's critical path. The JDK can map classes
 already parsed and verified from an archive file instead (AppCDS). Measured here (2 cores):
-the JVM's start 5.3 s -> 3.4 s, the first 5M-row batch 10.5 s -> 8.7 s.
+the JVM's start 5.3 s -> 3.4 s, the first 5M-row batch 9.9 s -> 8.7 s.
 
 The archive is built from the classes a server really loaded, off the critical path:
 

@@ -148,7 +148,7 @@ def ensure_local_server(settings: ServerSettings, idle_s: float = DEFAULT_IDLE_S
                         directory: Path | None = None, wait: bool = True) -> ServerInfo:
     """The running local server for ``settings``, started if there is none (one at a time: a
     file lock, so mapped tasks starting together share one). ``wait=False`` returns once the
-    server is starting (the plan task starts it early, so its JVM is up when the first snapshot
+    server is starting (validate and plan start it early, so its JVM is up when the first snapshot
     task asks); a caller that waits also waits for a server another process is starting."""
     directory = directory or runtime_dir()
     fp = settings.fingerprint()
