@@ -68,3 +68,12 @@ def test_server_command_adds_options_to_the_users_driver_options():
     assert "spark.driver.extraJavaOptions=-Dmine=1 -Xshare:auto -XX:SharedArchiveFile=/a.jsa" in cmd
     plain = _server_command(ServerSettings("local[2]"), 15002)
     assert not any("extraJavaOptions" in a for a in plain)
+
+
+def test_paths_with_spaces_are_not_given_to_the_jvm(tmp_path, monkeypatch):
+    monkeypatch.setenv(class_sharing.CDS_DIR_ENV, str(tmp_path / "my cache"))
+    monkeypatch.delenv(class_sharing.CDS_ENV, raising=False)
+    key = class_sharing.archive_key()
+    assert class_sharing.java_options(key, tmp_path / "classes.lst") == []
+    monkeypatch.setenv(class_sharing.CDS_DIR_ENV, str(tmp_path / "cache"))
+    assert class_sharing.java_options(key, tmp_path / "run dir" / "classes.lst") == []

@@ -95,6 +95,8 @@ def java_options(key: str | None, class_list: Path) -> list[str]:
     if key is None or not enabled():
         return []
     archive = archive_path(key)
+    if any(c.isspace() or c in "'\"\\" for c in f"{archive}{class_list}"):
+        return []   # Spark splits spark.driver.extraJavaOptions at spaces: such a path would break the JVM's start
     if archive.exists():
         return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
     return [f"-XX:DumpLoadedClassList={class_list}"]
