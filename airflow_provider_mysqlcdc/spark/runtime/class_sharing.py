@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -112,10 +113,9 @@ def java_command_of(pid: int) -> list[str] | None:
     return argv if argv and os.path.basename(argv[0]).startswith("java") else None
 
 
-def dump_command(java_argv: Sequence[str], class_list: Path, target: Path) -> list[str]:
-    """The recording run's JVM options (class path, heap, modules) with ``-Xshare:dump``: the
-    archive matches the class path the servers run with. The main class and its arguments are
-    dropped."""
+def jvm_options(java_argv: Sequence[str]) -> list[str]:
+    """``java`` and its options (class path, heap, modules) from a JVM's command line: the main
+    class, its arguments and the recording options dropped."""
     out = [java_argv[0]]
     i = 1
     while i < len(java_argv):
@@ -129,7 +129,14 @@ def dump_command(java_argv: Sequence[str], class_list: Path, target: Path) -> li
         if not a.startswith(_RECORDING_OPTIONS):
             out.append(a)
         i += 1
-    return out + ["-Xshare:dump", f"-XX:SharedClassListFile={class_list}", f"-XX:SharedArchiveFile={target}"]
+    return out
+
+
+def dump_command(java_argv: Sequence[str], class_list: Path, target: Path) -> list[str]:
+    """The recording run's JVM options with ``-Xshare:dump``: the archive matches the class path
+    the servers run with."""
+    return jvm_options(java_argv) + ["-Xshare:dump", f"-XX:SharedClassListFile={class_list}",
+                                     f"-XX:SharedArchiveFile={target}"]
 
 
 def start_build(key: str, java_argv: Sequence[str], class_list: Path) -> bool:
@@ -148,21 +155,24 @@ def start_build(key: str, java_argv: Sequence[str], class_list: Path) -> bool:
     except FileExistsError:
         return False
     os.close(fd)
-    # The class list moves next to the archive: the server's runtime directory may go first.
+    # The class list moves next to the archive (the server's runtime directory may go first),
+    # and the JVM's options go in a file: the builder's command line names no server class.
     kept = archive.with_suffix(f".classes{os.getpid()}")
     shutil.copyfile(class_list, kept)
+    options = archive.with_suffix(f".jvm{os.getpid()}")
+    options.write_text(json.dumps(jvm_options(java_argv)))
     cmd = [sys.executable, "-m", __name__, "build", "--archive", str(archive), "--class-list", str(kept),
-           "--lock", str(lock), "--", *java_argv]
+           "--lock", str(lock), "--jvm", str(options)]
     with open(archive.with_suffix(".log"), "ab") as out:
         subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     return True
 
 
-def build(archive: Path, class_list: Path, lock: Path, java_argv: Sequence[str]) -> int:
+def build(archive: Path, class_list: Path, lock: Path, jvm: Path) -> int:
     """The builder: dump into a temporary file, rename it into place; always release the lock."""
     tmp = archive.with_suffix(f".tmp{os.getpid()}")
     try:
-        cmd = dump_command(java_argv, class_list, tmp)
+        cmd = dump_command(json.loads(jvm.read_text()), class_list, tmp)
         t0 = time.monotonic()
         rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             timeout=BUILD_TIMEOUT_S).returncode
@@ -176,7 +186,7 @@ def build(archive: Path, class_list: Path, lock: Path, java_argv: Sequence[str])
         print(f"could not build {archive}: {e}", flush=True)
         return 1
     finally:
-        for p in (tmp, class_list, lock):
+        for p in (tmp, class_list, jvm, lock):
             with contextlib.suppress(OSError):
                 p.unlink()
 
@@ -190,12 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--archive", required=True)
     b.add_argument("--class-list", required=True)
     b.add_argument("--lock", required=True)
-    b.add_argument("java_argv", nargs=argparse.REMAINDER)
+    b.add_argument("--jvm", required=True, help="a JSON file: java and its options")
     args = ap.parse_args(argv)
-    java_argv = list(args.java_argv)
-    if java_argv[:1] == ["--"]:
-        java_argv = java_argv[1:]
-    return build(Path(args.archive), Path(args.class_list), Path(args.lock), java_argv)
+    return build(Path(args.archive), Path(args.class_list), Path(args.lock), Path(args.jvm))
 
 
 if __name__ == "__main__":
