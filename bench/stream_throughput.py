@@ -100,7 +100,11 @@ class Bench:
         self.server = MariaDB(base_dir=work / "mariadb", server_id=1,
                               extra_args=("--max-binlog-size=1073741824",)).start()
         t0 = time.perf_counter()
-        self.start, self.end, self.changes = load(self.server, rows)
+        try:
+            self.start, self.end, self.changes = load(self.server, rows)
+        except BaseException:
+            self.server.stop()   # main's clean-up only covers a Bench that was built
+            raise
         print(f"workload: {rows} single-row UPDATEs ({self.changes} on the captured table), "
               f"{binlog_bytes(self.server, self.start, self.end):,} binlog bytes "
               f"({len(binlog_files(self.server, self.start, self.end))} file(s)), written in {time.perf_counter() - t0:.1f}s",
