@@ -81,3 +81,10 @@ def test_paths_with_spaces_are_not_given_to_the_jvm(tmp_path, monkeypatch):
     assert class_sharing.java_options(key, tmp_path / "classes.lst") == []
     monkeypatch.setenv(class_sharing.CDS_DIR_ENV, str(tmp_path / "cache"))
     assert class_sharing.java_options(key, tmp_path / "run dir" / "classes.lst") == []
+
+
+def test_the_users_own_class_sharing_options_win(cds_dir, tmp_path):
+    key = class_sharing.archive_key()
+    assert class_sharing.java_options(key, tmp_path / "c.lst", "-Dmine=1") != []
+    assert class_sharing.java_options(key, tmp_path / "c.lst", "-Xshare:off") == []
+    assert class_sharing.java_options(key, tmp_path / "c.lst", "-XX:SharedArchiveFile=/mine.jsa") == []

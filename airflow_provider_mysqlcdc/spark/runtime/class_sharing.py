@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -36,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-log = logging.getLogger(__name__)
 
 CDS_ENV = "MYSQLCDC_CDS"
 CDS_DIR_ENV = "MYSQLCDC_CDS_DIR"
@@ -91,9 +89,10 @@ def archive_path(key: str) -> Path:
     return archive_dir() / f"spark-{key}.jsa"
 
 
-def java_options(key: str | None, class_list: Path) -> list[str]:
-    """The server JVM's CDS options: use the archive if there is one, else record the classes."""
-    if key is None or not enabled():
+def java_options(key: str | None, class_list: Path, user_options: str = "") -> list[str]:
+    """The server JVM's CDS options: use the archive if there is one, else record the classes.
+    None when the user's own driver options (``user_options``) set class-data sharing."""
+    if key is None or not enabled() or any(k in user_options for k in ("Xshare", "SharedArchiveFile", "ClassList")):
         return []
     archive = archive_path(key)
     if any(c.isspace() or c in "'\"\\" for c in f"{archive}{class_list}"):

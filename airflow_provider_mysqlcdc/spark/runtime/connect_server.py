@@ -274,10 +274,8 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
         signal.signal(sig, lambda *_: stop.set())
     cds_key = class_sharing.archive_key(settings.jars) if class_sharing.enabled() else None
     class_list = directory / f"classes-{fingerprint}-{os.getpid()}.lst"
-    java_options = class_sharing.java_options(cds_key, class_list)
-    users = dict(settings.conf).get("spark.driver.extraJavaOptions", "")
-    if any(k in users for k in ("Xshare", "SharedArchiveFile", "ClassList")):
-        java_options = []   # the user's own class-data-sharing settings win
+    java_options = class_sharing.java_options(cds_key, class_list,
+                                              dict(settings.conf).get("spark.driver.extraJavaOptions", ""))
     child = subprocess.Popen(_server_command(settings, port, java_options), stdout=sys.stdout,
                              stderr=subprocess.STDOUT)
     log.info("Spark Connect server pid %d on 127.0.0.1:%d%s", child.pid, port,
