@@ -78,6 +78,11 @@ def get_provider_info() -> dict[str, Any]:
                                         "schema": {"type": ["boolean", "null"], "default": True}},
                 "jdbc_fetch_size": {"label": "JDBC fetch size", "description": "Rows per round trip of the "
                                     "snapshot's JDBC reads.", "schema": {"type": ["integer", "null"], "default": 10000}},
+                "snapshot_reader": {"label": "Snapshot reader", "description": "How the snapshot's SELECTs are "
+                                    "read: auto (Arrow through connectorx where it can be used: no TLS, a Delta "
+                                    "sink; else JDBC), jdbc (Spark's JDBC reader) or arrow.",
+                                    "schema": {"type": ["string", "null"], "enum": ["auto", "jdbc", "arrow", None],
+                                               "default": "auto"}},
             },
         }],
     }

@@ -67,6 +67,7 @@ class ServerIdRange:
 
 
 ZERO_DATES = ("null", "text")
+SNAPSHOT_READERS = ("auto", "jdbc", "arrow")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ class SourceConfig:
     # What a zero or invalid date ('0000-00-00', '2024-00-10') becomes: "null", or "text" (every
     # DATE/DATETIME/TIMESTAMP column captured as its text, the literal kept). cdc/types.py.
     zero_dates: str = "null"
+    # How snapshot SELECTs are read: "auto" (Arrow where it can be used: connectorx installed, no
+    # TLS, a sink that takes files), "jdbc" (Spark's JDBC reader), "arrow". spark/snapshot/arrow_read.py.
+    snapshot_reader: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.server_id_range, ServerIdRange):
@@ -94,6 +98,10 @@ class SourceConfig:
                 f"zero_dates: found {self.zero_dates!r}, need one of {', '.join(ZERO_DATES)}. Fix: 'null' stores "
                 "zero and invalid dates as NULL; 'text' captures DATE, DATETIME and TIMESTAMP columns as text "
                 "('0000-00-00 00:00:00' kept as it is).")
+        if self.snapshot_reader not in SNAPSHOT_READERS:
+            raise ConfigError(
+                f"snapshot_reader: found {self.snapshot_reader!r}, need one of {', '.join(SNAPSHOT_READERS)}. Fix: "
+                "'auto' (Arrow where it can be used, else JDBC), 'jdbc' (Spark's JDBC reader) or 'arrow'.")
 
     def connect_kwargs(self) -> dict[str, Any]:
         # PyMySQL would send a str password as latin-1: 'ä' then mismatches the server's hash and
@@ -161,6 +169,7 @@ class SourceConfig:
             "ssl": dict(self.ssl) if self.ssl else None,
             "jdbc_fetch_size": self.jdbc_fetch_size,
             "zero_dates": self.zero_dates,
+            "snapshot_reader": self.snapshot_reader,
         }
 
     @classmethod

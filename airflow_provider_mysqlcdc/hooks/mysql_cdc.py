@@ -94,6 +94,9 @@ class MySqlCdcHook(BaseHook):
         fetch = self._extra(extras, "jdbc_fetch_size")
         if fetch is not None:
             kw["jdbc_fetch_size"] = int(fetch)
+        reader = self._extra(extras, "snapshot_reader")
+        if reader:
+            kw["snapshot_reader"] = str(reader)
         timeout = self._extra(extras, "connect_timeout")
         if timeout is not None:
             kw["connect_timeout"] = int(timeout)

@@ -111,10 +111,16 @@ def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
             for k, v in mapping.items()}
 
 
-def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = None) -> Any:
+# The JVM's JIT without its optimizing tier (C2): when the snapshot rows bypass the JVM (the Arrow
+# reader), the server only plans and schedules, and C2's compilations were half its CPU in a load.
+LIGHT_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+
+
+def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = None,
+                           light_jit: bool = False) -> Any:
     """The settings of the local Spark Connect server for the Spark connection's master: one
-    function for the plan task (which starts it early) and the snapshot tasks (which use it),
-    so both name the same server."""
+    function for the tasks that start it early (validate, plan) and the snapshot tasks (which use
+    it), so all name the same server. ``light_jit``: the rows bypass the JVM (``reads_bypass_jvm``)."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from ..spark.runtime.connect_server import settings_from
@@ -122,13 +128,16 @@ def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = 
 
     master = SparkSubmitHook(conn_id=spark_conn_id)._connection["master"]
     jar = jdbc_jar_path()
-    return settings_from(master, (jar,) if jar else (), {
-        "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
-        **{str(k): str(v) for k, v in (conf or {}).items()}})
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
+                **{str(k): str(v) for k, v in (conf or {}).items()}}
+    own = settings.get("spark.driver.extraJavaOptions", "")
+    if light_jit and "TieredStopAtLevel" not in own and "TieredCompilation" not in own:
+        settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, [own.strip(), LIGHT_JIT_OPTION]))
+    return settings_from(master, (jar,) if jar else (), settings)
 
 
 def start_local_connect_early(log: Any, spark_runtime: Any, connect_conn_id: Any, spark_conn_id: str,
-                              idle_s: float) -> Any:
+                              idle_s: float, light_jit: bool = False) -> Any:
     """Start the snapshot tasks' local Spark Connect server now, without waiting for it, so its
     JVM comes up while validate and plan run and the scheduler maps the batches (its start is
     the first batch's critical path). Nothing for ``spark_runtime`` other than ``connect`` or for
@@ -139,7 +148,8 @@ def start_local_connect_early(log: Any, spark_runtime: Any, connect_conn_id: Any
     try:
         from ..spark.runtime.connect_server import ensure_local_server
 
-        info = ensure_local_server(local_connect_settings(spark_conn_id), idle_s=float(idle_s), wait=False)
+        info = ensure_local_server(local_connect_settings(spark_conn_id, light_jit=light_jit), idle_s=float(idle_s),
+                                   wait=False)
         log.info("the snapshot tasks' Spark Connect server is starting at %s", info.display_url)
         return info
     except Exception as e:   # the snapshot tasks will try and tell

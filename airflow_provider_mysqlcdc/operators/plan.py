@@ -210,11 +210,14 @@ class MySqlCdcPlanOperator(BaseOperator):
             rules=Rules.from_values(self.route, self.transform),
         )
 
-    def _start_spark_connect(self) -> None:
+    def _start_spark_connect(self, config: PipelineConfig) -> None:
         """Usually validate started it already; this covers a plan run on its own (a cleared plan
         task, a DAG of the user's without the validate task)."""
+        from ..spark.snapshot.arrow_read import reads_bypass_jvm
+
         start_local_connect_early(self.log, self.spark_runtime, self.connect_conn_id, self.spark_conn_id,
-                                  float(self.connect_idle_s))
+                                  float(self.connect_idle_s),
+                                  reads_bypass_jvm(config.source, config.sink.type, config.sink.options))
 
     def _probe(self, config: PipelineConfig) -> None:
         """Storage and start position are checked here, before any Spark job, so a location the
@@ -304,7 +307,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         refuse_secret_options(config.sink.options.get("storage_options"), "sink_options.storage_options")
         use_credentials(storage_credentials(self.aws_conn_id or None))
         self._probe(config)
-        self._start_spark_connect()
+        self._start_spark_connect(config)
         state = StateStore(config.state_location)
         if truthy(self.reset):
             self._forget(state)

@@ -270,7 +270,10 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             url = SparkConnectHook(self.connect_conn_id).get_connection_url()
             where = f"the Spark Connect server of connection {self.connect_conn_id!r}"
         else:
-            settings = _spark.local_connect_settings(self._conn_id, self.conf)
+            from ..spark.snapshot.arrow_read import reads_bypass_jvm
+
+            settings = _spark.local_connect_settings(
+                self._conn_id, self.conf, reads_bypass_jvm(config.source, config.sink.type, config.sink.options))
             master = settings.master
             info = ensure_local_server(settings, idle_s=float(self.connect_idle_s))
             url, lease = info.url, Lease(info)

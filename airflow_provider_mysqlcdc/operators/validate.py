@@ -48,18 +48,26 @@ class MySqlCdcValidateOperator(BaseOperator):
     :param spark_conn_id: the Spark connection whose master the local server runs (the snapshot
         tasks' ``conn_id``).
     :param connect_idle_s: the local server stops after this many seconds without a snapshot task.
+    :param sink_type: the pipeline's sink type and ``sink_options``: with them the server started
+        here is the one the snapshot tasks use (for a Delta sink fed by the Arrow reader, its JVM
+        runs without the optimizing JIT); without them the snapshot tasks may start another.
+        (templated)
+    :param sink_options: see ``sink_type``. (templated)
     """
 
     template_fields: Sequence[str] = ("mysql_cdc_conn_id", "tables", "exclude", "chunk_key_columns",
-                                      "spark_runtime", "connect_conn_id")
+                                      "spark_runtime", "connect_conn_id", "sink_type", "sink_options")
     ui_color = "#e8f4fa"
 
     def __init__(self, *, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
                  tables: Sequence[str] | str | None = None, exclude: Sequence[str] | str | None = None,
                  chunk_key_columns: Mapping[str, str] | str | None = None, spark_runtime: str | None = None,
                  connect_conn_id: str | None = None, spark_conn_id: str = "spark_default",
-                 connect_idle_s: float = 300.0, **kwargs: Any) -> None:
+                 connect_idle_s: float = 300.0, sink_type: str | None = None,
+                 sink_options: Mapping[str, Any] | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.sink_type = sink_type
+        self.sink_options = sink_options
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.tables = tables
         self.exclude = exclude
@@ -74,7 +82,7 @@ class MySqlCdcValidateOperator(BaseOperator):
         check_pyspark_install()  # before anything runs a Spark job on this worker
         started_before = time.time()
         server = start_local_connect_early(self.log, self.spark_runtime, self.connect_conn_id, self.spark_conn_id,
-                                           float(self.connect_idle_s))
+                                           float(self.connect_idle_s), self._light_jit())
         try:
             return self._validate()
         except Exception:
@@ -84,6 +92,20 @@ class MySqlCdcValidateOperator(BaseOperator):
                 self.log.info("validation failed: stopping the Spark Connect server this task started")
                 stop_server(server)
             raise
+
+    def _light_jit(self) -> bool:
+        """Whether the snapshots' rows bypass the server's JVM (as plan and snapshot decide it);
+        False when that cannot be told here (the tasks after report what is wrong)."""
+        if not self.sink_type:
+            return False
+        try:
+            from ..spark.snapshot.arrow_read import reads_bypass_jvm
+
+            options = as_mapping(self.sink_options, "sink_options") if self.sink_options else {}
+            return reads_bypass_jvm(MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config(), str(self.sink_type),
+                                    options)
+        except Exception:   # validation reports a bad connection or option itself
+            return False
 
     def _validate(self) -> dict[str, Any]:
         hook = MySqlCdcHook(self.mysql_cdc_conn_id)

@@ -158,6 +158,8 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             chunk_key_columns="{{ params.chunk_key_columns }}",
             spark_runtime="{{ params.spark_runtime }}",
             connect_conn_id="{{ params.spark_connect_conn_id }}",
+            sink_type="{{ params.sink_type }}",
+            sink_options="{{ params.sink_options }}",
             retries=0,  # a misconfigured server does not fix itself
         )
         plan = MySqlCdcPlanOperator(

@@ -58,6 +58,7 @@ def test_batches_fill_the_sink_and_a_rerun_changes_nothing(mariadb, fresh_db, sp
     for b, r in zip(plan.batches, results):
         assert state.read_batch_result(b.batch_id) == json.loads(json.dumps(r, sort_keys=True))
         assert r["high_watermark"]["file"].startswith("mysql-bin.")
+        assert set(r["reader"].values()) == {"arrow"}, r["reader"]   # snapshot_reader auto, a Delta sink
     lake = tmp_dir / "lake"
     expected = _source_rows(mariadb, fresh_db)
     got = _delta_rows(lake, fresh_db, "orders")

@@ -220,3 +220,47 @@ def _check_expected_values(got, normalized):
     # NULL stays NULL; zero / invalid dates are NULL on both paths
     assert all(v is None for k, v in r2.items() if k not in ("id", "sn")) and r2["sn"] == "a"
     assert r4["dt"] is None and r4["dt6"] is None and r4["ts"] is None and r4["da"] is None
+
+
+def test_every_type_identical_via_the_arrow_reader_and_binlog(mariadb, fresh_db):
+    """The Arrow reader (connectorx, ``spark/snapshot/arrow_read.py``) gives the binlog path's values
+    for every type, exactly, in the sink's Arrow types: its fast form (dates as stored) on rows
+    without zero dates, and its text form when a zero or invalid date makes the fast one fail."""
+    import pyarrow as pa
+
+    from airflow_provider_mysqlcdc.cdc.types import arrow_schema
+    from airflow_provider_mysqlcdc.spark.snapshot.arrow_read import read_rows, select_sql
+
+    db = fresh_db
+    mariadb.execute(DDL, database=db)
+    schema = _schema(mariadb, db)
+    mappings = map_table(schema, "UTC")
+    mariadb.execute("FLUSH BINARY LOGS")
+    start = mariadb.master_status()
+    mariadb.execute("SET SESSION sql_mode = ''", *[f"INSERT INTO t VALUES {r}" for r in ROWS], database=db)
+    inserted = {r["id"]: r for r in _binlog_rows(mariadb, db, start, row_normalizer(schema, "UTC"))}
+    expected = pa.Table.from_pylist(list(inserted.values()), schema=arrow_schema(mappings))
+    source = mariadb.source_config()
+
+    def read(where):
+        return read_rows(source, db, mappings, select_sql(schema, mappings, where),
+                         select_sql(schema, mappings, where, raw_dates=False))
+
+    clean, used_text = read("id IN (1, 2, 3)")          # no zero date: the fast form reads them
+    assert not used_text
+    everything, used_text = read("id >= 1")             # row 4's zero dates: read again as text
+    assert used_text
+    for got in (clean, everything):
+        assert got.schema == arrow_schema(mappings)
+        rows = {r["id"]: r for r in got.to_pylist()}
+        want = {r["id"]: r for r in expected.to_pylist()}
+        for k, row in rows.items():
+            for name, value in row.items():
+                assert value == want[k][name] and type(value) is type(want[k][name]), (k, name, value, want[k][name])
+    assert sorted(r["id"] for r in everything.to_pylist()) == [1, 2, 3, 4]
+
+    def stable(v):   # as _stable() gives them from Spark: a TIMESTAMP as epoch microseconds
+        if isinstance(v, dt.datetime) and v.tzinfo is not None:
+            return (v - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(microseconds=1)
+        return v
+    _check_expected_values({r["id"]: {k: stable(v) for k, v in r.items()} for r in everything.to_pylist()}, inserted)

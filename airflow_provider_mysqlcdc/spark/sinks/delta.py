@@ -222,6 +222,20 @@ class DeltaSink(Sink):
         finally:
             describe(frame.sparkSession, None)
 
+    def arrow_snapshot_spec(self, schema: TableSchema, batch_id: str) -> FileWriteSpec | None:
+        """Where the Arrow reader's tasks write the batch's files of the table (``snapshot/arrow_tasks.py``);
+        None when ``snapshot_writer`` is 'spark' (Spark's own reader and writer asked for). A local table
+        is written through pyarrow's own file system, not delta-rs' store (no Python in the write path)."""
+        from dataclasses import replace as _replace
+
+        from .spark_files import local_table_path
+
+        if self.snapshot_writer == "spark":
+            return None
+        spec = self.snapshot_spec(schema, batch_id)
+        path = local_table_path(self.table_uri(schema.table_id))
+        return _replace(spec, fs=FsSpec("uri", path)) if path is not None else spec
+
     def commit_chunk_files(self, spark: Any, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
                            corrections: Any, ranges: Sequence[KeyRange]) -> SnapshotWrite:
         """The files corrected to the batch's HW (``snapshot_files.correct_files``), one commit."""

@@ -167,6 +167,15 @@ class RoutedSink(Sink):
         return self.inner.write_chunk_files(view.sink_schema, transform_frame(frame, view),  # type: ignore[attr-defined]
                                             self._label(view, batch_id), files)
 
+    def arrow_snapshot_spec(self, schema: TableSchema, batch_id: str) -> Any:
+        """The inner sink's, for a table written as it is (no route, no transform): the Arrow reader
+        writes source rows, which only such a table takes."""
+        view = self._view_for(schema)
+        spec = getattr(self.inner, "arrow_snapshot_spec", None)
+        if not view.identity or spec is None:
+            return None
+        return spec(view.sink_schema, self._label(view, batch_id))
+
     def commit_chunk_files(self, spark: Any, schema: TableSchema, batch_id: str, records: Sequence[Any],
                            corrections: Any, ranges: Sequence[KeyRange]) -> SnapshotWrite:
         view = self._view_for(schema)

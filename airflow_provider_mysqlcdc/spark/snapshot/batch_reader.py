@@ -98,6 +98,7 @@ class BatchRead:
     tables: dict[TableId, TableRead]
     backfill_events: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    readers: dict[TableId, str] = field(default_factory=dict)   # "arrow" or "jdbc": which read the table
     _held: list[Materialized] = field(default_factory=list, repr=False)
 
     def frame(self, table_id: TableId) -> DataFrame:
@@ -131,11 +132,14 @@ class ConsistentBatchReader:
         materializer: Materializer | None = None,
         rows_per_select: int = ROWS_PER_SELECT,
         chunk_rows: int | None = None,
+        arrow_reader: bool = False,
     ) -> None:
         """``staging_dir``: materialize through Parquet files there (see spark/snapshot/materialize.py);
         without it, rows are persisted in Spark's cache with ``storage_level``. ``rows_per_select``:
         consecutive chunks are read by one SELECT of about that many rows (``chunk_rows``: the
-        plan's chunk size; without it, or with 1, each chunk is read alone)."""
+        plan's chunk size; without it, or with 1, each chunk is read alone). ``arrow_reader``: a
+        table the materializer takes Arrow files for is read by the Arrow reader's tasks
+        (``arrow_tasks.py``), not Spark's JDBC reader."""
         self.spark = spark
         self.source = source
         self.schemas = dict(schemas)
@@ -147,6 +151,7 @@ class ConsistentBatchReader:
         self._mappings = {t: map_table(s, source.server_time_zone) for t, s in self.schemas.items()}
         self.rows_per_select = rows_per_select
         self.chunk_rows = chunk_rows
+        self.arrow_reader = arrow_reader
 
     # --- the JDBC side --------------------------------------------------------------------------
 
@@ -218,6 +223,7 @@ class ConsistentBatchReader:
             raw: dict[TableId, DataFrame] = {}
             held: list[Materialized] = []
             counts: dict[TableId, dict[int, int]] = {}
+            readers: dict[TableId, str] = {}
             for table_id in batch.tables:
                 schema = self.schemas[table_id]
                 chunks = batch.chunks_of(table_id)
@@ -226,15 +232,20 @@ class ConsistentBatchReader:
                     self.spark, f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
                 # Runs every SELECT to completion. JDBC partitions are the groups, in order,
                 # so rows per partition are rows per group of chunks.
-                done = self.materializer.materialize(self._read_chunks(schema, groups),
-                                                     f"{batch.batch_id}-{table_id}", table_id)
+                readers[table_id] = "arrow" if self._reads_arrow(table_id) else "jdbc"
+                if readers[table_id] == "arrow":
+                    done = self.materializer.materialize_arrow(  # type: ignore[attr-defined]
+                        self.spark, self.source, table_id, groups)
+                else:
+                    done = self.materializer.materialize(self._read_chunks(schema, groups),
+                                                         f"{batch.batch_id}-{table_id}", table_id)
                 held.append(done)
                 counts[table_id] = {group_key(g): done.rows_per_partition.get(i, 0) for i, g in enumerate(groups)}
                 raw[table_id] = done.frame
             timings["select_s"] = time.monotonic() - t1
 
             hw = self._high_watermark(conn, version)
-        result = BatchRead(batch, lw, hw, {}, timings=timings, _held=held)
+        result = BatchRead(batch, lw, hw, {}, timings=timings, readers=readers, _held=held)
 
         t2 = time.monotonic()
         corrections: dict[TableId, TableCorrections] = {}
@@ -245,7 +256,7 @@ class ConsistentBatchReader:
         for table_id, df in raw.items():
             tc = corrections.get(table_id)
             frame, deleted, upserted = df, 0, 0
-            if tc is not None and (tc.deleted or tc.upserts):
+            if df is not None and tc is not None and (tc.deleted or tc.upserts):
                 frame = self.apply_corrections(table_id, df, tc)
                 deleted, upserted = len(tc.deleted), len(tc.upserts)
             result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted, tc)
@@ -255,6 +266,10 @@ class ConsistentBatchReader:
                  sum(sum(t.rows_per_chunk.values()) for t in result.tables.values()),
                  result.backfill_events, {k: round(v, 3) for k, v in timings.items()})
         return result
+
+    def _reads_arrow(self, table_id: TableId) -> bool:
+        spec = getattr(self.materializer, "arrow_spec", None)
+        return self.arrow_reader and spec is not None and spec(table_id) is not None
 
     def _backfill(self, batch: Batch, lw: BinlogOffset, hw: BinlogOffset):
         schemas = {t: self.schemas[t] for t in batch.tables}

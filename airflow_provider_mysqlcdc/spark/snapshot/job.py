@@ -25,6 +25,7 @@ from ...cdc.resnapshot import (
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
 from ...cdc.state import StateStore
+from .arrow_read import choose_reader
 from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
 from .materialize import SinkFilesMaterializer
 from ..sinks.snapshot_files import file_count
@@ -93,7 +94,8 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                 sink.discard_uncommitted(schema, batch_id)
         reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
                                        staging_dir=_staging(spark, state), materializer=files,
-                                       chunk_rows=config.split.chunk_size)
+                                       chunk_rows=config.split.chunk_size,
+                                       arrow_reader=uses_arrow_reader(source, files))
         progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
                                     plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s,
                                     tasks=read_tasks(batch, config.split.chunk_size))
@@ -144,6 +146,7 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         "corrections": {str(t): {"deleted": tr.deleted_keys, "upserted": tr.upserted_rows}
                         for t, tr in got.tables.items()},
         "backfill_events": got.backfill_events,
+        "reader": {str(t): r for t, r in got.readers.items()},
         "written": written,
         "seconds": round(elapsed, 3),
         "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
@@ -174,6 +177,21 @@ def sink_files(sink: Any, schemas: dict[TableId, TableSchema], batch: Batch,
         return file_count(estimated_rows * chunks // max(1, len(batch.chunks)), chunks)
 
     return SinkFilesMaterializer(sink, schemas, batch.batch_id, files)
+
+
+def uses_arrow_reader(source: SourceConfig, files: SinkFilesMaterializer | None) -> bool:
+    """Whether the batch's SELECTs go through the Arrow reader (``arrow_read.py``): the source allows
+    it (``snapshot_reader``) and the sink takes the rows as files. 'arrow' with a sink that cannot
+    is a ConfigError, before anything is read."""
+    if choose_reader(source) != "arrow":
+        return False
+    if files is None:
+        if source.snapshot_reader == "arrow":
+            raise ConfigError("snapshot_reader 'arrow': this sink does not take a batch's rows as files (only the "
+                              "Delta sink does). Fix: set snapshot_reader to 'auto' or 'jdbc' in the MySQL "
+                              "connection's extras.")
+        return False
+    return True
 
 
 def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -> dict[TableId, TableSchema]:

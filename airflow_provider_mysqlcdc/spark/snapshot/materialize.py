@@ -73,6 +73,23 @@ class SinkFilesMaterializer:
         self.records[table_id] = records
         return Materialized(df, per_chunk, [])
 
+    def arrow_spec(self, table_id: Any) -> Any:
+        """The sink's spec for the Arrow reader's files of the table, or None (it cannot take them)."""
+        spec = getattr(self.sink, "arrow_snapshot_spec", None)
+        return spec(self.schemas[table_id], self.batch_id) if spec is not None else None
+
+    def materialize_arrow(self, spark: Any, source: Any, table_id: Any, groups: Any) -> Materialized:
+        """The groups' SELECTs read by the Arrow reader's tasks straight into the sink's files
+        (``snapshot/arrow_tasks.py``); no frame: nothing reads the rows again."""
+        from .arrow_tasks import write_files
+
+        schema = self.schemas[table_id]
+        unique = tuple(schema.primary_key) if len(schema.primary_key) == 1 else ()
+        records, per_group = write_files(spark, source, schema, groups, self.arrow_spec(table_id),
+                                         self.files(table_id), unique)
+        self.records[table_id] = records
+        return Materialized(None, per_group, [])  # type: ignore[arg-type]
+
 
 _PART_RE = re.compile(r"part-(\d{5,})-")
 
