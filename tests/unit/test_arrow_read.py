@@ -114,3 +114,12 @@ def test_select_reads_the_chunk_range_of_the_stored_key():
     schema = TableSchema(TableId("d", "t"), (col("id", "bigint", "bigint(20)"),), ("id",), ("id",), ("id",))
     maps = [map_column(c, "UTC", "d.t") for c in schema.columns]
     assert ar.select_sql(schema, maps, "`id` >= 5") == "SELECT `id` AS `id` FROM `d`.`t` WHERE `id` >= 5"
+
+
+def test_a_dictionary_only_for_columns_with_few_distinct_values():
+    from airflow_provider_mysqlcdc.spark.snapshot.arrow_tasks import dictionary_columns
+
+    rows = pa.table({"id": list(range(1000)), "state": ["a", "b"] * 500, "s": [f"r{i}" for i in range(1000)],
+                     "few": [i % 3 for i in range(1000)]})
+    assert dictionary_columns(rows) == ["state", "few"]
+    assert dictionary_columns(rows, ("state",)) == ["few"]
