@@ -185,6 +185,12 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         tis = [{"task_id": t["task_id"], "map_index": t["map_index"], "state": t["state"],
                 "start_date": t["start_date"], "end_date": t["end_date"], "duration": t.get("duration")}
                for t in api.task_instances(DAG_ID, run_id)]
+        if args.runtime == "connect":
+            starts = [line for log in sorted((WORK / "connect").glob("server-*.log"))
+                      for line in log.read_text(errors="replace").splitlines() if "Spark Connect server pid" in line]
+            say(f"local Connect servers started: {len(starts)}"
+                + ("; JIT without C2 (the snapshot rows bypass the JVM)" if any("without C2" in s for s in starts)
+                   else ""))
         if cds is not None and not cds.exists():
             # As an idle server's supervisor would: stop it, let it build the archive (Airflow's
             # services kill whatever carries their environment when they stop).

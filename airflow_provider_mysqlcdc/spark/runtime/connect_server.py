@@ -278,9 +278,11 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
                                               dict(settings.conf).get("spark.driver.extraJavaOptions", ""))
     child = subprocess.Popen(_server_command(settings, port, java_options), stdout=sys.stdout,
                              stderr=subprocess.STDOUT)
-    log.info("Spark Connect server pid %d on 127.0.0.1:%d%s", child.pid, port,
+    log.info("Spark Connect server pid %d on 127.0.0.1:%d%s%s", child.pid, port,
              "" if not java_options else " (class-data-sharing archive)" if "-Xshare:auto" in java_options
-             else " (recording its classes for a class-data-sharing archive)")
+             else " (recording its classes for a class-data-sharing archive)",
+             " (JIT without C2: the snapshot rows bypass its JVM)"
+             if "-XX:TieredStopAtLevel=1" in dict(settings.conf).get("spark.driver.extraJavaOptions", "") else "")
     recording = any(o.startswith("-XX:DumpLoadedClassList=") for o in java_options)
     java_argv: list[str] | None = None
     last_busy = time.time()
