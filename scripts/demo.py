@@ -6,7 +6,8 @@ inserting, updating, deleting and moving keys. Meanwhile a private Airflow (AIRF
 .demo/airflow, SQLite metadata DB, connections from AIRFLOW_CONN_* variables) is migrated.
 
 Then `airflow dags test mysql_cdc_pipeline -c '<conf>'` runs dags/mysql_cdc_pipeline.py as a
-user would: validate -> plan -> one mapped snapshot task (spark-submit, local[2]) per batch
+user would: validate -> plan -> one mapped snapshot task per batch (a client of one local Spark
+Connect server, local[2]; its tasks read the rows into Arrow and write the Delta files)
 into a Delta Lake under .demo/lake -> stream (the binlog stream, launched as a detached local
 process; the task returns after its first committed micro-batch). Its console output goes
 to .demo/airflow-dags-test.log. The writers go on for 30 s more while the stream follows,
@@ -229,7 +230,7 @@ def report_run() -> None:
         ti = by_map.get(i, {})
         say(f"  snapshot[{i}] {x.get('batch_label')}: {x.get('rows', 0):,} rows in {x.get('chunks')} chunks, "
             f"{x.get('seconds') or 0:.1f}s in Spark ({x.get('rows_per_s') or 0:,} rows/s), task "
-            f"{ti.get('duration') or 0:.1f}s with spark-submit, HW {fmt_offset(x.get('high_watermark'))}")
+            f"{ti.get('duration') or 0:.1f}s as a Spark Connect client, HW {fmt_offset(x.get('high_watermark'))}")
     if isinstance(stream, dict):
         say(f"  stream: running={stream.get('running')}, micro-batch {stream.get('batch_id')} committed at "
             f"{fmt_offset(stream.get('committed_offset'))}, pid {stream.get('pid')}")
