@@ -85,6 +85,7 @@ def airflow_env(server: MariaDB) -> dict[str, str]:
         "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
         "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),  # the template's defaults (watchdog DAG)
         "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+        "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),   # the demo's own local Spark Connect server
         "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps({
             "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
             "password": ROOT_PASSWORD, "schema": "shop", "extra": {"server_id_range": "5400-5420"}}),
@@ -370,6 +371,13 @@ class Demo:
                 say("stream stopped")
         except Exception as e:
             say(f"could not stop the stream: {type(e).__name__}: {e}")
+        try:   # else it would idle on for its connect_idle_s (5 min) after the demo
+            from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+            if stop_local_servers(WORK / "connect"):
+                say("Spark Connect server stopped")
+        except Exception as e:
+            say(f"could not stop the Spark Connect server: {type(e).__name__}: {e}")
         self.server.stop()
         say("MariaDB stopped")
 
