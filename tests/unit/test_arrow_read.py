@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.types import map_column
+from airflow_provider_mysqlcdc.cdc.types import arrow_schema, map_column
 from airflow_provider_mysqlcdc.spark.snapshot import arrow_read as ar
 from airflow_provider_mysqlcdc.spark.snapshot.arrow_tasks import records_of, split_parts
 
@@ -56,7 +56,7 @@ def test_conform_casts_into_the_sink_types_and_nulls_year_zero_dates():
         "b": pa.array([b"\x00", b""], pa.large_binary()),
     })
     got = ar.conform(raw, maps)
-    assert got.schema == ar.arrow_schema_of(maps)
+    assert got.schema == arrow_schema(maps)
     assert got.column("id").to_pylist() == [1, 4294967295]
     assert got.column("x").to_pylist() == [Decimal("-1.50"), None]
     assert got.column("da").to_pylist() == [None, None]

@@ -6,12 +6,12 @@ one, while the ``mariadb`` CLI scans the same rows in ~2.3 s. connectorx (Rust, 
 binary protocol) fills Arrow arrays directly: ~2 s for those rows, no JIT warm-up, and pyarrow
 writes them as Parquet in ~0.7 s (docs/performance.md).
 
-The values must be exactly what the JDBC path and the binlog decoders give (``cdc/types.py``),
-so each column is selected with the same zone-free expression as for JDBC, except where
-connectorx cannot hold the value (its decimals have 28 digits and a fixed scale of 10): every
-DECIMAL travels as the server's text and is cast in Arrow. Each column is then cast to the
-mapping's Arrow type with pyarrow's *safe* casts, so a value that does not fit fails the read
-instead of changing.
+The values must be exactly what the JDBC path and the binlog decoders give (``cdc/types.py``).
+Columns the binary protocol carries exactly are selected as stored (``wire_sql``); the others
+keep the JDBC path's zone-free expressions, and a DECIMAL connectorx cannot hold exactly (28
+digits, a fixed scale of 10) travels as text. Each column is then cast to the mapping's Arrow
+type with pyarrow's *safe* casts, so a value that does not fit fails the read instead of
+changing.
 
 The password is in the connection URL connectorx needs: the URL is built where it is used and
 every error message is scrubbed of it before it is raised.
@@ -27,7 +27,7 @@ import pyarrow as pa
 from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableSchema, quote_ident
-from ...cdc.types import ColumnMapping
+from ...cdc.types import ColumnMapping, arrow_schema
 
 
 def reader_missing() -> str | None:
@@ -110,10 +110,6 @@ def select_sql(schema: TableSchema, mappings: Sequence[ColumnMapping], predicate
     return f"SELECT {cols} FROM {schema.table_id.quoted} WHERE {predicate}"
 
 
-def arrow_schema_of(mappings: Sequence[ColumnMapping]) -> pa.Schema:
-    return pa.schema([pa.field(m.name, m.arrow_type, nullable=True) for m in mappings])
-
-
 def _text_datetime(col: pa.ChunkedArray, kind: str) -> pa.ChunkedArray:
     """The JDBC path's DATE_FORMAT text as timestamps/dates; a date no calendar has ('2020-02-30',
     stored under ALLOW_INVALID_DATES) becomes NULL, as the binlog path makes it (the parser would
@@ -146,7 +142,7 @@ def _no_year_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def conform(table: pa.Table, mappings: Sequence[ColumnMapping]) -> pa.Table:
     """``table`` (as connectorx typed it) in the sink's schema; safe casts only."""
-    target = arrow_schema_of(mappings)
+    target = arrow_schema(list(mappings))
     if table.num_rows == 0:
         return target.empty_table()
     cols = []
@@ -177,7 +173,7 @@ def scrub(text: str, source: SourceConfig) -> str:
     """``text`` without the password (as given and URL-quoted)."""
     pw = source.password or ""
     for secret in {pw, quote(pw, safe="")}:
-        if len(secret) >= 1:
+        if secret:
             text = text.replace(secret, "***")
     return text
 
@@ -206,9 +202,9 @@ def read_rows(source: SourceConfig, database: str, mappings: Sequence[ColumnMapp
     """One SELECT's rows in the sink's schema, and whether the safe form had to be used: the fast
     one selects DATE/DATETIME as stored, which fails on a zero or invalid date; then ``safe_sql``
     (the dates as text) reads the same range again."""
-    if safe_sql is None:
-        return conform(read_arrow(source, database, fast_sql), mappings), False
     try:
         return conform(read_arrow(source, database, fast_sql), mappings), False
     except RuntimeError:
+        if safe_sql is None:
+            raise
         return conform(read_arrow(source, database, safe_sql), mappings), True

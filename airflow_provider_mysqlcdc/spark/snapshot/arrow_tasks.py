@@ -28,10 +28,10 @@ from ...cdc.chunks import Chunk
 from ...cdc.config import SourceConfig
 from ...cdc.model import TableSchema
 from ...cdc.sql import range_predicate
-from ...cdc.types import map_table
+from ...cdc.types import arrow_schema, map_table
 from ..sinks.arrow_files import FileRecord, FileWriteSpec
 from ..sinks.spark_files import footer_stats
-from .arrow_read import arrow_schema_of, has_raw_dates, read_rows, select_sql
+from .arrow_read import has_raw_dates, read_rows, select_sql
 
 RECORDS = pa.schema([
     pa.field("path", pa.string(), False),
@@ -77,7 +77,7 @@ def write_part(source: SourceConfig, schema: TableSchema, spec: FileWriteSpec, p
     their rows into one file; its record (``path`` empty when no row came back). A failed read
     leaves no file behind. Once a group needed the dates as text, the later ones are read so too."""
     mappings = map_table(schema, source.server_time_zone)
-    target = arrow_schema_of(mappings)
+    target = arrow_schema(mappings)
     fs, prefix = spec.fs.open()
     directory = spec.directory.rstrip("/")
     rel = f"{directory}/{spec.name_prefix}-{part:05d}-{uuid.uuid4().hex[:8]}{spec.suffix}"
