@@ -229,3 +229,51 @@ def test_the_driver_side_source_does_not_load_the_decoder():
             "'airflow_provider_mysqlcdc.spark.stream.binlog_read', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_next_catchup_plan_is_made_while_the_micro_batch_runs(monkeypatch):
+    """The plan from a catch-up micro-batch's end is made on another thread right away, and the next
+    latestOffset from that end takes it; a plan past the head it sees, one that failed, or one made
+    from another start is not used: the call plans itself."""
+    import pickle
+    import threading
+
+    f = "mysql-bin.000002"
+    head = [BinlogOffset(f, 100_000)]
+    calls: list[tuple[int, str]] = []
+
+    def plan(settings, start, at_head):
+        calls.append((start.at.position, threading.current_thread().name))
+        end = min(start.at.position + 10_000, at_head.position)
+        return batch_planning.CatchupPlan(StreamOffset.boundary(BinlogOffset(f, end)), (), 1 << 30)
+
+    def ahead(r, start: dict, make) -> None:
+        r._ahead.take(StreamOffset.from_dict(start))   # the one made ahead, waited for and dropped
+        r._ahead.begin(StreamOffset.from_dict(start), make)
+
+    def failing(at):
+        raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+
+    monkeypatch.setattr(bs, "head_offset", lambda src: head[0])
+    monkeypatch.setattr(bs, "check_available", lambda *a: None)
+    monkeypatch.setattr(bs, "plan_catchup", plan)
+    monkeypatch.setattr(bs, "scan_for_end", lambda *a: pytest.fail("a catch-up batch must not be scanned"))
+    me = threading.current_thread().name
+    r = bs.BinlogStreamReader(_settings())
+    first = r.latestOffset(_off(4), ReadMaxRows(10))
+    assert first["position"] == 10_004 and calls[0] == (4, me)
+    second = r.latestOffset(first, ReadMaxRows(10))
+    assert second["position"] == 20_004
+    assert [c for c in calls if c[0] == 10_004] == [(10_004, "mysqlcdc-plan-ahead")]   # made ahead, once
+    pickle.loads(pickle.dumps(r))                               # the thread does not travel with the reader
+    # made ahead while the head was further on; the head Spark's call sees is before its end
+    ahead(r, second, lambda at: plan(None, at, BinlogOffset(f, 100_000)))
+    head[0] = BinlogOffset(f, 25_000)
+    third = r.latestOffset(second, ReadMaxRows(10))
+    assert third["position"] == 25_000 and (20_004, me) in calls   # planned in the call
+    head[0] = BinlogOffset(f, 100_000)
+    ahead(r, third, failing)
+    fourth = r.latestOffset(third, ReadMaxRows(10))
+    assert fourth["position"] == 35_000 and (25_000, me) in calls
+    ahead(r, _off(1), lambda at: plan(None, at, head[0]))       # from another start
+    assert r.latestOffset(fourth, ReadMaxRows(10))["position"] == 45_000 and (35_000, me) in calls

@@ -38,7 +38,9 @@ ranges -- one Spark task each, range i > 0 reading with the i-th server id from 
 ``server_id_range``. The binlog is read once, in parallel; the ranges' rows are put back
 in binlog order by ``seq`` in the sink. A catch-up micro-batch may hold more than
 ``max_events_per_batch`` rows. After a driver restart a replayed micro-batch is read as
-one range (the cuts are driver memory): same rows, same numbers, just slower.
+one range (the cuts are driver memory): same rows, same numbers, just slower. While a
+catch-up micro-batch runs, the next one (from its end) is planned on a thread
+(``plan_ahead.py``): the server's walk no longer leaves the tasks idle between micro-batches.
 
 **Heartbeat**: the head is where the server's binlog ends, whatever tables wrote it. When
 the captured tables are idle and others busy, a scan finds no captured change and the
@@ -86,9 +88,10 @@ from pyspark.sql.types import StructType
 
 from ...cdc.offsets import BinlogOffset
 from ...cdc.gtid_watch import watch_or_none
-from .batch_planning import plan_catchup, scan_for_end
+from .batch_planning import CatchupPlan, plan_catchup, scan_for_end
 from .binlog_server import check_available, head_offset
 from .change_rows import SourceLayout
+from .plan_ahead import PlanAhead
 from .reconnect import with_reconnect
 from .settings import FORMAT_NAME, StreamSettings, settings_from_options, source_layout
 from .startup import stable_initial_offset
@@ -140,6 +143,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         self._empty_ranges: set[str] = set()
         self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
         self._initial: dict | None = None
+        self._ahead: PlanAhead[StreamOffset, CatchupPlan | None] = PlanAhead()   # the next catch-up plan
         # The highest GTID per domain / server uuid the scans have read: they read every micro-batch
         # near the head from its start, so a number skipped between two of them is seen too.
         self._gtids = watch_or_none(settings.allow_gtid_gaps)
@@ -171,7 +175,10 @@ class BinlogStreamReader(DataSourceStreamReader):
         head = head_offset(self.settings.source)
         if head <= start.at:
             return start_d
-        plan = plan_catchup(self.settings, start, head)
+        plan = self._ahead.take(start)
+        ahead = plan is not None and plan.end.at <= head
+        if not ahead:
+            plan = plan_catchup(self.settings, start, head)
         if plan is not None:
             end_d = plan.end.to_dict()
             self._idle_scan = None
@@ -179,8 +186,12 @@ class BinlogStreamReader(DataSourceStreamReader):
             self._cuts[json.dumps([start_d, end_d])] = plan.cuts
             if self._gtids is not None:   # not scanned: its ranges check their own GTIDs
                 self._gtids.reset()
-            log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges",
-                     plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1)
+            log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges%s",
+                     plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1,
+                     " (planned while the last one ran)" if ahead else "")
+            if plan.end.at < head:   # more backlog: plan the next micro-batch while this one runs
+                settings = self.settings
+                self._ahead.begin(plan.end, lambda at: plan_catchup(settings, at, head_offset(settings.source)))
             return end_d
         scan_from = start
         if self._idle_scan is not None and self._idle_scan[0] == key:
