@@ -100,7 +100,8 @@ class Floor:
             at = self.start
             while at < self.end:
                 end, _cuts = catchup.plan_batch(conn, files, at, self.end, options.catchup_batch_bytes,
-                                                options.catchup_parallelism, MIN_RANGE_BYTES)
+                                                options.catchup_parallelism, MIN_RANGE_BYTES,
+                                                tail_bytes=options.catchup_min_bytes)
                 if end <= at:
                     raise AssertionError(f"the plan did not move from {at}")
                 at = end

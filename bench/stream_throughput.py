@@ -74,6 +74,7 @@ from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
 from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode  # noqa: E402
+from airflow_provider_mysqlcdc.spark.runtime.session import light_jit_for_next_driver  # noqa: E402
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E402
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
@@ -113,6 +114,9 @@ class Bench:
         conn = self.source.connect()
         self.schema = read_table_schema(conn, TABLE)
         conn.close()
+        # as the stream job starts its local Spark for the sinks run here (all write directly from
+        # the source's tasks): the driver JVM without C2 (spark/runtime/session.py)
+        light_jit_for_next_driver()
         self.spark = local_spark("mysqlcdc-bench-stream", memory="4g")
         self.spark.sparkContext.setLogLevel("ERROR")
         self.runs = 0

@@ -187,7 +187,7 @@ def batch_end(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOf
 
 
 def plan_batch(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOffset, max_bytes: int,
-               parts: int, min_part_bytes: int) -> tuple[BinlogOffset, list[BinlogOffset]]:
+               parts: int, min_part_bytes: int, tail_bytes: int = 0) -> tuple[BinlogOffset, list[BinlogOffset]]:
     """A catch-up micro-batch from ``start``: its end (as ``batch_end``) and up to ``parts - 1``
     transaction starts cutting it into ranges of about equal bytes (as ``split_range``).
 
@@ -195,8 +195,12 @@ def plan_batch(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogO
     cut found, so the server walks the batch's events once, where ``batch_end`` then
     ``split_range`` walked them once for the end and again up to the last cut (each
     ``SHOW BINLOG EVENTS`` walks from the position it is given: ~0.1 s per 64 MiB here).
+
+    A rest of at most ``tail_bytes`` beyond ``max_bytes`` is taken into this micro-batch: left
+    alone it would be a micro-batch of its own, paying a scan near the head and a micro-batch's
+    fixed costs (~0.45 s at the end of a 2 GiB catch-up here) for a few MiB.
     """
-    if files.bytes_between(start, head) <= max_bytes:
+    if files.bytes_between(start, head) <= max_bytes + tail_bytes:
         return head, split_range(conn, files, start, head, parts, min_part_bytes)
     parts = max(1, min(parts, max_bytes // max(1, min_part_bytes)))
     cuts: list[BinlogOffset] = []

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
+    from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder, light_jit_for_next_driver
     from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
     from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
@@ -210,18 +210,26 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     keeper = LeaseKeeper(lease, stop, log).start()
 
+    sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
     if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
         builder = builder.master(args.master or DEFAULT_LOCAL_MASTER)
+        if sink.direct_write() is not None:
+            # the source's tasks do the sink's work (spark/sinks/direct.py): rows never enter the
+            # JVM, and C2's compilations were most of its CPU in a catch-up (runtime/session.py)
+            light_jit_for_next_driver()
     builder = builder.config("spark.task.maxFailures", "4").config("spark.ui.showConsoleProgress", "false")
-    spark = configure_builder(builder).getOrCreate()
+    try:
+        spark = configure_builder(builder).getOrCreate()
+    except BaseException:
+        sink.close()
+        raise
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # Micro-batches are small: Spark's default of 200 shuffle partitions would make the
         # sinks' reductions (Delta, PostgreSQL) and the per-table fan-out run 200 tiny tasks each.
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
 
-    sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
     listener = None
     reads = None
     failure: str | None = None

@@ -111,11 +111,6 @@ def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
             for k, v in mapping.items()}
 
 
-# The JVM's JIT without its optimizing tier (C2): when the snapshot rows bypass the JVM (the Arrow
-# reader), the server only plans and schedules, and C2's compilations were half its CPU in a load.
-LIGHT_JIT_OPTION = "-XX:TieredStopAtLevel=1"
-
-
 def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = None,
                            light_jit: bool = False) -> Any:
     """The settings of the local Spark Connect server for the Spark connection's master: one
@@ -124,15 +119,14 @@ def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from ..spark.runtime.connect_server import settings_from
-    from ..spark.runtime.session import jdbc_jar_path
+    from ..spark.runtime.session import jdbc_jar_path, with_light_jit
 
     master = SparkSubmitHook(conn_id=spark_conn_id)._connection["master"]
     jar = jdbc_jar_path()
     settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
                 **{str(k): str(v) for k, v in (conf or {}).items()}}
-    own = settings.get("spark.driver.extraJavaOptions", "")
-    if light_jit and "TieredStopAtLevel" not in own and "TieredCompilation" not in own:
-        settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, [own.strip(), LIGHT_JIT_OPTION]))
+    if light_jit:   # the snapshot's rows bypass the JVM (spark/runtime/session.py)
+        settings["spark.driver.extraJavaOptions"] = with_light_jit(settings.get("spark.driver.extraJavaOptions", ""))
     return settings_from(master, (jar,) if jar else (), settings)
 
 

@@ -98,10 +98,28 @@ def test_plan_batch_finds_the_end_and_the_cuts_in_one_pass(mariadb, fresh_db):
         # the head within the budget: the end is the head, cut as split_range cuts it
         assert catchup.plan_batch(conn, files, start, head, total, 3, 64 << 10) == (
             head, catchup.split_range(conn, files, start, head, 3, 64 << 10))
+        # a rest beyond the budget smaller than tail_bytes joins the micro-batch; a larger one does not
+        short = total - total // 20
+        assert catchup.plan_batch(conn, files, start, head, short, 3, 64 << 10, tail_bytes=total // 10)[0] == head
+        assert catchup.plan_batch(conn, files, start, head, short, 3, 64 << 10, tail_bytes=total // 40)[0] < head
     assert len(cuts) == 2 and start < cuts[0] < cuts[1] < end < head
     assert abs(files.bytes_between(start, end) - budget) < budget * 0.1
     sizes = [files.bytes_between(a, b) for a, b in zip([start, *cuts], [*cuts, end])]
     assert min(sizes) > budget / 3 * 0.8 and max(sizes) < budget / 3 * 1.2, sizes
+
+
+def _java_children(pid: int) -> list[str]:
+    """The command lines of the Java processes whose parent is ``pid``."""
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if "java" in cmd.split(" ", 1)[0]:
+                    out.append(cmd)
+        except OSError:
+            continue
+    return out
 
 
 @pytest.mark.slow
@@ -132,6 +150,8 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
         _wait(lambda: (checkpoint / "metadata").exists(), 120, "the job to start its query")
         _wait(lambda: in_flight(checkpoint), 60, "a micro-batch in flight")
         _wait(lambda: committed(checkpoint) is not None, 120, "a first committed catch-up micro-batch")
+        # the sink writes from the source's tasks: the job's driver JVM runs without C2 (runtime/session.py)
+        assert any("-XX:TieredStopAtLevel=1" in cmd for cmd in _java_children(proc.pid)), _java_children(proc.pid)
         _wait(lambda: in_flight(checkpoint), 60, "another micro-batch in flight")
         kill_job(proc)  # in the middle of a catch-up micro-batch, the writer still running
         proc = _job(cfg_path, log)

@@ -132,7 +132,7 @@ def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
             return None
         parts = settings.catchup_parallelism
         end, cuts = catchup.plan_batch(conn, files, start.dump_from, head, settings.catchup_batch_bytes, parts,
-                                       MIN_RANGE_BYTES)
+                                       MIN_RANGE_BYTES, tail_bytes=settings.catchup_min_bytes)
         if end <= start.at:  # a start inside a transaction, with the planned end before it
             end = head
             cuts = catchup.split_range(conn, files, start.dump_from, end, parts, MIN_RANGE_BYTES)
