@@ -21,7 +21,7 @@ from airflow_provider_mysqlcdc.spark.sinks.arrow_files import FsSpec
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, format_micros
 from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import _TablePart, batch_tmp_dir
 from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import (
-    ChangeLines, java_double, joined_bytes, json_string, json_texts,
+    ChangeLines, java_double, joined_bytes, json_string, json_texts, text_buffer,
 )
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 
@@ -114,6 +114,11 @@ def test_change_lines_follow_the_change_row_rules():
     assert [list(m)[-2:] for m in tagged_meta] == [["batch", "schema_id"]] * 4
     assert {m.pop("schema_id") for m in tagged_meta} == {"0a1b2c3d4e5f"}
     assert tagged_meta == [g["meta"] for g in got]
+    # for a part file: the same lines, each with its newline, and the buffer is the file's text
+    ended, ended_seq = ChangeLines("shop", "orders", "t0", SCHEMA.column_names).lines(batch.slice(1), 9, newline=True)
+    assert ended.to_pylist() == [x + "\n" for x in lines.to_pylist()[1:]] and ended_seq.tolist() == seq.tolist()[1:]
+    assert text_buffer(ended).to_pybytes() == "".join(ended.to_pylist()).encode()
+    assert text_buffer(ended.slice(1, 2)).to_pybytes() == "".join(ended.to_pylist()[1:3]).encode()
 
 
 def test_a_layout_id_changes_with_names_types_and_nullability_only(tmp_path):
@@ -144,8 +149,10 @@ def _part(tmp_path: Path) -> _TablePart:
     return _TablePart(fs, prefix, "db/t/stream/.tmp-000000001/part-0000-x-a0.jsonl")
 
 
-def _lines(seqs: list[int]) -> tuple[pa.Array, np.ndarray]:
-    return pa.array([f'{{"seq":{s}}}' for s in seqs]), np.array(seqs, np.int64)
+def _lines(seqs: list[int], newline: bool = True) -> tuple[pa.Array, np.ndarray]:
+    """Lines as the encoder gives a table part: each with its newline (``lines(..., newline=True)``)."""
+    end = "\n" if newline else ""
+    return pa.array([f'{{"seq":{s}}}{end}' for s in seqs]), np.array(seqs, np.int64)
 
 
 def test_table_part_streams_ordered_input_and_sorts_the_rest(tmp_path):
@@ -175,7 +182,7 @@ def test_empty_table_part_writes_nothing(tmp_path):
 
 def _write_part(root: Path, t: TableId, batch_id: int, name: str, seqs: list[int]) -> dict:
     path = f"{batch_tmp_dir(t, batch_id)}/{name}"
-    data = joined_bytes(_lines(seqs)[0])
+    data = joined_bytes(_lines(seqs, newline=False)[0])
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_bytes(data)
     return {"database": t.database, "table": t.table, "path": path, "size": len(data), "lines": len(seqs),

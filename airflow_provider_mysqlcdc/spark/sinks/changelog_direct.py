@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableId
-from .changelog_lines import ChangeLines, joined_bytes
+from .changelog_lines import ChangeLines, joined_bytes, text_buffer
 from .changelog_schemas import register
 from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 
@@ -127,7 +127,7 @@ class DirectWrite(DirectSpec):
                 seq = rows.column("seq").to_numpy(zero_copy_only=False).astype(np.int64) * 2
                 for seg, at in segments.split(t, seq):
                     piece = rows if len(at) == rows.num_rows else rows.take(pa.array(at))
-                    lines, line_seq = encoders[enc_key].lines(piece, batch_id)
+                    lines, line_seq = encoders[enc_key].lines(piece, batch_id, newline=True)
                     key = (t, seg, columns)
                     if key not in parts:
                         path = (f"{batch_tmp_dir(target, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
@@ -161,6 +161,7 @@ class _TablePart:
         self.changes = 0
 
     def add(self, lines: pa.Array, seq: np.ndarray, changes: int) -> None:
+        """``lines`` end with a newline each (``ChangeLines.lines(..., newline=True)``)."""
         if not len(seq):
             return
         self.changes += changes
@@ -172,7 +173,7 @@ class _TablePart:
         if self.out is None:
             self.fs.create_dir(self.prefix + self.path.rsplit("/", 1)[0], recursive=True)
             self.out = self.fs.open_output_stream(self.prefix + self.path)
-        self.out.write(joined_bytes(lines))
+        self.out.write(text_buffer(lines))
         self.seqs.append(seq)
 
     def close(self) -> dict[str, Any] | None:
@@ -200,7 +201,7 @@ class _TablePart:
             with self.fs.open_input_stream(self.prefix + self.path) as f:
                 lines = f.read().decode("utf-8").split("\n")[:-1]
         for held, _ in self.held:
-            lines += held.to_pylist()
+            lines += [v[:-1] for v in held.to_pylist()]   # without their newlines, as the file's
         seq = np.concatenate(self.seqs + [s for _, s in self.held])
         order = np.argsort(seq, kind="stable")
         if len(np.unique(seq)) != len(seq):
