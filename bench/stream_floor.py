@@ -168,7 +168,8 @@ def runner_start_s() -> float:
     the path Spark gives it (its zips first)."""
     home = pyspark_bytecode.spark_home()
     lib = home / "python" / "lib"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in [lib / "pyspark.zip", *lib.glob("py4j-*-src.zip")]))
+    path = [lib / "pyspark.zip", *lib.glob("py4j-*-src.zip")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in path))
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import pyspark.sql.streaming.python_streaming_source_runner"],
                    env=env, check=True, cwd="/")

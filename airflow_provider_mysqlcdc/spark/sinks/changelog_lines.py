@@ -210,9 +210,10 @@ class ChangeLines:
         ch = explode_changes(batch, self.column)
         rows = pa.array(ch.source_row)
         files = batch.column("binlog_file")
-        one_file = pc.unique(files) if files.null_count == 0 else files
+        file_names = pc.unique(files) if files.null_count == 0 else None   # mostly one per batch
+        one_file = file_names is not None and len(file_names) == 1
         meta = concat_texts([
-            json_string(one_file[0].as_py()) if len(one_file) == 1 else json_texts(files),   # mostly one file
+            json_string(file_names[0].as_py()) if one_file else json_texts(files),
             ',"binlog_pos":', batch.column("binlog_pos").cast(pa.string()),
             ',"binlog_row":', batch.column("binlog_row").cast(pa.string()), ',"gtid":', json_texts(batch.column("gtid")),
             ',"event_time":', json_texts(batch.column("event_time")), ',"seq":']).take(rows)
