@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import class_sharing
+from .session import LIGHT_JIT_OPTION
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,7 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
              "" if not java_options else " (class-data-sharing archive)" if "-Xshare:auto" in java_options
              else " (recording its classes for a class-data-sharing archive)",
              " (JIT without C2: the snapshot rows bypass its JVM)"
-             if "-XX:TieredStopAtLevel=1" in dict(settings.conf).get("spark.driver.extraJavaOptions", "") else "")
+             if LIGHT_JIT_OPTION in dict(settings.conf).get("spark.driver.extraJavaOptions", "") else "")
     recording = any(o.startswith("-XX:DumpLoadedClassList=") for o in java_options)
     java_argv: list[str] | None = None
     last_busy = time.time()
