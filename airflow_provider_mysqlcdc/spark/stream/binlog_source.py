@@ -91,6 +91,7 @@ from ...cdc.gtid_watch import watch_or_none
 from .batch_planning import CatchupPlan, plan_catchup, scan_for_end
 from .binlog_server import check_available, head_offset
 from .change_rows import SourceLayout
+from . import first_plan
 from .plan_ahead import PlanAhead
 from .reconnect import with_reconnect
 from .settings import FORMAT_NAME, StreamSettings, settings_from_options, source_layout
@@ -144,6 +145,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
         self._initial: dict | None = None
         self._ahead: PlanAhead[StreamOffset, CatchupPlan | None] = PlanAhead()   # the next catch-up plan
+        self._first_plan_dir = settings.first_plan_dir   # the launcher's plan of the first one (first_plan.py)
         # The highest GTID per domain / server uuid the scans have read: they read every micro-batch
         # near the head from its start, so a number skipped between two of them is seen too.
         self._gtids = watch_or_none(settings.allow_gtid_gaps)
@@ -175,7 +177,10 @@ class BinlogStreamReader(DataSourceStreamReader):
         head = head_offset(self.settings.source)
         if head <= start.at:
             return start_d
-        plan = self._ahead.take(start)
+        plan, made_by = self._ahead.take(start), "while the last one ran"
+        if plan is None and self._first_plan_dir is not None:
+            where, self._first_plan_dir = self._first_plan_dir, None
+            plan, made_by = first_plan.take(where, start), "while the query started"
         ahead = plan is not None and plan.end.at <= head
         if not ahead:
             plan = plan_catchup(self.settings, start, head)
@@ -188,7 +193,7 @@ class BinlogStreamReader(DataSourceStreamReader):
                 self._gtids.reset()
             log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges%s",
                      plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1,
-                     " (planned while the last one ran)" if ahead else "")
+                     f" (planned {made_by})" if ahead else "")
             if plan.end.at < head:   # more backlog: plan the next micro-batch while this one runs
                 settings = self.settings
                 self._ahead.begin(plan.end, lambda at: plan_catchup(settings, at, head_offset(settings.source)))
@@ -237,7 +242,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         assert isinstance(partition, BinlogPartition)
         s = self.settings
         start, end = StreamOffset.from_dict(partition.start), StreamOffset.from_dict(partition.end)
-        began, rows = time.monotonic(), 0
+        began, cpu, rows = time.monotonic(), time.process_time(), 0
         if s.direct_write is not None:
             from ..sinks.direct import current_batch_id, spec_from_json
             from .layout_book import LayoutBook
@@ -256,9 +261,9 @@ class BinlogStreamReader(DataSourceStreamReader):
                 yield batch
         if partition.parts > 1:
             _log_to_stderr()
-            took = time.monotonic() - began
-            log.info("catch-up range %d/%d %s .. %s: %d changes in %.2f s (server id %d)", partition.part + 1,
-                     partition.parts, start, end.at, rows, took, partition.server_id)
+            took, cpu = time.monotonic() - began, time.process_time() - cpu
+            log.info("catch-up range %d/%d %s .. %s: %d changes in %.2f s, %.2f s CPU (server id %d)",
+                     partition.part + 1, partition.parts, start, end.at, rows, took, cpu, partition.server_id)
 
     def commit(self, end: dict) -> None:
         """Spark has processed everything before ``end``; nothing to release on the server."""

@@ -27,17 +27,29 @@ def batch_end_offset(checkpoint: str, batch_id: int) -> StreamOffset | None:
     return StreamOffset.from_dict(json.loads(lines[-1]))
 
 
-def committed_end(checkpoint: str) -> StreamOffset | None:
-    """The end offset of the checkpoint's last committed micro-batch."""
+def _last_id(checkpoint: str, log_dir: str) -> int | None:
+    """The highest batch id in the checkpoint's ``offsets`` or ``commits`` log."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(checkpoint)
-    commits = posixpath.join(root, "commits")
-    if not fs.exists(commits):
+    d = posixpath.join(root, log_dir)
+    if not fs.exists(d):
         return None
-    ids = [int(n) for n in (posixpath.basename(str(p).rstrip("/")) for p in fs.ls(commits, detail=False))
-           if n.isdigit()]
-    return batch_end_offset(checkpoint, max(ids)) if ids else None
+    ids = [int(n) for n in (posixpath.basename(str(p).rstrip("/")) for p in fs.ls(d, detail=False)) if n.isdigit()]
+    return max(ids) if ids else None
+
+
+def committed_end(checkpoint: str) -> StreamOffset | None:
+    """The end offset of the checkpoint's last committed micro-batch."""
+    last = _last_id(checkpoint, "commits")
+    return batch_end_offset(checkpoint, last) if last is not None else None
+
+
+def latest_end(checkpoint: str) -> StreamOffset | None:
+    """The end of the checkpoint's last offsets entry, committed or not: where a restarted
+    query next asks for an offset (an uncommitted entry is first replayed with its own range)."""
+    last = _last_id(checkpoint, "offsets")
+    return batch_end_offset(checkpoint, last) if last is not None else None
 
 
 def check_readable(checkpoint: str) -> None:

@@ -36,7 +36,7 @@ from ...cdc.faults import RESNAPSHOT_APPLIED, RESNAPSHOT_TAKEN, SCHEMA_APPLIED, 
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
-from . import binlog_source
+from . import binlog_source, first_plan
 from .change_rows import ChangeProjection, SourceLayout
 from ..runtime.filesystems import spark_can_write
 from .checkpoint_mirror import CheckpointMirror
@@ -45,29 +45,43 @@ from ..sinks.base import BATCH_ID_PROPERTY, Sink
 log = logging.getLogger(__name__)
 
 
-def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[TableSchema],
-                 password: str | None = None, reconnect_timeout_s: float | None = None,
-                 direct_write: Any = None, checkpoint_location: str | None = None) -> DataFrame:
-    """The streaming DataFrame of source rows (``change_rows.SourceLayout``), or with
-    ``direct_write`` (a sink's spec) of the part records the source's tasks wrote.
+def source_options(config: PipelineConfig, schemas: Sequence[TableSchema], password: str | None = None,
+                   reconnect_timeout_s: float | None = None, direct_write: Any = None,
+                   checkpoint_location: str | None = None) -> dict[str, str]:
+    """The binlog source's options (``settings.settings_from_options`` parses them).
 
     The password goes in the ``password`` option, which Spark redacts (spark.redaction.regex);
     without it the source reads ``$MYSQLCDC_PASSWORD`` from its process environment.
     """
-    binlog_source.register(spark)
-    reader = (spark.readStream.format(binlog_source.FORMAT_NAME)
-              .option("config", config.to_json())
-              .option("schemas", json.dumps([s.to_dict() for s in schemas], sort_keys=True)))
+    options = {"config": config.to_json(), "schemas": json.dumps([s.to_dict() for s in schemas], sort_keys=True)}
     pw = password if password is not None else (config.source.password or None)
     if pw is not None:
-        reader = reader.option("password", pw)
+        options["password"] = pw
     if reconnect_timeout_s is not None:
-        reader = reader.option("reconnect_timeout_s", str(reconnect_timeout_s))
+        options["reconnect_timeout_s"] = str(reconnect_timeout_s)
     if direct_write is not None:
-        reader = reader.option("direct_write", direct_write.to_json())
+        options["direct_write"] = direct_write.to_json()
     if checkpoint_location is not None:
-        reader = reader.option("checkpoint_location", checkpoint_location)
-    return reader.load()
+        options["checkpoint_location"] = checkpoint_location
+    return options
+
+
+def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[TableSchema],
+                 password: str | None = None, reconnect_timeout_s: float | None = None,
+                 direct_write: Any = None, checkpoint_location: str | None = None,
+                 plan_first: bool = False) -> DataFrame:
+    """The streaming DataFrame of source rows (``change_rows.SourceLayout``), or with
+    ``direct_write`` (a sink's spec) of the part records the source's tasks wrote.
+
+    With ``plan_first`` this process plans the first catch-up micro-batch while Spark starts
+    the source (``first_plan.py``); only for a query started right after.
+    """
+    binlog_source.register(spark)
+    options = source_options(config, schemas, password, reconnect_timeout_s, direct_write, checkpoint_location)
+    if plan_first:
+        given = dict(options)   # the thread's own copy: the option below is added while it runs
+        options["first_plan_dir"] = first_plan.begin(lambda: first_plan.plan_from_options(given, checkpoint_location))
+    return spark.readStream.format(binlog_source.FORMAT_NAME).options(**options).load()
 
 
 def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
@@ -253,7 +267,8 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         _prepare_from_history(sink, history)
     else:
         sink.prepare(schemas)
-    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint)
+    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint,
+                         plan_first=True)
     if direct is not None:
         from .resnapshots import ResnapshotApplier
 

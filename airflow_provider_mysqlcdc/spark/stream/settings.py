@@ -58,6 +58,7 @@ class StreamSettings:
     include: tuple[str, ...] = ()            # the pipeline's table list: a table created under it is reported
     exclude: tuple[str, ...] = ()
     allow_gtid_gaps: bool = False            # stream_options.allow_gtid_gaps (cdc/gtid_watch.py)
+    first_plan_dir: str | None = None        # where the launcher leaves the first catch-up plan (first_plan.py)
 
     def new_table(self, table_id: TableId) -> bool:
         """Whether the pipeline's table list captures ``table_id`` (a table created while streaming).
@@ -138,4 +139,5 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
         include=tuple(config.include),
         exclude=tuple(config.exclude),
         allow_gtid_gaps=bool(config.stream.allow_gtid_gaps),
+        first_plan_dir=opts.get("first_plan_dir") or None,
     )
