@@ -249,9 +249,11 @@ def test_mysql_binary_json_column_in_both_decoders():
     assert pa.StructArray.from_arrays(got.columns, fields=list(dec.image_type)).to_pylist() == want
 
 
+@pytest.mark.parametrize("order", ["in order", "shuffled", "overlapping"])
 @pytest.mark.parametrize("case", ["dense", "sparse", "adjacent", "empty-slices", "one", "many-short"])
-def test_gather_slices_equals_slicing(case, monkeypatch):
-    """Every way (memoryview slices, an index per byte, in chunks) gives exactly the slices' bytes."""
+def test_gather_slices_equals_slicing(case, order, monkeypatch):
+    """Every way (Arrow's take over the slices in order, an index per byte, in chunks) gives
+    exactly the slices' bytes."""
     monkeypatch.setattr("airflow_provider_mysqlcdc.cdc.fastbinlog.columnar._GATHER_CHUNK", 256)
     rng = random.Random(case)
     data = bytes(rng.randrange(256) for _ in range(5000))
@@ -264,6 +266,12 @@ def test_gather_slices_equals_slicing(case, monkeypatch):
         gap = {"dense": rng.randint(1, 5), "sparse": rng.randint(30, 90), "adjacent": 0,
                "empty-slices": rng.randint(0, 3), "one": 5000, "many-short": rng.randint(0, 9)}[case]
         at += n + gap
+    if order == "shuffled":
+        pairs = list(zip(starts, lengths))
+        rng.shuffle(pairs)
+        starts, lengths = [s for s, _ in pairs], [n for _, n in pairs]
+    elif order == "overlapping":
+        starts = [max(0, s - 5) for s in starts]
     B = np.frombuffer(data, dtype=np.uint8)
     got = gather_slices(B, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64))
     assert got.tobytes() == b"".join(data[s:s + n] for s, n in zip(starts, lengths))
