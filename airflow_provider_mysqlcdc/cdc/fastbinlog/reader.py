@@ -173,7 +173,7 @@ class _Builder:
         self.crc = crc
         self.tid_len = tid_len
         # event bytes: one event (bytes, None) or several back to back (bytes, their lengths)
-        self.pieces: list[tuple[bytes, np.ndarray | None]] = []
+        self.pieces: list[tuple[bytes | np.ndarray, np.ndarray | None]] = []
         self.n = 0                              # events so far
         # per event, in runs: a list of str / (domain, server id, seq) / None, or a uint64 (n, 3) array
         self.gtids: list[list[Any] | np.ndarray] = []
@@ -191,7 +191,7 @@ class _Builder:
         self.gtids[-1].append(gtid)
         self.n += 1
 
-    def add_many(self, blob: bytes, lengths: np.ndarray, gtids: list[Any] | np.ndarray, file: str) -> None:
+    def add_many(self, blob: bytes | np.ndarray, lengths: np.ndarray, gtids: list[Any] | np.ndarray, file: str) -> None:
         if file != self.files[-1][1]:
             self.files.append((self.n, file))
         self.pieces.append((blob, lengths))
@@ -941,8 +941,9 @@ class FastBinlogReader:
                 body = np.frombuffer(ref[0], dtype=np.uint8)
                 same = size[idx] - 19 - crc == len(body)
                 if same.any() and len(body):
-                    cand = idx[same]
-                    eq = (B[(e[cand] + 19)[:, None] + np.arange(len(body))] == body).all(axis=1)
+                    cand = idx[same]   # their bodies copied out back to back, compared row-wise
+                    bodies = gather_slices(B, e[cand] + 19, np.full(len(cand), len(body), dtype=np.int64))
+                    eq = (bodies.reshape(len(cand), len(body)) == body).all(axis=1)
                     same[np.nonzero(same)[0][~eq]] = False
                 if not same.all():
                     k = min(k, int(idx[np.argmin(same)]))
@@ -998,7 +999,7 @@ class FastBinlogReader:
             # copy the group's events out of the receive buffer in one gather
             sz = size[idx]
             events, offsets = _gather_events(B, e[idx], sz)
-            blob = events.tobytes()
+            blob = events   # any bytes-like: the builder joins them (build)
             emitted.append((events, offsets))
             g = last_gtid[idx]
             ge = e[np.maximum(g, 0)]
