@@ -143,3 +143,14 @@ def test_the_first_latest_offset_takes_the_launchers_plan(monkeypatch):
     _wait_for(where, first_plan.PLAN_FILE)
     r = bs.BinlogStreamReader(_settings(first_plan_dir=where))
     assert r.latestOffset(_at(4).to_dict(), ReadMaxRows(10))["position"] == 10_004 and 4 in calls
+
+
+def test_a_plan_the_source_does_not_need_is_removed(monkeypatch):
+    """At the head already (or with a plan made ahead): the launcher's directory goes at the first call."""
+    monkeypatch.setattr(bs, "head_offset", lambda src: BinlogOffset(F, 4))
+    monkeypatch.setattr(bs, "check_available", lambda *a: None)
+    where = first_plan.begin(lambda: (_at(4), None))
+    _wait_for(where, first_plan.PLAN_FILE)
+    r = bs.BinlogStreamReader(_settings(first_plan_dir=where))
+    assert r.latestOffset(_at(4).to_dict(), ReadMaxRows(10)) == _at(4).to_dict()
+    assert not os.path.exists(where) and r._first_plan_dir is None

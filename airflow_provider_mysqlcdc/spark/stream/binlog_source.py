@@ -175,12 +175,15 @@ class BinlogStreamReader(DataSourceStreamReader):
         key = json.dumps(start_d)
         check_available(self.settings.source, start.dump_from, self.settings.tables)
         head = head_offset(self.settings.source)
+        launched, self._first_plan_dir = self._first_plan_dir, None   # looked at by the first call only
         if head <= start.at:
+            first_plan.discard(launched)
             return start_d
         plan, made_by = self._ahead.take(start), "while the last one ran"
-        if plan is None and self._first_plan_dir is not None:
-            where, self._first_plan_dir = self._first_plan_dir, None
-            plan, made_by = first_plan.take(where, start), "while the query started"
+        if plan is None and launched is not None:
+            plan, made_by = first_plan.take(launched, start), "while the query started"
+        else:
+            first_plan.discard(launched)
         ahead = plan is not None and plan.end.at <= head
         if not ahead:
             plan = plan_catchup(self.settings, start, head)

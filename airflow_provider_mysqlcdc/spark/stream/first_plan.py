@@ -19,6 +19,7 @@ it always did. The file holds offsets only, never the password.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -110,7 +111,14 @@ def begin(make: Callable[[], tuple[StreamOffset, CatchupPlan | None] | None]) ->
             _write(where, PLAN_FILE, encode(*made))
 
     threading.Thread(target=run, name="mysqlcdc-first-plan", daemon=True).start()
+    atexit.register(discard, where)   # not taken (the query never got that far): not left behind
     return where
+
+
+def discard(where: str | None) -> None:
+    """Remove a plan's directory (the source did not need it)."""
+    if where:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def _write(where: str, name: str, text: str) -> None:
