@@ -38,6 +38,12 @@ def _wait_for(where: str, name: str) -> None:
         time.sleep(0.01)
 
 
+def _begin(make) -> str:
+    where = first_plan.new_directory()
+    first_plan.begin(where, make)
+    return where
+
+
 def test_a_plan_survives_its_file():
     start, plan = _at(4), _plan(4, 9_000, 3_000, 6_000)
     assert first_plan.decode(first_plan.encode(start, plan)) == (start, plan)
@@ -46,12 +52,12 @@ def test_a_plan_survives_its_file():
 
 
 def test_the_plan_is_taken_only_for_its_start_and_its_directory_goes():
-    where = first_plan.begin(lambda: (_at(4), _plan(4, 9_000, 4_500)))
+    where = _begin(lambda: (_at(4), _plan(4, 9_000, 4_500)))
     _wait_for(where, first_plan.PLAN_FILE)
     assert first_plan.take(where, _at(4)) == _plan(4, 9_000, 4_500)
     assert not os.path.exists(where)
     assert first_plan.take(where, _at(4)) is None                  # taken once
-    where = first_plan.begin(lambda: (_at(4), _plan(4, 9_000)))
+    where = _begin(lambda: (_at(4), _plan(4, 9_000)))
     _wait_for(where, first_plan.PLAN_FILE)
     assert first_plan.take(where, _at(5)) is None and not os.path.exists(where)   # made from another start
 
@@ -63,7 +69,7 @@ def test_the_source_waits_while_the_plan_is_being_made():
         release.wait(5)
         return _at(4), _plan(4, 9_000)
 
-    where = first_plan.begin(slow)
+    where = _begin(slow)
     threading.Timer(0.2, release.set).start()
     began = time.monotonic()
     assert first_plan.take(where, _at(4)) == _plan(4, 9_000)
@@ -73,7 +79,7 @@ def test_the_source_waits_while_the_plan_is_being_made():
 @pytest.mark.parametrize("make", [lambda: None, lambda: (_ for _ in ()).throw(OSError("server gone"))],
                          ids=["no start known", "planning failed"])
 def test_no_plan_is_said_at_once(make):
-    where = first_plan.begin(make)
+    where = _begin(make)
     _wait_for(where, first_plan.FAILED_FILE)
     began = time.monotonic()
     assert first_plan.take(where, _at(4), wait_s=20) is None
@@ -131,7 +137,7 @@ def test_the_first_latest_offset_takes_the_launchers_plan(monkeypatch):
     monkeypatch.setattr(bs, "head_offset", lambda src: head[0])
     monkeypatch.setattr(bs, "check_available", lambda *a: None)
     monkeypatch.setattr(bs, "plan_catchup", plan)
-    where = first_plan.begin(lambda: (_at(4), _plan(4, 7_000, 3_500)))
+    where = _begin(lambda: (_at(4), _plan(4, 7_000, 3_500)))
     _wait_for(where, first_plan.PLAN_FILE)
     r = bs.BinlogStreamReader(_settings(first_plan_dir=where))
     end = r.latestOffset(_at(4).to_dict(), ReadMaxRows(10))
@@ -139,7 +145,7 @@ def test_the_first_latest_offset_takes_the_launchers_plan(monkeypatch):
     assert [p.start["position"] for p in r.partitions(_at(4).to_dict(), end)] == [4, 3_500]
     assert r.latestOffset(end, ReadMaxRows(10))["position"] == 17_000   # planned ahead from its end
     # a plan that ends past the head the call sees is made again
-    where = first_plan.begin(lambda: (_at(4), _plan(4, 200_000)))
+    where = _begin(lambda: (_at(4), _plan(4, 200_000)))
     _wait_for(where, first_plan.PLAN_FILE)
     r = bs.BinlogStreamReader(_settings(first_plan_dir=where))
     assert r.latestOffset(_at(4).to_dict(), ReadMaxRows(10))["position"] == 10_004 and 4 in calls
@@ -149,7 +155,7 @@ def test_a_plan_the_source_does_not_need_is_removed(monkeypatch):
     """At the head already (or with a plan made ahead): the launcher's directory goes at the first call."""
     monkeypatch.setattr(bs, "head_offset", lambda src: BinlogOffset(F, 4))
     monkeypatch.setattr(bs, "check_available", lambda *a: None)
-    where = first_plan.begin(lambda: (_at(4), None))
+    where = _begin(lambda: (_at(4), None))
     _wait_for(where, first_plan.PLAN_FILE)
     r = bs.BinlogStreamReader(_settings(first_plan_dir=where))
     assert r.latestOffset(_at(4).to_dict(), ReadMaxRows(10)) == _at(4).to_dict()

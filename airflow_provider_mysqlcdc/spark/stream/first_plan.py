@@ -93,10 +93,17 @@ def decode(text: str) -> tuple[StreamOffset, CatchupPlan | None]:
     return StreamOffset.from_dict(d["start"]), plan
 
 
-def begin(make: Callable[[], tuple[StreamOffset, CatchupPlan | None] | None]) -> str:
-    """Run ``make`` (the expected start and its plan, or None) on a daemon thread; returns the
-    directory the plan will be left in, for the source's ``first_plan_dir`` option."""
+def new_directory() -> str:
+    """A private directory for the plan (its path is the source's ``first_plan_dir`` option);
+    removed by the source when it looks at it, else when this process exits."""
     where = tempfile.mkdtemp(prefix="mysqlcdc-first-plan-")
+    atexit.register(discard, where)
+    return where
+
+
+def begin(where: str, make: Callable[[], tuple[StreamOffset, CatchupPlan | None] | None]) -> None:
+    """Run ``make`` (the expected start and its plan, or None) on a daemon thread and leave its
+    answer in ``where``."""
 
     def run() -> None:
         try:
@@ -111,8 +118,6 @@ def begin(make: Callable[[], tuple[StreamOffset, CatchupPlan | None] | None]) ->
             _write(where, PLAN_FILE, encode(*made))
 
     threading.Thread(target=run, name="mysqlcdc-first-plan", daemon=True).start()
-    atexit.register(discard, where)   # not taken (the query never got that far): not left behind
-    return where
 
 
 def discard(where: str | None) -> None:

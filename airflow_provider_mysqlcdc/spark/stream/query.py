@@ -68,19 +68,15 @@ def source_options(config: PipelineConfig, schemas: Sequence[TableSchema], passw
 
 def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[TableSchema],
                  password: str | None = None, reconnect_timeout_s: float | None = None,
-                 direct_write: Any = None, checkpoint_location: str | None = None,
-                 plan_first: bool = False) -> DataFrame:
+                 direct_write: Any = None, checkpoint_location: str | None = None) -> DataFrame:
     """The streaming DataFrame of source rows (``change_rows.SourceLayout``), or with
-    ``direct_write`` (a sink's spec) of the part records the source's tasks wrote.
+    ``direct_write`` (a sink's spec) of the part records the source's tasks wrote."""
+    return load_source(spark, source_options(config, schemas, password, reconnect_timeout_s, direct_write,
+                                             checkpoint_location))
 
-    With ``plan_first`` this process plans the first catch-up micro-batch while Spark starts
-    the source (``first_plan.py``); only for a query started right after.
-    """
+
+def load_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     binlog_source.register(spark)
-    options = source_options(config, schemas, password, reconnect_timeout_s, direct_write, checkpoint_location)
-    if plan_first:
-        given = dict(options)   # the thread's own copy: the option below is added while it runs
-        options["first_plan_dir"] = first_plan.begin(lambda: first_plan.plan_from_options(given, checkpoint_location))
     return spark.readStream.format(binlog_source.FORMAT_NAME).options(**options).load()
 
 
@@ -267,8 +263,11 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         _prepare_from_history(sink, history)
     else:
         sink.prepare(schemas)
-    frame = source_frame(spark, config, schemas, password, reconnect_timeout_s, direct, checkpoint,
-                         plan_first=True)
+    options = source_options(config, schemas, password, reconnect_timeout_s, direct, checkpoint)
+    given = dict(options)
+    # the first catch-up micro-batch is planned here while Spark starts the source (first_plan.py)
+    options["first_plan_dir"] = plan_dir = first_plan.new_directory()
+    frame = load_source(spark, options)
     if direct is not None:
         from .resnapshots import ResnapshotApplier
 
@@ -289,7 +288,13 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
                    .trigger(processingTime=f"{max(interval, 0.0)} seconds"))
     if query_name:
         writer = writer.queryName(query_name)
-    query = writer.start()
+    try:
+        query = writer.start()
+    except BaseException:
+        first_plan.discard(plan_dir)
+        raise
+    # begun only now: its imports and parsing would hold the GIL while this thread drives the JVM
+    first_plan.begin(plan_dir, lambda: first_plan.plan_from_options(given, checkpoint))
     log.info("binlog stream %s started (checkpoint %s, %d tables%s)", query.id, checkpoint, len(schemas),
              ", files written by the source's tasks" if direct is not None else "")
     return query
