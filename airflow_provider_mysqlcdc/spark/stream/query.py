@@ -264,7 +264,6 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     else:
         sink.prepare(schemas)
     options = source_options(config, schemas, password, reconnect_timeout_s, direct, checkpoint)
-    given = dict(options)
     # the first catch-up micro-batch is planned here while Spark starts the source (first_plan.py)
     options["first_plan_dir"] = plan_dir = first_plan.new_directory()
     frame = load_source(spark, options)
@@ -294,7 +293,7 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         first_plan.discard(plan_dir)
         raise
     # begun only now: its imports and parsing would hold the GIL while this thread drives the JVM
-    first_plan.begin(plan_dir, lambda: first_plan.plan_from_options(given, checkpoint))
+    first_plan.begin(plan_dir, lambda: first_plan.plan_from_options(options, checkpoint))
     log.info("binlog stream %s started (checkpoint %s, %d tables%s)", query.id, checkpoint, len(schemas),
              ", files written by the source's tasks" if direct is not None else "")
     return query
