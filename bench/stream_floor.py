@@ -65,7 +65,7 @@ from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout  # n
 from airflow_provider_mysqlcdc.spark.stream.layout_book import LayoutBook  # noqa: E402
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset  # noqa: E402
 
-from stream_throughput import Bench, cpu_line  # noqa: E402  (bench/ is on sys.path as the script's directory)
+from stream_throughput import Bench, cpu_line, decode_counted  # noqa: E402  (bench/ is on sys.path as the script's directory)
 from workloads import cpu_seconds  # noqa: E402
 
 TABLE = TableId("bench", "events")
@@ -76,6 +76,7 @@ class Floor:
     """The parts of the work, each alone, on ``stream_throughput.Bench``'s server and workload."""
 
     def __init__(self, bench: Bench) -> None:
+        self.bench = bench
         self.work = bench.work
         self.source, self.schema = bench.source, bench.schema
         self.start, self.end, self.changes = bench.start, bench.end, bench.changes
@@ -119,15 +120,7 @@ class Floor:
 
     def decode_parallel(self, pool: multiprocessing.pool.Pool) -> float:
         """Decode the range in two processes at once; returns their CPU seconds."""
-        conn = self.source.connect()
-        try:
-            files = catchup.BinlogFiles.read(conn, self.end)
-            cuts = catchup.split_range(conn, files, self.start, self.end, 2, MIN_RANGE_BYTES)
-        finally:
-            conn.close()
-        bounds = [self.start, *cuts, self.end]
-        jobs = [(self.source, 7004 + i, a, b) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
-        results = pool.map(_decode_part, jobs)
+        results = pool.map(decode_counted, self.bench.decoder_jobs(2, 7004))
         if sum(n for n, _ in results) != self.changes:
             raise AssertionError("the two parts did not decode every change")
         return sum(cpu for _, cpu in results)
@@ -150,17 +143,6 @@ class Floor:
         records = LastChange().write_range(self._items(), 1, 0)
         if sum(records.column("changes").to_pylist()) != self.changes:
             raise AssertionError("the last-change reduction did not see every change")
-
-
-def _decode_part(args: tuple) -> tuple[int, float]:
-    """(changes, CPU seconds) of decoding one part (in a pool process)."""
-    source, server_id, start, end = args
-    cpu0, n = time.process_time(), 0
-    with FastBinlogReader(source, server_id, start, end, tables=[TABLE]) as r:
-        for item in r.batches():
-            if isinstance(item, ChangeBatch):
-                n += item.num_rows
-    return n, time.process_time() - cpu0
 
 
 def runner_start_s() -> float:
@@ -202,7 +184,7 @@ def main() -> None:
             print(f"  {name:>10}: reader process {own:6.2f} core-s, server {server:6.2f} core-s "
                   f"(median of {args.repeats})", flush=True)
         with multiprocessing.get_context("spawn").Pool(2) as pool:
-            pool.map(_decode_part, [(f.source, 7004, f.start, f.start)] * 2)   # start both processes
+            pool.map(decode_counted, [(f.source, 7004, f.start, f.start)] * 2)   # start both processes
             par: list[tuple[float, float]] = []
             for _ in range(args.repeats):
                 server0, t = cpu_seconds().get("mariadbd", 0.0), time.perf_counter()

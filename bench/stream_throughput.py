@@ -85,14 +85,20 @@ from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed
 TABLE = TableId("bench", "events")
 
 
-def _decode_range(args: tuple[SourceConfig, int, BinlogOffset, BinlogOffset]) -> int:
+def decode_counted(args: tuple[SourceConfig, int, BinlogOffset, BinlogOffset]) -> tuple[int, float]:
+    """(changes, this process's CPU seconds) of decoding one range: a pool worker's function
+    (``stream_floor.py`` adds up the CPU of parallel parts)."""
     source, server_id, start, end = args
-    n = 0
+    cpu0, n = time.process_time(), 0
     with FastBinlogReader(source, server_id, start, end, tables=[TABLE]) as r:
         for item in r.batches():
             if isinstance(item, ChangeBatch):
                 n += item.num_rows
-    return n
+    return n, time.process_time() - cpu0
+
+
+def _decode_range(args: tuple[SourceConfig, int, BinlogOffset, BinlogOffset]) -> int:
+    return decode_counted(args)[0]
 
 
 class Bench:
@@ -143,8 +149,8 @@ class Bench:
     def decoder(self) -> int:
         return _decode_range((self.source, 7091, self.start, self.end))
 
-    def decoder_parallel(self, pool: multiprocessing.pool.Pool, parts: int = 2) -> int:
-        """Cut the range where the server says transactions start, decode the parts in parallel."""
+    def decoder_jobs(self, parts: int, first_server_id: int) -> list[tuple]:
+        """The range cut where the server says transactions start, as one decode job per part."""
         conn = self.source.connect()
         try:
             files = catchup.BinlogFiles.read(conn, self.end)
@@ -152,8 +158,11 @@ class Bench:
         finally:
             conn.close()
         bounds = [self.start, *cuts, self.end]
-        jobs = [(self.source, 7092 + i, a, b) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
-        return sum(pool.map(_decode_range, jobs))
+        return [(self.source, first_server_id + i, a, b) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+    def decoder_parallel(self, pool: multiprocessing.pool.Pool, parts: int = 2) -> int:
+        """Cut the range where the server says transactions start, decode the parts in parallel."""
+        return sum(pool.map(_decode_range, self.decoder_jobs(parts, 7092)))
 
     # --- the stream job ---------------------------------------------------------------------------
 
