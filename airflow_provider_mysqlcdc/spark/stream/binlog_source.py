@@ -70,7 +70,9 @@ pipeline JSON, no password), ``schemas`` (JSON list of ``TableSchema.to_dict()``
 ``password``, optional ``reconnect_timeout_s``, ``checkpoint_location`` (where a moving
 initial offset is kept, see ``stable_initial_offset``) and ``direct_write`` (a sink's spec, see
 ``sinks/direct.py``: each task does the sink's share of its range -- writes changelog parts, or
-reduces to the last change per key -- and yields that spec's records instead of source rows).
+reduces to the last change per key -- and yields that spec's records instead of source rows)
+and ``first_plan_dir`` (a local directory where ``start_stream`` leaves the first catch-up
+plan, see ``first_plan.py``).
 """
 
 from __future__ import annotations
