@@ -999,7 +999,6 @@ class FastBinlogReader:
             # copy the group's events out of the receive buffer in one gather
             sz = size[idx]
             events, offsets = _gather_events(B, e[idx], sz)
-            blob = events   # any bytes-like: the builder joins them (build)
             emitted.append((events, offsets))
             g = last_gtid[idx]
             ge = e[np.maximum(g, 0)]
@@ -1023,7 +1022,7 @@ class FastBinlogReader:
                 b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None,
                                                  crc, 6, file)
                 seq += 1
-            b.add_many(blob, sz, gtids, file)
+            b.add_many(events, sz, gtids, file)   # any bytes-like: the builder joins them (build)
             added += len(idx)
         if verify_crc:
             if carried_used and gtid_event is not None:

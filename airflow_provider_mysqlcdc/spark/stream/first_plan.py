@@ -154,4 +154,4 @@ def take(where: str | None, start: StreamOffset, wait_s: float = WAIT_S) -> Catc
     except (OSError, ValueError, KeyError, TypeError):
         return None
     finally:
-        shutil.rmtree(where, ignore_errors=True)
+        discard(where)
