@@ -23,6 +23,13 @@ Choices, and why:
   writer v7): storing wall-clock values as instants would silently shift them in readers.
 - File stats: numRecords and nullCount for every column, min/max for integer, DATE and
   short string columns only (what MERGE and reads prune on: keys). See arrow_files.py.
+- delta-rs' own writer (MERGE rewrites files with it) records wrong min/max for decimals it
+  cannot hold exactly (precision > 18 clamped to the int64 range; a scale > 0 beyond 15
+  digits rounded through a double), and its MERGE prunes files by those stats: a delete of
+  a BIGINT UNSIGNED key >= 2^63 (DECIMAL(20,0)) then matched nothing and was lost, an update
+  inserted a second row. So a table with such a column names the columns Delta may keep
+  stats for (``delta.dataSkippingStatsColumns``, every other column): the wrong stats are
+  neither written nor read, old ones included (``stats_columns``).
 - Gotcha: MERGE rewrites touched files outside ``_snapshot/``; rerunning a snapshot batch
   after the stream has merged into its rows would leave those rewritten rows in place.
   Re-snapshotting a table that is already streaming means recreating its Delta table.
@@ -96,6 +103,28 @@ def _sql_type(t: pa.DataType) -> str:
     return "STRING"
 
 
+# The Delta table property naming the columns whose min/max a writer records and a reader prunes by.
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+
+
+def exact_stats(t: pa.DataType) -> bool:
+    """Whether delta-rs records exact min/max stats for a column of this type. Decimals only when
+    their unscaled values fit an int64 at scale 0 or a double holds them (15 digits); every other
+    type of ours is exact, or (timestamps: milliseconds) widened by its readers."""
+    if pa.types.is_decimal(t):
+        return t.precision <= 15 or (t.scale == 0 and t.precision <= 18)
+    return True
+
+
+def stats_columns(schema: pa.Schema) -> dict[str, str]:
+    """The table configuration that keeps Delta's stats to the columns they are exact for; empty when
+    every column's are (the default, all columns, is then right)."""
+    if all(exact_stats(f.type) for f in schema):
+        return {}
+    names = [f.name for f in schema if exact_stats(f.type)]
+    return {STATS_COLUMNS: ",".join("`" + n.replace("`", "``") + "`" for n in names)}
+
+
 def sql_ident(name: str) -> str:
     """A column name quoted for delta-rs (DataFusion) SQL: case and odd characters kept."""
     return '"' + name.replace('"', '""') + '"'
@@ -162,15 +191,17 @@ class DeltaSink(Sink):
         expected = table_arrow_schema(schema)
         opts = self.storage_options or None
         if DeltaTable.is_deltatable(uri, storage_options=opts):
-            actual = pa.schema(DeltaTable(uri, storage_options=opts).schema().to_arrow())
+            table = DeltaTable(uri, storage_options=opts)
+            actual = pa.schema(table.schema().to_arrow())
             diffs = schema_differences(expected, actual)
             if diffs:
                 raise ConfigError(
                     f"Delta table for {schema.table_id} at {uri} does not match the source table: "
                     f"{'; '.join(diffs)}. Fix: drop or move the Delta table (a fresh snapshot recreates "
                     "it), or capture into another sink root.")
+            self._keep_stats_exact(table)
             return
-        DeltaTable.create(uri, expected, mode="ignore", storage_options=opts,
+        DeltaTable.create(uri, expected, mode="ignore", storage_options=opts, configuration=stats_columns(expected),
                           name=f"{schema.table_id.database}.{schema.table_id.table}",
                           description=f"mysqlcdc replica of {schema.table_id}")
         log.info("created Delta table for %s at %s", schema.table_id, uri)
@@ -351,6 +382,20 @@ class DeltaSink(Sink):
                  schema.table_id, batch_id, len(records), len(old), table.version())
         return {"version": table.version(), "files_added": len(records), "files_removed": len(old)}
 
+    def _keep_stats_exact(self, table):
+        """The table (reopened if changed) with ``stats_columns`` of its current schema set: a table
+        made before that setting existed, or that gained a decimal column by a DDL, gets it before
+        any MERGE prunes by wrong stats (setting it also hides the stats already written)."""
+        want = stats_columns(pa.schema(table.schema().to_arrow()))
+        have = table.metadata().configuration or {}
+        if not want or have.get(STATS_COLUMNS) == want[STATS_COLUMNS]:
+            return table
+        table.alter.set_table_properties(want)
+        log.info("delta %s: min/max stats kept to columns they are exact for (%s = %s)", table.table_uri,
+                 STATS_COLUMNS, want[STATS_COLUMNS])
+        table.update_incremental()
+        return table
+
     @staticmethod
     def _current_files(table) -> list[tuple[str, int]]:
         adds = pa.table(table.get_add_actions())
@@ -425,7 +470,7 @@ class DeltaSink(Sink):
             else:
                 self._apply_action(table, step, action, batch_id, version, last)
                 crash_point(BETWEEN_STEPS)
-            table = self.open_table(table_id)
+            table = self._keep_stats_exact(self.open_table(table_id))
         for step in steps:
             if not isinstance(step, RowsStep):
                 for note in step.notes:
@@ -507,7 +552,7 @@ class DeltaSink(Sink):
         if done is not None and done >= batch_id:
             log.info("delta %s: micro-batch %d already applied (version %d), skipped", table_id, batch_id, done)
             return None
-        return table
+        return self._keep_stats_exact(table)
 
     def merge_source(self, schema: TableSchema, changes: DataFrame) -> pa.Table:
         """The last change per row identity, reduced in Spark; only this reduced micro-batch
