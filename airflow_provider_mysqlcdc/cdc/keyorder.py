@@ -203,10 +203,24 @@ def _datetime(v: Any) -> tuple[int, ...]:
 
 
 def _time(v: Any) -> dt.timedelta:
+    """A TIME as a signed duration: pymysql's timedelta (chunk boundaries), the canonical signed
+    microseconds (binlog rows, ``types.py``) or the server's text (``-838:59:59.999999``)."""
     if isinstance(v, dt.timedelta):
         return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return dt.timedelta(microseconds=v)
     if isinstance(v, dt.time):
         return dt.timedelta(hours=v.hour, minutes=v.minute, seconds=v.second, microseconds=v.microsecond)
+    if isinstance(v, (bytes, bytearray)):
+        v = bytes(v).decode("ascii")
+    if isinstance(v, str) and v.strip():
+        text = v.strip()
+        sign = -1 if text.startswith("-") else 1
+        head, _, frac = text.lstrip("+-").partition(".")
+        parts = [int(p) for p in head.split(":")]
+        h, m, sec = ([0, 0] + parts)[-3:]
+        micros = int(frac.ljust(6, "0")[:6]) if frac else 0
+        return sign * dt.timedelta(hours=h, minutes=m, seconds=sec, microseconds=micros)
     raise TypeError(f"not a TIME value: {v!r}")
 
 

@@ -95,8 +95,14 @@ class ChunkSplitter:
     def split(self, schema: TableSchema) -> list[Chunk]:
         """Chunks of ``schema``'s table: ids 0..n-1, contiguous, first start and last end None."""
         cols = key_columns(schema)
-        _check_splittable(schema, cols)
         includes_null = any(c.nullable for c in cols)
+        unsplittable = _unsplittable(cols)
+        if unsplittable:
+            log.warning("%s: chunk key column %s is %s, which the server orders by member number but compares as "
+                        "text, so it cannot delimit chunks: the table is read as one chunk. Fix (to read it in "
+                        "parallel): set chunk_key_columns={'%s': '<another unique column>'}.", schema.table_id,
+                        unsplittable.name, unsplittable.data_type.upper(), schema.table_id)
+            return chunks_from_boundaries(schema, [], includes_null)
         boundaries = None
         if is_even_candidate(cols):
             boundaries = self._even(schema, cols[0])
@@ -198,16 +204,11 @@ class ChunkSplitter:
             return None if row is None else tuple(row)
 
 
-def _check_splittable(schema: TableSchema, cols: Sequence[Column]) -> None:
-    """ENUM/SET sort by member number in ORDER BY but compare as text in WHERE, so
-    boundaries taken from ORDER BY would not delimit ranges: refuse them up front."""
-    for c in cols:
-        if c.data_type.lower() in UNSPLITTABLE_TYPES:
-            raise ConfigError(
-                f"table {schema.table_id}: chunk key column {c.name!r} is {c.data_type.upper()}, which the "
-                "server orders by member number but compares as text, so it cannot delimit chunks. "
-                f"Fix: set chunk_key_columns={{'{schema.table_id}': '<another unique column>'}}."
-            )
+def _unsplittable(cols: Sequence[Column]) -> Column | None:
+    """The first chunk-key column that cannot delimit chunks: ENUM/SET sort by member number in
+    ORDER BY but compare as text in WHERE, so boundaries taken from ORDER BY would not delimit
+    ranges. Such a table (an ENUM primary key is legal) is one chunk: exact, read by one SELECT."""
+    return next((c for c in cols if c.data_type.lower() in UNSPLITTABLE_TYPES), None)
 
 
 def _strictly_after(cols: Sequence[Column], key: Key) -> str:
