@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
+import os
 import decimal
 import tempfile
 import shutil
@@ -36,6 +38,7 @@ from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.resnapshot import read_applied
@@ -46,6 +49,7 @@ from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from tests.support import key_matrix as M
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -63,7 +67,6 @@ class Path_:
     routed: bool = False      # every table routed to r_<table> with a projection
 
 
-import os
 PATHS_ALL = (
     Path_("delta-arrow-direct-resnapshot", "delta", "arrow", True, resnapshot=True),
     Path_("delta-jdbc-rows", "delta", "jdbc", False),
@@ -71,7 +74,9 @@ PATHS_ALL = (
     Path_("postgres-rows", "postgres", "auto", False),
     Path_("changelog-direct", "changelog", "auto", True),
 )
-PATHS = tuple(p for p in PATHS_ALL if not os.environ.get("KM") or p.name in os.environ["KM"].split(","))
+# MYSQLCDC_KEY_PATHS=delta-jdbc-rows,... runs only those pipelines (while working on one path)
+PATHS = tuple(p for p in PATHS_ALL if not os.environ.get("MYSQLCDC_KEY_PATHS")
+              or p.name in os.environ["MYSQLCDC_KEY_PATHS"].split(","))
 
 
 @dataclass
@@ -117,6 +122,20 @@ def _window_hook(monkeypatch, mariadb, done: set) -> None:
 
     monkeypatch.setattr(ConsistentBatchReader, "read", reading)
     monkeypatch.setattr(ConsistentBatchReader, "_high_watermark", high_watermark)
+
+
+def _caught_up(runs: list[Running], head: BinlogOffset, timeout_s: float = 60) -> None:
+    """Until every stream's last micro-batch ends at or after ``head``."""
+    deadline = time.time() + timeout_s
+    for run in runs:
+        while True:
+            assert run.query.exception() is None, f"{run.path.name}: {run.query.exception()}"
+            p = run.query.lastProgress
+            end = p["sources"][0]["endOffset"] if p and p["sources"] else None
+            if end is not None and StreamOffset.from_dict(json.loads(end) if isinstance(end, str) else end).at >= head:
+                break
+            assert time.time() < deadline, f"{run.path.name}: the stream did not reach {head} in {timeout_s} s"
+            time.sleep(0.1)
 
 
 def _kt(table: str) -> M.KeyType:
@@ -301,9 +320,12 @@ def matrix(mariadb, postgres, spark):
         # after the re-read batches' HW: the stream corrects their rows with these changes when it takes
         # them over (it does so at a micro-batch that ends at or after their HW: on an idle server, the
         # next write's)
-        for run in runs:
-            for kt in M.KEY_TYPES:
-                mariadb.execute(*M.late(kt), database=run.db)
+        steps = len(M.late(M.KEY_TYPES[0]))
+        for step in range(steps):   # one micro-batch per step: every table's MERGE of one key
+            for run in runs:
+                for kt in M.KEY_TYPES:
+                    mariadb.execute(*M.late(kt)[step], database=run.db)
+            _caught_up(runs, BinlogOffset(*mariadb.master_status()))
         for run in runs:
             _wait_applied(StateStore(run.config.state_location), run.handoffs, run.query)
         reports = {run.path.name: _compare(mariadb, postgres, work, run, timeout_s=120) for run in runs}
