@@ -167,11 +167,16 @@ def test_empty_and_one_row_tables(db):
         assert [(c.start, c.end) for c in chunks] == [(None, None)]
 
 
-def test_enum_chunk_key_is_refused(db):
+def test_an_enum_chunk_key_makes_the_table_one_chunk_and_says_how_to_read_it_in_parallel(db, caplog):
+    """ENUM sorts by member number in ORDER BY but compares as text in WHERE: no boundary would
+    delimit a range, so the table is one chunk (an ENUM primary key is legal and must be captured)."""
     dbname, conn = db
-    q(conn, "CREATE TABLE t (k ENUM('b','a') PRIMARY KEY)")
-    with pytest.raises(ConfigError, match="chunk_key_columns"):
-        plan(conn, dbname, "t", 10)
+    q(conn, "CREATE TABLE t (k ENUM('b','a','c') PRIMARY KEY)")
+    q(conn, "INSERT INTO t VALUES ('b'), ('a'), ('c')")
+    with caplog.at_level("WARNING"):
+        _schema, chunks = plan(conn, dbname, "t", 1)
+    assert [(c.start, c.end) for c in chunks] == [(None, None)]
+    assert "chunk_key_columns" in caplog.text and "one chunk" in caplog.text
 
 
 def test_predicates_use_an_index_range(db):
