@@ -86,3 +86,22 @@ def test_only_tables_with_a_decimal_delta_rs_gets_wrong_name_their_stats_columns
     odd = pa.schema([("id", pa.decimal128(20, 0)), ("we,ird`", pa.string()), ("n", pa.int32())])
     assert stats_columns(odd) == {STATS_COLUMNS: "`we,ird```,`n`"}
     assert stats_columns(pa.schema([("id", pa.decimal128(20, 0))])) == {STATS_COLUMNS: ""}
+
+
+def test_a_resnapshot_range_of_big_unsigned_keys_reads_the_sinks_keys_inside_it(tmp_path):
+    """keys_in_sink with BIGINT UNSIGNED bounds at and above 2^63 (an int bound overflowed the filter)."""
+    from airflow_provider_mysqlcdc.cdc.chunks import KeyRange
+
+    schema = _schema(KEYS["bigint unsigned"][0])
+    sink = DeltaSink(str(tmp_path))
+    sink.prepare([schema])
+    keys = [D(v) for v in (0, 5, 2**63 - 1, 2**63, TOP - 1, TOP)]
+    _load(sink, schema, keys)
+
+    def inside(start, end):
+        got = sink.keys_in_sink(schema, KeyRange(T, start, end)).column("id").to_pylist()
+        return sorted(int(k) for k in got)
+
+    assert inside((2**63,), None) == [2**63, TOP - 1, TOP]
+    assert inside((5,), (2**63 + 1,)) == [5, 2**63 - 1, 2**63]
+    assert inside(None, (2**63,)) == [0, 5, 2**63 - 1]

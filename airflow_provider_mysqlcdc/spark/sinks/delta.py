@@ -38,6 +38,7 @@ Choices, and why:
 from __future__ import annotations
 
 import contextlib
+import decimal
 import json
 import logging
 import random
@@ -419,6 +420,9 @@ class DeltaSink(Sink):
         if bounds is None:
             return table.to_pyarrow_table(columns=cols)
         col, lo, hi = bounds
+        if pa.types.is_decimal(table_arrow_schema(schema).field(col).type):
+            # BIGINT UNSIGNED is DECIMAL(20,0) here: an int bound >= 2^63 overflows the filter's int64
+            lo, hi = (None if v is None else decimal.Decimal(v) for v in (lo, hi))
         filters = [*([(col, ">=", lo)] if lo is not None else []), *([(col, "<", hi)] if hi is not None else [])]
         return table.to_pyarrow_table(columns=cols, filters=filters or None)
 
