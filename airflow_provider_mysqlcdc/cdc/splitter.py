@@ -32,7 +32,6 @@ from typing import Any, Sequence
 
 from .chunks import Chunk, Key
 from .config import SplitOptions
-from .errors import ConfigError
 from .model import Column, TableSchema, quote_ident
 from .sql import key_columns, key_compare, range_predicate
 

@@ -30,13 +30,12 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions

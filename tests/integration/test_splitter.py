@@ -10,7 +10,6 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
-from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
 from airflow_provider_mysqlcdc.cdc.sql import range_predicate
