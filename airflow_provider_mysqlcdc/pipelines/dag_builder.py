@@ -27,6 +27,7 @@ from ..operators.snapshot import MySqlCdcSnapshotOperator
 from ..operators.stream import MySqlCdcStreamOperator
 from ..operators.validate import MySqlCdcValidateOperator
 from ..params import pipeline_params
+from ..operators.consistency import MySqlCdcConsistencyCheckOperator
 from ..sensors.stream import MySqlCdcStreamSensor
 from .spec import watchdog_dag_id as default_watchdog_dag_id
 
@@ -37,6 +38,7 @@ RETRY_DELAY = timedelta(minutes=1)
 SNAPSHOT_TIMEOUT = timedelta(hours=6)
 WATCHDOG_INTERVAL = timedelta(minutes=5)
 WATCHDOG_MAX_LAG_S = 600
+CONSISTENCY_EVERY_S = 3600   # the watchdog's consistency check: at most hourly by default
 
 _SINK_WORDS = {"delta": "a Delta Lake", "postgres": "PostgreSQL", "changelog": "a changelog (JSON lines)",
                "console": "the Spark log (console sink)"}
@@ -108,6 +110,12 @@ A dead stream is relaunched from its checkpoint (nothing lost, nothing twice). T
 when the stream stays more than 10 minutes behind. While no stream was ever started at the
 state location, the check is skipped. It runs unpaused from the start; point its
 `state_location` at the pipeline's.
+
+Once an hour (param `consistency_every_s`; 0 = every run, -1 = never) the
+`consistency_check` task compares the sink with the source: per table and per batch, the row
+count and a checksum of the keys, both at the offset the stream last committed. It fails when
+they differ and names the batches to read again (clear those snapshot tasks in `{dag_id}`);
+the `stream_health` log shows the last result.
 """
 
 
@@ -230,9 +238,14 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
                                         description="The pipeline's state location (scheduled runs use this "
                                                     "default)."),
                 "aws_conn_id": Param(values["aws_conn_id"], type=["null", "string"], title="Object storage connection",
-                                     description="The pipeline's aws connection when its state location is on S3.")},
+                                     description="The pipeline's aws connection when its state location is on S3."),
+                "consistency_every_s": Param(values.get("consistency_every_s", CONSISTENCY_EVERY_S),
+                                             type=["null", "integer"], title="Consistency check interval (s)",
+                                             description="Compare the sink with the source (row counts and key "
+                                                         "checksums per batch) at most this often; 0: at every "
+                                                         "watchdog run; -1: never.")},
     ) as watchdog:
-        MySqlCdcStreamSensor(
+        health = MySqlCdcStreamSensor(
             task_id="stream_health",
             state_location="{{ params.state_location }}",
             aws_conn_id="{{ params.aws_conn_id or '' }}",  # no native rendering here: None would be 'None'
@@ -242,6 +255,14 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             timeout=240,
             mode="reschedule",
             outlets=[stream_health_asset(dag_id), sink_tables_alias(dag_id)],
+        )
+        health >> MySqlCdcConsistencyCheckOperator(
+            task_id="consistency_check",
+            state_location="{{ params.state_location }}",
+            aws_conn_id="{{ params.aws_conn_id or '' }}",
+            min_interval_s="{{ params.consistency_every_s if params.consistency_every_s is not none else -1 }}",
+            pipeline_dag_id=dag_id,
+            retries=0,
         )
     return dag, watchdog
 

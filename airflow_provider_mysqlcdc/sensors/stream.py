@@ -103,6 +103,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         summary = status_summary(status)
         summary["checked_at"] = time.time()
         summary["resnapshots"] = resnapshot_status(state)
+        summary["consistency"] = _consistency(state)
         self._report(summary, control)
         self._record_asset_events(context, summary)
         lag = summary.get("lag_s")
@@ -181,6 +182,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                           "" if last is None else f", last {last['batch']}: " + (
                               f"superseded ({last['superseded']})" if last.get("superseded") else
                               f"{last.get('rows')} rows in micro-batch {last.get('micro_batch')}"))
+        self.log.info("%s", _consistency_line(summary.get("consistency")))
         tail = control.log_tail(LOG_TAIL_LINES)
         if tail:
             self.log.info("last %d lines of the stream's log (%s):", LOG_TAIL_LINES, control.log_path() or "")
@@ -210,6 +212,28 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             if tables:
                 config = read_config(state)
                 emit_table_events(context, self.outlets, table_assets(config.sink, tables, config.rules), extra)
+
+
+def _consistency(state: StateStore) -> dict[str, Any] | None:
+    """The last consistency check's outcome, for the health line and the XCom (not its ranges)."""
+    from ..spark.consistency import read_report
+
+    try:
+        report = read_report(state)
+    except Exception:   # noqa: BLE001 - an unreadable report must not fail the health check
+        return None
+    if not report:
+        return None
+    return {k: report.get(k) for k in ("checked_at", "consistent", "batches_to_reread", "summary", "micro_batch")}
+
+
+def _consistency_line(report: Mapping[str, Any] | None) -> str:
+    if not report:
+        return "consistency: not checked yet (the consistency_check task compares the sink with the source)"
+    ago = time.time() - float(report.get("checked_at") or 0)
+    verdict = "CONSISTENT" if report.get("consistent") else (
+        "DIFFERS, read again batch(es) " + ", ".join(report.get("batches_to_reread") or []))
+    return f"consistency: {verdict} ({ago:.0f} s ago): {report.get('summary')}"
 
 
 def _offset_text(offset: Mapping[str, Any] | None) -> str:

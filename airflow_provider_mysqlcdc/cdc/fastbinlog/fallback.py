@@ -60,18 +60,20 @@ def library_changes(source: SourceConfig, schemas: Sequence[TableSchema], items:
 
 
 def changes_with_fallback(source: SourceConfig, server_id: int, start: BinlogOffset, stop: BinlogOffset,
-                          schemas: Sequence[TableSchema]) -> Iterator[RowChange | SchemaChange | Heartbeat]:
+                          schemas: Sequence[TableSchema], dump_from: BinlogOffset | None = None
+                          ) -> Iterator[RowChange | SchemaChange | Heartbeat]:
     """Every captured change of ``[start, stop)`` in binlog order, as ``RowChange`` with canonical
     values: the fast decoder's, and the library's for the events it refuses.
 
     For bounded reads (snapshot corrections between a chunk's watermarks): the range is read
     in full before anything is yielded when some event needs the library, because both
-    readers cannot hold one server id at once.
+    readers cannot hold one server id at once. ``dump_from``: where the dump starts when
+    ``start`` is inside a transaction (its table maps come before it).
     """
     items = []
     unsupported = []
     with FastBinlogReader(source, server_id, start, stop=stop, tables=[s.table_id for s in schemas],
-                          blocking=False, heartbeat_s=None, on_unsupported="report") as reader:
+                          blocking=False, heartbeat_s=None, on_unsupported="report", dump_from=dump_from) as reader:
         for item in reader.changes():
             if isinstance(item, UnsupportedRows):
                 unsupported.append(item)

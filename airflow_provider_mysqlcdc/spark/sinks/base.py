@@ -81,6 +81,17 @@ class Sink(ABC):
         raise ConfigError(f"the {self.name} sink cannot take a batch read again while the stream runs. Fix: use "
                           "a Delta, PostgreSQL or changelog sink, or trigger with reset=true to load everything again.")
 
+    def consistency_keys(self, schema: TableSchema, upto_batch: int) -> tuple[Any, int]:
+        """For the consistency check: the identity and chunk-key columns of every row the sink's
+        table of ``schema`` holds once the stream's micro-batches up to ``upto_batch`` are applied
+        and none after (or a later one's, if the sink cannot go back), with the last micro-batch
+        applied. A sink that keeps no table state (a log) cannot be checked."""
+        from ...cdc.errors import ConfigError
+
+        raise ConfigError(f"the consistency check compares the rows a sink table holds with the source, and the "
+                          f"{self.name} sink keeps no table. Fix: check a Delta or PostgreSQL sink; a changelog "
+                          "is checked by replaying it into one.")
+
     def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
                           info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
         """One more record of micro-batch ``batch_id`` that replaces ``key_range`` with ``rows``

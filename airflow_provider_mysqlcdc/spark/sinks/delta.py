@@ -426,6 +426,30 @@ class DeltaSink(Sink):
         filters = [*([(col, ">=", lo)] if lo is not None else []), *([(col, "<", hi)] if hi is not None else [])]
         return table.to_pyarrow_table(columns=cols, filters=filters or None)
 
+    def consistency_keys(self, schema: TableSchema, upto_batch: int) -> tuple[pa.Table, int]:
+        """The table's keys at the version before the first commit of a micro-batch after
+        ``upto_batch`` (a micro-batch may span several commits, one per step: reading at the
+        latest version could catch half of one). Delta keeps every version, so this is exact
+        while the stream keeps writing; the history is read back only as far as that commit."""
+        from deltalake import DeltaTable
+
+        table = self.open_table(schema.table_id)
+        cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
+        version = table.version()
+        first_after = None
+        for entry in table.history(limit=200):
+            batch = entry.get("mysqlcdc.stream_batch")
+            if batch is None or int(batch) <= int(upto_batch):
+                if entry.get("operation") != "SET TBLPROPERTIES":
+                    break
+                continue
+            first_after = int(entry["version"])
+        if first_after is not None:
+            version = first_after - 1
+            table = DeltaTable(self.table_uri(schema.table_id), version=version,
+                               storage_options=self.storage_options or None)
+        return table.to_pyarrow_table(columns=cols), int(upto_batch)
+
     def schema_capabilities(self) -> frozenset[str]:
         """delta-rs adds columns and deletes rows; renaming or dropping a column needs Delta's column
         mapping, which it does not write. A type change is a rewrite of the table (only taken when

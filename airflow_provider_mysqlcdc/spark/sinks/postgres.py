@@ -763,6 +763,22 @@ class PostgresSink(Sink):
         values = list(zip(*cur.fetchall())) or [() for _ in cols]
         return pa.table({c: pa.array(list(v)) for c, v in zip(cols, values)})
 
+    def consistency_keys(self, schema: TableSchema, upto_batch: int) -> tuple[pa.Table, int]:
+        """The table's keys and its last applied micro-batch, read in one REPEATABLE READ
+        transaction: a micro-batch commits a table's rows and its progress row together, so the
+        two agree (the batch may be one after ``upto_batch``; the check then compares there)."""
+        t = self._ensure_prepared(schema)
+        cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
+        conn = self._driver_conn()
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            row = conn.execute(f"SELECT last_batch_id FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
+                               (t.key,)).fetchone()
+            cur = conn.execute(f"SELECT {t.column_list(cols)} FROM {t.qualified}")
+            values = list(zip(*cur.fetchall())) or [() for _ in cols]
+        applied = int(row[0]) if row is not None else -1
+        return pa.table({c: pa.array(list(v)) for c, v in zip(cols, values)}), max(int(upto_batch), applied)
+
     def schema_capabilities(self) -> frozenset[str]:
         from ...cdc.schema.behavior import ACTION_KINDS
 
