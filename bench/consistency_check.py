@@ -153,7 +153,7 @@ def main() -> None:
         first = run_check(config, sink)
         first_s = time.perf_counter() - t0
         assert first.consistent and first.tables[0].state == "consistent", first.summary()
-        print(f"first check: {first_s:.2f} s ({first.summary()})", flush=True)
+        print(f"first check: {first_s:.2f} s, phases {first.to_dict()['phases']} ({first.summary()})", flush=True)
         scheduled = []
         for _ in range(args.repeat):
             write_changes(server, args.changes, args.rows, rng)
@@ -162,7 +162,8 @@ def main() -> None:
             report = run_check(config, sink)
             scheduled.append(time.perf_counter() - t0)
             assert report.consistent and report.tables[0].state == "consistent", report.summary()
-            print(f"scheduled check: {scheduled[-1]:.2f} s ({report.summary()})", flush=True)
+            print(f"scheduled check: {scheduled[-1]:.2f} s, phases {report.to_dict()['phases']} ({report.summary()})",
+                  flush=True)
         check_s = statistics.median(scheduled)
         print(f"check_s={check_s:.3f} first_check_s={first_s:.3f} baseline_s={baseline_s:.3f} "
               f"ratio={check_s / baseline_s:.3f} first_ratio={first_s / baseline_s:.3f}")

@@ -274,34 +274,36 @@ class RangeLocator:
         return np.searchsorted(bounds, np.asarray(values).astype(dtype, copy=False), side="right")
 
 
-def sums_of_keys(layout: TableLayout, keys: Any, locator: RangeLocator | None = None) -> RangeSums:
+def sums_of_keys(layout: TableLayout, keys: Any, locator: RangeLocator | None = None, threads: int = 2) -> RangeSums:
     """The sums of a table of keys (a pyarrow Table with the identity and chunk-key columns):
-    the sink's side. Integer identities with numpy; others row by row."""
-    import numpy as np
-
+    the sink's side. Integer identities with numpy, a record batch at a time on ``threads``
+    threads (numpy and Arrow release the GIL); others row by row."""
     n = len(layout.ranges)
     locator = locator or RangeLocator(layout)
     if keys.num_rows == 0:
         return RangeSums.zeros(n)
-    if layout.integer_identity:
-        values = integer_column(keys.column(layout.schema.row_identity[0]), layout.identity[0].unsigned)
-        hashes = int_hash_array(values)
-        if layout.integer_chunks:
-            idx = locator.locate_array(values)
+    if layout.integer_identity and layout.integer_chunks:
+        column = keys.column(layout.schema.row_identity[0])
+        unsigned = layout.identity[0].unsigned
+        pieces = [c for c in column.chunks if len(c)]
+        if threads > 1 and len(pieces) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(lambda c: _integer_sums(c, unsigned, locator, n), pieces))
         else:
-            chunk = [keys.column(c).to_pylist() for c in layout.schema.chunk_key]
-            idx = np.array(locator.locate_many(list(zip(*chunk))), dtype=np.int64)
-        counts = np.bincount(idx, minlength=n)
-        sums = [0] * n
-        order = np.argsort(idx, kind="stable")
-        sorted_idx = idx[order]
-        sorted_h = hashes[order]
-        starts = np.searchsorted(sorted_idx, np.arange(n), side="left")
-        ends = np.searchsorted(sorted_idx, np.arange(n), side="right")
-        for i in range(n):
-            if ends[i] > starts[i]:
-                sums[i] = int(np.add.reduce(sorted_h[starts[i]:ends[i]], dtype=np.uint64))
-        return RangeSums([int(c) for c in counts], sums)
+            parts = [_integer_sums(c, unsigned, locator, n) for c in pieces]
+        total = RangeSums.zeros(n)
+        for part in parts:
+            total = total.plus(part)
+        return total
+    if layout.integer_identity:
+        import numpy as np
+
+        values = integer_column(keys.column(layout.schema.row_identity[0]), layout.identity[0].unsigned)
+        chunk = [keys.column(c).to_pylist() for c in layout.schema.chunk_key]
+        idx = np.array(locator.locate_many(list(zip(*chunk))), dtype=np.int64)
+        return _range_sums(idx, int_hash_array(values), n)
     out = RangeSums.zeros(n)
     names = list(dict.fromkeys([*layout.schema.row_identity, *layout.schema.chunk_key]))
     cols = {c: keys.column(c).to_pylist() for c in names}
@@ -311,6 +313,37 @@ def sums_of_keys(layout: TableLayout, keys: Any, locator: RangeLocator | None = 
     return out
 
 
+def _integer_sums(chunk: Any, unsigned: bool, locator: RangeLocator, n: int) -> RangeSums:
+    values = integer_column(chunk, unsigned)
+    return _range_sums(locator.locate_array(values), int_hash_array(values), n)
+
+
+def _range_sums(idx: Any, hashes: Any, n: int) -> RangeSums:
+    """Counts and hash sums (mod 2^64) per range index. A record batch of a table written in key
+    order usually lies in one range: then it is one sum."""
+    import numpy as np
+
+    sums = [0] * n
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo == hi:
+        counts = [0] * n
+        counts[lo] = len(idx)
+        sums[lo] = int(np.add.reduce(hashes, dtype=np.uint64))
+        return RangeSums(counts, sums)
+    bins = np.bincount(idx, minlength=n)
+    present = np.flatnonzero(bins)
+    if len(present) <= 32:   # a masked sum per range beats sorting millions of indexes
+        for i in present:
+            sums[int(i)] = int(np.add.reduce(hashes[idx == i], dtype=np.uint64))
+    else:
+        order = np.argsort(idx, kind="stable")
+        sorted_h = hashes[order]
+        ends = np.cumsum(bins)
+        for i in present:
+            sums[int(i)] = int(np.add.reduce(sorted_h[ends[i] - bins[i]:ends[i]], dtype=np.uint64))
+    return RangeSums([int(c) for c in bins], sums)
+
+
 def integer_column(col: Any, unsigned: bool) -> Any:
     """An integer key column (int64, uint64, or DECIMAL(20,0) for BIGINT UNSIGNED) as numpy."""
     import numpy as np
@@ -318,7 +351,7 @@ def integer_column(col: Any, unsigned: bool) -> Any:
     import pyarrow.compute as pc
 
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if pa.types.is_decimal(col.type) or not pa.types.is_integer(col.type):
         # DECIMAL(20,0) holds BIGINT UNSIGNED (its values fit uint64 exactly; the cast checks it)
         col = pc.cast(col, pa.uint64() if unsigned else pa.int64())

@@ -29,9 +29,9 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from ..cdc.consistency import (BASELINE_REL, REPORT_REL, Baseline, RangeResult, RangeSums, TableLayout, WindowSums,
+from ..cdc.consistency import (BASELINE_REL, REPORT_REL, Baseline, RangeResult, RangeSums, WindowSums,
                                compare, scan_range, sums_of_keys, table_layouts)
 from ..cdc.errors import CdcError, ConfigError
 from ..cdc.model import TableId
@@ -77,6 +77,7 @@ class CheckReport:
     tables: list[TableReport]
     seconds: float = 0.0
     binlog_changes: int = 0
+    phases: dict[str, float] = field(default_factory=dict)   # seconds: sink, source, binlog
 
     @property
     def consistent(self) -> bool:
@@ -102,6 +103,7 @@ class CheckReport:
         return {"checked_at": self.checked_at, "micro_batch": self.micro_batch, "position": self.position,
                 "consistent": self.consistent, "batches_to_reread": self.batches_to_reread(),
                 "seconds": round(self.seconds, 3), "binlog_changes": self.binlog_changes,
+                "phases": {k: round(v, 3) for k, v in self.phases.items()},
                 "summary": self.summary(), "tables": [t.to_dict() for t in self.tables]}
 
 
@@ -193,67 +195,89 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
             raise ConfigError(f"consistency check: {', '.join(unknown)} is not a table of this pipeline's plan. Fix: "
                               f"name tables among {', '.join(sorted(str(t) for t in layouts))}.")
         layouts = {t: lay for t, lay in layouts.items() if t in wanted}
+
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
     reports: dict[TableId, TableReport] = {}
 
-    # 1. the sink, table by table, at the committed micro-batch (or the one after it)
+    # 1. the sink, table by table, at the committed micro-batch (or the one after it); in a
+    # thread, while this one scans the source (both sides are pinned: the sink by micro-batch,
+    # the source by its snapshot), so the check takes about the longer of the two
     sink_sums: dict[TableId, RangeSums] = {}
     sink_at: dict[TableId, BinlogOffset] = {}
     dump_from: dict[BinlogOffset, BinlogOffset] = {}   # a mid-transaction offset -> its transaction's start
-    for t, lay in layouts.items():
-        try:
-            keys, applied = sink.consistency_keys(lay.schema, committed)
-        except ConfigError as e:
-            reports[t] = TableReport(t.text, "not compared", reason=str(e))
-            continue
-        at = end if applied <= committed else batch_end_offset(checkpoint, applied)
-        if at is None:
-            reports[t] = TableReport(t.text, "not compared", reason=f"micro-batch {applied}'s offsets are gone "
-                                     "from the checkpoint; checked next time")
-            continue
-        sink_sums[t] = sums_of_keys(lay, keys)
-        sink_at[t] = at.at
-        dump_from[at.at] = at.dump_from
-    live = {t: lay for t, lay in layouts.items() if t in sink_sums}
 
-    # 2. the source at one snapshot: full scans where there is no baseline, else a few ranges
-    baseline = Baseline.from_dict(state.read_json(BASELINE_REL)) if state.exists(BASELINE_REL) else None
-    base: dict[TableId, RangeSums] = {}
-    source = config.source
-    with contextlib.closing(source.connect()) as conn:
-        if baseline is not None:
-            from ..cdc.binlog import check_start_available
-
+    def read_sink() -> None:
+        started_sink = time.monotonic()
+        for t, lay in layouts.items():
             try:
-                check_start_available(conn, baseline.position)
-            except CdcError as e:
-                log.warning("consistency check: the baseline's binlog position %s is no longer on the server (%s): "
-                            "scanning the tables again", baseline.position, str(e).splitlines()[0])
-                baseline = None
-        for t, lay in live.items():
-            sums = baseline.sums_of(lay) if baseline is not None else None
-            if sums is not None:
-                base[t] = sums
+                keys, applied = sink.consistency_keys(lay.schema, committed)
+            except ConfigError as e:
+                reports[t] = TableReport(t.text, "not compared", reason=str(e))
+                continue
+            at = end if applied <= committed else batch_end_offset(checkpoint, applied)
+            if at is None:
+                reports[t] = TableReport(t.text, "not compared", reason=f"micro-batch {applied}'s offsets are gone "
+                                         "from the checkpoint; checked next time")
+                continue
+            sink_sums[t] = sums_of_keys(lay, keys)
+            sink_at[t] = at.at
+            dump_from[at.at] = at.dump_from
+        phases["sink"] = time.monotonic() - started_sink
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="consistency-sink") as pool:
+        sink_job = pool.submit(read_sink)
+        # 2. the source at one snapshot: full scans where there is no baseline, else a few ranges
+        baseline = Baseline.from_dict(state.read_json(BASELINE_REL)) if state.exists(BASELINE_REL) else None
+        base: dict[TableId, RangeSums] = {}
+        source = config.source
         scans: dict[TableId, dict[int, tuple[int, int]]] = {}
-        with source_snapshot(conn, list(live)) as position:
-            for t, lay in live.items():
-                n = len(lay.ranges)
-                if t in base:
-                    first = int((baseline.tables[t.text].get("next_rescan") or 0)) % n if baseline else 0
-                    indexes = [(first + k) % n for k in range(min(max(0, rescan_ranges), n))]
-                else:
-                    indexes = list(range(n))
-                scans[t] = {i: scan_range(conn, lay, i) for i in indexes}
+        rescan_next: dict[TableId, int] = {}
+        with contextlib.closing(source.connect()) as conn:
+            if baseline is not None:
+                from ..cdc.binlog import check_start_available
+
+                try:
+                    check_start_available(conn, baseline.position)
+                except CdcError as e:
+                    log.warning("consistency check: the baseline's binlog position %s is no longer on the server "
+                                "(%s): scanning the tables again", baseline.position, str(e).splitlines()[0])
+                    baseline = None
+            for t, lay in layouts.items():
+                sums = baseline.sums_of(lay) if baseline is not None else None
+                if sums is not None:
+                    base[t] = sums
+            with source_snapshot(conn, list(layouts)) as position:
+                for t, lay in layouts.items():
+                    n = len(lay.ranges)
+                    if t in base:
+                        first = int((baseline.tables[t.text].get("next_rescan") or 0)) % n if baseline else 0
+                        indexes = [(first + k) % n for k in range(min(max(0, rescan_ranges), n))]
+                        rescan_next[t] = (first + len(indexes)) % n
+                    else:
+                        indexes = list(range(n))
+                        rescan_next[t] = 0
+                    scans[t] = {i: scan_range(conn, lay, i) for i in indexes}
+        phases["source"] = time.monotonic() - mark
+        sink_job.result()
+    live = {t: lay for t, lay in layouts.items() if t in sink_sums}
+    mark = time.monotonic()
 
     # 3. the binlog window, with the sums captured where each side is wanted
     starts = [sink_at[t] for t in live] + ([baseline.position] if base and baseline is not None else [])
     window_start = min(starts + [position])
+    # a PostgreSQL table may hold a micro-batch planned after the source's snapshot: read up to its end
+    window_stop = max([position] + [sink_at[t] for t in live])
     checkpoints = {t: [sink_at[t], position] + ([baseline.position] if t in base else []) for t in live}
     window = WindowSums(window_start, live, checkpoints)
-    if live and window_start < position:
+    if live and window_start < window_stop:
         server_id = server_id if server_id is not None else check_server_id(plan, source, config)
-        window.feed(changes_with_fallback(source, server_id, window_start, position,
+        window.feed(changes_with_fallback(source, server_id, window_start, window_stop,
                                           [lay.schema for lay in live.values()], dump_from.get(window_start)))
     window.finish()
+    phases["binlog"] = time.monotonic() - mark
 
     # 4. compare, and 5. the next baseline at P
     new_tables: dict[str, dict[str, Any]] = {}
@@ -267,10 +291,10 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
                 if (at_p.counts[i], at_p.sums[i]) != (rows, total):
                     drift.append(lay.ranges[i][0])
                 at_p.counts[i], at_p.sums[i] = rows, total
-            next_rescan = (max(scanned) + 1) % n if scanned else 0
         else:
             at_p = RangeSums([scanned[i][0] for i in range(n)], [scanned[i][1] for i in range(n)])
-            drift, next_rescan = [], 0
+            drift = []
+        next_rescan = rescan_next.get(t, 0)
         report = TableReport(t.text, "consistent", at=sink_at[t].to_dict(), scanned_ranges=len(scanned),
                              baseline_drift=drift)
         if t in window.ddl:
@@ -290,7 +314,7 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
         reports[t] = report
     state.write_json(BASELINE_REL, Baseline(position, new_tables).to_dict())
     result = CheckReport(time.time(), committed, end.to_dict(), [reports[t] for t in layouts if t in reports],
-                         time.monotonic() - started, window.changes)
+                         time.monotonic() - started, window.changes, phases)
     state.write_json(REPORT_REL, result.to_dict())
     log.info("%s", result.summary())
     return result

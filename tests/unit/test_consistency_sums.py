@@ -117,3 +117,23 @@ def test_the_window_moves_sums_forward_and_back_between_checkpoints():
     backwards = w.between(T, end, mid)
     assert backwards.plus(after_mid) == RangeSums.zeros(2)
     assert w.changes == 5
+
+
+@pytest.mark.parametrize("ranges", [3, 40])
+def test_many_ranges_sum_as_few_do(ranges):
+    import random
+
+    rng = random.Random(ranges)
+    bounds = sorted({rng.randrange(-(2**62), 2**62) for _ in range(ranges - 1)})
+    lay = _layout(unsigned=False, bounds=bounds)
+    keys = sorted(set(rng.randrange(-(2**63), 2**63) for _ in range(5000)) | {-(2**63), 2**63 - 1, *bounds})
+    got = sums_of_keys(lay, pa.table({"k": pa.array(keys, pa.int64())}))
+    step = len(keys) // 7 + 1
+    pieces = pa.chunked_array([pa.array(keys[i:i + step], pa.int64()) for i in range(0, len(keys), step)])
+    assert sums_of_keys(lay, pa.table({"k": pieces})) == got
+    expected = RangeSums.zeros(ranges)
+    import bisect
+
+    for k in keys:
+        expected.add(bisect.bisect_right(bounds, k), int_hash(k))
+    assert got == expected
