@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test unit compat bench-snapshot bench-dag bench-soak clean
+.PHONY: bootstrap demo test lint unit compat bench-snapshot bench-dag bench-soak clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -11,8 +11,13 @@ bootstrap:
 demo: bootstrap
 	$(PY) scripts/demo.py
 
-test: bootstrap
+test: bootstrap lint
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+# ruff (lint, import order, format) and mypy on the package, as configured in pyproject.toml
+lint: bootstrap
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 unit: bootstrap
 	$(PY) -m pytest -q tests/unit

@@ -20,69 +20,111 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-mysqlcdc",
         "name": "MySQL CDC",
         "description": "Lock-free, parallel MySQL/MariaDB change data capture into Delta Lake, PostgreSQL "
-                       "or a changelog, on Spark: chunked snapshot handed off to a binlog stream.",
+        "or a changelog, on Spark: chunked snapshot handed off to a binlog stream.",
         "versions": [__version__],
-        "integrations": [{"integration-name": "MySQL CDC", "tags": ["software"],
-                          "external-doc-url": "https://github.com/mysqlcdc/airflow-provider-mysqlcdc"}],
-        "hooks": [{"integration-name": "MySQL CDC",
-                   "python-modules": ["airflow_provider_mysqlcdc.hooks.mysql_cdc"]}],
-        "operators": [{"integration-name": "MySQL CDC",
-                       "python-modules": ["airflow_provider_mysqlcdc.operators.validate",
-                                         "airflow_provider_mysqlcdc.operators.plan",
-                                         "airflow_provider_mysqlcdc.operators.snapshot",
-                                         "airflow_provider_mysqlcdc.operators.stream"]}],
-        "sensors": [{"integration-name": "MySQL CDC",
-                     "python-modules": ["airflow_provider_mysqlcdc.sensors.stream"]}],
+        "integrations": [
+            {
+                "integration-name": "MySQL CDC",
+                "tags": ["software"],
+                "external-doc-url": "https://github.com/mysqlcdc/airflow-provider-mysqlcdc",
+            }
+        ],
+        "hooks": [{"integration-name": "MySQL CDC", "python-modules": ["airflow_provider_mysqlcdc.hooks.mysql_cdc"]}],
+        "operators": [
+            {
+                "integration-name": "MySQL CDC",
+                "python-modules": [
+                    "airflow_provider_mysqlcdc.operators.validate",
+                    "airflow_provider_mysqlcdc.operators.plan",
+                    "airflow_provider_mysqlcdc.operators.snapshot",
+                    "airflow_provider_mysqlcdc.operators.stream",
+                ],
+            }
+        ],
+        "sensors": [{"integration-name": "MySQL CDC", "python-modules": ["airflow_provider_mysqlcdc.sensors.stream"]}],
         "extra-links": ["airflow_provider_mysqlcdc.links.StreamSparkUiLink"],
-        "connection-types": [{
-            "hook-class-name": "airflow_provider_mysqlcdc.hooks.mysql_cdc.MySqlCdcHook",
-            "hook-name": "MySQL CDC",
-            "connection-type": CONN_TYPE,
-            "ui-field-behaviour": {
-                "hidden-fields": [],
-                "relabeling": {"schema": "Default database", "login": "User"},
-                "placeholders": {"host": "mysql.example.com", "port": "3306", "login": "cdc_user",
-                                 "schema": "shop (qualifies table names given without a database)"},
-            },
-            "conn-fields": {
-                "server_id_range": {
-                    "label": "Replication server ids",
-                    "description": "Ids this pipeline's binlog readers may use, e.g. 5400-5499: one per concurrent "
-                                   "reader (stream, each snapshot batch). No other replica of the server may use them.",
-                    "schema": {"type": ["string", "null"], "default": "5400-5499"},
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_provider_mysqlcdc.hooks.mysql_cdc.MySqlCdcHook",
+                "hook-name": "MySQL CDC",
+                "connection-type": CONN_TYPE,
+                "ui-field-behaviour": {
+                    "hidden-fields": [],
+                    "relabeling": {"schema": "Default database", "login": "User"},
+                    "placeholders": {
+                        "host": "mysql.example.com",
+                        "port": "3306",
+                        "login": "cdc_user",
+                        "schema": "shop (qualifies table names given without a database)",
+                    },
                 },
-                "server_time_zone": {
-                    "label": "Server time zone",
-                    "description": "The server's time zone (IANA name, e.g. Europe/Berlin): how TIMESTAMP values in "
-                                   "the binlog are read. Must match the server's time_zone.",
-                    "schema": {"type": ["string", "null"], "default": "UTC"},
+                "conn-fields": {
+                    "server_id_range": {
+                        "label": "Replication server ids",
+                        "description": "Ids this pipeline's binlog readers may use, e.g. 5400-5499: one per concurrent "
+                        "reader (stream, each snapshot batch). No other replica of the server may use them.",
+                        "schema": {"type": ["string", "null"], "default": "5400-5499"},
+                    },
+                    "server_time_zone": {
+                        "label": "Server time zone",
+                        "description": "The server's time zone (IANA name, e.g. Europe/Berlin): how TIMESTAMP values in "
+                        "the binlog are read. Must match the server's time_zone.",
+                        "schema": {"type": ["string", "null"], "default": "UTC"},
+                    },
+                    "ssl_mode": {
+                        "label": "TLS mode",
+                        "description": "With TLS (any TLS field set, or this one): verify-full (default) checks "
+                        "the server's certificate and host name, verify-ca the certificate only, "
+                        "trust encrypts without checking (a man in the middle can read "
+                        "everything). Empty and no TLS field: TLS only if the server offers it.",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "enum": [None, "verify-full", "verify-ca", "trust"],
+                            "default": None,
+                        },
+                    },
+                    "ssl_ca": {
+                        "label": "TLS CA file",
+                        "description": "Path of the CA certificate (PEM) on the workers "
+                        "and Spark nodes: the server's certificate is verified against it (without it, against "
+                        "the system's CAs).",
+                        "schema": text,
+                    },
+                    "ssl_cert": {
+                        "label": "TLS client certificate file",
+                        "description": "Path of a client certificate "
+                        "(PEM) for the binlog connections. The snapshot's JDBC reads cannot use one: leave "
+                        "empty unless the server requires it.",
+                        "schema": text,
+                    },
+                    "ssl_key": {
+                        "label": "TLS client key file",
+                        "description": "Path of the client certificate's key (PEM), with TLS client certificate file.",
+                        "schema": text,
+                    },
+                    "ssl_verify_identity": {
+                        "label": "Verify server host name",
+                        "description": "Also check that the certificate names the host you "
+                        "connect to (off: as ssl_mode verify-ca).",
+                        "schema": {"type": ["boolean", "null"], "default": True},
+                    },
+                    "jdbc_fetch_size": {
+                        "label": "JDBC fetch size",
+                        "description": "Rows per round trip of the snapshot's JDBC reads.",
+                        "schema": {"type": ["integer", "null"], "default": 10000},
+                    },
+                    "snapshot_reader": {
+                        "label": "Snapshot reader",
+                        "description": "How the snapshot's SELECTs are "
+                        "read: auto (Arrow through connectorx where it can be used: no TLS, a Delta "
+                        "sink; else JDBC), jdbc (Spark's JDBC reader) or arrow.",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "enum": ["auto", "jdbc", "arrow", None],
+                            "default": "auto",
+                        },
+                    },
                 },
-                "ssl_mode": {"label": "TLS mode",
-                             "description": "With TLS (any TLS field set, or this one): verify-full (default) checks "
-                                            "the server's certificate and host name, verify-ca the certificate only, "
-                                            "trust encrypts without checking (a man in the middle can read "
-                                            "everything). Empty and no TLS field: TLS only if the server offers it.",
-                             "schema": {"type": ["string", "null"], "enum": [None, "verify-full", "verify-ca",
-                                                                             "trust"], "default": None}},
-                "ssl_ca": {"label": "TLS CA file", "description": "Path of the CA certificate (PEM) on the workers "
-                           "and Spark nodes: the server's certificate is verified against it (without it, against "
-                           "the system's CAs).", "schema": text},
-                "ssl_cert": {"label": "TLS client certificate file", "description": "Path of a client certificate "
-                             "(PEM) for the binlog connections. The snapshot's JDBC reads cannot use one: leave "
-                             "empty unless the server requires it.", "schema": text},
-                "ssl_key": {"label": "TLS client key file", "description": "Path of the client certificate's key "
-                            "(PEM), with TLS client certificate file.", "schema": text},
-                "ssl_verify_identity": {"label": "Verify server host name",
-                                        "description": "Also check that the certificate names the host you "
-                                                       "connect to (off: as ssl_mode verify-ca).",
-                                        "schema": {"type": ["boolean", "null"], "default": True}},
-                "jdbc_fetch_size": {"label": "JDBC fetch size", "description": "Rows per round trip of the "
-                                    "snapshot's JDBC reads.", "schema": {"type": ["integer", "null"], "default": 10000}},
-                "snapshot_reader": {"label": "Snapshot reader", "description": "How the snapshot's SELECTs are "
-                                    "read: auto (Arrow through connectorx where it can be used: no TLS, a Delta "
-                                    "sink; else JDBC), jdbc (Spark's JDBC reader) or arrow.",
-                                    "schema": {"type": ["string", "null"], "enum": ["auto", "jdbc", "arrow", None],
-                                               "default": "auto"}},
-            },
-        }],
+            }
+        ],
     }

@@ -47,12 +47,11 @@ def table_assets(sink_config: Any, tables: Iterable[Any], rules: Any = None) -> 
         sink.close()
 
 
-def emit_table_events(context: Any, outlets: Iterable[Any], uris: Mapping[str, str],
-                      extra: Mapping[str, Any]) -> int:
+def emit_table_events(context: Any, outlets: Iterable[Any], uris: Mapping[str, str], extra: Mapping[str, Any]) -> int:
     """One event per table on every alias among ``outlets``; returns how many were added."""
     events = context.get("outlet_events") if hasattr(context, "get") else None
     aliases = [o for o in outlets or () if isinstance(o, AssetAlias)]
-    if events is None or not aliases:   # (an accessor with nothing accessed yet is empty, not None)
+    if events is None or not aliases:  # (an accessor with nothing accessed yet is empty, not None)
         return 0
     n = 0
     for alias in aliases:

@@ -31,13 +31,15 @@ def operator_lineage(source: Any, tables: Iterable[Any], sink_uris: Mapping[str,
 
     namespace = f"mysql://{source.host}:{source.port}"
     inputs = [Dataset(namespace=namespace, name=str(t)) for t in tables]
-    outputs = [Dataset(namespace=ns, name=name) for ns, name in
-               (dataset_name(uri) for uri in (sink_uris or {}).values())]
+    outputs = [
+        Dataset(namespace=ns, name=name) for ns, name in (dataset_name(uri) for uri in (sink_uris or {}).values())
+    ]
     return OperatorLineage(inputs=inputs, outputs=outputs)
 
 
-def pipeline_lineage(state_location: str, aws_conn_id: str | None, *, batch_id: str | None = None,
-                     outputs: bool = True) -> Any:
+def pipeline_lineage(
+    state_location: str, aws_conn_id: str | None, *, batch_id: str | None = None, outputs: bool = True
+) -> Any:
     """The lineage of a pipeline task from its state location: the batch's tables (or every
     planned table) read from the source and, with ``outputs``, their sink tables."""
     from .assets import table_assets

@@ -27,6 +27,6 @@ class StreamSparkUiLink(BaseOperatorLink):
             return ""
         try:
             status = read_status(StateStore(str(location)))
-        except Exception:   # e.g. object storage this process holds no credentials for: no link
+        except Exception:  # e.g. object storage this process holds no credentials for: no link
             return ""
         return (status.ui_url or "") if status is not None else ""

@@ -18,5 +18,7 @@ from .cdc.settings import SETTINGS, defaults
 
 def pipeline_params(**overrides: Any) -> dict[str, Param]:
     values = defaults(**overrides)
-    return {s.name: Param(values[s.name], description=None, description_md=s.description, **s.json_schema())
-            for s in SETTINGS}
+    return {
+        s.name: Param(values[s.name], description=None, description_md=s.description, **s.json_schema())
+        for s in SETTINGS
+    }

@@ -51,18 +51,22 @@ from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E
 from tests.support.mariadb import MariaDB  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
 
-HIGH = 18446744000000000000   # + seq * 1000 stays below 2^64 - 1 for 10M rows
+HIGH = 18446744000000000000  # + seq * 1000 stays below 2^64 - 1 for 10M rows
 
 
 def load(server: MariaDB, rows: int) -> None:
     server.execute("CREATE DATABASE bench")
-    server.execute("CREATE TABLE bench.t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, note VARCHAR(50), qty INT, "
-                   "price DECIMAL(12,2), at DATETIME(6))")
+    server.execute(
+        "CREATE TABLE bench.t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, note VARCHAR(50), qty INT, "
+        "price DECIMAL(12,2), at DATETIME(6))"
+    )
     step = 1_000_000
     for lo in range(0, rows, step):
         hi = min(rows, lo + step)
-        server.execute(f"INSERT INTO bench.t SELECT seq * 1000 + {HIGH} * (seq % 2), CONCAT('note ', seq), seq % 1000, "
-                       f"seq / 100, '2024-01-01' + INTERVAL seq SECOND FROM bench.seq_{lo + 1}_to_{hi}")
+        server.execute(
+            f"INSERT INTO bench.t SELECT seq * 1000 + {HIGH} * (seq % 2), CONCAT('note ', seq), seq % 1000, "
+            f"seq / 100, '2024-01-01' + INTERVAL seq SECOND FROM bench.seq_{lo + 1}_to_{hi}"
+        )
 
 
 def cli_seconds(server: MariaDB, sql: str) -> float:
@@ -122,13 +126,21 @@ def main() -> None:
         load(server, args.rows)
         print(f"loaded {args.rows} rows in {time.perf_counter() - t0:.0f} s", flush=True)
         source = server.source_config(server_id_range="7100-7140", snapshot_reader="arrow")
-        config = PipelineConfig(name="bench-check", source=source, include=("bench.t",),
-                                state_location=str(work / "state"),
-                                sink=SinkConfig("delta", {"root": str(work / "lake")}),
-                                split=SplitOptions(chunk_size=100_000),
-                                stream=StreamOptions(trigger_interval_s=0.5))
-        plan = build_plan(source, config.include, split=config.split,
-                          sizing=BatchSizing(rows_per_batch=args.rows_per_batch, parallelism=2))
+        config = PipelineConfig(
+            name="bench-check",
+            source=source,
+            include=("bench.t",),
+            state_location=str(work / "state"),
+            sink=SinkConfig("delta", {"root": str(work / "lake")}),
+            split=SplitOptions(chunk_size=100_000),
+            stream=StreamOptions(trigger_interval_s=0.5),
+        )
+        plan = build_plan(
+            source,
+            config.include,
+            split=config.split,
+            sizing=BatchSizing(rows_per_batch=args.rows_per_batch, parallelism=2),
+        )
         state = StateStore(config.state_location)
         state.write_plan(plan)
         spark = local_spark("mysqlcdc-bench-check", memory="4g")
@@ -143,8 +155,10 @@ def main() -> None:
         write_changes(server, 10, args.rows, rng)
         wait_caught_up(query, server)
 
-        baseline = [cli_seconds(server, "SELECT COUNT(*) FROM bench.t") + cli_seconds(server, "CHECKSUM TABLE bench.t")
-                    for _ in range(args.repeat)]
+        baseline = [
+            cli_seconds(server, "SELECT COUNT(*) FROM bench.t") + cli_seconds(server, "CHECKSUM TABLE bench.t")
+            for _ in range(args.repeat)
+        ]
         baseline_s = statistics.median(baseline)
         print(f"baseline (mariadb CLI COUNT(*) + CHECKSUM TABLE): {[round(b, 2) for b in baseline]}", flush=True)
 
@@ -162,11 +176,15 @@ def main() -> None:
             report = run_check(config, sink)
             scheduled.append(time.perf_counter() - t0)
             assert report.consistent and report.tables[0].state == "consistent", report.summary()
-            print(f"scheduled check: {scheduled[-1]:.2f} s, phases {report.to_dict()['phases']} ({report.summary()})",
-                  flush=True)
+            print(
+                f"scheduled check: {scheduled[-1]:.2f} s, phases {report.to_dict()['phases']} ({report.summary()})",
+                flush=True,
+            )
         check_s = statistics.median(scheduled)
-        print(f"check_s={check_s:.3f} first_check_s={first_s:.3f} baseline_s={baseline_s:.3f} "
-              f"ratio={check_s / baseline_s:.3f} first_ratio={first_s / baseline_s:.3f}")
+        print(
+            f"check_s={check_s:.3f} first_check_s={first_s:.3f} baseline_s={baseline_s:.3f} "
+            f"ratio={check_s / baseline_s:.3f} first_ratio={first_s / baseline_s:.3f}"
+        )
     finally:
         if query is not None:
             query.stop()

@@ -63,24 +63,34 @@ def airflow_bin() -> str:
 
 def airflow_env(server: MariaDB) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update({
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
-        "AIRFLOW_HOME": str(AIRFLOW_HOME),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
-        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
-        "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
-        "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
-        "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
-        "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),   # the local Spark Connect server's files
-        "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps({
-            "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
-            "password": ROOT_PASSWORD, "schema": DB, "extra": {"server_id_range": "5400-5420"}}),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-    })
+    env.update(
+        {
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+            "AIRFLOW_HOME": str(AIRFLOW_HOME),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
+            "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
+            "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
+            "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+            "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),  # the local Spark Connect server's files
+            "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps(
+                {
+                    "conn_type": "mysql_cdc",
+                    "host": "127.0.0.1",
+                    "port": server.port,
+                    "login": "root",
+                    "password": ROOT_PASSWORD,
+                    "schema": DB,
+                    "extra": {"server_id_range": "5400-5420"},
+                }
+            ),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        }
+    )
     return env
 
 
@@ -113,8 +123,12 @@ def build_table(server: MariaDB, rows: int, step: int = 5_000_000) -> None:
 def cli_scan(server: MariaDB) -> float:
     t = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
-        subprocess.run(server.cli("--quick", "-N", "-e", f"SELECT * FROM {DB}.{TABLE}"), env=server.cli_env(),
-                       stdout=devnull, check=True)
+        subprocess.run(
+            server.cli("--quick", "-N", "-e", f"SELECT * FROM {DB}.{TABLE}"),
+            env=server.cli_env(),
+            stdout=devnull,
+            check=True,
+        )
     return time.perf_counter() - t
 
 
@@ -123,15 +137,28 @@ def run_with_dags_test(env: dict[str, str], conf: dict, args, rows_per_batch: in
     argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
     if args.stream == "skip":
         argv += ["--mark-success-pattern", "^stream$"]
-    say(f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
+    say(
+        f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
         f"snapshot tasks one at a time, Spark local[2] ({args.runtime}), Delta sink; stream task: "
-        + ("skipped (--mark-success-pattern '^stream$')" if args.stream == "skip"
-           else "launched, stopped after the run") + f"; output in {DAG_LOG.relative_to(ROOT)}")
+        + (
+            "skipped (--mark-success-pattern '^stream$')"
+            if args.stream == "skip"
+            else "launched, stopped after the run"
+        )
+        + f"; output in {DAG_LOG.relative_to(ROOT)}"
+    )
     with open(DAG_LOG, "w") as out:
         t_trigger = time.time()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(ROOT))
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(ROOT),
+        )
         peak = PeakRss(process_rss(proc.pid)).start()
         try:
             rc = proc.wait()
@@ -154,22 +181,41 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
     afterwards); the figure ends at the last snapshot task's end."""
     from tests.support.airflow_services import AirflowServices
 
-    extra = {"MYSQLCDC_SNAPSHOT_PARALLELISM": str(args.parallelism), "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
-             "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"), "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect")}
-    say(f"Airflow scheduler + LocalExecutor: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
-        f"up to {args.parallelism} snapshot tasks at once, Spark local[2] ({args.runtime}), Delta sink")
+    extra = {
+        "MYSQLCDC_SNAPSHOT_PARALLELISM": str(args.parallelism),
+        "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),
+        "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+        "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),
+    }
+    say(
+        f"Airflow scheduler + LocalExecutor: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
+        f"up to {args.parallelism} snapshot tasks at once, Spark local[2] ({args.runtime}), Delta sink"
+    )
     with AirflowServices(ROOT / "dags", extra_env=extra, home=WORK / "airflow-services") as af:
-        af.add_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=server.port, login="root",
-                          password=ROOT_PASSWORD, schema=DB, extra={"server_id_range": "5400-5420"})
+        af.add_connection(
+            "mysql_cdc_default",
+            "mysql_cdc",
+            host="127.0.0.1",
+            port=server.port,
+            login="root",
+            password=ROOT_PASSWORD,
+            schema=DB,
+            extra={"server_id_range": "5400-5420"},
+        )
         af.add_connection("spark_default", "spark", host="local[2]")
         api = af.api()
         api.wait_for_dag(DAG_ID, timeout=180)
         api.unpause(DAG_ID)
         cds = cds_archive() if args.runtime == "connect" else None
         if cds is not None:
-            say(f"local Connect server's class-data-sharing archive: {cds}: "
-                + ("present, the server maps it" if cds.exists() else
-                   "none yet: this run's server records its classes, the archive is built after it stops"))
+            say(
+                f"local Connect server's class-data-sharing archive: {cds}: "
+                + (
+                    "present, the server maps it"
+                    if cds.exists()
+                    else "none yet: this run's server records its classes, the archive is built after it stops"
+                )
+            )
         tasks = PeakRss(largest_task_rss).start()
         cpu = CpuByKind().start()
         t_trigger = time.time()
@@ -182,15 +228,32 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         finally:
             tasks.stop()
             cpu.stop()
-        tis = [{"task_id": t["task_id"], "map_index": t["map_index"], "state": t["state"],
-                "start_date": t["start_date"], "end_date": t["end_date"], "duration": t.get("duration")}
-               for t in api.task_instances(DAG_ID, run_id)]
+        tis = [
+            {
+                "task_id": t["task_id"],
+                "map_index": t["map_index"],
+                "state": t["state"],
+                "start_date": t["start_date"],
+                "end_date": t["end_date"],
+                "duration": t.get("duration"),
+            }
+            for t in api.task_instances(DAG_ID, run_id)
+        ]
         if args.runtime == "connect":
-            starts = [line for log in sorted((WORK / "connect").glob("server-*.log"))
-                      for line in log.read_text(errors="replace").splitlines() if "Spark Connect server pid" in line]
-            say(f"local Connect servers started: {len(starts)}"
-                + ("; JIT without C2 (the snapshot rows bypass the JVM)" if any("without C2" in s for s in starts)
-                   else ""))
+            starts = [
+                line
+                for log in sorted((WORK / "connect").glob("server-*.log"))
+                for line in log.read_text(errors="replace").splitlines()
+                if "Spark Connect server pid" in line
+            ]
+            say(
+                f"local Connect servers started: {len(starts)}"
+                + (
+                    "; JIT without C2 (the snapshot rows bypass the JVM)"
+                    if any("without C2" in s for s in starts)
+                    else ""
+                )
+            )
         if cds is not None and not cds.exists():
             # As an idle server's supervisor would: stop it, let it build the archive (Airflow's
             # services kill whatever carries their environment when they stop).
@@ -200,23 +263,35 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
             t = time.perf_counter()
             while time.perf_counter() - t < 300 and not cds.exists():
                 time.sleep(1)
-            say(f"class-data-sharing archive {'built' if cds.exists() else 'NOT built'} "
-                f"{time.perf_counter() - t:.0f} s after the server stopped")
+            say(
+                f"class-data-sharing archive {'built' if cds.exists() else 'NOT built'} "
+                f"{time.perf_counter() - t:.0f} s after the server stopped"
+            )
         plan = StateStore(conf["state_location"]).read_plan()
         results = {r["batch_id"]: r for r in StateStore(conf["state_location"]).batch_results()}
         xcoms = {}
         for i, b in enumerate(plan.batches):
             r = results.get(b.batch_id, {})
-            xcoms[i] = {"batch_label": b.batch_id, "rows": sum(sum(v.values()) for v in r.get("rows_per_chunk", {}).values()),
-                        "chunks": len(b.chunks), "seconds": r.get("seconds"), "rows_per_s": r.get("rows_per_s")}
+            xcoms[i] = {
+                "batch_label": b.batch_id,
+                "rows": sum(sum(v.values()) for v in r.get("rows_per_chunk", {}).values()),
+                "chunks": len(b.chunks),
+                "seconds": r.get("seconds"),
+                "rows_per_s": r.get("rows_per_s"),
+            }
         snaps = [parse_ts(t["end_date"]) for t in tis if t["task_id"] == "snapshot" and t.get("end_date")]
         if snaps:
             used = cpu.between(t_trigger, max(snaps))
             cores = os.cpu_count() or 1
             offered = cores * (max(snaps) - t_trigger)
-            say(f"CPU seconds, trigger -> last snapshot ({offered:.0f} core-seconds offered on {cores} cores): "
-                + ", ".join(f"{k} {v:.1f}" for k, v in used.items()) + f"; idle {max(0.0, offered - sum(used.values())):.1f}"
-                + " (other: " + ", ".join(f"{n} {v:.1f}" for n, v in sorted(cpu.others.items(), key=lambda x: -x[1])[:4]) + ")")
+            say(
+                f"CPU seconds, trigger -> last snapshot ({offered:.0f} core-seconds offered on {cores} cores): "
+                + ", ".join(f"{k} {v:.1f}" for k, v in used.items())
+                + f"; idle {max(0.0, offered - sum(used.values())):.1f}"
+                + " (other: "
+                + ", ".join(f"{n} {v:.1f}" for n, v in sorted(cpu.others.items(), key=lambda x: -x[1])[:4])
+                + ")"
+            )
             if args.cpu_timeline:
                 say("cores used per kind, 2 s bins from the trigger:")
                 for line in cpu.timeline(t_trigger, max(snaps)):
@@ -258,7 +333,7 @@ class CpuByKind:
         import threading
 
         self.samples: list[tuple[float, dict[str, float]]] = []
-        self.others: dict[str, float] = {}   # CPU seconds of the "other" processes by name
+        self.others: dict[str, float] = {}  # CPU seconds of the "other" processes by name
         self._first: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
         self._kinds: dict[int, str] = {}
@@ -273,7 +348,7 @@ class CpuByKind:
         if "mariadbd" in cmdline:
             return "mariadbd"
         if "connect_server serve" in cmdline or "class_sharing build" in cmdline:
-            return "other"   # the local Connect server's supervisor (python), not Airflow
+            return "other"  # the local Connect server's supervisor (python), not Airflow
         if any(k in cmdline for k in ("task_runner", "supervise", "LocalExecutor", "airflow worker", "[task ")):
             return "airflow tasks"
         if "airflow" in cmdline:
@@ -300,7 +375,7 @@ class CpuByKind:
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     comm_end = (stat := f.read()).rindex(")")
-                fields = stat[comm_end + 2:].split()
+                fields = stat[comm_end + 2 :].split()
                 used = (int(fields[11]) + int(fields[12])) / self._tick
                 kind = self._kinds.get(pid)
                 if kind is None:
@@ -308,8 +383,8 @@ class CpuByKind:
                         cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
                     kind = self.kind(cmdline)
                     if kind == "other":
-                        kind = "other:" + stat[stat.index("(") + 1:comm_end]
-                    if kind != "airflow services":   # a task forked from the scheduler renames itself later
+                        kind = "other:" + stat[stat.index("(") + 1 : comm_end]
+                    if kind != "airflow services":  # a task forked from the scheduler renames itself later
                         self._kinds[pid] = kind
             except (OSError, ValueError, IndexError):
                 continue
@@ -333,8 +408,10 @@ class CpuByKind:
 
     def between(self, t0: float, t1: float) -> dict[str, float]:
         """CPU seconds per kind from the sample nearest ``t0`` to the one nearest ``t1`` (epoch)."""
+
         def at(t: float) -> dict[str, float]:
             return min(self.samples, key=lambda s: abs(s[0] - t))[1]
+
         a, b = at(t0), at(t1)
         return {k: b[k] - a[k] for k in self.KINDS}
 
@@ -345,8 +422,10 @@ class CpuByKind:
             a = min(self.samples, key=lambda s: abs(s[0] - t))
             b = min(self.samples, key=lambda s: abs(s[0] - (t + step_s)))
             span = max(b[0] - a[0], 1e-9)
-            lines.append(f"  {t - t0:5.1f}s " + " ".join(f"{k.split()[-1][:8]} {(b[1][k] - a[1][k]) / span:4.2f}"
-                                                     for k in self.KINDS))
+            lines.append(
+                f"  {t - t0:5.1f}s "
+                + " ".join(f"{k.split()[-1][:8]} {(b[1][k] - a[1][k]) / span:4.2f}" for k in self.KINDS)
+            )
             t += step_s
         return lines
 
@@ -372,6 +451,7 @@ def process_rss(pid: int):
             return psutil.Process(pid).memory_info().rss
         except psutil.Error:
             return 0
+
     return sample
 
 
@@ -379,14 +459,15 @@ def largest_task_rss() -> int:
     """The largest resident set of any one Airflow task process (a snapshot task is a Spark Connect
     client in its own process under LocalExecutor); Spark's JVMs are not counted."""
     peak, page = 0, os.sysconf("SC_PAGE_SIZE")
-    for name in os.listdir("/proc"):   # /proc directly: cheap enough not to slow the run it samples
+    for name in os.listdir("/proc"):  # /proc directly: cheap enough not to slow the run it samples
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 line = f.read().replace(b"\0", b" ").decode(errors="replace")
-            if "java" not in line and ("task_runner" in line or "supervise" in line
-                                       or "LocalExecutor" in line or "airflow worker" in line):
+            if "java" not in line and (
+                "task_runner" in line or "supervise" in line or "LocalExecutor" in line or "airflow worker" in line
+            ):
                 with open(f"/proc/{name}/statm") as f:
                     peak = max(peak, int(f.read().split()[1]) * page)
         except (OSError, ValueError, IndexError):
@@ -400,16 +481,39 @@ def plain_spark_load(server: MariaDB, rows: int, partitions: int) -> tuple[float
     from airflow_provider_mysqlcdc.spark.runtime.session import jdbc_jar_path
 
     out = WORK / "plain-spark"
-    argv = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory", "2g",
-            "--conf", "spark.ui.showConsoleProgress=false", "--jars", jdbc_jar_path(),
-            str(ROOT / "bench" / "plain_spark_load.py"), "--url", f"jdbc:mysql://127.0.0.1:{server.port}/{DB}",
-            "--user", "root", "--table", TABLE, "--column", "id", "--lower", "1", "--upper", str(rows),
-            "--partitions", str(partitions), "--out", str(out)]
+    argv = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--driver-memory",
+        "2g",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        "--jars",
+        jdbc_jar_path(),
+        str(ROOT / "bench" / "plain_spark_load.py"),
+        "--url",
+        f"jdbc:mysql://127.0.0.1:{server.port}/{DB}",
+        "--user",
+        "root",
+        "--table",
+        TABLE,
+        "--column",
+        "id",
+        "--lower",
+        "1",
+        "--upper",
+        str(rows),
+        "--partitions",
+        str(partitions),
+        "--out",
+        str(out),
+    ]
     env = dict(os.environ, MYSQLCDC_PASSWORD=ROOT_PASSWORD, PYSPARK_PYTHON=sys.executable)
     t = time.perf_counter()
     p = subprocess.run(argv, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - t
-    got = [l for l in p.stdout.splitlines() if l.startswith("PLAIN_ROWS ")]
+    got = [ln for ln in p.stdout.splitlines() if ln.startswith("PLAIN_ROWS ")]
     if p.returncode != 0 or not got:
         raise RuntimeError(f"plain Spark load failed ({p.returncode}): {p.stderr[-2000:]}")
     shutil.rmtree(out, ignore_errors=True)
@@ -426,17 +530,24 @@ def parse_ts(value) -> float:
 
 def read_run() -> tuple[dict, list[dict], dict[int, dict]]:
     with contextlib.closing(sqlite3.connect(f"file:{AIRFLOW_HOME / 'airflow.db'}?mode=ro", uri=True)) as db:
-        cur = db.execute("SELECT run_id, state, start_date, end_date FROM dag_run WHERE dag_id = ? "
-                         "ORDER BY id DESC LIMIT 1", (DAG_ID,))
+        cur = db.execute(
+            "SELECT run_id, state, start_date, end_date FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1",
+            (DAG_ID,),
+        )
         run = dict(zip([d[0] for d in cur.description], cur.fetchone()))
-        cur = db.execute("SELECT task_id, map_index, state, start_date, end_date, duration, rendered_map_index "
-                         "FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY start_date",
-                         (DAG_ID, run["run_id"]))
+        cur = db.execute(
+            "SELECT task_id, map_index, state, start_date, end_date, duration, rendered_map_index "
+            "FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY start_date",
+            (DAG_ID, run["run_id"]),
+        )
         cols = [d[0] for d in cur.description]
         tis = [dict(zip(cols, r)) for r in cur.fetchall()]
         xcoms = {}
-        for map_index, value in db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND "
-                                           "task_id = 'snapshot' AND key = 'return_value'", (DAG_ID, run["run_id"])):
+        for map_index, value in db.execute(
+            "SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND "
+            "task_id = 'snapshot' AND key = 'return_value'",
+            (DAG_ID, run["run_id"]),
+        ):
             v = json.loads(value.decode() if isinstance(value, bytes) else value)
             xcoms[map_index] = json.loads(v) if isinstance(v, str) else v
     return run, tis, xcoms
@@ -445,10 +556,9 @@ def read_run() -> tuple[dict, list[dict], dict[int, dict]]:
 def delta_row_count(root: Path) -> int | None:
     """Rows of the Delta table from its log's per-file statistics (no data read)."""
     try:
-        from deltalake import DeltaTable
-
         import pyarrow as pa
         import pyarrow.compute as pc
+        from deltalake import DeltaTable
 
         # deltalake >= 1.0 returns an arro3 table: pyarrow takes it through the Arrow C stream interface.
         actions = pa.table(DeltaTable(str(root / DB / TABLE)).get_add_actions(flatten=True))
@@ -468,32 +578,58 @@ def task_spans(t_trigger: float, tis: list[dict], xcoms: dict[int, dict], until_
     spans = []
     for ti in tis:
         if not ti.get("start_date") or not ti.get("end_date"):
-            continue   # skipped or still running: nothing to draw
+            continue  # skipped or still running: nothing to draw
         if parse_ts(ti["start_date"]) - t_trigger >= until_s:
             continue
         mapped = ti.get("map_index") is not None and int(ti["map_index"]) >= 0
         label = f"{ti['task_id']}[{ti['map_index']}]" if mapped else ti["task_id"]
         busy = xcoms.get(ti["map_index"], {}).get("seconds") if ti["task_id"] == "snapshot" else None
-        spans.append(Span(label, parse_ts(ti["start_date"]) - t_trigger, parse_ts(ti["end_date"]) - t_trigger,
-                          float(busy) if busy else None))
+        spans.append(
+            Span(
+                label,
+                parse_ts(ti["start_date"]) - t_trigger,
+                parse_ts(ti["end_date"]) - t_trigger,
+                float(busy) if busy else None,
+            )
+        )
     return spans
 
 
-def write_png(path: str, spans: list, rows: int, total_s: float, cli_s: float, plain_s: float, plain_rows: int,
-              spark_s: float, label: str) -> None:
+def write_png(
+    path: str,
+    spans: list,
+    rows: int,
+    total_s: float,
+    cli_s: float,
+    plain_s: float,
+    plain_rows: int,
+    spark_s: float,
+    label: str,
+) -> None:
     """The run's timeline over rows/s of the DAG and its baselines, one picture (see --png)."""
     import plots
 
-    phases = {"mariadb CLI scan (--quick)": rows / cli_s,
-              "plain Spark JDBC -> Parquet (not consistent)": plain_rows / plain_s,
-              f"DAG, trigger -> last snapshot ({label})": rows / total_s}
+    phases = {
+        "mariadb CLI scan (--quick)": rows / cli_s,
+        "plain Spark JDBC -> Parquet (not consistent)": plain_rows / plain_s,
+        f"DAG, trigger -> last snapshot ({label})": rows / total_s,
+    }
     if spark_s > 0:
         phases["snapshot jobs: rows / their summed seconds in Spark"] = rows / spark_s
-    title = (f"{rows:,} rows: DAG {total_s:.1f} s = {rows / total_s:,.0f} rows/s; "
-             f"{cli_s / total_s:.3f}x the mariadb CLI ({cli_s:.1f} s), "
-             f"{plain_s / total_s:.3f}x plain Spark ({plain_s:.1f} s); >1: the DAG is faster")
-    out = plots.dag_run(path, spans, {"mariadb CLI scan": cli_s, "plain Spark": plain_s}, phases, title=title,
-                        total_s=total_s, highlight=f"DAG, trigger -> last snapshot ({label})")
+    title = (
+        f"{rows:,} rows: DAG {total_s:.1f} s = {rows / total_s:,.0f} rows/s; "
+        f"{cli_s / total_s:.3f}x the mariadb CLI ({cli_s:.1f} s), "
+        f"{plain_s / total_s:.3f}x plain Spark ({plain_s:.1f} s); >1: the DAG is faster"
+    )
+    out = plots.dag_run(
+        path,
+        spans,
+        {"mariadb CLI scan": cli_s, "plain Spark": plain_s},
+        phases,
+        title=title,
+        total_s=total_s,
+        highlight=f"DAG, trigger -> last snapshot ({label})",
+    )
     say(f"png: {out}")
 
 
@@ -501,45 +637,80 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--batches", type=int, default=4, help="snapshot batches to aim for (default 4)")
-    ap.add_argument("--rows-per-batch", type=int, default=None,
-                    help="the DAG's rows_per_batch (default: --rows / (--batches - 0.5), so row estimates "
-                         "within about +-12%% still give --batches batches)")
+    ap.add_argument(
+        "--rows-per-batch",
+        type=int,
+        default=None,
+        help="the DAG's rows_per_batch (default: --rows / (--batches - 0.5), so row estimates "
+        "within about +-12%% still give --batches batches)",
+    )
     ap.add_argument("--chunk-size", type=int, default=8096, help="the DAG's chunk_size (template default 8096)")
-    ap.add_argument("--stream", choices=("skip", "launch"), default="skip",
-                    help="skip: --mark-success-pattern stream; launch: run it, then stop the stream")
-    ap.add_argument("--runtime", choices=("connect", "submit"), default="connect",
-                    help="the snapshot tasks' spark_runtime: one shared Spark Connect application (default) or a "
-                         "spark-submit per batch")
-    ap.add_argument("--executor", choices=("scheduler", "dags-test"), default="scheduler",
-                    help="scheduler: Airflow's services with LocalExecutor, triggered over REST (what users run); "
-                         "dags-test: `airflow dags test` (tasks one after another)")
-    ap.add_argument("--parallelism", type=int, default=2,
-                    help="snapshot tasks at once under the scheduler (MYSQLCDC_SNAPSHOT_PARALLELISM)")
-    ap.add_argument("--cpu-timeline", action="store_true",
-                    help="also print the cores each kind of process used, in 2 s bins from the trigger (scheduler)")
+    ap.add_argument(
+        "--stream",
+        choices=("skip", "launch"),
+        default="skip",
+        help="skip: --mark-success-pattern stream; launch: run it, then stop the stream",
+    )
+    ap.add_argument(
+        "--runtime",
+        choices=("connect", "submit"),
+        default="connect",
+        help="the snapshot tasks' spark_runtime: one shared Spark Connect application (default) or a "
+        "spark-submit per batch",
+    )
+    ap.add_argument(
+        "--executor",
+        choices=("scheduler", "dags-test"),
+        default="scheduler",
+        help="scheduler: Airflow's services with LocalExecutor, triggered over REST (what users run); "
+        "dags-test: `airflow dags test` (tasks one after another)",
+    )
+    ap.add_argument(
+        "--parallelism",
+        type=int,
+        default=2,
+        help="snapshot tasks at once under the scheduler (MYSQLCDC_SNAPSHOT_PARALLELISM)",
+    )
+    ap.add_argument(
+        "--cpu-timeline",
+        action="store_true",
+        help="also print the cores each kind of process used, in 2 s bins from the trigger (scheduler)",
+    )
     ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
-    ap.add_argument("--keep-log", metavar="PATH", default=None,
-                    help="copy the `airflow dags test` output there before the work dir is removed")
-    ap.add_argument("--keep-work", action="store_true",
-                    help=f"leave {WORK} (task logs under airflow/logs, the Spark Connect server log) in place")
-    ap.add_argument("--png", metavar="PATH", default=None,
-                    help="also write a PNG there: the run's task timeline from the trigger to the last snapshot "
-                         "task (each snapshot task's seconds in Spark darker; the CLI scan and plain Spark seconds "
-                         "as vertical lines) above "
-                         "a rows/s bar chart of the DAG vs the CLI vs plain Spark (and the snapshot jobs alone), one "
-                         "picture (needs matplotlib, "
-                         "the 'dev' extra)")
+    ap.add_argument(
+        "--keep-log",
+        metavar="PATH",
+        default=None,
+        help="copy the `airflow dags test` output there before the work dir is removed",
+    )
+    ap.add_argument(
+        "--keep-work",
+        action="store_true",
+        help=f"leave {WORK} (task logs under airflow/logs, the Spark Connect server log) in place",
+    )
+    ap.add_argument(
+        "--png",
+        metavar="PATH",
+        default=None,
+        help="also write a PNG there: the run's task timeline from the trigger to the last snapshot "
+        "task (each snapshot task's seconds in Spark darker; the CLI scan and plain Spark seconds "
+        "as vertical lines) above "
+        "a rows/s bar chart of the DAG vs the CLI vs plain Spark (and the snapshot jobs alone), one "
+        "picture (needs matplotlib, "
+        "the 'dev' extra)",
+    )
     args = ap.parse_args()
     if args.png:
         import plots
 
-        plots.require()   # before the minutes of work, not after
+        plots.require()  # before the minutes of work, not after
     rows_per_batch = args.rows_per_batch or math.ceil(args.rows / max(args.batches - 0.5, 0.5))
 
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
-    server = MariaDB(base_dir=WORK / "mariadb", server_id=1,
-                     extra_args=(f"--innodb-buffer-pool-size={args.buffer_pool}",))
+    server = MariaDB(
+        base_dir=WORK / "mariadb", server_id=1, extra_args=(f"--innodb-buffer-pool-size={args.buffer_pool}",)
+    )
     state = StateStore(str(WORK / "state"))
     migrate = dag_proc = None
     final_line = ""
@@ -548,29 +719,46 @@ def main() -> int:
         server.start()
         env = airflow_env(server)
         AIRFLOW_HOME.mkdir(parents=True)
-        migrate = subprocess.Popen([airflow_bin(), "db", "migrate"], env=env, stdout=open(WORK / "migrate.log", "w"),
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        migrate = subprocess.Popen(
+            [airflow_bin(), "db", "migrate"],
+            env=env,
+            stdout=open(WORK / "migrate.log", "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         t = time.perf_counter()
         build_table(server, args.rows)
         rows = int(server.query(f"SELECT COUNT(*) FROM {DB}.{TABLE}")[0][0])
-        say(f"table {DB}.{TABLE}: {rows:,} rows built in {time.perf_counter() - t:.1f}s "
-            f"(MariaDB {server.query('SELECT VERSION()')[0][0]}, buffer pool {args.buffer_pool})")
+        say(
+            f"table {DB}.{TABLE}: {rows:,} rows built in {time.perf_counter() - t:.1f}s "
+            f"(MariaDB {server.query('SELECT VERSION()')[0][0]}, buffer pool {args.buffer_pool})"
+        )
         if migrate.wait() != 0:
             say(f"FAILED: airflow db migrate:\n{log_tail(WORK / 'migrate.log')}")
             return 1
 
         cli_times = [cli_scan(server) for _ in range(3)]
         cli_s = statistics.median(cli_times)
-        say(f"mariadb CLI scan: {', '.join(f'{x:.2f}s' for x in cli_times)} -> median {cli_s:.2f}s "
-            f"= {rows / cli_s:,.0f} rows/s")
+        say(
+            f"mariadb CLI scan: {', '.join(f'{x:.2f}s' for x in cli_times)} -> median {cli_s:.2f}s "
+            f"= {rows / cli_s:,.0f} rows/s"
+        )
         partitions = max(2, math.ceil(rows / 1_000_000))
         plain_s, plain_rows = plain_spark_load(server, rows, partitions)
-        say(f"plain Spark (one spark-submit, JDBC partitionColumn id, {partitions} partitions, into Parquet; "
-            f"not consistent): {plain_s:.1f}s = {plain_rows / plain_s:,.0f} rows/s ({plain_rows:,} rows)")
+        say(
+            f"plain Spark (one spark-submit, JDBC partitionColumn id, {partitions} partitions, into Parquet; "
+            f"not consistent): {plain_s:.1f}s = {plain_rows / plain_s:,.0f} rows/s ({plain_rows:,} rows)"
+        )
 
-        conf = {"tables": [f"{DB}.{TABLE}"], "state_location": str(WORK / "state"), "sink_type": "delta",
-                "sink_options": {"root": str(WORK / "lake")}, "chunk_size": args.chunk_size,
-                "rows_per_batch": rows_per_batch, "spark_runtime": args.runtime}
+        conf = {
+            "tables": [f"{DB}.{TABLE}"],
+            "state_location": str(WORK / "state"),
+            "sink_type": "delta",
+            "sink_options": {"root": str(WORK / "lake")},
+            "chunk_size": args.chunk_size,
+            "rows_per_batch": rows_per_batch,
+            "spark_runtime": args.runtime,
+        }
         if args.executor == "scheduler":
             got = run_with_scheduler(server, conf, args, rows_per_batch)
         else:
@@ -586,40 +774,66 @@ def main() -> int:
         total_s = last_end - t_trigger
         run_s = last_end - parse_ts(run["start_date"])
         snap_rows = sum(int(x.get("rows") or 0) for x in xcoms.values())
-        say(f"dag run {run['run_id']}: {run['state']}; "
-            + ", ".join(f"{ti['task_id']} {ti['state']} {ti['duration'] or 0:.1f}s"
-                        for ti in tis if ti["task_id"] != "snapshot"))
+        say(
+            f"dag run {run['run_id']}: {run['state']}; "
+            + ", ".join(
+                f"{ti['task_id']} {ti['state']} {ti['duration'] or 0:.1f}s" for ti in tis if ti["task_id"] != "snapshot"
+            )
+        )
         for ti in snaps:
             x = xcoms.get(ti["map_index"], {})
-            say(f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
+            say(
+                f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
                 f"{x.get('chunks')} chunks, {x.get('seconds') or 0:.1f}s in Spark "
                 f"({int(x.get('rows_per_s') or 0):,} rows/s), task {float(ti['duration'] or 0):.1f}s "
-                + ("with spark-submit" if args.runtime == "submit" else "as a Spark Connect client"))
+                + ("with spark-submit" if args.runtime == "submit" else "as a Spark Connect client")
+            )
         delta_rows = delta_row_count(WORK / "lake")
         if snap_rows != rows or (delta_rows is not None and delta_rows != rows):
-            say(f"FAILED: the table has {rows:,} rows, the snapshot XComs say {snap_rows:,}, "
-                f"the Delta table {delta_rows}")
+            say(
+                f"FAILED: the table has {rows:,} rows, the snapshot XComs say {snap_rows:,}, "
+                f"the Delta table {delta_rows}"
+            )
             return 1
         rps = rows / total_s
-        say(f"rows: {rows:,} (snapshot XComs {snap_rows:,}, Delta table {delta_rows if delta_rows is not None else '?'})")
+        say(
+            f"rows: {rows:,} (snapshot XComs {snap_rows:,}, Delta table {delta_rows if delta_rows is not None else '?'})"
+        )
         say(f"batches: {len(snaps)}")
         task_s = ", ".join(f"{ti['duration'] or 0:.1f}" for ti in snaps)
         spark_s = ", ".join(f"{xcoms.get(ti['map_index'], {}).get('seconds') or 0:.1f}" for ti in snaps)
         say(f"snapshot task seconds: {task_s} (Spark job seconds: {spark_s})")
-        say(f"total seconds (trigger -> last snapshot task success): {total_s:.1f} "
-            f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})")
-        say(f"peak RSS: {peak / 2**20:,.0f} MB ("
-            + ("the largest task process: a snapshot task is a Spark Connect client"
-               if args.executor == "scheduler" else "the `airflow dags test` process, every task in it")
-            + "; the Spark JVMs are not counted)")
+        say(
+            f"total seconds (trigger -> last snapshot task success): {total_s:.1f} "
+            f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})"
+        )
+        say(
+            f"peak RSS: {peak / 2**20:,.0f} MB ("
+            + (
+                "the largest task process: a snapshot task is a Spark Connect client"
+                if args.executor == "scheduler"
+                else "the `airflow dags test` process, every task in it"
+            )
+            + "; the Spark JVMs are not counted)"
+        )
         say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
-        final_line = (f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} "
-                      f"ratio_vs_plain_spark={plain_s / total_s:.3f}")
+        final_line = (
+            f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} ratio_vs_plain_spark={plain_s / total_s:.3f}"
+        )
         if args.png:
             spark_sum = sum(float(xcoms.get(ti["map_index"], {}).get("seconds") or 0) for ti in snaps)
-            write_png(args.png, task_spans(t_trigger, tis, xcoms, total_s), rows, total_s, cli_s, plain_s, plain_rows,
-                      spark_sum, args.executor)
+            write_png(
+                args.png,
+                task_spans(t_trigger, tis, xcoms, total_s),
+                rows,
+                total_s,
+                cli_s,
+                plain_s,
+                plain_rows,
+                spark_sum,
+                args.executor,
+            )
     finally:
         stop_group(dag_proc)
         stop_group(migrate)

@@ -33,6 +33,8 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workloads import binlog_bytes, binlog_files, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
+
 from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.events import RowChange  # noqa: E402
@@ -41,25 +43,30 @@ from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 
-from workloads import binlog_bytes, binlog_files, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=400_000, help="UPDATE statements in the workload (both tables)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--normalized", action="store_true",
-                    help="also time the library with cdc.types normalization (slow: doubles the library time)")
+    ap.add_argument(
+        "--normalized",
+        action="store_true",
+        help="also time the library with cdc.types normalization (slow: doubles the library time)",
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="mysqlcdc-bench-decoder-") as work:
-        server = MariaDB(base_dir=Path(work) / "mariadb", server_id=1,
-                         extra_args=("--max-binlog-size=1073741824",)).start()
+        server = MariaDB(
+            base_dir=Path(work) / "mariadb", server_id=1, extra_args=("--max-binlog-size=1073741824",)
+        ).start()
         try:
             t0 = time.perf_counter()
             start, end, expect = load(server, args.rows)
-            print(f"workload: {args.rows} single-row UPDATEs ({expect} on the captured table), "
-                  f"{binlog_bytes(server, start, end):,} binlog bytes, written in {time.perf_counter() - t0:.1f}s",
-                  flush=True)
+            print(
+                f"workload: {args.rows} single-row UPDATEs ({expect} on the captured table), "
+                f"{binlog_bytes(server, start, end):,} binlog bytes, written in {time.perf_counter() - t0:.1f}s",
+                flush=True,
+            )
             source = server.source_config()
             table = TableId("bench", "events")
             conn = source.connect()
@@ -71,13 +78,19 @@ def main() -> None:
 
             def mariadb_binlog(table_filter: bool) -> Callable[[], int]:
                 def run() -> int:
-                    argv = [_find("mariadb-binlog"), "--no-defaults", "-v",
-                            f"--start-position={start.position}", f"--stop-position={end.position}"]
+                    argv = [
+                        _find("mariadb-binlog"),
+                        "--no-defaults",
+                        "-v",
+                        f"--start-position={start.position}",
+                        f"--stop-position={end.position}",
+                    ]
                     if table_filter:
                         argv.append("--table=events")
                     with open(os.devnull, "wb") as devnull:
                         subprocess.run(argv + paths, stdout=devnull, check=True)
                     return expect
+
                 run.__name__ = "mariadb_binlog"
                 return run
 
@@ -89,6 +102,7 @@ def main() -> None:
                         for ev in r:
                             n += isinstance(ev, RowChange)
                     return n
+
                 run.__name__ = "library"
                 return run
 
@@ -118,12 +132,16 @@ def main() -> None:
             for name, fn in runs:
                 secs = timed(fn, expect, args.repeat)
                 results[name] = expect / secs
-                print(f"{name}: {expect} rows in {secs:.3f}s = {expect / secs:,.0f} rows/s "
-                      f"(median of {args.repeat})", flush=True)
+                print(
+                    f"{name}: {expect} rows in {secs:.3f}s = {expect / secs:,.0f} rows/s (median of {args.repeat})",
+                    flush=True,
+                )
             rate = results["decoder"]
-            print(f"decoder_rows_per_s={int(rate)} "
-                  f"ratio_vs_mariadb_binlog={rate / results['mariadb_binlog_table']:.2f} "
-                  f"ratio_vs_library={rate / results['library']:.2f}")
+            print(
+                f"decoder_rows_per_s={int(rate)} "
+                f"ratio_vs_mariadb_binlog={rate / results['mariadb_binlog_table']:.2f} "
+                f"ratio_vs_library={rate / results['library']:.2f}"
+            )
         finally:
             server.stop()
 

@@ -76,17 +76,24 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
 from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
 from tests.support.sink_compare import mysql_rows  # noqa: E402
 from tests.support.stream_job import committed, in_flight, kill_job, start_job, start_snapshot_job  # noqa: E402
-from tests.support.tables import VALUE_COLS, VALUE_DDL, VALUE_FILL, _values, create_composite_table, \
-    create_int_table, create_string_table  # noqa: E402
+from tests.support.tables import (
+    VALUE_COLS,
+    VALUE_DDL,
+    VALUE_FILL,
+    _values,
+    create_composite_table,
+    create_int_table,
+    create_string_table,
+)  # noqa: E402
 from tests.support.verify import diff  # noqa: E402
 from tests.support.writer import ConcurrentWriter, TableSpec  # noqa: E402
 
 KINDS = ("snapshot", "stream", "catchup", "mariadb")
 SINKS = ("delta", "postgres", "changelog")
 SERVER_IDS = "6400-6499"
-CATCHUP_MIN_BYTES = 64 << 10          # the smallest catch-up threshold StreamOptions accepts
-CATCHUP_BATCH_BYTES = 512 << 10       # so the snapshot's backlog is caught up in several micro-batches
-BACKLOG_FOR_CATCHUP = 6 * CATCHUP_BATCH_BYTES   # the catchup kind waits for this much binlog before the stream
+CATCHUP_MIN_BYTES = 64 << 10  # the smallest catch-up threshold StreamOptions accepts
+CATCHUP_BATCH_BYTES = 512 << 10  # so the snapshot's backlog is caught up in several micro-batches
+BACKLOG_FOR_CATCHUP = 6 * CATCHUP_BATCH_BYTES  # the catchup kind waits for this much binlog before the stream
 # MySQL client errors meaning "the server went away": the writers reconnect on these.
 LOST_CONNECTION = {2002, 2003, 2006, 2013, 2055, 1053, 1927, 4031}
 
@@ -112,7 +119,10 @@ def create_keyless_table(server: MariaDB, db: str, rows: int, table: str = "keyl
     )
     top = modulus + 500
     return TableSpec(
-        db, table, ("uid",), VALUE_COLS,
+        db,
+        table,
+        ("uid",),
+        VALUE_COLS,
         new_key=lambda rng: (rng.randint(1, top),),
         values=_values,
         near=lambda k, rng: (max(1, k[0] + rng.randint(-3, 3)),),
@@ -161,7 +171,7 @@ class SurvivingWriter(ConcurrentWriter):
                 except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as e:
                     code = e.args[0] if e.args else None
                     if isinstance(e, pymysql.err.OperationalError) and code in (1213, 1205):
-                        conn.rollback()   # deadlock / lock wait: try again
+                        conn.rollback()  # deadlock / lock wait: try again
                         self.stats.conflicts += 1
                         continue
                     if isinstance(e, pymysql.err.InterfaceError) or code in LOST_CONNECTION:
@@ -245,11 +255,14 @@ def changelog_table(lake: Path, t: TableId, key, cols) -> dict[tuple, dict]:
                 continue
             line = json.loads(text)
             op = line["op"]
-            if op == "RS":   # a batch read again while streaming (none in this bench, but replay it right)
+            if op == "RS":  # a batch read again while streaming (none in this bench, but replay it right)
                 for d in line["resnapshot"]["ranges"]:
                     r = KeyRange.from_dict(d)
-                    for k in [k for k in state if (r.start is None or k >= tuple(r.start))
-                              and (r.end is None or k < tuple(r.end))]:
+                    for k in [
+                        k
+                        for k in state
+                        if (r.start is None or k >= tuple(r.start)) and (r.end is None or k < tuple(r.end))
+                    ]:
                         del state[k]
                 continue
             if op not in BEFORE + AFTER:
@@ -257,13 +270,19 @@ def changelog_table(lake: Path, t: TableId, key, cols) -> dict[tuple, dict]:
             # The binlog position orders changes across micro-batches: ``seq`` counts from the
             # first binlog file of its own micro-batch, so it restarts when one spans a rotation.
             meta = line["meta"]
-            order = (split_binlog_file(meta["binlog_file"])[1], int(meta["binlog_pos"]), int(meta["binlog_row"]),
-                     0 if op in BEFORE else 1)
+            order = (
+                split_binlog_file(meta["binlog_file"])[1],
+                int(meta["binlog_pos"]),
+                int(meta["binlog_row"]),
+                0 if op in BEFORE else 1,
+            )
             where = f"{Path(path).name}:{n}"
             if last is not None and order <= last:
-                raise RoundError(f"changelog {t}: {where} ({meta['binlog_file']}:{order[1]}#{order[2]}, {op}) does "
-                                 f"not follow {last_where} (file #{last[0]}:{last[1]}#{last[2]}): a change logged "
-                                 "twice or out of order")
+                raise RoundError(
+                    f"changelog {t}: {where} ({meta['binlog_file']}:{order[1]}#{order[2]}, {op}) does "
+                    f"not follow {last_where} (file #{last[0]}:{last[1]}#{last[2]}): a change logged "
+                    "twice or out of order"
+                )
             last, last_where = order, where
             k = tuple(line["data"][c] for c in key)
             if op in AFTER:
@@ -291,11 +310,13 @@ class RoundResult:
 
     def line(self, index: int) -> str:
         first = self.problem.splitlines()[0][:300] if self.problem else ""
-        notes = f" notes=\"{'; '.join(self.notes)}\"" if self.notes else ""
-        tail = "" if self.exact else f" diff=\"{first}\""
-        return (f"round={index} seed={self.seed} sink={self.sink} kill={self.kind} at=\"{self.moment}\" "
-                f"recovery_s={self.recovery_s:.1f} writer_changes={self.changes} "
-                f"exact={'yes' if self.exact else 'no'}{notes}{tail}")
+        notes = f' notes="{"; ".join(self.notes)}"' if self.notes else ""
+        tail = "" if self.exact else f' diff="{first}"'
+        return (
+            f'round={index} seed={self.seed} sink={self.sink} kill={self.kind} at="{self.moment}" '
+            f"recovery_s={self.recovery_s:.1f} writer_changes={self.changes} "
+            f"exact={'yes' if self.exact else 'no'}{notes}{tail}"
+        )
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -317,27 +338,30 @@ def reading(log: Path) -> bool:
     return re.search(r"reading \d+ chunks", _text(log)) is not None
 
 
-def wait_for(pred: Callable[[], bool], timeout_s: float, what: str, proc=None, log: Path | None = None,
-             every_s: float = 0.05) -> None:
+def wait_for(
+    pred: Callable[[], bool], timeout_s: float, what: str, proc=None, log: Path | None = None, every_s: float = 0.05
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not pred():
         if proc is not None and proc.poll() is not None:
             raise RoundError(f"{what}: the job exited with {proc.returncode}\n{_tail(log) if log else ''}")
         if time.monotonic() > deadline:
-            raise RoundError(f"timed out after {timeout_s:.0f} s waiting for {what}"
-                             + (f"\n{_tail(log)}" if log else ""))
+            raise RoundError(
+                f"timed out after {timeout_s:.0f} s waiting for {what}" + (f"\n{_tail(log)}" if log else "")
+            )
         time.sleep(every_s)
 
 
 class Round:
-    def __init__(self, args, server: MariaDB, pg, seed: int, kind: str, sink: str, work: Path,
-                 work_ref: list[float]) -> None:
+    def __init__(
+        self, args, server: MariaDB, pg, seed: int, kind: str, sink: str, work: Path, work_ref: list[float]
+    ) -> None:
         self.args, self.server, self.pg, self.seed, self.kind, self.sink = args, server, pg, seed, kind, sink
         self.rng = random.Random(seed)
         self.dir = work / f"round-{seed:04d}"
         self.db = f"soak_{seed}"
         self.result = RoundResult(seed, sink, kind)
-        self.work_ref = work_ref   # seconds of a batch's work after "reading N chunks", from earlier jobs
+        self.work_ref = work_ref  # seconds of a batch's work after "reading N chunks", from earlier jobs
         self.stream = None
         self.jobs: list = []
         self.pg_schema: str | None = None
@@ -362,18 +386,33 @@ class Round:
             sink = SinkConfig(self.sink, {"root": str(self.lake)})
         include = tuple(f"{self.db}.{s.table}" for s in self.specs)
         self.config = PipelineConfig(
-            name=f"soak-{self.seed}", source=src, include=include, state_location=str(self.dir / "state"),
-            sink=sink, split=SplitOptions(chunk_size=max(100, self.args.rows // 4),
-                                          chunk_key_columns={f"{self.db}.keyless": "uid"}),
-            stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2,
-                                 catchup_min_bytes=CATCHUP_MIN_BYTES,
-                                 catchup_batch_bytes=CATCHUP_BATCH_BYTES))
+            name=f"soak-{self.seed}",
+            source=src,
+            include=include,
+            state_location=str(self.dir / "state"),
+            sink=sink,
+            split=SplitOptions(
+                chunk_size=max(100, self.args.rows // 4), chunk_key_columns={f"{self.db}.keyless": "uid"}
+            ),
+            stream=StreamOptions(
+                max_events_per_batch=500,
+                heartbeat_s=1.0,
+                trigger_interval_s=0.2,
+                catchup_min_bytes=CATCHUP_MIN_BYTES,
+                catchup_batch_bytes=CATCHUP_BATCH_BYTES,
+            ),
+        )
         self.cfg_path = self.dir / "pipeline.json"
         self.cfg_path.write_text(self.config.to_json())
         total = len(self.specs) * self.args.rows
-        self.plan = build_plan(src, include, split=self.config.split,
-                               sizing=BatchSizing(rows_per_batch=math.ceil(total / self.args.batches), parallelism=1,
-                                                  min_rows_per_batch=1))
+        self.plan = build_plan(
+            src,
+            include,
+            split=self.config.split,
+            sizing=BatchSizing(
+                rows_per_batch=math.ceil(total / self.args.batches), parallelism=1, min_rows_per_batch=1
+            ),
+        )
         self.state = StateStore(self.config.state_location)
         self.state.write_plan(self.plan)
         self.checkpoint = self.dir / "state" / "stream" / "checkpoint"
@@ -382,14 +421,24 @@ class Round:
             t = TableId(self.db, spec.table)
             keys = ", ".join(f"`{c}`" for c in spec.key_columns)
             desc = ", ".join(f"`{c}` DESC" for c in spec.key_columns)
-            edges = self.server.query(f"(SELECT {keys} FROM `{spec.table}` ORDER BY {keys} LIMIT 3) UNION ALL "
-                                      f"(SELECT {keys} FROM `{spec.table}` ORDER BY {desc} LIMIT 3)",
-                                      database=self.db)
+            edges = self.server.query(
+                f"(SELECT {keys} FROM `{spec.table}` ORDER BY {keys} LIMIT 3) UNION ALL "
+                f"(SELECT {keys} FROM `{spec.table}` ORDER BY {desc} LIMIT 3)",
+                database=self.db,
+            )
             hot = [c.start for b in self.plan.batches for c in b.chunks if c.table_id == t and c.start is not None]
             hot += [tuple(r) for r in edges]
-            self.writers.append(SurvivingWriter(lambda: self.server.connect(self.db), spec,
-                                                seed=self.seed * 10 + i, threads=1, hot_keys=hot, hot_ratio=0.3,
-                                                pause_s=self.args.writer_pause))
+            self.writers.append(
+                SurvivingWriter(
+                    lambda: self.server.connect(self.db),
+                    spec,
+                    seed=self.seed * 10 + i,
+                    threads=1,
+                    hot_keys=hot,
+                    hot_ratio=0.3,
+                    pause_s=self.args.writer_pause,
+                )
+            )
 
     # --- jobs ---
 
@@ -410,18 +459,28 @@ class Round:
 
     def run_batch_plain(self, batch_id: str) -> None:
         proc, log = self.start_batch(batch_id, 1)
-        wait_for(lambda: reading(log) or proc.poll() is not None, self.args.job_timeout,
-                 f"batch {batch_id} to start reading", every_s=0.1)
+        wait_for(
+            lambda: reading(log) or proc.poll() is not None,
+            self.args.job_timeout,
+            f"batch {batch_id} to start reading",
+            every_s=0.1,
+        )
         mark = time.monotonic()
         self.finish_batch(proc, log, batch_id)
-        self.work_ref.append(max(0.2, time.monotonic() - mark))   # aims later kills into a batch's work
+        self.work_ref.append(max(0.2, time.monotonic() - mark))  # aims later kills into a batch's work
 
     def kill_in_batch(self, batch_id: str, what: str) -> tuple:
         """Start the batch's job and, a random time into its work, SIGKILL ``what`` (the job or
         the server). Returns (proc, log)."""
         proc, log = self.start_batch(batch_id, 1)
-        wait_for(lambda: reading(log), self.args.job_timeout, f"batch {batch_id} to start reading",
-                 proc=proc, log=log, every_s=0.02)
+        wait_for(
+            lambda: reading(log),
+            self.args.job_timeout,
+            f"batch {batch_id} to start reading",
+            proc=proc,
+            log=log,
+            every_s=0.02,
+        )
         ref = statistics.median(self.work_ref[-9:]) if self.work_ref else 3.0
         delay = self.rng.uniform(0.05, 0.85) * ref
         time.sleep(delay)
@@ -431,9 +490,11 @@ class Round:
             kill_job(proc)
         else:
             self.server.kill()
-        self.result.moment = (f"batch {self.plan.batches.index(self.plan.batch(batch_id)) + 1}/"
-                              f"{len(self.plan.batches)}, {delay:.2f} s into its work"
-                              + (" (the job had already ended: the kill missed)" if done else ""))
+        self.result.moment = (
+            f"batch {self.plan.batches.index(self.plan.batch(batch_id)) + 1}/"
+            f"{len(self.plan.batches)}, {delay:.2f} s into its work"
+            + (" (the job had already ended: the kill missed)" if done else "")
+        )
         return proc, log
 
     def start_stream(self, attempt: int):
@@ -450,8 +511,14 @@ class Round:
         return sum(_text(p).count("catch-up micro-batch to") for p in self.dir.glob("stream-*.log"))
 
     def wait_new_commit(self, after: int, what: str) -> None:
-        wait_for(lambda: self.commits() > after, self.args.job_timeout, what, proc=self.stream, log=self.stream_log,
-                 every_s=0.1)
+        wait_for(
+            lambda: self.commits() > after,
+            self.args.job_timeout,
+            what,
+            proc=self.stream,
+            log=self.stream_log,
+            every_s=0.1,
+        )
 
     # --- the round ---
 
@@ -467,7 +534,7 @@ class Round:
             self.compare()
         except RoundError as e:
             r.problem = str(e)
-        except Exception as e:   # a bug of the bench or of the product: the round is not exact either way
+        except Exception as e:  # a bug of the bench or of the product: the round is not exact either way
             import traceback
 
             r.problem = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
@@ -479,8 +546,11 @@ class Round:
         r = self.result
         batches = [b.batch_id for b in self.plan.batches]
         mariadb_phase = "snapshot" if self.rng.random() < 0.5 else "stream"
-        victim = self.rng.choice(batches) if self.kind == "snapshot" or (
-            self.kind == "mariadb" and mariadb_phase == "snapshot") else None
+        victim = (
+            self.rng.choice(batches)
+            if self.kind == "snapshot" or (self.kind == "mariadb" and mariadb_phase == "snapshot")
+            else None
+        )
         for b in batches:
             if b != victim:
                 self.run_batch_plain(b)
@@ -488,7 +558,7 @@ class Round:
             if self.kind == "snapshot":
                 proc, log = self.kill_in_batch(b, "job")
                 r.notes.append("batch job rerun")
-                proc, log = self.start_batch(b, 2)   # as a cleared task would run it again
+                proc, log = self.start_batch(b, 2)  # as a cleared task would run it again
                 self.finish_batch(proc, log, b)
             else:
                 proc, log = self.kill_in_batch(b, "server")
@@ -510,9 +580,15 @@ class Round:
         if self.kind == "catchup":
             self.wait_backlog()
         self.start_stream(1)
-        if self.kind != "catchup":   # the catch-up kind may kill micro-batch 0 already
-            wait_for(lambda: self.commits() >= 0, self.args.job_timeout, "the stream's first commit", proc=self.stream,
-                     log=self.stream_log, every_s=0.1)
+        if self.kind != "catchup":  # the catch-up kind may kill micro-batch 0 already
+            wait_for(
+                lambda: self.commits() >= 0,
+                self.args.job_timeout,
+                "the stream's first commit",
+                proc=self.stream,
+                log=self.stream_log,
+                every_s=0.1,
+            )
         if self.kind == "stream":
             self.kill_stream_near_head()
         elif self.kind == "catchup":
@@ -553,17 +629,30 @@ class Round:
                 seen["catchups"], seen["at"] = c, self.commits()
             return self.commits() >= seen["at"] + 2
 
-        wait_for(caught_up, self.args.job_timeout, "the stream to reach the head", proc=self.stream,
-                 log=self.stream_log, every_s=0.1)
+        wait_for(
+            caught_up,
+            self.args.job_timeout,
+            "the stream to reach the head",
+            proc=self.stream,
+            log=self.stream_log,
+            every_s=0.1,
+        )
         time.sleep(self.rng.uniform(0.0, 3.0))
         before = self.catchups()
-        wait_for(lambda: in_flight(self.checkpoint), 60, "a micro-batch in flight", proc=self.stream,
-                 log=self.stream_log, every_s=0.01)
+        wait_for(
+            lambda: in_flight(self.checkpoint),
+            60,
+            "a micro-batch in flight",
+            proc=self.stream,
+            log=self.stream_log,
+            every_s=0.01,
+        )
         self.t_kill = time.monotonic()
         kill_job(self.stream)
         batch = self.commits() + 1
-        self.result.moment = (f"micro-batch {batch} in flight, near the head"
-                              + (" (a catch-up one)" if self.catchups() != before else ""))
+        self.result.moment = f"micro-batch {batch} in flight, near the head" + (
+            " (a catch-up one)" if self.catchups() != before else ""
+        )
 
     def kill_stream_in_catchup(self) -> None:
         """SIGKILL the stream right after its k-th catch-up plan (k from the seed), with that
@@ -575,19 +664,27 @@ class Round:
             c = self.catchups()
             if c != seen["catchups"]:
                 seen["catchups"], seen["at"] = c, self.commits()
-            over = self.commits() >= seen["at"] + 2   # two commits since the last catch-up plan: at the head
+            over = self.commits() >= seen["at"] + 2  # two commits since the last catch-up plan: at the head
             return (c >= target and in_flight(self.checkpoint)) or over
 
-        wait_for(ready, self.args.job_timeout, "a catch-up micro-batch", proc=self.stream, log=self.stream_log,
-                 every_s=0.01)
+        wait_for(
+            ready, self.args.job_timeout, "a catch-up micro-batch", proc=self.stream, log=self.stream_log, every_s=0.01
+        )
         if not in_flight(self.checkpoint):
-            wait_for(lambda: in_flight(self.checkpoint), 60, "a micro-batch in flight", proc=self.stream,
-                     log=self.stream_log, every_s=0.01)
+            wait_for(
+                lambda: in_flight(self.checkpoint),
+                60,
+                "a micro-batch in flight",
+                proc=self.stream,
+                log=self.stream_log,
+                every_s=0.01,
+            )
         self.t_kill = time.monotonic()
         kill_job(self.stream)
         c = self.catchups()
-        self.result.moment = (f"micro-batch {self.commits() + 1} in flight after catch-up plan {c}"
-                              + ("" if c >= target else f" (catch-up ended before plan {target})"))
+        self.result.moment = f"micro-batch {self.commits() + 1} in flight after catch-up plan {c}" + (
+            "" if c >= target else f" (catch-up ended before plan {target})"
+        )
         if c == 0:
             self.result.notes.append("no catch-up happened: the kill hit a near-head micro-batch")
 
@@ -599,7 +696,9 @@ class Round:
         before = self.commits()
         self.server.kill()
         inflight = in_flight(self.checkpoint)
-        self.result.moment = f"server, stream at commit {before}" + (" with a micro-batch in flight" if inflight else "")
+        self.result.moment = f"server, stream at commit {before}" + (
+            " with a micro-batch in flight" if inflight else ""
+        )
         time.sleep(self.rng.uniform(0.2, 2.0))
         self.server.start()
         deadline = time.monotonic() + self.args.job_timeout
@@ -655,8 +754,8 @@ class Round:
                 try:
                     got = read(t, key, cols)
                 except RoundError:
-                    raise   # a duplicate is not something time repairs
-                except Exception as e:   # not readable yet
+                    raise  # a duplicate is not something time repairs
+                except Exception as e:  # not readable yet
                     problems.append(f"{t}: sink not readable: {e!r}")
                     continue
                 d = diff(expected[t], got)
@@ -668,8 +767,10 @@ class Round:
                 return
             if time.monotonic() > deadline:
                 alive = self.stream is not None and self.stream.poll() is None
-                raise RoundError(f"sink != source {self.args.timeout:.0f} s after the writers stopped "
-                                 f"(stream {'running' if alive else 'not running'}): " + "\n".join(problems))
+                raise RoundError(
+                    f"sink != source {self.args.timeout:.0f} s after the writers stopped "
+                    f"(stream {'running' if alive else 'not running'}): " + "\n".join(problems)
+                )
             time.sleep(0.5)
 
     def cleanup(self) -> None:
@@ -679,7 +780,7 @@ class Round:
         for w in getattr(self, "writers", []):
             with contextlib.suppress(Exception):
                 w.stop()
-        if self.server.proc is None:   # a failed round may leave the server down
+        if self.server.proc is None:  # a failed round may leave the server down
             with contextlib.suppress(Exception):
                 self.server.start()
         with contextlib.suppress(Exception):
@@ -691,8 +792,7 @@ class Round:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             with contextlib.suppress(OSError):
-                (self.dir / "failure.txt").write_text(
-                    f"{self.result.line(0)}\n\n{self.result.problem}\n")
+                (self.dir / "failure.txt").write_text(f"{self.result.line(0)}\n\n{self.result.problem}\n")
 
 
 # --- the picture ------------------------------------------------------------------------------------
@@ -759,12 +859,20 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds for the sink to equal the source")
     ap.add_argument("--job-timeout", type=float, default=300.0)
     ap.add_argument("--work", default=str(ROOT / "bench" / ".work" / "fault_soak"))
-    ap.add_argument("--max-minutes", type=float, default=None,
-                    help="stop after the round that ends past this many minutes (the summary says which seed "
-                         "to go on from with --seed), so a long soak can run in slices")
-    ap.add_argument("--png", metavar="PATH", default=None,
-                    help="also write a PNG there: recovery time per round by kill kind, coloured by sink "
-                         "(needs matplotlib, the 'dev' extra)")
+    ap.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="stop after the round that ends past this many minutes (the summary says which seed "
+        "to go on from with --seed), so a long soak can run in slices",
+    )
+    ap.add_argument(
+        "--png",
+        metavar="PATH",
+        default=None,
+        help="also write a PNG there: recovery time per round by kill kind, coloured by sink "
+        "(needs matplotlib, the 'dev' extra)",
+    )
     args = ap.parse_args()
     sinks = [s for s in args.sinks.split(",") if s]
     kinds = [k for k in args.kinds.split(",") if k]
@@ -775,9 +883,12 @@ def main() -> int:
     if args.png:
         import plots
 
-        plots.require()   # before the hour of work, not after
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()] if args.seeds else \
-        list(range(args.seed, args.seed + args.rounds))
+        plots.require()  # before the hour of work, not after
+    seeds = (
+        [int(s) for s in args.seeds.split(",") if s.strip()]
+        if args.seeds
+        else list(range(args.seed, args.seed + args.rounds))
+    )
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -798,12 +909,15 @@ def main() -> int:
             r = Round(args, server, pg, seed, kind, sink, work, work_ref).run()
             results.append(r)
             print(r.line(i), flush=True)
-            if args.max_minutes is not None and time.monotonic() - t0 > 60 * args.max_minutes \
-                    and i < len(seeds):
-                print(f"stopped after {i} of {len(seeds)} rounds (--max-minutes {args.max_minutes:g}); go on with "
-                      f"--seeds {','.join(map(str, seeds[i:]))}" if args.seeds else
-                      f"stopped after {i} of {len(seeds)} rounds (--max-minutes {args.max_minutes:g}); go on with "
-                      f"--seed {seeds[i]} --rounds {len(seeds) - i}", flush=True)
+            if args.max_minutes is not None and time.monotonic() - t0 > 60 * args.max_minutes and i < len(seeds):
+                print(
+                    f"stopped after {i} of {len(seeds)} rounds (--max-minutes {args.max_minutes:g}); go on with "
+                    f"--seeds {','.join(map(str, seeds[i:]))}"
+                    if args.seeds
+                    else f"stopped after {i} of {len(seeds)} rounds (--max-minutes {args.max_minutes:g}); go on with "
+                    f"--seed {seeds[i]} --rounds {len(seeds) - i}",
+                    flush=True,
+                )
                 break
         elapsed = time.monotonic() - t0
     exact = sum(r.exact for r in results)
@@ -813,9 +927,11 @@ def main() -> int:
         ts = [r.recovery_s for r in results if r.kind == kind and r.exact]
         n = sum(r.kind == kind for r in results)
         if n:
-            print(f"kill={kind}: {len(ts)}/{n} exact, recovery median "
-                  f"{statistics.median(ts) if ts else math.nan:.1f} s, max {max(ts) if ts else math.nan:.1f} s",
-                  flush=True)
+            print(
+                f"kill={kind}: {len(ts)}/{n} exact, recovery median "
+                f"{statistics.median(ts) if ts else math.nan:.1f} s, max {max(ts) if ts else math.nan:.1f} s",
+                flush=True,
+            )
     print(f"wall time {elapsed:.0f} s ({elapsed / max(len(results), 1):.0f} s a round)", flush=True)
     if args.png:
         print(f"png: {recovery_png(args.png, results, kinds, sinks)}", flush=True)

@@ -29,10 +29,20 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName("plain spark JDBC load").getOrCreate()
-    df = spark.read.jdbc(args.url, args.table, column=args.column, lowerBound=args.lower, upperBound=args.upper,
-                         numPartitions=args.partitions,
-                         properties={"user": args.user, "password": os.environ["MYSQLCDC_PASSWORD"],
-                                     "driver": "org.mariadb.jdbc.Driver", "fetchsize": str(args.fetch_size)})
+    df = spark.read.jdbc(
+        args.url,
+        args.table,
+        column=args.column,
+        lowerBound=args.lower,
+        upperBound=args.upper,
+        numPartitions=args.partitions,
+        properties={
+            "user": args.user,
+            "password": os.environ["MYSQLCDC_PASSWORD"],
+            "driver": "org.mariadb.jdbc.Driver",
+            "fetchsize": str(args.fetch_size),
+        },
+    )
     df.write.mode("overwrite").parquet(args.out)
     print(f"PLAIN_ROWS {spark.read.parquet(args.out).count()}", flush=True)
     spark.stop()

@@ -27,8 +27,9 @@ def require() -> Any:
     try:
         import matplotlib
     except ImportError as e:
-        raise MatplotlibMissing(f"--png needs matplotlib, which is not installed ({e}); install it with: "
-                                f"{INSTALL_HINT}") from e
+        raise MatplotlibMissing(
+            f"--png needs matplotlib, which is not installed ({e}); install it with: {INSTALL_HINT}"
+        ) from e
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -79,17 +80,21 @@ def _draw_timeline(ax: Any, tasks: Sequence[Span], baselines: Mapping[str, float
     ax.invert_yaxis()
     styles = ("--", ":", "-.")
     for i, (label, seconds) in enumerate(baselines.items()):
-        ax.axvline(seconds, color="#d62728" if i == 0 else "#ff7f0e", linestyle=styles[i % len(styles)],
-                   label=f"{label}: {seconds:.1f} s")
+        ax.axvline(
+            seconds,
+            color="#d62728" if i == 0 else "#ff7f0e",
+            linestyle=styles[i % len(styles)],
+            label=f"{label}: {seconds:.1f} s",
+        )
     if total_s is not None:
         ax.axvline(total_s, color="black", linewidth=1.2, label=f"last snapshot done: {total_s:.1f} s")
     if any(t.busy_s for t in ordered):
-        ax.barh([], [], color="#3182bd", label="in Spark")   # legend entry for the dark part
+        ax.barh([], [], color="#3182bd", label="in Spark")  # legend entry for the dark part
     ax.set_xlabel("seconds since the trigger")
     right = max([t.end_s for t in ordered] + list(baselines.values()) + [total_s or 0.0, 1.0])
-    ax.set_xlim(0, right * 1.1)   # room for the last bar's seconds label
+    ax.set_xlim(0, right * 1.1)  # room for the last bar's seconds label
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)   # off the bars
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)  # off the bars
 
 
 def _thousands() -> Any:
@@ -116,8 +121,13 @@ def _draw_rates(ax: Any, phases: Mapping[str, float], highlight: str | None, uni
     ax.grid(axis="x", alpha=0.3)
 
 
-def task_timeline(path: str | Path, tasks: Sequence[Span], baselines: Mapping[str, float],
-                  title: str = "", total_s: float | None = None) -> Path:
+def task_timeline(
+    path: str | Path,
+    tasks: Sequence[Span],
+    baselines: Mapping[str, float],
+    title: str = "",
+    total_s: float | None = None,
+) -> Path:
     """The DAG run as a timeline; ``baselines`` maps a label to its seconds for the same rows."""
     plt = require()
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.45 * max(len(tasks), 2)))
@@ -126,8 +136,9 @@ def task_timeline(path: str | Path, tasks: Sequence[Span], baselines: Mapping[st
     return _save(fig, path)
 
 
-def rows_per_second(path: str | Path, phases: Mapping[str, float], title: str = "",
-                    highlight: str | None = None, unit: str = "rows/s") -> Path:
+def rows_per_second(
+    path: str | Path, phases: Mapping[str, float], title: str = "", highlight: str | None = None, unit: str = "rows/s"
+) -> Path:
     """Rows/s per phase or run variant (label -> rows/s); ``highlight`` is drawn in another colour
     (the figure the bench's last line reports), ``unit`` names what is counted (changes/s)."""
     plt = require()
@@ -137,14 +148,21 @@ def rows_per_second(path: str | Path, phases: Mapping[str, float], title: str = 
     return _save(fig, path)
 
 
-def dag_run(path: str | Path, tasks: Sequence[Span], baselines: Mapping[str, float],
-            phases: Mapping[str, float], title: str = "", total_s: float | None = None,
-            highlight: str | None = None) -> Path:
+def dag_run(
+    path: str | Path,
+    tasks: Sequence[Span],
+    baselines: Mapping[str, float],
+    phases: Mapping[str, float],
+    title: str = "",
+    total_s: float | None = None,
+    highlight: str | None = None,
+) -> Path:
     """The timeline over the rows/s bars in one picture: the README shows one image per bench."""
     plt = require()
     n = max(len(tasks), 2) + max(len(phases), 2)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 2.2 + 0.42 * n),
-                                      gridspec_kw={"height_ratios": [max(len(tasks), 2), max(len(phases), 2)]})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(11, 2.2 + 0.42 * n), gridspec_kw={"height_ratios": [max(len(tasks), 2), max(len(phases), 2)]}
+    )
     _draw_timeline(top, tasks, baselines, total_s)
     _draw_rates(bottom, phases, highlight)
     fig.suptitle(title, fontsize=10)
@@ -163,9 +181,8 @@ def latency_cdf(path: str | Path, samples_by_label: Mapping[str, Sequence[float]
             continue
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
         p50, p99 = percentile(xs, 50), percentile(xs, 99)
-        (line,) = ax.step(xs, ys, where="post",
-                          label=f"{label}: p50 {p50:.3f} s, p99 {p99:.3f} s (n={len(xs):,})")
-        ax.plot([p50, p99], [0.5, 0.99], "o", color=line.get_color())   # values are in the legend
+        (line,) = ax.step(xs, ys, where="post", label=f"{label}: p50 {p50:.3f} s, p99 {p99:.3f} s (n={len(xs):,})")
+        ax.plot([p50, p99], [0.5, 0.99], "o", color=line.get_color())  # values are in the legend
     ax.axhline(0.5, color="grey", linewidth=0.6, linestyle=":")
     ax.axhline(0.99, color="grey", linewidth=0.6, linestyle=":")
     ax.set_xlabel("commit -> visible latency (s)")

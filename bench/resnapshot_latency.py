@@ -41,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 from airflow_provider_mysqlcdc.cdc.config import SplitOptions  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.resnapshot import ROOT as HANDOFFS, read_applied  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.resnapshot import ROOT as HANDOFFS  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.resnapshot import read_applied
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E402
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch  # noqa: E402
@@ -75,8 +76,9 @@ class Writer(threading.Thread):
                 pause = due - time.perf_counter()
                 if pause > 0:
                     time.sleep(pause)
-                cur.execute("UPDATE items SET v = %s WHERE id = %s",
-                            (repr(time.time()), (self.done * 7919) % self.keys + 1))
+                cur.execute(
+                    "UPDATE items SET v = %s WHERE id = %s", (repr(time.time()), (self.done * 7919) % self.keys + 1)
+                )
                 self.done += 1
         conn.close()
 
@@ -102,14 +104,18 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--work", default=str(ROOT / "bench" / ".work" / "resnapshot"))
-    ap.add_argument("--png", metavar="PATH", default=None,
-                    help="also write a PNG there: the empirical CDF of the commit-to-visible latencies, baseline "
-                         "vs the hand-off window, p50/p99 marked (needs matplotlib, the 'dev' extra)")
+    ap.add_argument(
+        "--png",
+        metavar="PATH",
+        default=None,
+        help="also write a PNG there: the empirical CDF of the commit-to-visible latencies, baseline "
+        "vs the hand-off window, p50/p99 marked (needs matplotlib, the 'dev' extra)",
+    )
     args = ap.parse_args()
     if args.png:
         import plots
 
-        plots.require()   # before the minutes of work, not after
+        plots.require()  # before the minutes of work, not after
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -117,15 +123,23 @@ def main() -> None:
     server = MariaDB(base_dir=work / "mariadb", server_id=1).start()
     try:
         server.execute("CREATE DATABASE bench")
-        server.execute("CREATE TABLE items (id BIGINT PRIMARY KEY, v VARCHAR(32), pad VARCHAR(64))",
-                       f"INSERT INTO items SELECT seq, '0', REPEAT('x', 60) FROM seq_1_to_{args.rows}",
-                       "ANALYZE TABLE items", database="bench")
+        server.execute(
+            "CREATE TABLE items (id BIGINT PRIMARY KEY, v VARCHAR(32), pad VARCHAR(64))",
+            f"INSERT INTO items SELECT seq, '0', REPEAT('x', 60) FROM seq_1_to_{args.rows}",
+            "ANALYZE TABLE items",
+            database="bench",
+        )
         source = server.source_config(server_id_range="7100-7199")
         root = work / "changelog"
-        config = PipelineConfig(name="bench-resnapshot", source=source, include=("bench.items",),
-                                state_location=str(work / "state"), sink=SinkConfig("changelog", {"root": str(root)}),
-                                split=SplitOptions(chunk_size=max(1, args.batch_rows // 5)),
-                                stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.5))
+        config = PipelineConfig(
+            name="bench-resnapshot",
+            source=source,
+            include=("bench.items",),
+            state_location=str(work / "state"),
+            sink=SinkConfig("changelog", {"root": str(root)}),
+            split=SplitOptions(chunk_size=max(1, args.batch_rows // 5)),
+            stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.5),
+        )
         plan = build_plan(source, config.include, split=config.split, chunks_per_batch=5)
         state = StateStore(config.state_location)
         state.write_plan(plan)
@@ -135,8 +149,9 @@ def main() -> None:
             run_snapshot_batch(spark, config, b.batch_id, plan=plan)
         state.write_finished(state.finished_from_results())
         print(f"table: {args.rows:,} rows in {len(plan.batches)} batches of ~{args.batch_rows:,}", flush=True)
-        query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()),
-                             password=source.password)
+        query = start_stream(
+            spark, config, build_sink(config.sink), list(plan.schemas.values()), password=source.password
+        )
         writer = Writer(server, args.rate, args.rows)
         try:
             time.sleep(5)
@@ -147,7 +162,7 @@ def main() -> None:
             victim = plan.batches[len(plan.batches) // 2]
             t_read = time.time()
             result = run_snapshot_batch(spark, config, victim.batch_id, plan=plan)
-            ids = result["handoff"]   # one per piece of ~stream_options.handoff_piece_rows rows
+            ids = result["handoff"]  # one per piece of ~stream_options.handoff_piece_rows rows
             t_handed = min(os.stat(state.path(HANDOFFS, h, "manifest.json")).st_mtime for h in ids)
             outcomes = []
             for hid in ids:
@@ -168,33 +183,53 @@ def main() -> None:
         window = [x for t, x in lat if t_handed - 1 <= t <= t_applied + 5]
         rows = sum(a["rows"] for a in outcomes)
         takers = {a["micro_batch"] for a in outcomes}
-        durations = [p["durationMs"].get("triggerExecution", 0) / 1000 for b, p in progress.items()
-                     if p.get("numInputRows", 0) > 0 and b not in takers]
+        durations = [
+            p["durationMs"].get("triggerExecution", 0) / 1000
+            for b, p in progress.items()
+            if p.get("numInputRows", 0) > 0 and b not in takers
+        ]
         median = statistics.median(durations) if durations else float("nan")
         taken = [progress.get(b, {}).get("durationMs", {}).get("triggerExecution", 0) / 1000 for b in sorted(takers)]
         takeover = max(taken) if taken else float("nan")
         extra = max(sum(t - median for t in taken), 1e-3)
         print(f"writer: {writer.done:,} updates at {args.rate} tx/s", flush=True)
-        print(f"batch {victim.batch_id} read again in {len(ids)} piece(s), the first handed over "
-              f"{t_handed - t_read:.1f} s after the job started, the last taken over {t_applied - t_handed:.1f} s after "
-              f"the first was handed, in micro-batches {sorted(takers)}: {rows:,} rows, "
-              f"{sum(a['events'] for a in outcomes)} binlog events between HWs and take-overs, records built in "
-              f"{max(a['seconds'] for a in outcomes):.2f} s at most", flush=True)
-        print(f"micro-batches: median {median:.2f} s, the take-over ones {', '.join(f'{t:.2f}' for t in taken)} s "
-              f"(extra {extra:.2f} s for {rows:,} rows)", flush=True)
-        print(f"latency, baseline: p50={pct(base, 50):.3f}s p99={pct(base, 99):.3f}s over {len(base):,} changes",
-              flush=True)
-        print(f"latency, hand-off to 5 s after the take-over: p50={pct(window, 50):.3f}s p99={pct(window, 99):.3f}s "
-              f"max={max(window) if window else float('nan'):.3f}s over {len(window):,} changes", flush=True)
+        print(
+            f"batch {victim.batch_id} read again in {len(ids)} piece(s), the first handed over "
+            f"{t_handed - t_read:.1f} s after the job started, the last taken over {t_applied - t_handed:.1f} s after "
+            f"the first was handed, in micro-batches {sorted(takers)}: {rows:,} rows, "
+            f"{sum(a['events'] for a in outcomes)} binlog events between HWs and take-overs, records built in "
+            f"{max(a['seconds'] for a in outcomes):.2f} s at most",
+            flush=True,
+        )
+        print(
+            f"micro-batches: median {median:.2f} s, the take-over ones {', '.join(f'{t:.2f}' for t in taken)} s "
+            f"(extra {extra:.2f} s for {rows:,} rows)",
+            flush=True,
+        )
+        print(
+            f"latency, baseline: p50={pct(base, 50):.3f}s p99={pct(base, 99):.3f}s over {len(base):,} changes",
+            flush=True,
+        )
+        print(
+            f"latency, hand-off to 5 s after the take-over: p50={pct(window, 50):.3f}s p99={pct(window, 99):.3f}s "
+            f"max={max(window) if window else float('nan'):.3f}s over {len(window):,} changes",
+            flush=True,
+        )
         if args.png:
             import plots
 
-            out = plots.latency_cdf(args.png, {"baseline (no re-read)": base, "hand-off window": window},
-                                    title=f"commit -> visible at {args.rate} tx/s, batch {victim.batch_id} "
-                                          f"({rows:,} rows) read again while the stream runs")
+            out = plots.latency_cdf(
+                args.png,
+                {"baseline (no re-read)": base, "hand-off window": window},
+                title=f"commit -> visible at {args.rate} tx/s, batch {victim.batch_id} "
+                f"({rows:,} rows) read again while the stream runs",
+            )
             print(f"png: {out}", flush=True)
-        print(f"resnapshot_rows_per_s={rows / extra:.0f} p99_latency_s={pct(window, 99):.3f} "
-              f"p99_baseline_s={pct(base, 99):.3f} takeover_batch_s={takeover:.3f}", flush=True)
+        print(
+            f"resnapshot_rows_per_s={rows / extra:.0f} p99_latency_s={pct(window, 99):.3f} "
+            f"p99_baseline_s={pct(base, 99):.3f} takeover_batch_s={takeover:.3f}",
+            flush=True,
+        )
     finally:
         server.stop()
 

@@ -40,12 +40,15 @@ def main() -> int:
                 db = f"soak_{variant}_{seed}"
                 server.execute(f"CREATE DATABASE {db}")
                 t = time.perf_counter()
-                r = run_consistency_case(server, spark, db, variant, seed, args.rows, args.chunk_size,
-                                         args.chunks_per_batch)
+                r = run_consistency_case(
+                    server, spark, db, variant, seed, args.rows, args.chunk_size, args.chunks_per_batch
+                )
                 status = "OK" if not r.problem else "DIFF"
-                print(f"{status} {variant} seed={seed} rows={r.rows} batches={r.batches} "
-                      f"writer_changes={r.writer_changes} streamed={r.streamed} {time.perf_counter() - t:.1f}s",
-                      flush=True)
+                print(
+                    f"{status} {variant} seed={seed} rows={r.rows} batches={r.batches} "
+                    f"writer_changes={r.writer_changes} streamed={r.streamed} {time.perf_counter() - t:.1f}s",
+                    flush=True,
+                )
                 if r.problem:
                     print(r.problem)
                     failures += 1

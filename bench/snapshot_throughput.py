@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader, jdbc_url  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime.session import JDBC_DRIVER_CLASS  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.sql import range_predicate  # noqa: E402
+from airflow_provider_mysqlcdc.spark.runtime.session import JDBC_DRIVER_CLASS  # noqa: E402
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader, jdbc_url  # noqa: E402
 from tests.support import pipeline  # noqa: E402
 from tests.support.mariadb import MariaDB  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
@@ -45,14 +45,18 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--chunk-size", type=int, default=50_000)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--png", metavar="PATH", default=None,
-                    help="also write a PNG there: rows/s (medians) of the consistent reader vs the mariadb CLI "
-                         "vs Spark's plain JDBC (needs matplotlib, the 'dev' extra)")
+    ap.add_argument(
+        "--png",
+        metavar="PATH",
+        default=None,
+        help="also write a PNG there: rows/s (medians) of the consistent reader vs the mariadb CLI "
+        "vs Spark's plain JDBC (needs matplotlib, the 'dev' extra)",
+    )
     args = ap.parse_args()
     if args.png:
         import plots
 
-        plots.require()   # before the minutes of work, not after
+        plots.require()  # before the minutes of work, not after
 
     work = ROOT / "bench" / ".work" / "snapshot"
     shutil.rmtree(work, ignore_errors=True)
@@ -78,16 +82,28 @@ def main() -> None:
 
         def cli() -> None:
             with open(os.devnull, "wb") as devnull:
-                subprocess.run(server.cli("-N", "-B", "-e", f"SELECT * FROM {db}.orders"),
-                               env=server.cli_env(), stdout=devnull, check=True)
+                subprocess.run(
+                    server.cli("-N", "-B", "-e", f"SELECT * FROM {db}.orders"),
+                    env=server.cli_env(),
+                    stdout=devnull,
+                    check=True,
+                )
 
         def plain_jdbc() -> None:
             out = work / "plain.parquet"
             shutil.rmtree(out, ignore_errors=True)
             preds = [range_predicate(schema, c.start, c.end, c.includes_null) for c in batch.chunks]
-            df = spark.read.jdbc(jdbc_url(source), f"{db}.orders", predicates=preds, properties={
-                "user": source.user, "password": source.password, "driver": JDBC_DRIVER_CLASS,
-                "fetchsize": str(source.jdbc_fetch_size)})
+            df = spark.read.jdbc(
+                jdbc_url(source),
+                f"{db}.orders",
+                predicates=preds,
+                properties={
+                    "user": source.user,
+                    "password": source.password,
+                    "driver": JDBC_DRIVER_CLASS,
+                    "fetchsize": str(source.jdbc_fetch_size),
+                },
+            )
             df.write.parquet(str(out))
 
         # Staged materialization: one JVM pass writes the SELECTs' rows as Parquet, read back
@@ -117,11 +133,17 @@ def main() -> None:
         if args.png:
             import plots
 
-            names = {"cli": "mariadb CLI scan", "spark_jdbc": "Spark plain JDBC -> Parquet (not consistent)",
-                     "ours": "consistent batch reader -> Parquet"}
-            out = plots.rows_per_second(args.png, {names[k]: args.rows / v for k, v in med.items()},
-                                        title=f"snapshot read of {args.rows:,} rows, {len(batch.chunks)} chunks, "
-                                              f"median of {args.repeats}", highlight=names["ours"])
+            names = {
+                "cli": "mariadb CLI scan",
+                "spark_jdbc": "Spark plain JDBC -> Parquet (not consistent)",
+                "ours": "consistent batch reader -> Parquet",
+            }
+            out = plots.rows_per_second(
+                args.png,
+                {names[k]: args.rows / v for k, v in med.items()},
+                title=f"snapshot read of {args.rows:,} rows, {len(batch.chunks)} chunks, median of {args.repeats}",
+                highlight=names["ours"],
+            )
             print(f"png: {out}", flush=True)
         print(f"ratio_vs_cli={med['cli'] / med['ours']:.3f} ratio_vs_spark_jdbc={med['spark_jdbc'] / med['ours']:.3f}")
     finally:

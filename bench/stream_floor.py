@@ -51,8 +51,10 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from stream_throughput import Bench, cpu_line, decode_counted  # noqa: E402  (bench/ is on sys.path as the script's directory)
+from workloads import cpu_seconds  # noqa: E402
+
 from airflow_provider_mysqlcdc.cdc import catchup  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import StreamOptions  # noqa: E402
@@ -64,9 +66,6 @@ from airflow_provider_mysqlcdc.spark.stream.binlog_read import range_items  # no
 from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout  # noqa: E402
 from airflow_provider_mysqlcdc.spark.stream.layout_book import LayoutBook  # noqa: E402
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset  # noqa: E402
-
-from stream_throughput import Bench, cpu_line, decode_counted  # noqa: E402  (bench/ is on sys.path as the script's directory)
-from workloads import cpu_seconds  # noqa: E402
 
 TABLE = TableId("bench", "events")
 NOT_CAPTURED = TableId("bench", "no_such_table")
@@ -100,9 +99,16 @@ class Floor:
             files = catchup.BinlogFiles.read(conn, self.end)
             at = self.start
             while at < self.end:
-                end, _cuts = catchup.plan_batch(conn, files, at, self.end, options.catchup_batch_bytes,
-                                                options.catchup_parallelism, MIN_RANGE_BYTES,
-                                                tail_bytes=options.catchup_min_bytes)
+                end, _cuts = catchup.plan_batch(
+                    conn,
+                    files,
+                    at,
+                    self.end,
+                    options.catchup_batch_bytes,
+                    options.catchup_parallelism,
+                    MIN_RANGE_BYTES,
+                    tail_bytes=options.catchup_min_bytes,
+                )
                 if end <= at:
                     raise AssertionError(f"the plan did not move from {at}")
                 at = end
@@ -127,16 +133,24 @@ class Floor:
 
     def _items(self):
         layout = SourceLayout([self.schema], "UTC")
-        return range_items(LayoutBook(layout, "UTC"), self.source, [self.schema], [],
-                           StreamOffset.boundary(self.start), StreamOffset.boundary(self.end), 7003,
-                           self.start.file_index, 60.0)
+        return range_items(
+            LayoutBook(layout, "UTC"),
+            self.source,
+            [self.schema],
+            [],
+            StreamOffset.boundary(self.start),
+            StreamOffset.boundary(self.end),
+            7003,
+            self.start.file_index,
+            60.0,
+        )
 
     def changelog(self) -> None:
         out = self.work / "changelog"
         shutil.rmtree(out, ignore_errors=True)
         records = DirectWrite(str(out)).write_range(self._items(), 1, 0)
         lines = sum(records.column("lines").to_pylist())
-        if lines != 2 * self.changes:   # every UPDATE is a -U and a +U line
+        if lines != 2 * self.changes:  # every UPDATE is a -U and a +U line
             raise AssertionError(f"wrote {lines} lines, expected {2 * self.changes}")
 
     def delta(self) -> None:
@@ -153,8 +167,12 @@ def runner_start_s() -> float:
     path = [lib / "pyspark.zip", *lib.glob("py4j-*-src.zip")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in path))
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import pyspark.sql.streaming.python_streaming_source_runner"],
-                   env=env, check=True, cwd="/")
+    subprocess.run(
+        [sys.executable, "-c", "import pyspark.sql.streaming.python_streaming_source_runner"],
+        env=env,
+        check=True,
+        cwd="/",
+    )
     return time.perf_counter() - t
 
 
@@ -171,33 +189,46 @@ def main() -> None:
     bench = Bench(work, args.rows)
     f = Floor(bench)
     try:
-        parts_fn = (("dump", f.dump), ("walk", f.walk), ("decode", f.decode), ("changelog", f.changelog),
-                    ("delta", f.delta))
-        f.delta()   # warm-up: imports, the table's generated decoder, numpy's first calls
+        parts_fn = (
+            ("dump", f.dump),
+            ("walk", f.walk),
+            ("decode", f.decode),
+            ("changelog", f.changelog),
+            ("delta", f.delta),
+        )
+        f.delta()  # warm-up: imports, the table's generated decoder, numpy's first calls
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in parts_fn}
-        for _ in range(args.repeats):   # interleaved, so a drift of the shared machine hits every part alike
+        for _ in range(args.repeats):  # interleaved, so a drift of the shared machine hits every part alike
             for name, fn in parts_fn:
                 runs[name].append(f.measure(fn))
-        med = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
-               for name, rs in runs.items()}
+        med = {
+            name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+            for name, rs in runs.items()
+        }
         for name, (own, server) in med.items():
-            print(f"  {name:>10}: reader process {own:6.2f} core-s, server {server:6.2f} core-s "
-                  f"(median of {args.repeats})", flush=True)
+            print(
+                f"  {name:>10}: reader process {own:6.2f} core-s, server {server:6.2f} core-s "
+                f"(median of {args.repeats})",
+                flush=True,
+            )
         with multiprocessing.get_context("spawn").Pool(2) as pool:
-            pool.map(decode_counted, [(f.source, 7004, f.start, f.start)] * 2)   # start both processes
+            pool.map(decode_counted, [(f.source, 7004, f.start, f.start)] * 2)  # start both processes
             par: list[tuple[float, float]] = []
             for _ in range(args.repeats):
                 server0, t = cpu_seconds().get("mariadbd", 0.0), time.perf_counter()
                 cpu = f.decode_parallel(pool)
                 par.append((cpu, cpu_seconds().get("mariadbd", 0.0) - server0, time.perf_counter() - t))
-        print(f"  {'decode x2':>10}: reader processes {statistics.median(p[0] for p in par):6.2f} core-s, server "
-              f"{statistics.median(p[1] for p in par):6.2f} core-s, {statistics.median(p[2] for p in par):.2f} s "
-              f"(median of {args.repeats}; one process: {med['decode'][0]:.2f} + {med['decode'][1]:.2f})", flush=True)
+        print(
+            f"  {'decode x2':>10}: reader processes {statistics.median(p[0] for p in par):6.2f} core-s, server "
+            f"{statistics.median(p[1] for p in par):6.2f} core-s, {statistics.median(p[2] for p in par):.2f} s "
+            f"(median of {args.repeats}; one process: {med['decode'][0]:.2f} + {med['decode'][1]:.2f})",
+            flush=True,
+        )
         runner = statistics.median(runner_start_s() for _ in range(max(3, args.repeats)))
         print(f"  {'runner':>10}: {runner:.2f} s to import PySpark's streaming source runner", flush=True)
         spark: dict[str, float] = {}
         for sink in ("changelog", "delta"):
-            bench.stream(sink, 2)   # warm: the JVM compiles its hot paths, Python workers start
+            bench.stream(sink, 2)  # warm: the JVM compiles its hot paths, Python workers start
             bench.cpu.clear()
             for _ in range(args.repeats):
                 bench.stream(sink, 2)
@@ -205,8 +236,11 @@ def main() -> None:
             jvm = statistics.median(c.get("jvm", 0.0) for c in bench.cpu)
             driver = statistics.median(c.get("driver (python)", 0.0) for c in bench.cpu)
             spark[sink] = jvm + driver
-            print(f"  stream -> {sink}, catch-up x2: {f.changes / wall:,.0f} changes/s ({wall:.2f} s); "
-                  f"JVM {jvm:.2f} + driver {driver:.2f} core-s; {cpu_line(bench.cpu)}", flush=True)
+            print(
+                f"  stream -> {sink}, catch-up x2: {f.changes / wall:,.0f} changes/s ({wall:.2f} s); "
+                f"JVM {jvm:.2f} + driver {driver:.2f} core-s; {cpu_line(bench.cpu)}",
+                flush=True,
+            )
         dump_server, walk_server, decode = med["dump"][1], med["walk"][1], med["decode"][0]
         parts = {"changelog": max(0.0, med["changelog"][0] - decode), "delta": max(0.0, med["delta"][0] - decode)}
         budget = cores * f.changes / args.target
@@ -214,13 +248,18 @@ def main() -> None:
         for sink, work_s in parts.items():
             floors[sink] = dump_server + walk_server + decode + work_s + spark[sink]
             rates[sink] = f.changes / (floors[sink] / cores + runner)
-            print(f"{sink}: server dump {dump_server:.2f} + plan walk {walk_server:.2f} + decode {decode:.2f} "
-                  f"+ sink work {work_s:.2f} + Spark {spark[sink]:.2f} = {floors[sink]:.2f} core-s; "
-                  f"{args.target:,} changes/s allows {budget:.2f} on {cores} cores; "
-                  f"at most {rates[sink]:,.0f} changes/s", flush=True)
-        print(f"floor_changelog_core_s={floors['changelog']:.2f} floor_delta_core_s={floors['delta']:.2f} "
-              f"budget_core_s={budget:.2f} max_rate_changelog={int(rates['changelog'])} "
-              f"max_rate_delta={int(rates['delta'])}")
+            print(
+                f"{sink}: server dump {dump_server:.2f} + plan walk {walk_server:.2f} + decode {decode:.2f} "
+                f"+ sink work {work_s:.2f} + Spark {spark[sink]:.2f} = {floors[sink]:.2f} core-s; "
+                f"{args.target:,} changes/s allows {budget:.2f} on {cores} cores; "
+                f"at most {rates[sink]:,.0f} changes/s",
+                flush=True,
+            )
+        print(
+            f"floor_changelog_core_s={floors['changelog']:.2f} floor_delta_core_s={floors['delta']:.2f} "
+            f"budget_core_s={budget:.2f} max_rate_changelog={int(rates['changelog'])} "
+            f"max_rate_delta={int(rates['delta'])}"
+        )
     finally:
         bench.spark.stop()
         bench.server.stop()

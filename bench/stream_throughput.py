@@ -64,6 +64,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
+
 from airflow_provider_mysqlcdc.cdc import catchup  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.config import SourceConfig  # noqa: E402
@@ -79,8 +81,6 @@ from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E4
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E402
 from tests.support.mariadb import MariaDB, _find  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
-
-from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
 
 TABLE = TableId("bench", "events")
 
@@ -104,18 +104,21 @@ def _decode_range(args: tuple[SourceConfig, int, BinlogOffset, BinlogOffset]) ->
 class Bench:
     def __init__(self, work: Path, rows: int) -> None:
         self.work = work
-        self.server = MariaDB(base_dir=work / "mariadb", server_id=1,
-                              extra_args=("--max-binlog-size=1073741824",)).start()
+        self.server = MariaDB(
+            base_dir=work / "mariadb", server_id=1, extra_args=("--max-binlog-size=1073741824",)
+        ).start()
         t0 = time.perf_counter()
         try:
             self.start, self.end, self.changes = load(self.server, rows)
         except BaseException:
-            self.server.stop()   # main's clean-up only covers a Bench that was built
+            self.server.stop()  # main's clean-up only covers a Bench that was built
             raise
-        print(f"workload: {rows} single-row UPDATEs ({self.changes} on the captured table), "
-              f"{binlog_bytes(self.server, self.start, self.end):,} binlog bytes "
-              f"({len(binlog_files(self.server, self.start, self.end))} file(s)), written in {time.perf_counter() - t0:.1f}s",
-              flush=True)
+        print(
+            f"workload: {rows} single-row UPDATEs ({self.changes} on the captured table), "
+            f"{binlog_bytes(self.server, self.start, self.end):,} binlog bytes "
+            f"({len(binlog_files(self.server, self.start, self.end))} file(s)), written in {time.perf_counter() - t0:.1f}s",
+            flush=True,
+        )
         self.source = self.server.source_config(server_id_range="7000-7099")
         conn = self.source.connect()
         self.schema = read_table_schema(conn, TABLE)
@@ -126,7 +129,7 @@ class Bench:
         self.spark = local_spark("mysqlcdc-bench-stream", memory="4g")
         self.spark.sparkContext.setLogLevel("ERROR")
         self.runs = 0
-        self.in_batches: list[float] = []   # per stream run: changes / seconds spent in micro-batches
+        self.in_batches: list[float] = []  # per stream run: changes / seconds spent in micro-batches
         self.cpu: list[dict[str, float]] = []  # per stream run: CPU seconds by process kind, and wall
 
     # --- baselines and decoders ---------------------------------------------------------------
@@ -134,9 +137,19 @@ class Bench:
     def mariadb_binlog(self) -> int:
         paths = [str(self.server.datadir / f) for f in binlog_files(self.server, self.start, self.end)]
         with open(os.devnull, "wb") as devnull:
-            subprocess.run([_find("mariadb-binlog"), "--no-defaults", "-v", f"--start-position={self.start.position}",
-                            f"--stop-position={self.end.position}", "--table=events", *paths],
-                           stdout=devnull, check=True)
+            subprocess.run(
+                [
+                    _find("mariadb-binlog"),
+                    "--no-defaults",
+                    "-v",
+                    f"--start-position={self.start.position}",
+                    f"--stop-position={self.end.position}",
+                    "--table=events",
+                    *paths,
+                ],
+                stdout=devnull,
+                check=True,
+            )
         return self.changes
 
     def library(self) -> int:
@@ -169,10 +182,15 @@ class Bench:
     def _config(self, sink: SinkConfig, start: BinlogOffset, parallelism: int) -> PipelineConfig:
         self.runs += 1
         return PipelineConfig(
-            name=f"bench{self.runs}", source=self.source, include=(str(TABLE),),
-            state_location=str(self.work / f"state{self.runs}"), sink=sink,
-            startup_mode="specific-offset", startup_offset={"file": start.file, "position": start.position},
-            stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.05, catchup_parallelism=parallelism))
+            name=f"bench{self.runs}",
+            source=self.source,
+            include=(str(TABLE),),
+            state_location=str(self.work / f"state{self.runs}"),
+            sink=sink,
+            startup_mode="specific-offset",
+            startup_offset={"file": start.file, "position": start.position},
+            stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.05, catchup_parallelism=parallelism),
+        )
 
     @staticmethod
     def changelog_lines(root: Path) -> int:
@@ -182,8 +200,14 @@ class Bench:
                 n += sum(1 for _ in fh)
         return n
 
-    def stream(self, kind: str, parallelism: int, start: BinlogOffset | None = None,
-               end: BinlogOffset | None = None, expect: int | None = None) -> int:
+    def stream(
+        self,
+        kind: str,
+        parallelism: int,
+        start: BinlogOffset | None = None,
+        end: BinlogOffset | None = None,
+        expect: int | None = None,
+    ) -> int:
         """Stream ``[start, end)`` into a fresh sink; returns the changes it holds at the end."""
         start, end = start or self.start, end or self.end
         expect = self.changes if expect is None else expect
@@ -211,11 +235,11 @@ class Bench:
         finally:
             query.stop()
         if kind == "changelog":
-            got = self.changelog_lines(root) // 2   # every UPDATE is a -U and a +U line
+            got = self.changelog_lines(root) // 2  # every UPDATE is a -U and a +U line
         else:
             got = self._delta_check(root, expect)
         if sink.direct_write() is not None:
-            input_rows = got   # the source's tasks did the sink's work: Spark's rows are their records
+            input_rows = got  # the source's tasks did the sink's work: Spark's rows are their records
         self.in_batches.append(input_rows / busy if busy else 0.0)
         return got
 
@@ -279,13 +303,14 @@ class Bench:
         print(f"latency: {len(lat)} changes at {achieved:.0f} tx/s achieved", flush=True)
         return sorted(lat)
 
-    def ddl_latency(self, kind: str, rate: int, rounds: int, settle_s: float = 2.0, timeout_s: float = 60.0
-                    ) -> tuple[list[float], list[float]]:
+    def ddl_latency(
+        self, kind: str, rate: int, rounds: int, settle_s: float = 2.0, timeout_s: float = 60.0
+    ) -> tuple[list[float], list[float]]:
         """DDL commit to the first row of the new shape visible in a live stream's ``kind`` sink, at a
         steady ``rate`` tx/s: ``rounds`` ADD COLUMNs, ``settle_s`` of plain load before each. Returns
         the latencies and (Delta) those of the column alone reaching the table's schema."""
         conn = self.source.connect()
-        schema = read_table_schema(conn, TABLE)   # with the columns earlier sinks' rounds added
+        schema = read_table_schema(conn, TABLE)  # with the columns earlier sinks' rounds added
         conn.close()
         root = self.work / f"ddl-{kind}"
         sink_cfg = SinkConfig(kind, {"root": str(root)})
@@ -365,15 +390,16 @@ class SteadyWriter(threading.Thread):
                     if self._request is not None:
                         column, self._request = self._request, None
                         cur.execute(f"ALTER TABLE events ADD COLUMN `{column}` VARCHAR(32) NULL")
-                        self._committed_at = time.time()   # DDL commits implicitly: execute returned
+                        self._committed_at = time.time()  # DDL commits implicitly: execute returned
                         self.column = column
                         self._committed.set()
                     key = k % KEYS + 1
                     if self.column is None:
                         cur.execute("UPDATE events SET v = %s WHERE id = %s", (f"w{k}", key))
                     else:
-                        cur.execute(f"UPDATE events SET v = %s, `{self.column}` = %s WHERE id = %s",
-                                    (f"w{k}", f"c{k}", key))
+                        cur.execute(
+                            f"UPDATE events SET v = %s, `{self.column}` = %s WHERE id = %s", (f"w{k}", f"c{k}", key)
+                        )
                     k += 1
         except BaseException as e:  # noqa: BLE001 -- reported by the measuring loop
             self.error = e
@@ -396,7 +422,7 @@ class ChangelogProbe:
     def __init__(self, root: Path) -> None:
         self.dir = root / "bench" / "events" / "stream"
         self.read: set[str] = set()
-        self.columns: dict[str, bool] = {}   # column -> a line with a non-null value seen
+        self.columns: dict[str, bool] = {}  # column -> a line with a non-null value seen
 
     def refresh(self) -> None:
         try:
@@ -467,17 +493,23 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=20)
     ap.add_argument("--ddl-rounds", type=int, default=5, help="ADD COLUMNs per sink under load (0: skip)")
     ap.add_argument("--ddl-sinks", default="changelog,delta", help="sinks the DDL latency is measured into")
-    ap.add_argument("--png", metavar="PATH", default=None,
-                    help="also write a PNG there: changes/s (medians) of every run above -- mariadb-binlog, the "
-                         "library, the decoder, the stream per sink and catch-up parallelism (needs matplotlib, "
-                         "the 'dev' extra)")
+    ap.add_argument(
+        "--png",
+        metavar="PATH",
+        default=None,
+        help="also write a PNG there: changes/s (medians) of every run above -- mariadb-binlog, the "
+        "library, the decoder, the stream per sink and catch-up parallelism (needs matplotlib, "
+        "the 'dev' extra)",
+    )
     args = ap.parse_args()
     if args.png:
         import plots
 
-        plots.require()   # before the minutes of work, not after
+        plots.require()  # before the minutes of work, not after
     home = pyspark_bytecode.spark_home()
-    print("spark python zip:", pyspark_bytecode.zip_state(home / "python" / "lib" / "pyspark.zip").describe(), flush=True)
+    print(
+        "spark python zip:", pyspark_bytecode.zip_state(home / "python" / "lib" / "pyspark.zip").describe(), flush=True
+    )
     work = ROOT / "bench" / ".work" / "stream"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -531,8 +563,11 @@ def main() -> None:
                 b.cpu.clear()
                 report(name, timed(fn, n, repeats) if fn == b.mariadb_binlog else paired(name, fn, repeats), repeats)
                 if b.in_batches:
-                    print(f"  {'':>34}  {statistics.median(b.in_batches):>10,.0f} changes/s inside micro-batches "
-                          "(without query start-up)", flush=True)
+                    print(
+                        f"  {'':>34}  {statistics.median(b.in_batches):>10,.0f} changes/s inside micro-batches "
+                        "(without query start-up)",
+                        flush=True,
+                    )
                     print(f"  {'':>34}  {cpu_line(b.cpu)}", flush=True)
         lat = b.latency(args.latency_rate, args.latency_seconds)
         p50, p99 = pct(lat, 50), pct(lat, 99)
@@ -541,20 +576,33 @@ def main() -> None:
         for kind in [k.strip() for k in args.ddl_sinks.split(",") if k.strip()] if args.ddl_rounds > 0 else []:
             lat, in_schema = b.ddl_latency(kind, args.latency_rate, args.ddl_rounds)
             ddl[kind] = statistics.median(lat)
-            schema_part = (f"; column in the table's schema: median={statistics.median(in_schema):.3f}s "
-                           f"max={max(in_schema):.3f}s" if kind == "delta" else "")
-            print(f"DDL commit to first row of the new shape visible in {kind} at {args.latency_rate} tx/s: "
-                  f"median={ddl[kind]:.3f}s max={max(lat):.3f}s over {len(lat)} ADD COLUMNs "
-                  f"({', '.join(f'{x:.2f}' for x in lat)}){schema_part}", flush=True)
+            schema_part = (
+                f"; column in the table's schema: median={statistics.median(in_schema):.3f}s max={max(in_schema):.3f}s"
+                if kind == "delta"
+                else ""
+            )
+            print(
+                f"DDL commit to first row of the new shape visible in {kind} at {args.latency_rate} tx/s: "
+                f"median={ddl[kind]:.3f}s max={max(lat):.3f}s over {len(lat)} ADD COLUMNs "
+                f"({', '.join(f'{x:.2f}' for x in lat)}){schema_part}",
+                flush=True,
+            )
         headline = f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"
         if args.png:
             import plots
 
-            out = plots.rows_per_second(args.png, rates, highlight=headline, unit="changes/s",
-                                        title=f"binlog catch-up of {n:,} captured changes (changes/s, medians)")
+            out = plots.rows_per_second(
+                args.png,
+                rates,
+                highlight=headline,
+                unit="changes/s",
+                title=f"binlog catch-up of {n:,} captured changes (changes/s, medians)",
+            )
             print(f"png: {out}", flush=True)
-        print(f"rows_per_s={int(rates[headline])} ratio_vs_mariadb_binlog={ratios[headline]:.3f} "
-              f"p99_latency_s={p99:.3f} ddl_to_visible_s={ddl.get('changelog', float('nan')):.3f}")
+        print(
+            f"rows_per_s={int(rates[headline])} ratio_vs_mariadb_binlog={ratios[headline]:.3f} "
+            f"p99_latency_s={p99:.3f} ddl_to_visible_s={ddl.get('changelog', float('nan')):.3f}"
+        )
     finally:
         b.spark.stop()
         b.server.stop()

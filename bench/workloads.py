@@ -26,7 +26,8 @@ def load(server: MariaDB, rows: int) -> tuple[BinlogOffset, BinlogOffset, int]:
     for t in ("events", "other"):
         server.execute(
             f"INSERT INTO {t} SELECT seq, CONCAT('v', seq), seq / 100, NOW(3), REPEAT('n', 40) FROM seq_1_to_{KEYS}",
-            database="bench")
+            database="bench",
+        )
     server.execute("FLUSH BINARY LOGS")
     start = BinlogOffset(*server.master_status())
     pairs = rows // 2
@@ -35,7 +36,9 @@ def load(server: MariaDB, rows: int) -> tuple[BinlogOffset, BinlogOffset, int]:
         f"UPDATE events SET v = CONCAT('value-', i), amount = i / 100, ts = NOW(3), note = REPEAT('x', 40 + i % 7) "
         f"WHERE id = i % {KEYS} + 1; "
         f"UPDATE other SET v = CONCAT('other-', i), amount = i / 100, ts = NOW(3), note = 'o' WHERE id = i % {KEYS} + 1; "
-        "END FOR; END", database="bench")
+        "END FOR; END",
+        database="bench",
+    )
     end = BinlogOffset(*server.master_status())
     return start, end, pairs
 

@@ -90,13 +90,21 @@ ENV_DROP_PREFIXES = ("AIRFLOW", "_AIRFLOW", "MYSQLCDC_TEST_", "MYSQLCDC_UI_", "P
 ENV_DROP = {"SPARK_HOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTEST_CURRENT_TEST"}
 
 
-def run(argv: list[str], env: dict[str, str] | None = None, check: bool = True,
-        cwd: Path | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(a) for a in argv], env=env, cwd=str(cwd or REPO), capture_output=True, text=True,
-                       timeout=timeout)
+def run(
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    p = subprocess.run(
+        [str(a) for a in argv], env=env, cwd=str(cwd or REPO), capture_output=True, text=True, timeout=timeout
+    )
     if check and p.returncode != 0:
-        raise Failed(f"{' '.join(str(a) for a in argv[:5])} ... failed ({p.returncode}):\n"
-                     f"{_quiet(p.stdout)[-3000:]}\n{_quiet(p.stderr)[-3000:]}")
+        raise Failed(
+            f"{' '.join(str(a) for a in argv[:5])} ... failed ({p.returncode}):\n"
+            f"{_quiet(p.stdout)[-3000:]}\n{_quiet(p.stderr)[-3000:]}"
+        )
     return p
 
 
@@ -114,11 +122,15 @@ def say(msg: str) -> None:
 
 
 def summary_line(results: dict[str, str], ok: bool) -> str:
-    return ("compat " + " ".join(f"{k}={str(v).replace(' ', '_')}" for k, v in results.items())
-            + f" result={'ok' if ok else 'FAILED'}")
+    return (
+        "compat "
+        + " ".join(f"{k}={str(v).replace(' ', '_')}" for k, v in results.items())
+        + f" result={'ok' if ok else 'FAILED'}"
+    )
 
 
 # --- what setup.cfg declares ------------------------------------------------------------------
+
 
 def _setup_cfg(src: Path) -> configparser.ConfigParser:
     cfg = configparser.ConfigParser()  # full-line comments inside a multi-line value are dropped
@@ -127,14 +139,12 @@ def _setup_cfg(src: Path) -> configparser.ConfigParser:
 
 
 def install_requires(src: Path = REPO) -> list[Requirement]:
-    return [Requirement(line) for line in _setup_cfg(src)["options"]["install_requires"].splitlines()
-            if line.strip()]
+    return [Requirement(line) for line in _setup_cfg(src)["options"]["install_requires"].splitlines() if line.strip()]
 
 
 def test_tools(src: Path = REPO) -> list[Requirement]:
     """TEST_TOOLS as the dev extra pins them (unpinned if it does not name one)."""
-    dev = [Requirement(line) for line in _setup_cfg(src)["options.extras_require"]["dev"].splitlines()
-           if line.strip()]
+    dev = [Requirement(line) for line in _setup_cfg(src)["options.extras_require"]["dev"].splitlines() if line.strip()]
     pinned = {canonicalize_name(r.name): r for r in dev}
     return [pinned.get(canonicalize_name(name), Requirement(name)) for name in TEST_TOOLS]
 
@@ -161,6 +171,7 @@ def oldest_pins(reqs: list[Requirement]) -> list[str]:
 
 
 # --- the package --------------------------------------------------------------------------------
+
 
 def snapshot(work: Path) -> tuple[Path, Path]:
     """One copy of the repository's files (tracked, or new and not ignored) that everything below
@@ -195,12 +206,13 @@ def build_and_check(work: Path, src: Path) -> tuple[dict[str, str], bool, Path |
         run([sys.executable, "-m", "build", "--outdir", dist, src], cwd=work)
     except Failed as e:
         if "No module named build" in str(e):
-            raise Failed("`python -m build` needs the dev extra's build and twine "
-                         "(scripts/bootstrap.sh installs them)") from e
+            raise Failed(
+                "`python -m build` needs the dev extra's build and twine (scripts/bootstrap.sh installs them)"
+            ) from e
         raise
     results["build_s"] = f"{time.monotonic() - t0:.0f}"
-    sdist, = dist.glob("*.tar.gz")
-    wheel, = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    (wheel,) = dist.glob("*.whl")
     results["sdist"], results["wheel"] = sdist.name, wheel.name
     say(f"built {sdist.name} and, from it, {wheel.name} in {results['build_s']} s")
     twine = run([sys.executable, "-m", "twine", "check", "--strict", sdist, wheel], cwd=work, check=False)
@@ -219,7 +231,7 @@ def sdist_problems(sdist: Path, src: Path) -> list[str]:
     with tarfile.open(sdist) as tf:
         names = tf.getnames()
     top = names[0].split("/")[0]
-    inside = {n[len(top) + 1:] for n in names if n.startswith(top + "/")}
+    inside = {n[len(top) + 1 :] for n in names if n.startswith(top + "/")}
     need = {"PKG-INFO", "setup.cfg", "pyproject.toml", "README.md"} | package_modules(src)
     return [f"the sdist lacks {n}" for n in sorted(need - inside)]
 
@@ -233,16 +245,19 @@ def wheel_problems(wheel: Path, src: Path) -> list[str]:
         entry_points.read_string(zf.read(f"{info}/entry_points.txt").decode())
         metadata = Parser().parsestr(zf.read(f"{info}/METADATA").decode())
     problems += [f"the wheel lacks {n}" for n in sorted(package_modules(src) - names)]
-    problems += [f"the wheel holds {n}, outside the package" for n in sorted(names)
-                 if n.split("/")[0] not in (PACKAGE, info)]
+    problems += [
+        f"the wheel holds {n}, outside the package" for n in sorted(names) if n.split("/")[0] not in (PACKAGE, info)
+    ]
     target = entry_points.get("apache_airflow_provider", "provider_info", fallback=None)
     if target != f"{PACKAGE}:get_provider_info":
         problems.append(f"the wheel's apache_airflow_provider entry point is {target!r}")
     declared = {str(r) for r in install_requires(src)}
     published = {str(Requirement(r)) for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r}
     if declared != published:
-        problems.append(f"the wheel's Requires-Dist differ from setup.cfg: only in setup.cfg {declared - published}, "
-                        f"only in the wheel {published - declared}")
+        problems.append(
+            f"the wheel's Requires-Dist differ from setup.cfg: only in setup.cfg {declared - published}, "
+            f"only in the wheel {published - declared}"
+        )
     if metadata.get("Description-Content-Type", "").split(";")[0] != "text/markdown":
         problems.append(f"Description-Content-Type is {metadata.get('Description-Content-Type')!r}")
     return problems
@@ -250,25 +265,30 @@ def wheel_problems(wheel: Path, src: Path) -> list[str]:
 
 # --- one target venv ----------------------------------------------------------------------------
 
+
 def clean_env(venv: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(ENV_DROP_PREFIXES) and k not in ENV_DROP}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_DROP_PREFIXES) and k not in ENV_DROP}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
 def installed_versions(py: str, names: list[str]) -> dict[str, str | None]:
-    code = ("import json, sys; from importlib import metadata as m\nout = {}\n"
-            "for n in sys.argv[1:]:\n"
-            "    try: out[n] = m.version(n)\n"
-            "    except m.PackageNotFoundError: out[n] = None\n"
-            "print(json.dumps(out))")
+    code = (
+        "import json, sys; from importlib import metadata as m\nout = {}\n"
+        "for n in sys.argv[1:]:\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: out[n] = None\n"
+        "print(json.dumps(out))"
+    )
     return json.loads(run([py, "-c", code, *names], cwd=REPO.parent).stdout)
 
 
 def pytest_summary(p: subprocess.CompletedProcess) -> str:
-    lines = [line.strip("= ").strip() for line in p.stdout.splitlines()
-             if re.search(r"\d+ (passed|failed|error|errors|skipped|deselected)\b", line)]
+    lines = [
+        line.strip("= ").strip()
+        for line in p.stdout.splitlines()
+        if re.search(r"\d+ (passed|failed|error|errors|skipped|deselected)\b", line)
+    ]
     return (lines[-1] if lines else "no summary") + f" (exit {p.returncode})"
 
 
@@ -328,13 +348,25 @@ class OthersWatch:
 def wait_for_quiet(label: str, venv: Path) -> None:
     deadline = time.monotonic() + OTHERS_WAIT_S
     while (others := others_spark(venv)) and time.monotonic() < deadline:
-        say(f"[{label}] waiting for the Spark processes of other runs on this machine to end (pids "
-            f"{sorted(others)} of {sorted(set(others.values()))}; the end-to-end test would count them as its own)")
+        say(
+            f"[{label}] waiting for the Spark processes of other runs on this machine to end (pids "
+            f"{sorted(others)} of {sorted(set(others.values()))}; the end-to-end test would count them as its own)"
+        )
         time.sleep(30)
 
 
-def check_target(label: str, install: list[str], wheel: Path, work: Path, src: Path, tests: Path, *,
-                 unit: bool, e2e: bool, results: dict[str, str]) -> bool:
+def check_target(
+    label: str,
+    install: list[str],
+    wheel: Path,
+    work: Path,
+    src: Path,
+    tests: Path,
+    *,
+    unit: bool,
+    e2e: bool,
+    results: dict[str, str],
+) -> bool:
     venv, home = work / f"venv-{label}", work / f"home-{label}"
     for d in (venv, home):
         shutil.rmtree(d, ignore_errors=True)
@@ -352,58 +384,81 @@ def check_target(label: str, install: list[str], wheel: Path, work: Path, src: P
     names = [r.name for r in install_requires(src)] + list(ALSO_REPORT)
     got = installed_versions(py, names)
     if got.get("pyspark-client") and got["pyspark"] != got["pyspark-client"]:
-        say(f"[{label}] pip installed pyspark {got['pyspark']} beside pyspark-client {got['pyspark-client']}: "
-            f"pinning pyspark=={got['pyspark-client']} as the README's install line does")
+        say(
+            f"[{label}] pip installed pyspark {got['pyspark']} beside pyspark-client {got['pyspark-client']}: "
+            f"pinning pyspark=={got['pyspark-client']} as the README's install line does"
+        )
         run([*pip, "install", "-q", f"pyspark=={got['pyspark-client']}"], cwd=work)
         results["pyspark_pinned"] = f"{got['pyspark-client']}(pip_chose_{got['pyspark']})"
         got = installed_versions(py, names)
     say(f"[{label}] versions: " + " ".join(f"{n}={v}" for n, v in got.items() if v))
-    results.update({"airflow": str(got["apache-airflow"]),
-                    "spark_provider": str(got["apache-airflow-providers-apache-spark"]),
-                    "pyspark": str(got["pyspark"]), "pyspark_client": str(got["pyspark-client"]),
-                    "deltalake": str(got["deltalake"]), "pyarrow": str(got["pyarrow"]),
-                    "pandas": str(got["pandas"]), "numpy": str(got["numpy"]), "sqlglot": str(got["sqlglot"])})
+    results.update(
+        {
+            "airflow": str(got["apache-airflow"]),
+            "spark_provider": str(got["apache-airflow-providers-apache-spark"]),
+            "pyspark": str(got["pyspark"]),
+            "pyspark_client": str(got["pyspark-client"]),
+            "deltalake": str(got["deltalake"]),
+            "pyarrow": str(got["pyarrow"]),
+            "pandas": str(got["pandas"]),
+            "numpy": str(got["numpy"]),
+            "sqlglot": str(got["sqlglot"]),
+        }
+    )
     if label == "oldest":
-        off = [f"{r.name}={got[r.name]}" for r in install_requires(src)
-               if Version(got[r.name] or "0") != lower_bound(r)]
+        off = [
+            f"{r.name}={got[r.name]}" for r in install_requires(src) if Version(got[r.name] or "0") != lower_bound(r)
+        ]
         results["off_floor"] = ",".join(off) or "none"
 
     env = clean_env(venv)
     dags = home / "dags"
     dags.mkdir(parents=True)
     shutil.copy(src / "dags" / "mysql_cdc_pipeline.py", dags)
-    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-                "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    env.update(
+        {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    )
     airflow = str(venv / "bin" / "airflow")
     providers = json.loads(run([airflow, "providers", "list", "-o", "json"], env=env, cwd=work).stdout)
     results["providers_list"] = "ok" if any(p["package_name"] == DIST_NAME for p in providers) else "MISSING"
-    conn_types = run([py, "-c", "from airflow.providers_manager import ProvidersManager as P; "
-                                "print('mysql_cdc' in P().hooks)"], env=env, cwd=work).stdout.strip()
+    conn_types = run(
+        [py, "-c", "from airflow.providers_manager import ProvidersManager as P; print('mysql_cdc' in P().hooks)"],
+        env=env,
+        cwd=work,
+    ).stdout.strip()
     results["connection_type"] = "ok" if conn_types.endswith("True") else "MISSING"
-    check_dag = ("import importlib.util, sys\n"
-                 f"spec = importlib.util.spec_from_file_location('t', {str(dags / 'mysql_cdc_pipeline.py')!r})\n"
-                 "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-                 "m.dag.params.validate(); print(len(m.dag.tasks), len(m.dag.params))")
+    check_dag = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('t', {str(dags / 'mysql_cdc_pipeline.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "m.dag.params.validate(); print(len(m.dag.tasks), len(m.dag.params))"
+    )
     results["dag_import"] = "ok" if run([py, "-c", check_dag], env=env, cwd=work).stdout.strip() else "FAILED"
     run([airflow, "db", "migrate"], env=env, cwd=work)
     # list-import-errors reads the metadata DB: parse the DAGs folder into it first, as a dag-processor does
     run([airflow, "dags", "reserialize"], env=env, cwd=work, check=False)
     errors = run([airflow, "dags", "list-import-errors", "-o", "json"], env=env, cwd=work, check=False)
     results["import_errors"] = import_errors(errors.stdout)
-    ok = (results["providers_list"] == "ok" and results["connection_type"] == "ok"
-          and results["dag_import"] == "ok" and results["import_errors"] == "0")
+    ok = (
+        results["providers_list"] == "ok"
+        and results["connection_type"] == "ok"
+        and results["dag_import"] == "ok"
+        and results["import_errors"] == "0"
+    )
 
     if unit or e2e:
         # The test tools at the dev extra's pins, without moving a version pip chose above.
         frozen = work / f"frozen-{label}.txt"
-        frozen.write_text("".join(line + "\n" for line in run([*pip, "freeze"], cwd=work).stdout.splitlines()
-                                  if " @ " not in line))  # a constraint cannot name a file
+        frozen.write_text(
+            "".join(line + "\n" for line in run([*pip, "freeze"], cwd=work).stdout.splitlines() if " @ " not in line)
+        )  # a constraint cannot name a file
         run([*pip, "install", "-q", "-c", frozen, *[str(r) for r in test_tools(src)]], cwd=work)
         test_env = clean_env(venv)
     if unit:
         t = time.monotonic()
-        p = run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"], env=test_env, check=False,
-                cwd=tests)
+        p = run(
+            [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"], env=test_env, check=False, cwd=tests
+        )
         results["unit"] = pytest_summary(p)
         results["unit_s"] = f"{time.monotonic() - t:.0f}"
         say(f"[{label}] unit tests: {results['unit']} in {results['unit_s']} s")
@@ -416,13 +471,21 @@ def check_target(label: str, install: list[str], wheel: Path, work: Path, src: P
             wait_for_quiet(label, venv)
             t = time.monotonic()
             with OthersWatch(venv) as watch:
-                p = run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", E2E_TEST], env=test_env, check=False,
-                        cwd=tests)
+                p = run(
+                    [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", E2E_TEST], env=test_env, check=False, cwd=tests
+                )
             results["e2e"] = pytest_summary(p)
             results["e2e_s"] = f"{time.monotonic() - t:.0f}"
-            say(f"[{label}] end-to-end test ({E2E_TEST}), attempt {attempt}: {results['e2e']} in "
-                f"{results['e2e_s']} s" + (f"; other runs' Spark processes seen meanwhile: pids {sorted(watch.seen)} "
-                                           f"of {sorted(set(watch.seen.values()))}" if watch.seen else ""))
+            say(
+                f"[{label}] end-to-end test ({E2E_TEST}), attempt {attempt}: {results['e2e']} in "
+                f"{results['e2e_s']} s"
+                + (
+                    f"; other runs' Spark processes seen meanwhile: pids {sorted(watch.seen)} "
+                    f"of {sorted(set(watch.seen.values()))}"
+                    if watch.seen
+                    else ""
+                )
+            )
             if p.returncode == 0 or not watch.seen:
                 break
             disturbed.append(str(attempt))
@@ -438,12 +501,25 @@ def check_target(label: str, install: list[str], wheel: Path, work: Path, src: P
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--matrix", action="append", choices=("oldest", "newest"), default=[],
-                    help="the oldest (setup.cfg's lower bounds) or newest versions; may be given twice")
-    ap.add_argument("--airflow", action="append", default=[], metavar="RELEASE",
-                    help="install next to apache-airflow==RELEASE (may be given more than once)")
-    ap.add_argument("--import-only", action="store_true",
-                    help="install, providers list, connection type, DAG import and import errors only")
+    ap.add_argument(
+        "--matrix",
+        action="append",
+        choices=("oldest", "newest"),
+        default=[],
+        help="the oldest (setup.cfg's lower bounds) or newest versions; may be given twice",
+    )
+    ap.add_argument(
+        "--airflow",
+        action="append",
+        default=[],
+        metavar="RELEASE",
+        help="install next to apache-airflow==RELEASE (may be given more than once)",
+    )
+    ap.add_argument(
+        "--import-only",
+        action="store_true",
+        help="install, providers list, connection type, DAG import and import errors only",
+    )
     ap.add_argument("--unit", action="store_true", help="run tests/unit in each venv (implied by --matrix)")
     ap.add_argument("--e2e", action="store_true", help=f"run {E2E_TEST} in each venv (implied by --matrix)")
     ap.add_argument("--work", default=str(REPO / ".compat"), help="where the packages and the venvs go")

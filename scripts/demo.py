@@ -73,24 +73,34 @@ def airflow_env(server: MariaDB) -> dict[str, str]:
     """A private Airflow: nothing AIRFLOW* of the caller's environment leaks in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     bindir = str(Path(sys.executable).parent)
-    env.update({
-        "PATH": bindir + os.pathsep + env.get("PATH", ""),
-        "AIRFLOW_HOME": str(AIRFLOW_HOME),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
-        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
-        "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
-        "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),  # the template's defaults (watchdog DAG)
-        "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
-        "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),   # the demo's own local Spark Connect server
-        "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps({
-            "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
-            "password": ROOT_PASSWORD, "schema": "shop", "extra": {"server_id_range": "5400-5420"}}),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-    })
+    env.update(
+        {
+            "PATH": bindir + os.pathsep + env.get("PATH", ""),
+            "AIRFLOW_HOME": str(AIRFLOW_HOME),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
+            "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
+            "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),  # the template's defaults (watchdog DAG)
+            "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+            "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),  # the demo's own local Spark Connect server
+            "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps(
+                {
+                    "conn_type": "mysql_cdc",
+                    "host": "127.0.0.1",
+                    "port": server.port,
+                    "login": "root",
+                    "password": ROOT_PASSWORD,
+                    "schema": "shop",
+                    "extra": {"server_id_range": "5400-5420"},
+                }
+            ),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        }
+    )
     return env
 
 
@@ -101,8 +111,9 @@ def airflow_bin() -> str:
 def start_migrate(env: dict[str, str]) -> subprocess.Popen:
     AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
     out = open(MIGRATE_LOG, "w")
-    return subprocess.Popen([airflow_bin(), "db", "migrate"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [airflow_bin(), "db", "migrate"], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop_group(proc: subprocess.Popen | None) -> None:
@@ -126,6 +137,7 @@ def print_log_tail(path: Path, lines: int = 60) -> None:
 
 # --- reading the run back: metadata DB (task instances, XComs) and the state location -----------
 
+
 def metadata_db() -> sqlite3.Connection:
     return sqlite3.connect(f"file:{AIRFLOW_HOME / 'airflow.db'}?mode=ro", uri=True)
 
@@ -135,16 +147,21 @@ def last_run_id(db: sqlite3.Connection) -> str:
 
 
 def task_instances(db: sqlite3.Connection, run_id: str) -> list[dict]:
-    cur = db.execute("SELECT task_id, map_index, state, duration, rendered_map_index, try_number FROM task_instance "
-                     "WHERE dag_id = ? AND run_id = ? ORDER BY start_date", (DAG_ID, run_id))
+    cur = db.execute(
+        "SELECT task_id, map_index, state, duration, rendered_map_index, try_number FROM task_instance "
+        "WHERE dag_id = ? AND run_id = ? ORDER BY start_date",
+        (DAG_ID, run_id),
+    )
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def xcoms(db: sqlite3.Connection, run_id: str, task_id: str) -> dict[int, object]:
     out = {}
-    for map_index, value in db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND "
-                                       "task_id = ? AND key = 'return_value'", (DAG_ID, run_id, task_id)):
+    for map_index, value in db.execute(
+        "SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = 'return_value'",
+        (DAG_ID, run_id, task_id),
+    ):
         if isinstance(value, bytes):
             value = value.decode()
         v = json.loads(value) if isinstance(value, str) else value
@@ -177,20 +194,26 @@ class Progress:
                 plan = self.state.read_plan()
                 self.plan_seen = True
                 self.labels = {b.batch_id: batch_label(b) for b in plan.batches}
-                say(f"plan: {len(plan.schemas)} tables, {sum(len(b.chunks) for b in plan.batches)} chunks of "
-                    f"{CHUNK_SIZE:,} rows, {len(plan.batches)} snapshot batches (mapped tasks)")
+                say(
+                    f"plan: {len(plan.schemas)} tables, {sum(len(b.chunks) for b in plan.batches)} chunks of "
+                    f"{CHUNK_SIZE:,} rows, {len(plan.batches)} snapshot batches (mapped tasks)"
+                )
             for r in sorted(self.state.batch_results(), key=lambda r: r["batch_id"]):
                 if r["batch_id"] in self.batches_seen:
                     continue
                 self.batches_seen.add(r["batch_id"])
                 rows = sum(sum(v.values()) for v in r["rows_per_chunk"].values())
-                say(f"  snapshot {r['batch_id']} ({self.labels.get(r['batch_id'], '?')}): {rows:,} rows, "
+                say(
+                    f"  snapshot {r['batch_id']} ({self.labels.get(r['batch_id'], '?')}): {rows:,} rows, "
                     f"HW {fmt_offset(r['high_watermark'])}, {r.get('backfill_events', 0):,} backfill events, "
-                    f"{r.get('seconds') or 0:.1f}s in Spark")
+                    f"{r.get('seconds') or 0:.1f}s in Spark"
+                )
             if not self.stream_seen and self.state.exists("stream/process.json"):
                 self.stream_seen = True
-                say(f"  stream: launched (pid {self.state.read_json('stream/process.json')['pid']}), "
-                    "waiting for its first committed micro-batch")
+                say(
+                    f"  stream: launched (pid {self.state.read_json('stream/process.json')['pid']}), "
+                    "waiting for its first committed micro-batch"
+                )
         except Exception:  # a file being written: next poll
             pass
 
@@ -200,8 +223,15 @@ def run_dag(env: dict[str, str], conf: dict, state: StateStore) -> int:
     argv = [airflow_bin(), "dags", "test", DAG_ID, "-c", json.dumps(conf)]
     progress = Progress(state)
     with open(DAG_LOG, "w") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(ROOT))
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(ROOT),
+        )
         try:
             deadline = time.monotonic() + DAG_RUN_TIMEOUT_S
             while proc.poll() is None:
@@ -229,12 +259,16 @@ def report_run() -> None:
     say(f"run {run_id}: {other}")
     for i, x in sorted(snaps.items()):
         ti = by_map.get(i, {})
-        say(f"  snapshot[{i}] {x.get('batch_label')}: {x.get('rows', 0):,} rows in {x.get('chunks')} chunks, "
+        say(
+            f"  snapshot[{i}] {x.get('batch_label')}: {x.get('rows', 0):,} rows in {x.get('chunks')} chunks, "
             f"{x.get('seconds') or 0:.1f}s in Spark ({x.get('rows_per_s') or 0:,} rows/s), task "
-            f"{ti.get('duration') or 0:.1f}s as a Spark Connect client, HW {fmt_offset(x.get('high_watermark'))}")
+            f"{ti.get('duration') or 0:.1f}s as a Spark Connect client, HW {fmt_offset(x.get('high_watermark'))}"
+        )
     if isinstance(stream, dict):
-        say(f"  stream: running={stream.get('running')}, micro-batch {stream.get('batch_id')} committed at "
-            f"{fmt_offset(stream.get('committed_offset'))}, pid {stream.get('pid')}")
+        say(
+            f"  stream: running={stream.get('running')}, micro-batch {stream.get('batch_id')} committed at "
+            f"{fmt_offset(stream.get('committed_offset'))}, pid {stream.get('pid')}"
+        )
 
 
 def stream_progress(state: StateStore) -> str:
@@ -290,8 +324,9 @@ class Demo:
         specs = [make(server, "shop", n, name) for name, n, make in TABLES]
         say(f"MariaDB on 127.0.0.1:{server.port}; " + ", ".join(f"shop.{name} {n:,} rows" for name, n, _ in TABLES))
         for i, spec in enumerate(specs):
-            self.writers.append(ConcurrentWriter(lambda: server.connect("shop"), spec, seed=7 + i, threads=1,
-                                                 pause_s=0.002).start())
+            self.writers.append(
+                ConcurrentWriter(lambda: server.connect("shop"), spec, seed=7 + i, threads=1, pause_s=0.002).start()
+            )
         say("writers started (inserts, updates, deletes, key moves)")
 
         t = time.monotonic()
@@ -309,14 +344,18 @@ class Demo:
             "rows_per_batch": ROWS_PER_BATCH,
             "stream_options": {"max_events_per_batch": 20_000, "heartbeat_s": 2.0, "trigger_interval_s": 1.0},
         }
-        say(f"airflow dags test {DAG_ID} (rows_per_batch {ROWS_PER_BATCH:,}, snapshot parallelism 1, "
-            f"Spark local[2], Delta sink in {rel(WORK / 'lake')}); Airflow output: {rel(DAG_LOG)}")
+        say(
+            f"airflow dags test {DAG_ID} (rows_per_batch {ROWS_PER_BATCH:,}, snapshot parallelism 1, "
+            f"Spark local[2], Delta sink in {rel(WORK / 'lake')}); Airflow output: {rel(DAG_LOG)}"
+        )
         t = time.monotonic()
         rc = run_dag(env, conf, state)
         if rc != 0:
             print_log_tail(DAG_LOG)
-            return (f"FAILED: `airflow dags test {DAG_ID}` exited with {rc} after {time.monotonic() - t:.0f}s; "
-                    f"full output in {rel(DAG_LOG)}")
+            return (
+                f"FAILED: `airflow dags test {DAG_ID}` exited with {rc} after {time.monotonic() - t:.0f}s; "
+                f"full output in {rel(DAG_LOG)}"
+            )
         say(f"DAG run succeeded in {time.monotonic() - t:.0f}s: snapshot done, stream running")
         try:
             report_run()
@@ -331,10 +370,12 @@ class Demo:
         time.sleep(WRITE_AFTER_SNAPSHOT_S)
         stats = [w.stop() for w in self.writers]
         self.writers.clear()
-        say(f"writers stopped after {sum(s.total for s in stats):,} changes "
+        say(
+            f"writers stopped after {sum(s.total for s in stats):,} changes "
             f"({sum(s.inserts for s in stats):,} inserts, {sum(s.updates for s in stats):,} updates, "
             f"{sum(s.deletes for s in stats):,} deletes, {sum(s.key_moves for s in stats):,} key moves); "
-            "waiting for the stream to catch up")
+            "waiting for the stream to catch up"
+        )
 
         plan = state.read_plan()
         schemas = [next(s for t_id, s in plan.schemas.items() if t_id.table == spec.table) for spec in specs]
@@ -371,7 +412,7 @@ class Demo:
                 say("stream stopped")
         except Exception as e:
             say(f"could not stop the stream: {type(e).__name__}: {e}")
-        try:   # else it would idle on for its connect_idle_s (5 min) after the demo
+        try:  # else it would idle on for its connect_idle_s (5 min) after the demo
             from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
 
             if stop_local_servers(WORK / "connect"):

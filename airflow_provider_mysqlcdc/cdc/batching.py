@@ -21,7 +21,6 @@ from .chunks import Batch, Chunk
 from .errors import ConfigError
 from .model import TableId
 
-
 # Below this a batch's fixed cost (watermarks, the binlog window, the commit: about a second on
 # a shared Spark Connect application) outweighs what a second core gains on it.
 MIN_ROWS_PER_BATCH = 500_000
@@ -42,25 +41,30 @@ class BatchSizing:
         if self.rows_per_batch < 1:
             raise ConfigError(f"rows_per_batch: found {self.rows_per_batch}, need >= 1. Fix: use e.g. 5000000.")
         if self.parallelism < 1:
-            raise ConfigError(f"parallelism: found {self.parallelism}, need >= 1. "
-                              "Fix: the number of snapshot tasks that run at once, e.g. 4.")
+            raise ConfigError(
+                f"parallelism: found {self.parallelism}, need >= 1. "
+                "Fix: the number of snapshot tasks that run at once, e.g. 4."
+            )
         if self.max_batches < 1:
-            raise ConfigError(f"max_batches: found {self.max_batches}, need >= 1. "
-                              "Fix: Airflow's [core] max_map_length (1024 by default).")
+            raise ConfigError(
+                f"max_batches: found {self.max_batches}, need >= 1. "
+                "Fix: Airflow's [core] max_map_length (1024 by default)."
+            )
 
     def batch_count(self, total_rows: int, chunk_count: int) -> int:
         if chunk_count == 0:
             return 0
         n = max(1, math.ceil(total_rows / self.rows_per_batch))
-        if n < self.parallelism:   # one wave at least, where each batch stays worth its fixed cost
+        if n < self.parallelism:  # one wave at least, where each batch stays worth its fixed cost
             n = max(n, min(self.parallelism, total_rows // max(self.min_rows_per_batch, 1)))
         if n > 1:  # whole waves: every concurrent task gets a batch of about the same size
             n = math.ceil(n / self.parallelism) * self.parallelism
         return max(1, min(n, self.max_batches, chunk_count))
 
 
-def chunk_rows(chunks_by_table: Mapping[TableId, Sequence[Chunk]],
-               row_estimates: Mapping[TableId, int]) -> list[tuple[Chunk, float]]:
+def chunk_rows(
+    chunks_by_table: Mapping[TableId, Sequence[Chunk]], row_estimates: Mapping[TableId, int]
+) -> list[tuple[Chunk, float]]:
     """Every chunk with its estimated rows (a table's estimate spread evenly over its chunks)."""
     out: list[tuple[Chunk, float]] = []
     for table, chunks in chunks_by_table.items():
@@ -71,8 +75,11 @@ def chunk_rows(chunks_by_table: Mapping[TableId, Sequence[Chunk]],
     return out
 
 
-def pack_batches(chunks_by_table: Mapping[TableId, Sequence[Chunk]], row_estimates: Mapping[TableId, int],
-                 sizing: BatchSizing | None = None) -> list[Batch]:
+def pack_batches(
+    chunks_by_table: Mapping[TableId, Sequence[Chunk]],
+    row_estimates: Mapping[TableId, int],
+    sizing: BatchSizing | None = None,
+) -> list[Batch]:
     """Cut the chunks, in order, into ``sizing.batch_count`` batches of about equal rows."""
     sizing = sizing or BatchSizing()
     weighted = chunk_rows(chunks_by_table, row_estimates)
@@ -130,6 +137,7 @@ def batch_row_estimates(batches: Sequence[Batch], row_estimates: Mapping[TableId
             chunks_per_table[c.table_id] = chunks_per_table.get(c.table_id, 0) + 1
     out = {}
     for b in batches:
-        out[b.batch_id] = round(sum(int(row_estimates.get(c.table_id, 0)) / chunks_per_table[c.table_id]
-                                    for c in b.chunks))
+        out[b.batch_id] = round(
+            sum(int(row_estimates.get(c.table_id, 0)) / chunks_per_table[c.table_id] for c in b.chunks)
+        )
     return out

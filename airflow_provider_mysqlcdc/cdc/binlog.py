@@ -39,10 +39,9 @@ from .errors import CdcError
 from .events import Heartbeat, RowChange, SchemaChange
 from .model import TableId
 from .offsets import BinlogOffset
-from .server import check_offset_available
 from .schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_kind
+from .server import check_offset_available
 from .statements import StatementGuard
-
 
 Normalizer = Callable[..., dict]  # normalize(values, none_sources=None)
 Event = RowChange | SchemaChange | Heartbeat
@@ -50,14 +49,14 @@ Event = RowChange | SchemaChange | Heartbeat
 # MySQL/MariaDB error "Could not find first log file name in binary log index file" & co.
 _ER_MASTER_FATAL_READING_BINLOG = 1236
 
+
 def _server_is_mariadb(conn: Any) -> bool:
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION()")
         return "mariadb" in str(cur.fetchone()[0]).lower()
 
 
-def check_start_available(conn: Any, start: BinlogOffset,
-                          tables: Collection[TableId] | None = None) -> None:
+def check_start_available(conn: Any, start: BinlogOffset, tables: Collection[TableId] | None = None) -> None:
     """Raise ``BinlogPurgedError`` if the server can no longer serve ``start`` (one message, server.py)."""
     check_offset_available(conn, start, sorted(str(t) for t in tables) if tables else ())
 
@@ -148,7 +147,14 @@ class BinlogReader:
     def _make_stream(self) -> Any:
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
-            GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent)
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            RotateEvent,
+            XAPrepareEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         settings = self.source.connect_kwargs()
@@ -164,8 +170,18 @@ class BinlogReader:
             log_file=self.dump_from.file,
             log_pos=self.dump_from.position,
             blocking=self.blocking,
-            only_events=[RotateEvent, QueryEvent, XidEvent, XAPrepareEvent, GtidEvent, MariadbGtidEvent,
-                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, HeartbeatLogEvent],
+            only_events=[
+                RotateEvent,
+                QueryEvent,
+                XidEvent,
+                XAPrepareEvent,
+                GtidEvent,
+                MariadbGtidEvent,
+                WriteRowsEvent,
+                UpdateRowsEvent,
+                DeleteRowsEvent,
+                HeartbeatLogEvent,
+            ],
             only_schemas=only_schemas,
             only_tables=only_tables,
             slave_heartbeat=self.heartbeat_s if self.heartbeat_s else None,
@@ -216,7 +232,14 @@ class BinlogReader:
 
     def _events(self) -> Iterator[Event]:
         from pymysqlreplication.event import (
-            GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent)
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            RotateEvent,
+            XAPrepareEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import RowsEvent
 
         for ev in self._stream:
@@ -285,8 +308,15 @@ class BinlogReader:
         named = captured_ddl_tables(sql, database, self.tables)
         if not named or offset < self.start:
             return
-        yield SchemaChange(database=database, sql=sql, offset=offset, table_id=named[0], gtid=self._gtid,
-                           timestamp=int(ev.packet.timestamp), tables=tuple(named))
+        yield SchemaChange(
+            database=database,
+            sql=sql,
+            offset=offset,
+            table_id=named[0],
+            gtid=self._gtid,
+            timestamp=int(ev.packet.timestamp),
+            tables=tuple(named),
+        )
 
     def _on_rows(self, ev: Any, offset: BinlogOffset) -> Iterator[RowChange]:
         table_id = TableId(ev.schema, ev.table)

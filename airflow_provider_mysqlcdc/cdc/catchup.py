@@ -72,7 +72,7 @@ class BinlogFiles:
         except KeyError:
             return 0
         total = self.files[i][1] - a.position
-        total += sum(size - _FIRST_EVENT_POS for _, size in self.files[i + 1:j])
+        total += sum(size - _FIRST_EVENT_POS for _, size in self.files[i + 1 : j])
         return total + b.position - _FIRST_EVENT_POS
 
     def advance(self, a: BinlogOffset, n: int) -> BinlogOffset:
@@ -126,14 +126,15 @@ def transaction_start_near(conn: Any, file: str, from_pos: int, target: int, end
             if typ in TRANSACTION_START_TYPES and pos > from_pos:
                 return pos
         if len(events) < window or window >= _MAX_WINDOW_EVENTS:
-            return None   # the end of the file, or one transaction larger than the search
+            return None  # the end of the file, or one transaction larger than the search
         skip += window
         window *= 4
         events = _events(conn, file, from_pos, skip, window)
 
 
-def boundary_after(conn: Any, files: BinlogFiles, start: BinlogOffset, nbytes: int, limit: BinlogOffset
-                   ) -> BinlogOffset | None:
+def boundary_after(
+    conn: Any, files: BinlogFiles, start: BinlogOffset, nbytes: int, limit: BinlogOffset
+) -> BinlogOffset | None:
     """A transaction start about ``nbytes`` after ``start`` (a transaction start) and before ``limit``."""
     target = files.advance(start, nbytes)
     if target >= limit:
@@ -143,13 +144,14 @@ def boundary_after(conn: Any, files: BinlogFiles, start: BinlogOffset, nbytes: i
     pos = transaction_start_near(conn, target.file, from_pos, target.position, end)
     if pos is None and target.file != limit.file:
         nxt = files.files[files._index(target.file) + 1][0]
-        candidate = BinlogOffset(nxt, _FIRST_EVENT_POS)   # a file starts with a new transaction
+        candidate = BinlogOffset(nxt, _FIRST_EVENT_POS)  # a file starts with a new transaction
         return candidate if candidate < limit else None
     return BinlogOffset(target.file, pos) if pos is not None else None
 
 
-def split_range(conn: Any, files: BinlogFiles, start: BinlogOffset, end: BinlogOffset, parts: int,
-                min_part_bytes: int) -> list[BinlogOffset]:
+def split_range(
+    conn: Any, files: BinlogFiles, start: BinlogOffset, end: BinlogOffset, parts: int, min_part_bytes: int
+) -> list[BinlogOffset]:
     """Up to ``parts - 1`` transaction starts cutting ``[start, end)`` into about equal byte ranges.
 
     ``start`` is where the first range's dump begins (a transaction start). Ranges smaller
@@ -171,8 +173,7 @@ def split_range(conn: Any, files: BinlogFiles, start: BinlogOffset, end: BinlogO
     return cuts
 
 
-def batch_end(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOffset, max_bytes: int
-              ) -> BinlogOffset:
+def batch_end(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOffset, max_bytes: int) -> BinlogOffset:
     """Where a catch-up micro-batch from ``start`` ends: the head, or a transaction start about
     ``max_bytes`` on (the end of a file when nothing closer can be found)."""
     if files.bytes_between(start, head) <= max_bytes:
@@ -186,8 +187,16 @@ def batch_end(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOf
     return head
 
 
-def plan_batch(conn: Any, files: BinlogFiles, start: BinlogOffset, head: BinlogOffset, max_bytes: int,
-               parts: int, min_part_bytes: int, tail_bytes: int = 0) -> tuple[BinlogOffset, list[BinlogOffset]]:
+def plan_batch(
+    conn: Any,
+    files: BinlogFiles,
+    start: BinlogOffset,
+    head: BinlogOffset,
+    max_bytes: int,
+    parts: int,
+    min_part_bytes: int,
+    tail_bytes: int = 0,
+) -> tuple[BinlogOffset, list[BinlogOffset]]:
     """A catch-up micro-batch from ``start``: its end (as ``batch_end``) and up to ``parts - 1``
     transaction starts cutting it into ranges of about equal bytes (as ``split_range``).
 

@@ -69,8 +69,9 @@ class KeyRange:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "KeyRange":
-        return cls(TableId.parse(d["table"]), decode_key(d["start"]), decode_key(d["end"]),
-                   bool(d.get("includes_null", False)))
+        return cls(
+            TableId.parse(d["table"]), decode_key(d["start"]), decode_key(d["end"]), bool(d.get("includes_null", False))
+        )
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,11 @@ class FinishedBatch:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "FinishedBatch":
-        return cls(d["batch_id"], tuple(KeyRange.from_dict(r) for r in d["ranges"]),
-                   BinlogOffset.from_dict(d["high_watermark"]))
+        return cls(
+            d["batch_id"],
+            tuple(KeyRange.from_dict(r) for r in d["ranges"]),
+            BinlogOffset.from_dict(d["high_watermark"]),
+        )
 
 
 def group_chunks(chunks: Sequence[Chunk], batch_chunk_count: int, prefix: str = "") -> list[Batch]:
@@ -150,7 +154,7 @@ def group_chunks(chunks: Sequence[Chunk], batch_chunk_count: int, prefix: str = 
     batches = []
     for t, cs in by_table.items():
         for i in range(0, len(cs), batch_chunk_count):
-            run = cs[i:i + batch_chunk_count]
+            run = cs[i : i + batch_chunk_count]
             bid = f"{prefix}{t}#{run[0].chunk_id}-{run[-1].chunk_id}"
             batches.append(Batch(bid, tuple(run)))
     return batches

@@ -97,11 +97,13 @@ class SourceConfig:
             raise ConfigError(
                 f"zero_dates: found {self.zero_dates!r}, need one of {', '.join(ZERO_DATES)}. Fix: 'null' stores "
                 "zero and invalid dates as NULL; 'text' captures DATE, DATETIME and TIMESTAMP columns as text "
-                "('0000-00-00 00:00:00' kept as it is).")
+                "('0000-00-00 00:00:00' kept as it is)."
+            )
         if self.snapshot_reader not in SNAPSHOT_READERS:
             raise ConfigError(
                 f"snapshot_reader: found {self.snapshot_reader!r}, need one of {', '.join(SNAPSHOT_READERS)}. Fix: "
-                "'auto' (Arrow where it can be used, else JDBC), 'jdbc' (Spark's JDBC reader) or 'arrow'.")
+                "'auto' (Arrow where it can be used, else JDBC), 'jdbc' (Spark's JDBC reader) or 'arrow'."
+            )
 
     def connect_kwargs(self) -> dict[str, Any]:
         # PyMySQL would send a str password as latin-1: 'ä' then mismatches the server's hash and
@@ -109,8 +111,13 @@ class SourceConfig:
         # client's default character set is utf8mb4), so those bytes are given.
         password = self.password.encode("utf-8") if isinstance(self.password, str) else self.password
         kw: dict[str, Any] = dict(
-            host=self.host, port=int(self.port), user=self.user, password=password,
-            connect_timeout=self.connect_timeout, charset="utf8mb4", autocommit=True,
+            host=self.host,
+            port=int(self.port),
+            user=self.user,
+            password=password,
+            connect_timeout=self.connect_timeout,
+            charset="utf8mb4",
+            autocommit=True,
             # Every engine session works in UTC, so TIMESTAMP values and boundaries read
             # through pymysql are UTC wall-clock, whatever the server's default zone.
             init_command="SET time_zone = '+00:00'",
@@ -131,12 +138,13 @@ class SourceConfig:
         if ssl.get("cert") or ssl.get("key"):
             raise ConfigError(
                 "TLS client certificates (ssl_cert/ssl_key) are not supported for the snapshot's JDBC reads. "
-                "Fix: authenticate with a password over TLS (keep ssl_ca), or remove ssl_cert/ssl_key.")
+                "Fix: authenticate with a password over TLS (keep ssl_ca), or remove ssl_cert/ssl_key."
+            )
         from urllib.parse import quote
 
         from .connection import tls_mode
 
-        params = [f"sslMode={tls_mode(ssl)}"]   # Connector/J 3 names the three modes alike
+        params = [f"sslMode={tls_mode(ssl)}"]  # Connector/J 3 names the three modes alike
         if ssl.get("ca"):
             params.append(f"serverSslCert={quote(str(ssl['ca']), safe='/')}")
         return "&".join(params)
@@ -156,13 +164,16 @@ class SourceConfig:
 
             code = e.args[0] if e.args and isinstance(e.args[0], int) else None
             text = str(e.args[-1]) if e.args else str(e)
-            raise explain_connect_failure(self.host, self.port, self.user, code, text,
-                                          f"${PASSWORD_ENV} or the connection") from None
+            raise explain_connect_failure(
+                self.host, self.port, self.user, code, text, f"${PASSWORD_ENV} or the connection"
+            ) from None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, without the password."""
         return {
-            "host": self.host, "port": self.port, "user": self.user,
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
             "server_id_range": str(self.server_id_range),
             "server_time_zone": self.server_time_zone,
             "connect_timeout": self.connect_timeout,

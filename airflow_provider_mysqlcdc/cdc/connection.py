@@ -41,8 +41,10 @@ def tls_mode(sslp: dict[str, Any]) -> str:
     if mode not in TLS_MODES:
         from .errors import ConfigError
 
-        raise ConfigError(f"ssl_mode: found {mode!r}, need one of {', '.join(TLS_MODES)}. Fix: verify-full (the "
-                          "default: certificate and host name), verify-ca, or trust (encrypted, not verified).")
+        raise ConfigError(
+            f"ssl_mode: found {mode!r}, need one of {', '.join(TLS_MODES)}. Fix: verify-full (the "
+            "default: certificate and host name), verify-ca, or trust (encrypted, not verified)."
+        )
     return mode
 
 

@@ -109,11 +109,25 @@ def canonical_value(column: Column, v: Any) -> bytes:
     if dtype == "time":
         td = _time(v)
         return b"T" + str((td.days * 86_400 + td.seconds) * 1_000_000 + td.microseconds).encode()
-    if dtype in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
-                 "float", "double", "real", "year"):
+    if dtype in (
+        "tinyint",
+        "smallint",
+        "mediumint",
+        "int",
+        "integer",
+        "bigint",
+        "decimal",
+        "numeric",
+        "float",
+        "double",
+        "real",
+        "year",
+    ):
         return _canonical_number(v)
-    if dtype in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob") \
-            or (column.charset or "").lower() == "binary":
+    if (
+        dtype in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
+        or (column.charset or "").lower() == "binary"
+    ):
         b = v.encode("utf-8") if isinstance(v, str) else bytes(v)
         n = column.char_max_length
         if dtype == "binary" and n and len(b) < n:
@@ -121,7 +135,7 @@ def canonical_value(column: Column, v: Any) -> bytes:
         return b"b" + b
     if isinstance(v, (bytes, bytearray)):
         v = bytes(v).decode(python_codec(column.charset) or "utf-8", "surrogateescape")
-    if isinstance(v, (dt.date, dt.datetime, dt.timedelta)):   # an odd reader: keep it comparable
+    if isinstance(v, (dt.date, dt.datetime, dt.timedelta)):  # an odd reader: keep it comparable
         v = str(v)
     return b"s" + str(v).encode("utf-8", "surrogatepass")
 
@@ -146,7 +160,7 @@ class TableLayout:
     range a row belongs to) and the plan's ranges in key order."""
 
     schema: TableSchema
-    ranges: tuple[tuple[str, KeyRange], ...]   # (batch id, range), in chunk-key order
+    ranges: tuple[tuple[str, KeyRange], ...]  # (batch id, range), in chunk-key order
     order: KeyOrder = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
 
     @property
@@ -173,9 +187,11 @@ class TableLayout:
 
     def fingerprint(self) -> str:
         """Changes when what the sums mean changes: the key columns' types or the ranges."""
-        parts = [",".join(f"{c.name}:{c.column_type}:{c.collation}" for c in self.identity),
-                 ",".join(f"{c.name}:{c.column_type}:{c.collation}" for c in self.chunk_columns),
-                 repr([(b, encode_key(r.start), encode_key(r.end)) for b, r in self.ranges])]
+        parts = [
+            ",".join(f"{c.name}:{c.column_type}:{c.collation}" for c in self.identity),
+            ",".join(f"{c.name}:{c.column_type}:{c.collation}" for c in self.chunk_columns),
+            repr([(b, encode_key(r.start), encode_key(r.end)) for b, r in self.ranges]),
+        ]
         return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
     def row_hash(self, row: Mapping[str, Any]) -> int:
@@ -187,8 +203,9 @@ class TableLayout:
         return tuple(row[n] for n in self.schema.chunk_key)
 
 
-def table_layouts(schemas: Mapping[TableId, TableSchema], batches: Sequence[Batch],
-                  source: Any = None) -> dict[TableId, TableLayout]:
+def table_layouts(
+    schemas: Mapping[TableId, TableSchema], batches: Sequence[Batch], source: Any = None
+) -> dict[TableId, TableLayout]:
     """Each table's batch ranges, sorted in chunk-key order (a plan lists batches in chunk order
     per table, but an extended plan appends). ``source``: the server that orders string keys
     whose collation Python cannot (``KeyOrder``)."""
@@ -201,7 +218,9 @@ def table_layouts(schemas: Mapping[TableId, TableSchema], batches: Sequence[Batc
         if t not in schemas:
             continue
         order = key_order_for(schemas[t], source)
-        rs.sort(key=lambda br: (br[1].start is not None, order.sort_key(br[1].start) if br[1].start is not None else ()))
+        rs.sort(
+            key=lambda br: (br[1].start is not None, order.sort_key(br[1].start) if br[1].start is not None else ())
+        )
         out[t] = TableLayout(schemas[t], tuple(rs), order)
     return out
 
@@ -225,8 +244,10 @@ class RangeSums:
         self.sums[i] = (self.sums[i] + sign * h) & MASK64
 
     def plus(self, other: "RangeSums", sign: int = 1) -> "RangeSums":
-        return RangeSums([a + sign * b for a, b in zip(self.counts, other.counts)],
-                         [(a + sign * b) & MASK64 for a, b in zip(self.sums, other.sums)])
+        return RangeSums(
+            [a + sign * b for a, b in zip(self.counts, other.counts)],
+            [(a + sign * b) & MASK64 for a, b in zip(self.sums, other.sums)],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"counts": self.counts, "sums": [str(s) for s in self.sums]}
@@ -332,7 +353,7 @@ def _range_sums(idx: Any, hashes: Any, n: int) -> RangeSums:
         return RangeSums(counts, sums)
     bins = np.bincount(idx, minlength=n)
     present = np.flatnonzero(bins)
-    if len(present) <= 32:   # a masked sum per range beats sorting millions of indexes
+    if len(present) <= 32:  # a masked sum per range beats sorting millions of indexes
         for i in present:
             sums[int(i)] = int(np.add.reduce(hashes[idx == i], dtype=np.uint64))
     else:
@@ -340,7 +361,7 @@ def _range_sums(idx: Any, hashes: Any, n: int) -> RangeSums:
         sorted_h = hashes[order]
         ends = np.cumsum(bins)
         for i in present:
-            sums[int(i)] = int(np.add.reduce(sorted_h[ends[i] - bins[i]:ends[i]], dtype=np.uint64))
+            sums[int(i)] = int(np.add.reduce(sorted_h[ends[i] - bins[i] : ends[i]], dtype=np.uint64))
     return RangeSums([int(c) for c in bins], sums)
 
 
@@ -367,8 +388,10 @@ def scan_range_sql(layout: TableLayout, r: KeyRange) -> str:
     from .model import quote_ident
 
     where = range_predicate(layout.schema, r.start, r.end, r.includes_null)
-    return (f"SELECT COUNT(*), COALESCE(SUM({int_hash_sql(quote_ident(col))}), 0) "
-            f"FROM {layout.schema.table_id.quoted} WHERE {where}")
+    return (
+        f"SELECT COUNT(*), COALESCE(SUM({int_hash_sql(quote_ident(col))}), 0) "
+        f"FROM {layout.schema.table_id.quoted} WHERE {where}"
+    )
 
 
 def scan_range(conn: Any, layout: TableLayout, index: int) -> tuple[int, int]:
@@ -382,8 +405,10 @@ def scan_range(conn: Any, layout: TableLayout, index: int) -> tuple[int, int]:
         from .model import quote_ident
 
         names = list(dict.fromkeys([*layout.schema.row_identity]))
-        cur.execute(f"SELECT {', '.join(quote_ident(n) for n in names)} FROM {layout.schema.table_id.quoted} "
-                    f"WHERE {range_predicate(layout.schema, r.start, r.end, r.includes_null)}")
+        cur.execute(
+            f"SELECT {', '.join(quote_ident(n) for n in names)} FROM {layout.schema.table_id.quoted} "
+            f"WHERE {range_predicate(layout.schema, r.start, r.end, r.includes_null)}"
+        )
         count = total = 0
         while True:
             rows = cur.fetchmany(10_000)
@@ -466,7 +491,7 @@ class Baseline:
     """The source's sums per range at one binlog position, kept between checks."""
 
     position: BinlogOffset
-    tables: dict[str, dict[str, Any]]   # table text -> {"fingerprint", "sums", "next_rescan"}
+    tables: dict[str, dict[str, Any]]  # table text -> {"fingerprint", "sums", "next_rescan"}
 
     def to_dict(self) -> dict[str, Any]:
         return {"position": self.position.to_dict(), "tables": self.tables}
@@ -496,15 +521,22 @@ class RangeResult:
         return self.source_rows == self.sink_rows and self.source_sum == self.sink_sum
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batch": self.batch_id, "start": encode_key(self.key_range.start),
-                "end": encode_key(self.key_range.end), "source_rows": self.source_rows,
-                "sink_rows": self.sink_rows, "source_checksum": f"{self.source_sum:016x}",
-                "sink_checksum": f"{self.sink_sum:016x}"}
+        return {
+            "batch": self.batch_id,
+            "start": encode_key(self.key_range.start),
+            "end": encode_key(self.key_range.end),
+            "source_rows": self.source_rows,
+            "sink_rows": self.sink_rows,
+            "source_checksum": f"{self.source_sum:016x}",
+            "sink_checksum": f"{self.sink_sum:016x}",
+        }
 
 
 def compare(layout: TableLayout, source: RangeSums, sink: RangeSums) -> list[RangeResult]:
-    return [RangeResult(b, r, source.counts[i], sink.counts[i], source.sums[i], sink.sums[i])
-            for i, (b, r) in enumerate(layout.ranges)]
+    return [
+        RangeResult(b, r, source.counts[i], sink.counts[i], source.sums[i], sink.sums[i])
+        for i, (b, r) in enumerate(layout.ranges)
+    ]
 
 
 def decode_range(d: Mapping[str, Any], table_id: TableId) -> KeyRange:

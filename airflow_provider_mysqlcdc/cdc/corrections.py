@@ -114,9 +114,7 @@ def reduce_changes(
     ``changes`` may hold other tables, other key ranges and non-row events; they are ignored.
     They are processed in offset order whatever order they come in.
     """
-    reducers = {
-        r.table_id: _TableReducer(schemas[r.table_id], r, key_orders[r.table_id]) for r in batch.ranges()
-    }
+    reducers = {r.table_id: _TableReducer(schemas[r.table_id], r, key_orders[r.table_id]) for r in batch.ranges()}
     relevant = [c for c in changes if isinstance(c, RowChange) and c.table_id in reducers]
     relevant.sort(key=lambda c: c.offset.sort_key())
     for c in relevant:

@@ -123,10 +123,17 @@ _COLUMN_FIELDS = (
 def _column(row: Sequence[Any]) -> Column:
     """A Column from the ``_COLUMN_FIELDS`` of one information_schema.COLUMNS row."""
     return Column(
-        name=row[0], ordinal=int(row[1]), data_type=str(row[2]).lower(), column_type=str(row[3]),
-        nullable=str(row[4]).upper() == "YES", charset=row[5], collation=row[6],
-        char_max_length=_int(row[7]), numeric_precision=_int(row[8]),
-        numeric_scale=_int(row[9]), datetime_precision=_int(row[10]),
+        name=row[0],
+        ordinal=int(row[1]),
+        data_type=str(row[2]).lower(),
+        column_type=str(row[3]),
+        nullable=str(row[4]).upper() == "YES",
+        charset=row[5],
+        collation=row[6],
+        char_max_length=_int(row[7]),
+        numeric_precision=_int(row[8]),
+        numeric_scale=_int(row[9]),
+        datetime_precision=_int(row[10]),
     )
 
 
@@ -135,8 +142,7 @@ def _column(row: Sequence[Any]) -> Column:
 
 def _unique_indexes(info: _TableInfo) -> list[tuple[str, list[str]]]:
     """Unique, non-primary indexes, fewest columns first (then by name, deterministically)."""
-    out = [(name, cols) for name, (non_unique, cols) in info.indexes.items()
-           if not non_unique and name != "PRIMARY"]
+    out = [(name, cols) for name, (non_unique, cols) in info.indexes.items() if not non_unique and name != "PRIMARY"]
     return sorted(out, key=lambda x: (len(x[1]), x[0]))
 
 
@@ -166,9 +172,12 @@ def _no_key_error(info: _TableInfo) -> ConfigError:
     t = info.table_id
     suggestions = _suggest_columns(info)
     column = suggestions[0] if suggestions else "<column>"
-    hint = (f" Good candidates (unique or indexed): {', '.join(suggestions)}." if suggestions else
-            " The table has no index: pick a column with (nearly) unique values and consider "
-            "indexing it, or the planner will scan the table once per chunk.")
+    hint = (
+        f" Good candidates (unique or indexed): {', '.join(suggestions)}."
+        if suggestions
+        else " The table has no index: pick a column with (nearly) unique values and consider "
+        "indexing it, or the planner will scan the table once per chunk."
+    )
     return ConfigError(
         f"table {t} has no primary key, so the planner does not know how to split it into chunks. "
         f"Fix: set chunk_key_columns={{'{t}': '{column}'}} (or add a primary key).{hint}"
@@ -191,8 +200,13 @@ def _build_schema(info: _TableInfo, chunk_key_column: str | None, zero_dates: st
     else:
         raise _no_key_error(info)
     return TableSchema(
-        table_id=t, columns=tuple(info.columns), primary_key=pk, chunk_key=chunk_key,
-        row_identity=_row_identity(info, pk), engine=info.engine, approx_rows=info.approx_rows,
+        table_id=t,
+        columns=tuple(info.columns),
+        primary_key=pk,
+        chunk_key=chunk_key,
+        row_identity=_row_identity(info, pk),
+        engine=info.engine,
+        approx_rows=info.approx_rows,
         zero_dates=zero_dates,
     )
 
@@ -219,7 +233,9 @@ def discover_tables(
     includes = _patterns(include, "include")
     excludes = _patterns(exclude, "exclude")
     if not includes:
-        raise ConfigError("include: no table patterns given. Fix: list tables as 'db.table' or regexes like 'shop\\..*'.")
+        raise ConfigError(
+            "include: no table patterns given. Fix: list tables as 'db.table' or regexes like 'shop\\..*'."
+        )
     tables = _list_base_tables(conn)
     problems: list[str] = []
     unmatched = [p for p in includes if not any(p.matches(i.table_id) for i in tables)]
@@ -227,9 +243,11 @@ def discover_tables(
         views = _list_views(conn)
         hidden = _without_select_grant(conn, [p.table_id for p in unmatched if p.table_id is not None])
         problems += [_nothing_matched(p, tables, views, hidden) for p in unmatched]
-    chosen = [i for i in tables
-              if any(p.matches(i.table_id) for p in includes)
-              and not any(p.matches(i.table_id) for p in excludes)]
+    chosen = [
+        i
+        for i in tables
+        if any(p.matches(i.table_id) for p in includes) and not any(p.matches(i.table_id) for p in excludes)
+    ]
     if not chosen and not problems:
         raise ConfigError(
             f"include {[p.text for p in includes]} minus exclude {[p.text for p in excludes]} leaves no table. "
@@ -264,8 +282,10 @@ def table_list_error(problems: Sequence[str]) -> ConfigError:
     if len(problems) == 1:
         return ConfigError(problems[0])
     listed = "\n".join(f"  - {p}" for p in problems)
-    return ConfigError(f"the table list has {len(problems)} problems; nothing was read. Fix: correct each "
-                       f"entry below, then trigger again.\n{listed}")
+    return ConfigError(
+        f"the table list has {len(problems)} problems; nothing was read. Fix: correct each "
+        f"entry below, then trigger again.\n{listed}"
+    )
 
 
 def _list_views(conn) -> list[TableId]:
@@ -293,18 +313,23 @@ def _without_select_grant(conn, wanted: Sequence[TableId]) -> set[TableId]:
     return {t for t in wanted if not select_granted(by_object, t.database, t.table)}
 
 
-def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Sequence[TableId] = (),
-                     hidden: Collection[TableId] = ()) -> str:
+def _nothing_matched(
+    p: TablePattern, tables: Sequence[_TableInfo], views: Sequence[TableId] = (), hidden: Collection[TableId] = ()
+) -> str:
     msg = f"table pattern {p.text!r} matches no table on the server."
     if p.exact and p.table_id in hidden:
         t = p.table_id
-        return (f"table pattern {p.text!r} matches no table the connection's user can see: it has no SELECT grant "
-                f"on {t} (a table without one is invisible to it, whether it exists or not). Fix: GRANT SELECT ON "
-                f"`{t.database}`.* (or on the table) TO the connection's user, or correct the name.")
+        return (
+            f"table pattern {p.text!r} matches no table the connection's user can see: it has no SELECT grant "
+            f"on {t} (a table without one is invisible to it, whether it exists or not). Fix: GRANT SELECT ON "
+            f"`{t.database}`.* (or on the table) TO the connection's user, or correct the name."
+        )
     seen_views = [str(v) for v in views if p.matches(v)]
     if seen_views:
-        return (f"table pattern {p.text!r} matches only views ({', '.join(seen_views[:5])}): a view has no rows "
-                "in the binlog. Fix: capture the base tables the view reads instead.")
+        return (
+            f"table pattern {p.text!r} matches only views ({', '.join(seen_views[:5])}): a view has no rows "
+            "in the binlog. Fix: capture the base tables the view reads instead."
+        )
     if p.exact:
         close = [str(i.table_id) for i in tables if str(i.table_id).lower() == p.text.lower()]
         if close:
@@ -312,10 +337,14 @@ def _nothing_matched(p: TablePattern, tables: Sequence[_TableInfo], views: Seque
         if "." not in p.text:
             return msg + " Fix: write it as 'database.table' (or a regex like 'db\\..*')."
     elif not _has_separator_dot(p.text):
-        return msg + (" Fix: a regular expression matches the whole 'db.table' name: include the database, "
-                      "e.g. 'shop\\.order_.*'.")
-    return msg + (" Fix: check the database and table names (only base tables outside the system schemas "
-                  "count; a table the connection's user has no SELECT grant on is invisible to it).")
+        return msg + (
+            " Fix: a regular expression matches the whole 'db.table' name: include the database, "
+            "e.g. 'shop\\.order_.*'."
+        )
+    return msg + (
+        " Fix: check the database and table names (only base tables outside the system schemas "
+        "count; a table the connection's user has no SELECT grant on is invisible to it)."
+    )
 
 
 def _has_separator_dot(regex: str) -> bool:
@@ -326,7 +355,7 @@ def _has_separator_dot(regex: str) -> bool:
     while i < len(regex):
         c = regex[i]
         if c == "\\":
-            if regex[i + 1:i + 2] == ".":
+            if regex[i + 1 : i + 2] == ".":
                 return True
             i += 2
             continue
@@ -336,16 +365,17 @@ def _has_separator_dot(regex: str) -> bool:
             in_class = c != "]"
         elif c == "[":
             in_class = True
-            if regex[i + 1:i + 2] == "]":   # a ']' first in a class is a literal
+            if regex[i + 1 : i + 2] == "]":  # a ']' first in a class is a literal
                 i += 1
-        elif c == "." and regex[i + 1:i + 2] not in ("*", "+", "?", "{"):
+        elif c == "." and regex[i + 1 : i + 2] not in ("*", "+", "?", "{"):
             return True
         i += 1
     return False
 
 
-def read_table_schema(conn, table_id: TableId, chunk_key_column: str | None = None,
-                      zero_dates: str = "null") -> TableSchema:
+def read_table_schema(
+    conn, table_id: TableId, chunk_key_column: str | None = None, zero_dates: str = "null"
+) -> TableSchema:
     """The schema of one table (ConfigError if it is not a base table on the server)."""
     rows = _query(
         conn,

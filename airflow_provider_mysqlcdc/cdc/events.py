@@ -54,7 +54,7 @@ class SchemaChange:
     table_id: TableId | None = None
     gtid: str | None = None
     timestamp: int = 0
-    tables: tuple[TableId, ...] = ()      # every captured table it changes (table_id is the first)
+    tables: tuple[TableId, ...] = ()  # every captured table it changes (table_id is the first)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import signal
 CRASH_ENV = "MYSQLCDC_CRASH_AT"
 
 # The points, in the order a micro-batch with a DDL passes them.
-SCHEMA_RECORDED = "schema-recorded"        # the history holds the new version; no sink has acted
-BETWEEN_STEPS = "between-steps"            # a sink applied the DDL step, not yet the rows after it
-SCHEMA_APPLIED = "schema-applied"          # the sink applied everything; Spark has not committed
+SCHEMA_RECORDED = "schema-recorded"  # the history holds the new version; no sink has acted
+BETWEEN_STEPS = "between-steps"  # a sink applied the DDL step, not yet the rows after it
+SCHEMA_APPLIED = "schema-applied"  # the sink applied everything; Spark has not committed
 # A micro-batch that takes over a re-snapshot: its records are built, no sink has acted ...
 RESNAPSHOT_TAKEN = "resnapshot-taken"
 # ... and: the sink committed it, the hand-off is not marked applied.
@@ -26,8 +26,15 @@ RESNAPSHOT_APPLIED = "resnapshot-applied"
 HANDOFF_ROWS_WRITTEN = "handoff-rows-written"
 # ... and: a piece handed over (its manifest written), the batch's next piece not read yet.
 HANDOFF_PIECE_HANDED = "handoff-piece-handed"
-POINTS = (SCHEMA_RECORDED, BETWEEN_STEPS, SCHEMA_APPLIED, RESNAPSHOT_TAKEN, RESNAPSHOT_APPLIED, HANDOFF_ROWS_WRITTEN,
-          HANDOFF_PIECE_HANDED)
+POINTS = (
+    SCHEMA_RECORDED,
+    BETWEEN_STEPS,
+    SCHEMA_APPLIED,
+    RESNAPSHOT_TAKEN,
+    RESNAPSHOT_APPLIED,
+    HANDOFF_ROWS_WRITTEN,
+    HANDOFF_PIECE_HANDED,
+)
 
 
 def crash_point(name: str) -> None:

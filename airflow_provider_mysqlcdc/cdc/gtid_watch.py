@@ -43,7 +43,8 @@ class GtidGapError(CdcError):
             "every change before it is in the sink. Fix: if those transactions changed captured tables, "
             "load the tables again from a server that has them (trigger the pipeline with reset=true); if "
             "the gap is known to be harmless (numbers skipped on purpose, filtered transactions of other "
-            "tables), set stream_options.allow_gtid_gaps: true and restart the stream.")
+            "tables), set stream_options.allow_gtid_gaps: true and restart the stream."
+        )
 
 
 class GtidWatch:
@@ -75,7 +76,7 @@ class GtidWatch:
             s = seqs[at]
             last = self.last.get(source)
             before = np.maximum.accumulate(np.concatenate(([s[0] - 1 if last is None else last], s)))[:-1]
-            if (s > before + 1).any():   # rare: walk one by one to stop at the first jump of any source
+            if (s > before + 1).any():  # rare: walk one by one to stop at the first jump of any source
                 for src, seq, pos in zip(sources.tolist(), seqs.tolist(), positions.tolist()):
                     self.seen(src, seq, file, pos)
                 raise AssertionError("a jump found by numpy was not found one by one")

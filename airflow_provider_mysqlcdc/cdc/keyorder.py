@@ -45,15 +45,30 @@ from .errors import ConfigError
 from .model import Column, TableSchema
 from .sql import _bit_to_int, python_codec
 
-NUMERIC_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal",
-                           "numeric", "float", "double", "real", "year"})
+NUMERIC_TYPES = frozenset(
+    {
+        "tinyint",
+        "smallint",
+        "mediumint",
+        "int",
+        "integer",
+        "bigint",
+        "decimal",
+        "numeric",
+        "float",
+        "double",
+        "real",
+        "year",
+    }
+)
 DATETIME_TYPES = frozenset({"date", "datetime", "timestamp"})
 BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
 # String collations Python compares by code point, with or without PAD SPACE.
 _PY_PAD_BIN = frozenset({"utf8mb4_bin", "utf8mb3_bin", "utf8_bin", "ascii_bin"})
-_PY_NOPAD_BIN = frozenset({"utf8mb4_nopad_bin", "utf8mb3_nopad_bin", "utf8_nopad_bin", "ascii_nopad_bin",
-                           "utf8mb4_0900_bin"})
+_PY_NOPAD_BIN = frozenset(
+    {"utf8mb4_nopad_bin", "utf8mb3_nopad_bin", "utf8_nopad_bin", "ascii_nopad_bin", "utf8mb4_0900_bin"}
+)
 _SPACE_CP = b"\x00\x00\x00 "  # U+0020 in UTF-32-BE
 _IDENT = re.compile(r"^[A-Za-z0-9_]+$")
 WEIGHT_BATCH = 200
@@ -300,8 +315,9 @@ class KeyOrder:
     in the chunk/range ``[start, end)``" the way the chunk predicate would.
     """
 
-    def __init__(self, columns: Sequence[Column], source: SourceConfig | None = None,
-                 cache_size: int = 200_000) -> None:
+    def __init__(
+        self, columns: Sequence[Column], source: SourceConfig | None = None, cache_size: int = 200_000
+    ) -> None:
         self.columns = tuple(columns)
         self.source = source
         self.cache_size = cache_size
@@ -315,8 +331,7 @@ class KeyOrder:
         self._lock = threading.RLock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"columns": self.columns, "source": self.source, "cache_size": self.cache_size,
-                "_orders": self._orders}
+        return {"columns": self.columns, "source": self.source, "cache_size": self.cache_size, "_orders": self._orders}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -404,8 +419,7 @@ class KeyOrder:
                 self._probe(i)
             if o.server_mode == "strcmp":
                 continue
-            missing = {k[i] for k in keys if k is not None and k[i] is not None
-                       and self._cache.get((i, k[i])) is None}
+            missing = {k[i] for k in keys if k is not None and k[i] is not None and self._cache.get((i, k[i])) is None}
             if missing:
                 self._fetch_weights(i, list(missing))
 
@@ -429,9 +443,11 @@ class KeyOrder:
         o = self._orders[col]
         conv = o.conversion_sql()
         for j in range(0, len(values), WEIGHT_BATCH):
-            part = values[j:j + WEIGHT_BATCH]
-            row = self._query_one("SELECT " + ", ".join([f"WEIGHT_STRING({conv})"] * len(part)),
-                                  [bytes(v) if isinstance(v, bytearray) else v for v in part])
+            part = values[j : j + WEIGHT_BATCH]
+            row = self._query_one(
+                "SELECT " + ", ".join([f"WEIGHT_STRING({conv})"] * len(part)),
+                [bytes(v) if isinstance(v, bytearray) else v for v in part],
+            )
             for v, w in zip(part, row):
                 w = bytes(w or b"")
                 self._cache.put((col, v), PadKey(w, o.space_weight) if o.server_mode == "pad" else w)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .state import StateStore
 
 LEASE_DIR = "stream/lease"
-HOST_ID_ENV = "MYSQLCDC_HOST_ID"        # tests run two "hosts" on one machine
+HOST_ID_ENV = "MYSQLCDC_HOST_ID"  # tests run two "hosts" on one machine
 DEFAULT_TTL_S = 60.0
 
 
@@ -55,7 +55,7 @@ def _dead_here(data: dict[str, Any]) -> bool:
         if proc.status() == psutil.STATUS_ZOMBIE:
             return True
         started = owner.get("started_at")
-        return started is not None and abs(proc.create_time() - float(started)) > 2.0   # pid reused
+        return started is not None and abs(proc.create_time() - float(started)) > 2.0  # pid reused
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return True
 
@@ -115,8 +115,10 @@ class StreamLease:
     def describe(data: dict[str, Any]) -> str:
         owner = data.get("owner") or {}
         left = float(data.get("expires_at", 0)) - time.time()
-        return (f"host {owner.get('host', '?')}, pid {owner.get('pid', '?')}, "
-                f"{'valid for another %.0f s' % left if left > 0 else 'expired %.0f s ago' % -left}")
+        return (
+            f"host {owner.get('host', '?')}, pid {owner.get('pid', '?')}, "
+            f"{'valid for another %.0f s' % left if left > 0 else 'expired %.0f s ago' % -left}"
+        )
 
     def holder(self) -> dict[str, Any] | None:
         """The valid lease of another holder, or None (free, expired, or ours)."""
@@ -137,8 +139,16 @@ class StreamLease:
 
         owner = {"host": host_id(), "pid": os.getpid(), "started_at": psutil.Process().create_time(), **self.owner}
         now = time.time()
-        return json.dumps({"owner": owner, "token": self.token, "renewed_at": now, "expires_at": now + self.ttl_s,
-                           "ttl_s": self.ttl_s}, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "owner": owner,
+                "token": self.token,
+                "renewed_at": now,
+                "expires_at": now + self.ttl_s,
+                "ttl_s": self.ttl_s,
+            },
+            sort_keys=True,
+        ).encode()
 
     def _age_s(self, gen: int) -> float:
         """Seconds since the lease file was last written (a naive time is the local clock's)."""
@@ -154,19 +164,23 @@ class StreamLease:
             # nobody holds it.
             top = gens[-1]
             if self._age_s(top) < self.ttl_s:
-                raise LeaseHeld(f"the stream's lease {self.state.url(LEASE_DIR, f'{top:012d}.json')} is unreadable "
-                                "(being written, or left half-written by a launcher that died). Fix: launch again "
-                                f"in a moment; after {self.ttl_s:.0f} s it is taken over, or delete that file if no "
-                                "stream of this pipeline runs.")
+                raise LeaseHeld(
+                    f"the stream's lease {self.state.url(LEASE_DIR, f'{top:012d}.json')} is unreadable "
+                    "(being written, or left half-written by a launcher that died). Fix: launch again "
+                    f"in a moment; after {self.ttl_s:.0f} s it is taken over, or delete that file if no "
+                    "stream of this pipeline runs."
+                )
             cur = None
             nxt = top + 1
         elif cur is not None:
             gen, data = cur
             if data.get("token") != self.token and self._valid(data):
-                raise LeaseHeld(f"the stream of {self.state.location} already runs ({self.describe(data)}). Not "
-                                "starting a second one: two streams would write the sink at once. Fix: nothing, if "
-                                "that stream is meant to run; else stop it there, or wait until its lease expires "
-                                f"(it renews every {self.ttl_s / 3:.0f} s while it runs).")
+                raise LeaseHeld(
+                    f"the stream of {self.state.location} already runs ({self.describe(data)}). Not "
+                    "starting a second one: two streams would write the sink at once. Fix: nothing, if "
+                    "that stream is meant to run; else stop it there, or wait until its lease expires "
+                    f"(it renews every {self.ttl_s / 3:.0f} s while it runs)."
+                )
             nxt = gen + 1
         else:
             nxt = 1
@@ -176,9 +190,11 @@ class StreamLease:
                 f.write(self._body())
         except FileExistsError:
             won = self._read(nxt) or {}
-            raise LeaseHeld(f"the stream of {self.state.location} was just started by another launcher "
-                            f"({self.describe(won) if won else 'its lease is being written'}). Not starting a "
-                            "second one. Fix: nothing, if that stream is meant to run; else stop it there.") from None
+            raise LeaseHeld(
+                f"the stream of {self.state.location} was just started by another launcher "
+                f"({self.describe(won) if won else 'its lease is being written'}). Not starting a "
+                "second one. Fix: nothing, if that stream is meant to run; else stop it there."
+            ) from None
         self.generation = nxt
         self._forget_old(nxt)
         return nxt

@@ -52,8 +52,8 @@ def _backticked(text: str) -> tuple[str, str] | None:
             k = text.find("`", j)
             if k < 0:
                 return None
-            if text[k + 1:k + 2] == "`":
-                buf.append(text[j:k + 1])
+            if text[k + 1 : k + 2] == "`":
+                buf.append(text[j : k + 1])
                 j = k + 2
                 continue
             buf.append(text[j:k])
@@ -61,7 +61,7 @@ def _backticked(text: str) -> tuple[str, str] | None:
             break
         names.append("".join(buf))
         if len(names) == 1:
-            if text[i:i + 1] != ".":
+            if text[i : i + 1] != ".":
                 return None
             i += 1
     return (names[0], names[1]) if len(names) == 2 and i == len(text) else None

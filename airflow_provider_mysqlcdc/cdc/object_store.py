@@ -29,15 +29,30 @@ SESSION_TOKEN_ENV = "AWS_SESSION_TOKEN"
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"
 REGION_ENV = "AWS_REGION"
 DEFAULT_REGION_ENV = "AWS_DEFAULT_REGION"
-ALLOW_HTTP_ENV = "AWS_ALLOW_HTTP"    # delta-rs refuses a plain-http endpoint without it
+ALLOW_HTTP_ENV = "AWS_ALLOW_HTTP"  # delta-rs refuses a plain-http endpoint without it
 
 SECRET_NAMES = (SECRET_KEY_ENV, SESSION_TOKEN_ENV)
-ALL_NAMES = (ACCESS_KEY_ENV, SECRET_KEY_ENV, SESSION_TOKEN_ENV, ENDPOINT_ENV, REGION_ENV, DEFAULT_REGION_ENV,
-             ALLOW_HTTP_ENV)
+ALL_NAMES = (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    SESSION_TOKEN_ENV,
+    ENDPOINT_ENV,
+    REGION_ENV,
+    DEFAULT_REGION_ENV,
+    ALLOW_HTTP_ENV,
+)
 
 # Keys of ``storage_options`` that are secrets: they would be written to pipeline.json.
-_SECRET_OPTION_WORDS = ("secret", "password", "token", "access_key_id", "account_key", "sas_key",
-                        "client_secret", "credential")
+_SECRET_OPTION_WORDS = (
+    "secret",
+    "password",
+    "token",
+    "access_key_id",
+    "account_key",
+    "sas_key",
+    "client_secret",
+    "credential",
+)
 
 
 @dataclass(frozen=True)
@@ -98,8 +113,13 @@ def credentials_from_env(env: Mapping[str, str] | None = None) -> StorageCredent
     env = os.environ if env is None else env
     if not any(env.get(n) for n in (ACCESS_KEY_ENV, SECRET_KEY_ENV, ENDPOINT_ENV)):
         return None
-    return StorageCredentials(env.get(ACCESS_KEY_ENV), env.get(SECRET_KEY_ENV), env.get(SESSION_TOKEN_ENV),
-                              env.get(REGION_ENV) or env.get(DEFAULT_REGION_ENV), env.get(ENDPOINT_ENV))
+    return StorageCredentials(
+        env.get(ACCESS_KEY_ENV),
+        env.get(SECRET_KEY_ENV),
+        env.get(SESSION_TOKEN_ENV),
+        env.get(REGION_ENV) or env.get(DEFAULT_REGION_ENV),
+        env.get(ENDPOINT_ENV),
+    )
 
 
 def with_storage_options(options: Mapping[str, object], creds: StorageCredentials | None) -> dict[str, object]:
@@ -115,13 +135,13 @@ def with_storage_options(options: Mapping[str, object], creds: StorageCredential
 
 def refuse_secret_options(storage_options: Mapping[str, object] | None, where: str) -> None:
     """A secret in ``storage_options`` would be written to pipeline.json: stop before that."""
-    secret = sorted(k for k in (storage_options or {})
-                    if any(w in str(k).lower() for w in _SECRET_OPTION_WORDS))
+    secret = sorted(k for k in (storage_options or {}) if any(w in str(k).lower() for w in _SECRET_OPTION_WORDS))
     if secret:
         raise ConfigError(
             f"{where} holds credentials ({', '.join(secret)}): they would be written to pipeline.json in the state "
             "location. Fix: remove them there, put them in an Airflow connection (type aws: login = access key "
-            "id, password = secret key, extra endpoint_url/region_name) and set aws_conn_id to its id.")
+            "id, password = secret key, extra endpoint_url/region_name) and set aws_conn_id to its id."
+        )
 
 
 def is_object_store(url: str) -> bool:

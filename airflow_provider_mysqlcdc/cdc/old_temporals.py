@@ -33,9 +33,13 @@ def old_temporal_columns(schema: TableSchema, decodable: bool | None = None) -> 
     """The names of ``schema``'s columns stored in the pre-5.6 temporal format; with
     ``decodable`` True only those the library decoder reads right (whole-second DATETIME and
     TIMESTAMP), False only the others."""
-    return [c.name for c in schema.columns
-            if c.data_type in _TEMPORAL and any(m in c.column_type.lower() for m in _MARKERS)
-            and (decodable is None or _decodable(c) == decodable)]
+    return [
+        c.name
+        for c in schema.columns
+        if c.data_type in _TEMPORAL
+        and any(m in c.column_type.lower() for m in _MARKERS)
+        and (decodable is None or _decodable(c) == decodable)
+    ]
 
 
 def _decodable(column: Any) -> bool:
@@ -44,8 +48,10 @@ def _decodable(column: Any) -> bool:
 
 def _rebuild(schema: TableSchema) -> str:
     t = schema.table_id
-    return (f"ALTER TABLE `{t.database}`.`{t.table}` FORCE (on MariaDB with mysql56_temporal_format=ON, the "
-            "default; it copies the table)")
+    return (
+        f"ALTER TABLE `{t.database}`.`{t.table}` FORCE (on MariaDB with mysql56_temporal_format=ON, the "
+        "default; it copies the table)"
+    )
 
 
 def refuse_undecodable_old_temporals(schema: TableSchema) -> None:
@@ -56,7 +62,8 @@ def refuse_undecodable_old_temporals(schema: TableSchema) -> None:
             f"table {schema.table_id} has {len(cols)} TIME or fractional-second column(s) in the pre-MySQL-5.6 "
             f"temporal storage format ({', '.join(f'`{c}`' for c in cols)}): their binlog values cannot be "
             "decoded safely, so the stream could not stay exact. Fix: rebuild the table in the current format "
-            f"before the load: {_rebuild(schema)}; or leave the table out with exclude.")
+            f"before the load: {_rebuild(schema)}; or leave the table out with exclude."
+        )
 
 
 def old_temporal_problems(schemas: Sequence[TableSchema]) -> list[str]:
@@ -70,7 +77,8 @@ def old_temporal_problems(schemas: Sequence[TableSchema]) -> list[str]:
                 f"table {s.table_id} has {len(cols)} column(s) in the pre-MySQL-5.6 temporal storage format "
                 f"({', '.join(f'`{c}`' for c in cols)}): the stream decodes this table's binlog rows with the "
                 "library decoder, which is much slower than the fast decoder the other tables get. Fix: rebuild "
-                f"the table in the current format before the load: {_rebuild(s)}.")
+                f"the table in the current format before the load: {_rebuild(s)}."
+            )
     return out
 
 

@@ -31,8 +31,10 @@ class SinkConfig:
 
     def __post_init__(self) -> None:
         if self.type not in SINK_TYPES:
-            raise ConfigError(f"sink.type: found {self.type!r}, need one of {', '.join(SINK_TYPES)}. "
-                              "Fix: pick one of those (the form's Sink field lists them).")
+            raise ConfigError(
+                f"sink.type: found {self.type!r}, need one of {', '.join(SINK_TYPES)}. "
+                "Fix: pick one of those (the form's Sink field lists them)."
+            )
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,10 @@ class StreamOptions:
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(options) - set(known))
         if unknown:
-            raise ConfigError(f"stream_options: unknown key{'s' if len(unknown) > 1 else ''} "
-                              f"{', '.join(map(repr, unknown))}. Fix: use only {', '.join(known)}.")
+            raise ConfigError(
+                f"stream_options: unknown key{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}. Fix: use only {', '.join(known)}."
+            )
         return cls(**options)
 
     def __post_init__(self) -> None:
@@ -93,20 +97,31 @@ class StreamOptions:
         ]
         for name, value, least in checks:
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ConfigError(f"stream_options.{name}: found {value!r}, need an integer >= {least}. "
-                                  f"Fix: give {name} a whole number of at least {least}, or leave it out.")
+                raise ConfigError(
+                    f"stream_options.{name}: found {value!r}, need an integer >= {least}. "
+                    f"Fix: give {name} a whole number of at least {least}, or leave it out."
+                )
         if not isinstance(self.allow_gtid_gaps, bool):
-            raise ConfigError(f"stream_options.allow_gtid_gaps: found {self.allow_gtid_gaps!r}, need true or false. "
-                              "Fix: give a JSON boolean, or leave it out (false: a gap stops the stream).")
-        if (isinstance(self.lease_ttl_s, bool) or not isinstance(self.lease_ttl_s, (int, float))
-                or not 3 <= self.lease_ttl_s <= 3600):
-            raise ConfigError(f"stream_options.lease_ttl_s: found {self.lease_ttl_s!r}, need seconds from 3 to 3600. "
-                              "Fix: leave it out (60) or give a number in that range, well above the hosts' clock "
-                              "skew.")
+            raise ConfigError(
+                f"stream_options.allow_gtid_gaps: found {self.allow_gtid_gaps!r}, need true or false. "
+                "Fix: give a JSON boolean, or leave it out (false: a gap stops the stream)."
+            )
+        if (
+            isinstance(self.lease_ttl_s, bool)
+            or not isinstance(self.lease_ttl_s, (int, float))
+            or not 3 <= self.lease_ttl_s <= 3600
+        ):
+            raise ConfigError(
+                f"stream_options.lease_ttl_s: found {self.lease_ttl_s!r}, need seconds from 3 to 3600. "
+                "Fix: leave it out (60) or give a number in that range, well above the hosts' clock "
+                "skew."
+            )
         if self.catchup_parallelism > 64:
-            raise ConfigError(f"stream_options.catchup_parallelism: found {self.catchup_parallelism}, "
-                              "need at most 64 (each range holds a replication connection and a server id). "
-                              "Fix: use 1 to 64 (2 suits most clusters).")
+            raise ConfigError(
+                f"stream_options.catchup_parallelism: found {self.catchup_parallelism}, "
+                "need at most 64 (each range holds a replication connection and a server id). "
+                "Fix: use 1 to 64 (2 suits most clusters)."
+            )
 
 
 @dataclass(frozen=True)
@@ -129,17 +144,25 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "schema_change_behavior", check_behavior(self.schema_change_behavior))
         if not self.include:
-            raise ConfigError("tables: no include pattern given. Fix: list tables as 'db.table' or regular expressions.")
+            raise ConfigError(
+                "tables: no include pattern given. Fix: list tables as 'db.table' or regular expressions."
+            )
         if self.startup_mode not in STARTUP_MODES:
-            raise ConfigError(f"startup_mode: found {self.startup_mode!r}, need one of {', '.join(STARTUP_MODES)}. "
-                              "Fix: pick one of those.")
+            raise ConfigError(
+                f"startup_mode: found {self.startup_mode!r}, need one of {', '.join(STARTUP_MODES)}. "
+                "Fix: pick one of those."
+            )
         if self.startup_mode == "specific-offset" and not self.startup_offset:
-            raise ConfigError("startup_mode 'specific-offset' needs startup_offset: "
-                              "{'file': 'mysql-bin.000003', 'position': 4} or {'gtid': '<gtid set>'}. Fix: fill Startup "
-                              "offset, or choose another startup mode.")
+            raise ConfigError(
+                "startup_mode 'specific-offset' needs startup_offset: "
+                "{'file': 'mysql-bin.000003', 'position': 4} or {'gtid': '<gtid set>'}. Fix: fill Startup "
+                "offset, or choose another startup mode."
+            )
         if self.startup_mode == "timestamp" and self.startup_timestamp is None:
-            raise ConfigError("startup_mode 'timestamp' needs startup_timestamp. Fix: fill Startup timestamp (a "
-                              "date-time in UTC, or epoch seconds), or choose another startup mode.")
+            raise ConfigError(
+                "startup_mode 'timestamp' needs startup_timestamp. Fix: fill Startup timestamp (a "
+                "date-time in UTC, or epoch seconds), or choose another startup mode."
+            )
         if not self.state_location:
             raise ConfigError("state_location: empty. Fix: a directory or fsspec URL the jobs can write.")
 
@@ -172,8 +195,10 @@ class PipelineConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], password: str | None = None) -> "PipelineConfig":
         if "password" in d.get("source", {}):
-            raise ConfigError("source.password must not be in the pipeline config: pass it through "
-                              f"${PASSWORD_ENV} or a password file readable only by you.")
+            raise ConfigError(
+                "source.password must not be in the pipeline config: pass it through "
+                f"${PASSWORD_ENV} or a password file readable only by you."
+            )
         sink = d.get("sink") or {}
         return cls(
             name=d["name"],
@@ -205,24 +230,33 @@ def load_pipeline_config(location: str, password: str | None = None) -> Pipeline
         with fsspec.open(location, "r", encoding="utf-8") as f:
             text = f.read()
     except FileNotFoundError:
-        raise ConfigError(f"pipeline config {location} not found. Fix: run the plan step first, "
-                          "or pass the path the plan step wrote (<state_location>/pipeline.json).") from None
+        raise ConfigError(
+            f"pipeline config {location} not found. Fix: run the plan step first, "
+            "or pass the path the plan step wrote (<state_location>/pipeline.json)."
+        ) from None
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise ConfigError(f"pipeline config {location} is not valid JSON ({e}). Fix: write it again with the plan "
-                          "step (trigger the pipeline), or correct the file by hand.") from None
+        raise ConfigError(
+            f"pipeline config {location} is not valid JSON ({e}). Fix: write it again with the plan "
+            "step (trigger the pipeline), or correct the file by hand."
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"pipeline config {location}: found a JSON {type(data).__name__}, need an object. "
-                          "Fix: write it again with the plan step.")
+        raise ConfigError(
+            f"pipeline config {location}: found a JSON {type(data).__name__}, need an object. "
+            "Fix: write it again with the plan step."
+        )
     try:
         return PipelineConfig.from_dict(data, password=password)
     except KeyError as e:
-        raise ConfigError(f"pipeline config {location} lacks the key {e}. Fix: write it again with the plan "
-                          "step, or add the key.") from None
+        raise ConfigError(
+            f"pipeline config {location} lacks the key {e}. Fix: write it again with the plan step, or add the key."
+        ) from None
     except TypeError as e:
-        raise ConfigError(f"pipeline config {location}: {e}. Fix: write it again with the plan step, or remove "
-                          "the keys this version does not know.") from None
+        raise ConfigError(
+            f"pipeline config {location}: {e}. Fix: write it again with the plan step, or remove "
+            "the keys this version does not know."
+        ) from None
 
 
 def read_password(password_file: str | None = None) -> str:
@@ -232,7 +266,8 @@ def read_password(password_file: str | None = None) -> str:
         if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise ConfigError(
                 f"password file {password_file} is readable by group or others (mode {oct(st.st_mode & 0o777)}). "
-                f"Fix: chmod 600 {password_file}.")
+                f"Fix: chmod 600 {password_file}."
+            )
         with open(password_file, encoding="utf-8") as f:
             return f.read().rstrip("\n")
     pw = os.environ.get(PASSWORD_ENV)

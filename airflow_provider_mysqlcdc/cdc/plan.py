@@ -38,8 +38,10 @@ class Plan:
         for b in self.batches:
             if b.batch_id == batch_id:
                 return b
-        raise ConfigError(f"batch {batch_id!r} is not in the plan ({len(self.batches)} batches: "
-                          f"{', '.join(b.batch_id for b in self.batches[:5])}...)")
+        raise ConfigError(
+            f"batch {batch_id!r} is not in the plan ({len(self.batches)} batches: "
+            f"{', '.join(b.batch_id for b in self.batches[:5])}...)"
+        )
 
     def server_id_slot(self, batch_id: str, slots: int) -> int:
         """A slot per batch, cycling through the ids the range has for batches."""
@@ -58,30 +60,41 @@ class Plan:
         return batch_row_estimates(self.batches, {t: s.approx_rows for t, s in self.schemas.items()})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schemas": [s.to_dict() for s in self.schemas.values()],
-                "batches": [b.to_dict() for b in self.batches],
-                "inputs": dict(self.inputs) if self.inputs is not None else None}
+        return {
+            "schemas": [s.to_dict() for s in self.schemas.values()],
+            "batches": [b.to_dict() for b in self.batches],
+            "inputs": dict(self.inputs) if self.inputs is not None else None,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
         schemas = [TableSchema.from_dict(s) for s in d["schemas"]]
-        return cls({s.table_id: s for s in schemas}, tuple(Batch.from_dict(b) for b in d["batches"]),
-                   d.get("inputs"))
+        return cls({s.table_id: s for s in schemas}, tuple(Batch.from_dict(b) for b in d["batches"]), d.get("inputs"))
 
 
-def plan_inputs(include: Sequence[str], exclude: Sequence[str], split: SplitOptions,
-                zero_dates: str = "null") -> dict[str, Any]:
+def plan_inputs(
+    include: Sequence[str], exclude: Sequence[str], split: SplitOptions, zero_dates: str = "null"
+) -> dict[str, Any]:
     """What a plan depends on; a stored plan is reused only when these are unchanged (zero_dates
     changes the sink's column types; it is recorded only when not the default, so plans stored
     before it existed still match)."""
-    return {"include": list(include), "exclude": list(exclude), "chunk_size": split.chunk_size,
-            "chunk_key_columns": dict(split.chunk_key_columns),
-            **({"zero_dates": zero_dates} if zero_dates != "null" else {})}
+    return {
+        "include": list(include),
+        "exclude": list(exclude),
+        "chunk_size": split.chunk_size,
+        "chunk_key_columns": dict(split.chunk_key_columns),
+        **({"zero_dates": zero_dates} if zero_dates != "null" else {}),
+    }
 
 
-def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
-               split: SplitOptions | None = None, chunks_per_batch: int = 64,
-               sizing: BatchSizing | None = None) -> Plan:
+def build_plan(
+    source: SourceConfig,
+    include: Sequence[str],
+    exclude: Sequence[str] = (),
+    split: SplitOptions | None = None,
+    chunks_per_batch: int = 64,
+    sizing: BatchSizing | None = None,
+) -> Plan:
     """Discover and split the tables. With ``sizing``, batches are packed by estimated rows
     (``cdc/batching.py``, what the Airflow plan step uses); else every table's chunks are
     cut into runs of ``chunks_per_batch``."""
@@ -97,13 +110,19 @@ def build_plan(source: SourceConfig, include: Sequence[str], exclude: Sequence[s
         batches = pack_batches(by_table, estimates, sizing)
     else:
         batches = group_chunks([c for cs in by_table.values() for c in cs], chunks_per_batch)
-    return Plan({s.table_id: s for s in schemas}, tuple(batches),
-                plan_inputs(include, exclude, split, source.zero_dates))
+    return Plan(
+        {s.table_id: s for s in schemas}, tuple(batches), plan_inputs(include, exclude, split, source.zero_dates)
+    )
 
 
-def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclude: Sequence[str] = (),
-                split: SplitOptions | None = None, sizing: BatchSizing | None = None
-                ) -> tuple[Plan, list[TableId], list[TableId]]:
+def extend_plan(
+    plan: Plan,
+    source: SourceConfig,
+    include: Sequence[str],
+    exclude: Sequence[str] = (),
+    split: SplitOptions | None = None,
+    sizing: BatchSizing | None = None,
+) -> tuple[Plan, list[TableId], list[TableId]]:
     """The plan for another table list: the tables ``include``/``exclude`` match now and ``plan``
     lacks are split and batched on their own under new batch ids after the existing ones (whose
     results stay valid); the tables it holds and the list no longer matches leave it, with their
@@ -114,13 +133,17 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
         found = {s.table_id for s in schemas}
         # a table the list still names but the server no longer has stays (the stream follows its DDL)
         gone = sorted(t for t in plan.schemas if t not in found and not matches(t, include, exclude))
-        kept = replace(plan, schemas={t: s for t, s in plan.schemas.items() if t not in gone},
-                       batches=tuple(b for b in plan.batches if not set(b.tables) & set(gone)),
-                       inputs=plan_inputs(include, exclude, split, source.zero_dates))
+        kept = replace(
+            plan,
+            schemas={t: s for t, s in plan.schemas.items() if t not in gone},
+            batches=tuple(b for b in plan.batches if not set(b.tables) & set(gone)),
+            inputs=plan_inputs(include, exclude, split, source.zero_dates),
+        )
         if any(set(b.tables) & set(gone) and not set(b.tables) <= set(gone) for b in plan.batches):
             raise ConfigError(
                 f"a batch holds both a table the new list drops ({', '.join(map(str, gone))}) and one it keeps, so "
-                "its capture cannot stop alone. Fix: keep the table in the list, or trigger with reset=true.")
+                "its capture cannot stop alone. Fix: keep the table in the list, or trigger with reset=true."
+            )
         added = [s for s in schemas if s.table_id not in plan.schemas]
         if not added:
             return kept, [], gone
@@ -129,8 +152,11 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
         by_table = {s.table_id: splitter.split(s) for s in added}
         estimates = {s.table_id: splitter.row_estimate(s) for s in added}
     added = [dataclasses.replace(s, approx_rows=estimates[s.table_id]) for s in added]
-    fresh = pack_batches(by_table, estimates, sizing) if sizing else group_chunks(
-        [c for cs in by_table.values() for c in cs], 64)
+    fresh = (
+        pack_batches(by_table, estimates, sizing)
+        if sizing
+        else group_chunks([c for cs in by_table.values() for c in cs], 64)
+    )
     taken = {b.batch_id for b in plan.batches}
     first = len(plan.batches)
     width = max(4, len(str(first + len(fresh))))
@@ -141,12 +167,20 @@ def extend_plan(plan: Plan, source: SourceConfig, include: Sequence[str], exclud
             n += 1
         taken.add(f"batch-{n:0{width}d}")
         renamed.append(replace(b, batch_id=f"batch-{n:0{width}d}"))
-    return Plan({**plan.schemas, **{s.table_id: s for s in added}}, plan.batches + tuple(renamed),
-                plan_inputs(include, exclude, split, source.zero_dates)), [s.table_id for s in added], gone
+    return (
+        Plan(
+            {**plan.schemas, **{s.table_id: s for s in added}},
+            plan.batches + tuple(renamed),
+            plan_inputs(include, exclude, split, source.zero_dates),
+        ),
+        [s.table_id for s in added],
+        gone,
+    )
 
 
-def plan_table_read(source: SourceConfig, table_id: TableId, split: SplitOptions | None = None,
-                    plan: Plan | None = None) -> tuple[Plan, Batch]:
+def plan_table_read(
+    source: SourceConfig, table_id: TableId, split: SplitOptions | None = None, plan: Plan | None = None
+) -> tuple[Plan, Batch]:
     """One table split into one batch (``stream-read-<db>.<table>``) that the stream job reads
     itself and hands to its own query. It joins ``plan``'s batches (a copy; the stored plan is
     not changed) so its backfill reader's server id slot comes after theirs, not on a running

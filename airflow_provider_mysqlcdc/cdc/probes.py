@@ -27,8 +27,10 @@ def probe_writable(location: str, what: str, storage_options: Mapping[str, Any] 
     try:
         fs, root = fsspec.core.url_to_fs(location, **dict(storage_options or {}))
     except (ImportError, ValueError) as e:
-        raise ConfigError(f"{what} {location!r} cannot be opened ({e}). Fix: use a local path or a URL whose "
-                          "file system is installed (s3:// needs s3fs, abfss:// adlfs, gs:// gcsfs).") from None
+        raise ConfigError(
+            f"{what} {location!r} cannot be opened ({e}). Fix: use a local path or a URL whose "
+            "file system is installed (s3:// needs s3fs, abfss:// adlfs, gs:// gcsfs)."
+        ) from None
     created = []
     probe = posixpath.join(root.rstrip("/") or "/", f"_mysqlcdc_probe-{uuid.uuid4().hex[:8]}")
     try:
@@ -45,9 +47,11 @@ def probe_writable(location: str, what: str, storage_options: Mapping[str, Any] 
             if f.read() != b"mysqlcdc":
                 raise OSError("the probe file read back differs")
     except Exception as e:
-        raise ConfigError(f"{what} {location!r} is not writable: {type(e).__name__}: {e}. Fix: use a location "
-                          "this worker and every Spark node can write (check its permissions, bucket and "
-                          "credentials), then trigger again.") from None
+        raise ConfigError(
+            f"{what} {location!r} is not writable: {type(e).__name__}: {e}. Fix: use a location "
+            "this worker and every Spark node can write (check its permissions, bucket and "
+            "credentials), then trigger again."
+        ) from None
     finally:
         try:
             if fs.exists(probe):
@@ -62,8 +66,10 @@ def probe_writable(location: str, what: str, storage_options: Mapping[str, Any] 
 def check_startup_offset(spec: Mapping[str, Any] | None, binlog_files: list[str] | None = None) -> None:
     """``{"file": "mysql-bin.000003", "position": 4}`` or ``{"gtid": "<set>"}``; with the server's
     ``binlog_files`` (``SHOW BINARY LOGS``), the file must still be there."""
-    fix = ('Fix: give {"file": "mysql-bin.000003", "position": 4} (a file SHOW BINARY LOGS lists) or '
-           '{"gtid": "<gtid set>"}.')
+    fix = (
+        'Fix: give {"file": "mysql-bin.000003", "position": 4} (a file SHOW BINARY LOGS lists) or '
+        '{"gtid": "<gtid set>"}.'
+    )
     if not spec:
         raise ConfigError(f"startup_mode 'specific-offset' needs startup_offset. {fix}")
     unknown = sorted(set(spec) - {"file", "position", "gtid"})
@@ -75,11 +81,14 @@ def check_startup_offset(spec: Mapping[str, Any] | None, binlog_files: list[str]
         return
     file, position = spec.get("file"), spec.get("position", 4)
     if not isinstance(file, str) or not _BINLOG_FILE.match(file):
-        raise ConfigError(f"startup_offset.file: found {file!r}, need a binlog file name like "
-                          f"'mysql-bin.000003'. {fix}")
+        raise ConfigError(
+            f"startup_offset.file: found {file!r}, need a binlog file name like 'mysql-bin.000003'. {fix}"
+        )
     if isinstance(position, bool) or not isinstance(position, int) or position < 4:
         raise ConfigError(f"startup_offset.position: found {position!r}, need an integer >= 4. {fix}")
     if binlog_files is not None and file not in binlog_files:
         have = f"{binlog_files[0]} .. {binlog_files[-1]}" if binlog_files else "none"
-        raise ConfigError(f"startup_offset.file: {file!r} is not on the server (its binlog files: {have}); it "
-                          f"was purged or never existed. {fix}")
+        raise ConfigError(
+            f"startup_offset.file: {file!r} is not on the server (its binlog files: {have}); it "
+            f"was purged or never existed. {fix}"
+        )

@@ -47,9 +47,9 @@ class Handoff:
     high_watermark: BinlogOffset
     low_watermark: BinlogOffset
     schemas: Mapping[TableId, TableSchema]
-    rows: Mapping[TableId, str]          # table -> directory of its Parquet rows, relative to the state
+    rows: Mapping[TableId, str]  # table -> directory of its Parquet rows, relative to the state
     row_counts: Mapping[TableId, int]
-    server_id: int                       # the batch's own slot: free once its job is done
+    server_id: int  # the batch's own slot: free once its job is done
     created_at: float
 
     @property
@@ -58,22 +58,30 @@ class Handoff:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "handoff_id": self.handoff_id, "batch": self.batch.to_dict(),
-            "high_watermark": self.high_watermark.to_dict(), "low_watermark": self.low_watermark.to_dict(),
+            "handoff_id": self.handoff_id,
+            "batch": self.batch.to_dict(),
+            "high_watermark": self.high_watermark.to_dict(),
+            "low_watermark": self.low_watermark.to_dict(),
             "schemas": {t.text: s.to_dict() for t, s in self.schemas.items()},
             "rows": {t.text: p for t, p in self.rows.items()},
             "row_counts": {t.text: n for t, n in self.row_counts.items()},
-            "server_id": self.server_id, "created_at": self.created_at,
+            "server_id": self.server_id,
+            "created_at": self.created_at,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Handoff":
-        return cls(str(d["handoff_id"]), Batch.from_dict(d["batch"]), BinlogOffset.from_dict(d["high_watermark"]),
-                   BinlogOffset.from_dict(d["low_watermark"]),
-                   {TableId.parse(t): TableSchema.from_dict(s) for t, s in d["schemas"].items()},
-                   {TableId.parse(t): str(p) for t, p in d["rows"].items()},
-                   {TableId.parse(t): int(n) for t, n in d["row_counts"].items()},
-                   int(d["server_id"]), float(d["created_at"]))
+        return cls(
+            str(d["handoff_id"]),
+            Batch.from_dict(d["batch"]),
+            BinlogOffset.from_dict(d["high_watermark"]),
+            BinlogOffset.from_dict(d["low_watermark"]),
+            {TableId.parse(t): TableSchema.from_dict(s) for t, s in d["schemas"].items()},
+            {TableId.parse(t): str(p) for t, p in d["rows"].items()},
+            {TableId.parse(t): int(n) for t, n in d["row_counts"].items()},
+            int(d["server_id"]),
+            float(d["created_at"]),
+        )
 
 
 def new_handoff_id(batch_id: str) -> str:
@@ -144,18 +152,35 @@ def pending(state: StateStore) -> list[Handoff]:
 def status(state: StateStore, recent: int = 5) -> dict[str, Any]:
     """What the stream's health check shows: hand-offs waiting, and the last ones taken over."""
     now = time.time()
-    waiting = [{"handoff": h.handoff_id, "batch": h.batch.batch_id, "high_watermark": h.high_watermark.to_dict(),
-                "waiting_s": round(now - h.created_at, 1)} for h in pending(state)]
+    waiting = [
+        {
+            "handoff": h.handoff_id,
+            "batch": h.batch.batch_id,
+            "high_watermark": h.high_watermark.to_dict(),
+            "waiting_s": round(now - h.created_at, 1),
+        }
+        for h in pending(state)
+    ]
     done = []
     for name in _names(state, ROOT):
         applied = read_applied(state, name)
         if applied is not None:
             manifest = state.read_json(posixpath.join(ROOT, name, MANIFEST))
-            done.append({"handoff": name, "batch": manifest["batch"]["batch_id"],
-                         "created_at": manifest["created_at"], **applied})
+            done.append(
+                {
+                    "handoff": name,
+                    "batch": manifest["batch"]["batch_id"],
+                    "created_at": manifest["created_at"],
+                    **applied,
+                }
+            )
     done.sort(key=lambda d: d["created_at"])
-    return {"pending": waiting, "applied": done[-recent:], "applied_total": len(done),
-            "table_reads": table_read_requests(state)}
+    return {
+        "pending": waiting,
+        "applied": done[-recent:],
+        "applied_total": len(done),
+        "table_reads": table_read_requests(state),
+    }
 
 
 # A table that comes under the pipeline's list with rows the binlog after its DDL does not hold
@@ -172,9 +197,17 @@ def _read_rel(table_id: TableId) -> str:
 
 
 def request_table_read(state: StateStore, table_id: TableId, offset: Mapping[str, Any], reason: str) -> None:
-    state.write_json(_read_rel(table_id), {"table": str(table_id), "database": table_id.database,
-                                           "name": table_id.table, "offset": dict(offset), "reason": reason,
-                                           "requested_at": time.time()})
+    state.write_json(
+        _read_rel(table_id),
+        {
+            "table": str(table_id),
+            "database": table_id.database,
+            "name": table_id.table,
+            "offset": dict(offset),
+            "reason": reason,
+            "requested_at": time.time(),
+        },
+    )
 
 
 def note_table_read(state: StateStore, table_id: TableId, **fields: Any) -> None:
@@ -190,7 +223,7 @@ def table_read_requests(state: StateStore) -> list[dict[str, Any]]:
         if name.endswith(".json"):
             try:
                 out.append(state.read_json(posixpath.join(READS, name)))
-            except (OSError, ValueError):   # being replaced right now: the next look sees it
+            except (OSError, ValueError):  # being replaced right now: the next look sees it
                 continue
     return sorted(out, key=lambda r: r.get("requested_at", 0))
 
@@ -200,8 +233,7 @@ def forget_table_read(state: StateStore, table_id: TableId) -> None:
 
 
 def same_columns(a: TableSchema, b: TableSchema) -> bool:
-    return [(c.name, c.column_type.lower()) for c in a.columns] == [(c.name, c.column_type.lower())
-                                                                    for c in b.columns]
+    return [(c.name, c.column_type.lower()) for c in a.columns] == [(c.name, c.column_type.lower()) for c in b.columns]
 
 
 def describe_columns(columns: Sequence[Column]) -> str:

@@ -21,8 +21,7 @@ def binlog_retention_s(conn: Any) -> float | None:
     """How long the server keeps binlogs (None: forever). ``binlog_expire_logs_seconds`` wins
     where the server has it (MySQL 8, MariaDB 10.6+) and is not 0; else ``expire_logs_days``."""
     with conn.cursor() as cur:
-        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
-                    "('binlog_expire_logs_seconds', 'expire_logs_days')")
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('binlog_expire_logs_seconds', 'expire_logs_days')")
         values = {str(k).lower(): v for k, v in cur.fetchall()}
     seconds = float(values.get("binlog_expire_logs_seconds") or 0)
     if seconds > 0:
@@ -39,12 +38,14 @@ def retention_warning(retention_s: float | None, rows: int, rows_per_s: float, m
     needed = rows / rows_per_s * margin
     if retention_s >= needed:
         return None
-    return (f"the server keeps binlogs for {_human(retention_s)}, and the snapshot of ~{rows:,} rows is estimated "
-            f"at {_human(rows / rows_per_s)} ({rows_per_s:,.0f} rows/s): with a margin of {margin:g}x the binlog "
-            "from the first batch's watermark may be purged before the stream starts, which then fails and needs "
-            f"a reset. Fix: keep binlogs at least {_human(needed)} (SET GLOBAL binlog_expire_logs_seconds = "
-            f"{int(needed) + 1}; expire_logs_days on older servers) while the load runs, or snapshot fewer "
-            "tables per run.")
+    return (
+        f"the server keeps binlogs for {_human(retention_s)}, and the snapshot of ~{rows:,} rows is estimated "
+        f"at {_human(rows / rows_per_s)} ({rows_per_s:,.0f} rows/s): with a margin of {margin:g}x the binlog "
+        "from the first batch's watermark may be purged before the stream starts, which then fails and needs "
+        f"a reset. Fix: keep binlogs at least {_human(needed)} (SET GLOBAL binlog_expire_logs_seconds = "
+        f"{int(needed) + 1}; expire_logs_days on older servers) while the load runs, or snapshot fewer "
+        "tables per run."
+    )
 
 
 def _human(seconds: float) -> str:

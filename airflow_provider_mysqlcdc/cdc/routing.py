@@ -69,8 +69,9 @@ def sink_table_id(text: str) -> TableId:
     if parts is None:
         parts = text.strip().split(".", 1)
     if len(parts) != 2 or not all(p.strip() for p in parts):
-        raise ConfigError(f"route sink_table {text!r} is not db.table. Fix: name the sink table with its database, "
-                          "e.g. shop.orders")
+        raise ConfigError(
+            f"route sink_table {text!r} is not db.table. Fix: name the sink table with its database, e.g. shop.orders"
+        )
     return TableId(parts[0], parts[1])
 
 
@@ -78,17 +79,29 @@ def _rule_value(rule: Any, key: str) -> Any:
     return rule.get(key) if isinstance(rule, Mapping) else getattr(rule, key, None)
 
 
-def resolve_routing(routes: Sequence[Any], tables: Iterable[TableSchema], *, transforms: Sequence[Any] = (),
-                    default_database: Optional[str] = None, source_column: str = DEFAULT_SOURCE_COLUMN,
-                    arrow_schemas: Optional[Mapping[TableId, pa.Schema]] = None) -> Routing:
+def resolve_routing(
+    routes: Sequence[Any],
+    tables: Iterable[TableSchema],
+    *,
+    transforms: Sequence[Any] = (),
+    default_database: Optional[str] = None,
+    source_column: str = DEFAULT_SOURCE_COLUMN,
+    arrow_schemas: Optional[Mapping[TableId, pa.Schema]] = None,
+) -> Routing:
     """Each captured table's sink (the first route whose ``source_table`` matches wins; a table no
     route matches keeps its own name) and each sink's identity. ``routes`` and ``transforms``
     are the pipeline file's rules (``RouteRule``/``TransformRule`` or mappings with their keys);
     ``arrow_schemas`` the tables' row schemas, derived from ``tables`` when not given (needed
     only to read projections)."""
     schemas = {t.table_id: t for t in tables}
-    rules = [(TablePattern(qualify(_rule_value(r, "source_table"), default_database)), _rule_value(r, "source_table"),
-              sink_table_id(_rule_value(r, "sink_table"))) for r in routes]
+    rules = [
+        (
+            TablePattern(qualify(_rule_value(r, "source_table"), default_database)),
+            _rule_value(r, "source_table"),
+            sink_table_id(_rule_value(r, "sink_table")),
+        )
+        for r in routes
+    ]
     sink_of: dict[TableId, TableId] = {}
     by_pattern: set[TableId] = set()
     routed: set[TableId] = set()
@@ -108,17 +121,18 @@ def resolve_routing(routes: Sequence[Any], tables: Iterable[TableSchema], *, tra
             raise ConfigError(
                 f"route: sink table {table} is also a captured table that no route moves ({', '.join(into)} would "
                 f"be written into its rows). Fix: route {table} too (e.g. to itself with the others: a pattern "
-                f"matching all of them), route the others to another sink table, or exclude {table}")
+                f"matching all of them), route the others to another sink table, or exclude {table}"
+            )
     sources: dict[TableId, list[TableId]] = {}
     for table, sink in sink_of.items():
         sources.setdefault(sink, []).append(table)
-    transform_rules = [(TablePattern(qualify(_rule_value(t, "source_table"), default_database)), t)
-                       for t in transforms]
+    transform_rules = [(TablePattern(qualify(_rule_value(t, "source_table"), default_database)), t) for t in transforms]
     sinks = {}
     for sink, members in sorted(sources.items()):
         merged = len(members) > 1 or sink in by_pattern
-        sinks[sink] = _sink(sink, tuple(sorted(members)), merged, schemas, transform_rules, source_column,
-                            arrow_schemas)
+        sinks[sink] = _sink(
+            sink, tuple(sorted(members)), merged, schemas, transform_rules, source_column, arrow_schemas
+        )
     return Routing(sink_of, sinks)
 
 
@@ -127,8 +141,9 @@ def _transform_for(table: TableId, transform_rules: Sequence[tuple[TablePattern,
     return next((rule for pattern, rule in transform_rules if pattern.matches(table)), None)
 
 
-def _output_columns(table: TableSchema, rule: Any, arrow_schemas: Optional[Mapping[TableId, pa.Schema]]
-                    ) -> tuple[str, ...]:
+def _output_columns(
+    table: TableSchema, rule: Any, arrow_schemas: Optional[Mapping[TableId, pa.Schema]]
+) -> tuple[str, ...]:
     projection = _rule_value(rule, "projection") if rule is not None else None
     if not projection:
         return table.column_names
@@ -143,9 +158,15 @@ def _output_columns(table: TableSchema, rule: Any, arrow_schemas: Optional[Mappi
     return compile_projection(projection, schema, table.table_id).output_names
 
 
-def _sink(sink: TableId, members: tuple[TableId, ...], merged: bool, schemas: Mapping[TableId, TableSchema],
-          transform_rules: Sequence[tuple[TablePattern, Any]], source_column: str,
-          arrow_schemas: Optional[Mapping[TableId, pa.Schema]]) -> SinkTable:
+def _sink(
+    sink: TableId,
+    members: tuple[TableId, ...],
+    merged: bool,
+    schemas: Mapping[TableId, TableSchema],
+    transform_rules: Sequence[tuple[TablePattern, Any]],
+    source_column: str,
+    arrow_schemas: Optional[Mapping[TableId, pa.Schema]],
+) -> SinkTable:
     keys: dict[TableId, Optional[tuple[str, ...]]] = {}
     for table in members:
         rule = _transform_for(table, transform_rules)
@@ -153,40 +174,51 @@ def _sink(sink: TableId, members: tuple[TableId, ...], merged: bool, schemas: Ma
         lower = {c.lower() for c in columns}
         primary_keys = tuple(_rule_value(rule, "primary_keys") or ()) if rule is not None else ()
         if merged and source_column.lower() in lower:
-            raise ConfigError(f"route: {table} has a column {source_column!r}, the column that says which source "
-                              f"table a row of the merged sink {sink} came from. Fix: choose another source column "
-                              "name for the pipeline, or leave that column out with a projection")
+            raise ConfigError(
+                f"route: {table} has a column {source_column!r}, the column that says which source "
+                f"table a row of the merged sink {sink} came from. Fix: choose another source column "
+                "name for the pipeline, or leave that column out with a projection"
+            )
         if primary_keys:
             missing = [k for k in primary_keys if k.lower() not in lower]
             if missing:
-                raise ConfigError(f"transform of {table}: primary_keys {', '.join(missing)} are not columns of its "
-                                  f"output ({', '.join(columns)}). Fix: give primary_keys made of projected columns")
+                raise ConfigError(
+                    f"transform of {table}: primary_keys {', '.join(missing)} are not columns of its "
+                    f"output ({', '.join(columns)}). Fix: give primary_keys made of projected columns"
+                )
             keys[table] = primary_keys
             continue
         identity = schemas[table].row_identity
         dropped = [c for c in identity if c.lower() not in lower]
         if dropped:
-            raise ConfigError(f"transform of {table}: the projection drops {', '.join(dropped)} of the row identity "
-                              f"({', '.join(identity)}), so sink rows could not be matched to changes. Fix: keep "
-                              "those columns in the projection as plain columns")
+            raise ConfigError(
+                f"transform of {table}: the projection drops {', '.join(dropped)} of the row identity "
+                f"({', '.join(identity)}), so sink rows could not be matched to changes. Fix: keep "
+                "those columns in the projection as plain columns"
+            )
         keys[table] = None
     given = {k for k in keys.values() if k is not None}
     if given:
         if len(given) > 1 or len(given) != len(set(keys.values())):
             described = "; ".join(f"{t}: {', '.join(k) if k else 'none (its row identity)'}" for t, k in keys.items())
-            raise ConfigError(f"route: the source tables of {sink} give different primary_keys ({described}). Fix: "
-                              "give the same primary_keys in the transforms of every table routed there")
+            raise ConfigError(
+                f"route: the source tables of {sink} give different primary_keys ({described}). Fix: "
+                "give the same primary_keys in the transforms of every table routed there"
+            )
         return SinkTable(sink, members, merged, source_column if merged else None, next(iter(given)))
     identities = {t: schemas[t].row_identity for t in members}
     names = {frozenset(c.lower() for c in ident) for ident in identities.values()}
     if len(names) > 1:
         described = "; ".join(f"{t}: {', '.join(i)}" for t, i in identities.items())
-        raise ConfigError(f"route: the source tables merged into {sink} identify rows by different columns "
-                          f"({described}), so their rows cannot share one sink key. Fix: route them to separate "
-                          "sink tables, or give a transform with the same primary_keys for all of them")
+        raise ConfigError(
+            f"route: the source tables merged into {sink} identify rows by different columns "
+            f"({described}), so their rows cannot share one sink key. Fix: route them to separate "
+            "sink tables, or give a transform with the same primary_keys for all of them"
+        )
     identity = identities[members[0]]
-    return SinkTable(sink, members, merged, source_column if merged else None,
-                     (source_column, *identity) if merged else identity)
+    return SinkTable(
+        sink, members, merged, source_column if merged else None, (source_column, *identity) if merged else identity
+    )
 
 
 # --- changes under a filter -----------------------------------------------------------------
@@ -195,8 +227,7 @@ def _sink(sink: TableId, members: tuple[TableId, ...], merged: bool, schemas: Ma
 BoolLike = Union[pa.Array, pa.ChunkedArray, Sequence[Optional[bool]]]
 
 
-def filtered_changes(has_before: BoolLike, has_after: BoolLike, before_in: BoolLike, after_in: BoolLike
-                     ) -> pa.Array:
+def filtered_changes(has_before: BoolLike, has_after: BoolLike, before_in: BoolLike, after_in: BoolLike) -> pa.Array:
     """What each change becomes when only rows passing a filter are in the sink: a change is a
     before image and/or an after image; ``before_in`` / ``after_in`` say whether each image
     passes (NULL or a missing image counts as not passing).
@@ -206,6 +237,7 @@ def filtered_changes(has_before: BoolLike, has_after: BoolLike, before_in: BoolL
     (dropped). An insert (after image only) and a delete (before image only) look at their one
     image. Returns "insert" / "update" / "delete" / NULL per change.
     """
+
     def mask(values: BoolLike) -> pa.Array:
         arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, pa.bool_())
         return pc.fill_null(arr.cast(pa.bool_()), False)

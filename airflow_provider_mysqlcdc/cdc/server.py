@@ -106,8 +106,9 @@ def consistent_snapshot_offset(conn: Any, version: ServerVersion | None = None) 
     with conn.cursor() as cur:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         try:
-            cur.execute("SHOW SESSION STATUS WHERE Variable_name IN "
-                        "('binlog_snapshot_file', 'binlog_snapshot_position')")
+            cur.execute(
+                "SHOW SESSION STATUS WHERE Variable_name IN ('binlog_snapshot_file', 'binlog_snapshot_position')"
+            )
             status = {str(k).lower(): v for k, v in cur.fetchall()}
         finally:
             cur.execute("COMMIT")
@@ -163,12 +164,16 @@ def check_offset_available(conn: Any, offset: BinlogOffset, tables: Sequence[str
         oldest = logs[0][0] if logs else "(none)"
         newest = logs[-1][0] if logs else "(none)"
         if logs and offset.file_index > BinlogOffset(newest, 0).file_index:
-            gone = (f"binlog file {offset.file!r} (offset {offset}) is newer than the newest binlog on the "
-                    f"server ({newest!r}): the server's binlog was reset or this offset belongs to another "
-                    "server.")
+            gone = (
+                f"binlog file {offset.file!r} (offset {offset}) is newer than the newest binlog on the "
+                f"server ({newest!r}): the server's binlog was reset or this offset belongs to another "
+                "server."
+            )
         else:
-            gone = (f"binlog file {offset.file!r} (offset {offset}) has been purged from the server; "
-                    f"the oldest binlog file still on the server is {oldest!r}.")
+            gone = (
+                f"binlog file {offset.file!r} (offset {offset}) has been purged from the server; "
+                f"the oldest binlog file still on the server is {oldest!r}."
+            )
         raise BinlogPurgedError(
             f"{gone} The changes since that offset are lost to CDC: {what} must be snapshotted again. Fix: "
             "start a new initial load for them (trigger with reset=true), and keep binlogs longer than the "

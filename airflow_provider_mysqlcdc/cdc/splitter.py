@@ -97,10 +97,15 @@ class ChunkSplitter:
         includes_null = any(c.nullable for c in cols)
         unsplittable = _unsplittable(cols)
         if unsplittable:
-            log.warning("%s: chunk key column %s is %s, which the server orders by member number but compares as "
-                        "text, so it cannot delimit chunks: the table is read as one chunk. Fix (to read it in "
-                        "parallel): set chunk_key_columns={'%s': '<another unique column>'}.", schema.table_id,
-                        unsplittable.name, unsplittable.data_type.upper(), schema.table_id)
+            log.warning(
+                "%s: chunk key column %s is %s, which the server orders by member number but compares as "
+                "text, so it cannot delimit chunks: the table is read as one chunk. Fix (to read it in "
+                "parallel): set chunk_key_columns={'%s': '<another unique column>'}.",
+                schema.table_id,
+                unsplittable.name,
+                unsplittable.data_type.upper(),
+                schema.table_id,
+            )
             return chunks_from_boundaries(schema, [], includes_null)
         boundaries = None
         if is_even_candidate(cols):
@@ -125,8 +130,13 @@ class ChunkSplitter:
         factor = distribution_factor(lo_i, hi_i, rows)
         opts = self.options
         if not (opts.distribution_factor_lower <= factor <= opts.distribution_factor_upper):
-            log.info("%s: distribution factor %.4g outside [%s, %s], splitting unevenly",
-                     schema.table_id, factor, opts.distribution_factor_lower, opts.distribution_factor_upper)
+            log.info(
+                "%s: distribution factor %.4g outside [%s, %s], splitting unevenly",
+                schema.table_id,
+                factor,
+                opts.distribution_factor_lower,
+                opts.distribution_factor_upper,
+            )
             return None
         width = even_width(lo_i, hi_i, rows, opts.chunk_size)
         conv = decimal.Decimal if as_decimal else int
@@ -175,13 +185,15 @@ class ChunkSplitter:
         n = len(cols)
         if prev is None:
             where = " AND ".join(f"{quote_ident(c.name)} IS NOT NULL" for c in cols)
-            row = self._one(f"SELECT {names} FROM {table} WHERE {where} "
-                            f"ORDER BY {names} LIMIT 1 OFFSET {self.options.chunk_size}")
+            row = self._one(
+                f"SELECT {names} FROM {table} WHERE {where} ORDER BY {names} LIMIT 1 OFFSET {self.options.chunk_size}"
+            )
             return None if row is None else tuple(row)
         ge = range_predicate(cols, prev, None)
         gt = _strictly_after(cols, prev)
-        row = self._one(f"SELECT {names}, ({gt}) FROM {table} WHERE {ge} "
-                        f"ORDER BY {names} LIMIT 1 OFFSET {self.options.chunk_size}")
+        row = self._one(
+            f"SELECT {names}, ({gt}) FROM {table} WHERE {ge} ORDER BY {names} LIMIT 1 OFFSET {self.options.chunk_size}"
+        )
         if row is None:
             return None
         if row[n]:

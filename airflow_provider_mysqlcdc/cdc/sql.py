@@ -31,14 +31,38 @@ from .model import Column, TableSchema, quote_ident
 # character set. MySQL's ``latin1`` is really cp1252 (plus five bytes mapped to C1
 # controls, which cp1252 cannot encode: those fall back to a CONVERT, see below).
 _PY_CODECS = {
-    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "ascii": "ascii",
-    "latin1": "cp1252", "latin2": "iso8859-2", "latin5": "iso8859-9", "latin7": "iso8859-13",
-    "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257",
-    "cp850": "cp850", "cp852": "cp852", "cp866": "cp866", "greek": "iso8859-7",
-    "hebrew": "iso8859-8", "koi8r": "koi8-r", "koi8u": "koi8-u", "gbk": "gbk",
-    "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "sjis": "shift_jis",
-    "cp932": "cp932", "ujis": "euc-jp", "eucjpms": "euc-jp", "euckr": "euc-kr",
-    "ucs2": "utf-16-be", "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
+    "utf8mb4": "utf-8",
+    "utf8mb3": "utf-8",
+    "utf8": "utf-8",
+    "ascii": "ascii",
+    "latin1": "cp1252",
+    "latin2": "iso8859-2",
+    "latin5": "iso8859-9",
+    "latin7": "iso8859-13",
+    "cp1250": "cp1250",
+    "cp1251": "cp1251",
+    "cp1256": "cp1256",
+    "cp1257": "cp1257",
+    "cp850": "cp850",
+    "cp852": "cp852",
+    "cp866": "cp866",
+    "greek": "iso8859-7",
+    "hebrew": "iso8859-8",
+    "koi8r": "koi8-r",
+    "koi8u": "koi8-u",
+    "gbk": "gbk",
+    "gb2312": "gb2312",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "sjis": "shift_jis",
+    "cp932": "cp932",
+    "ujis": "euc-jp",
+    "eucjpms": "euc-jp",
+    "euckr": "euc-kr",
+    "ucs2": "utf-16-be",
+    "utf16": "utf-16-be",
+    "utf16le": "utf-16-le",
+    "utf32": "utf-32-be",
     "tis620": "tis-620",
 }
 
@@ -141,6 +165,7 @@ def _time_text(value: dt.timedelta) -> str:
 
 
 # --- key-range predicates ------------------------------------------------------------------
+
 
 def key_columns(schema_or_columns: TableSchema | Sequence[Column]) -> tuple[Column, ...]:
     """The chunk-key columns of a schema (or the columns as given)."""

@@ -78,12 +78,20 @@ class StateStore:
             data, problem = None, f"not JSON: {e}"
         else:
             problem = "need a JSON object with batch_id, ranges and high_watermark"
-        if (isinstance(data, dict) and isinstance(data.get("batch_id"), str) and isinstance(data.get("ranges"), list)
-                and isinstance(data.get("high_watermark"), dict)):
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("batch_id"), str)
+            and isinstance(data.get("ranges"), list)
+            and isinstance(data.get("high_watermark"), dict)
+        ):
             return data
-        raise self._unreadable("snapshot result", rel, problem,
-                               "delete that file, then run that batch's snapshot task again (clear its map index) "
-                               "so that it reads the batch and writes its result anew.")
+        raise self._unreadable(
+            "snapshot result",
+            rel,
+            problem,
+            "delete that file, then run that batch's snapshot task again (clear its map index) "
+            "so that it reads the batch and writes its result anew.",
+        )
 
     def read_batch_result(self, batch_id: str) -> dict[str, Any] | None:
         rel = self.batch_result_rel(batch_id)
@@ -93,16 +101,25 @@ class StateStore:
         d = self.path("batches")
         if not self.fs.exists(d):
             return []
-        return [self._result(posixpath.join("batches", posixpath.basename(p)))
-                for p in sorted(self.fs.ls(d, detail=False)) if p.endswith(".json")]
+        return [
+            self._result(posixpath.join("batches", posixpath.basename(p)))
+            for p in sorted(self.fs.ls(d, detail=False))
+            if p.endswith(".json")
+        ]
 
     def finished_from_results(self) -> list[FinishedBatch]:
         """The finished-batch list the handoff needs, from the batch result files."""
         from .chunks import KeyRange
         from .offsets import BinlogOffset
 
-        return [FinishedBatch(r["batch_id"], tuple(KeyRange.from_dict(x) for x in r["ranges"]),
-                              BinlogOffset.from_dict(r["high_watermark"])) for r in self.batch_results()]
+        return [
+            FinishedBatch(
+                r["batch_id"],
+                tuple(KeyRange.from_dict(x) for x in r["ranges"]),
+                BinlogOffset.from_dict(r["high_watermark"]),
+            )
+            for r in self.batch_results()
+        ]
 
     def write_finished(self, finished: Iterable[FinishedBatch]) -> None:
         self.write_json("finished_batches.json", [f.to_dict() for f in finished])
@@ -114,9 +131,13 @@ class StateStore:
         try:
             return [FinishedBatch.from_dict(d) for d in self.read_json(rel)]
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise self._unreadable("finished-batch list", rel, f"{type(e).__name__}: {e}",
-                                   "restore the file from a backup, or trigger the pipeline with reset=true to "
-                                   "load the tables again (the stream started from this list).") from None
+            raise self._unreadable(
+                "finished-batch list",
+                rel,
+                f"{type(e).__name__}: {e}",
+                "restore the file from a backup, or trigger the pipeline with reset=true to "
+                "load the tables again (the stream started from this list).",
+            ) from None
 
     def write_plan(self, plan: "Plan") -> None:
         self.write_json("plan.json", plan.to_dict())
@@ -129,10 +150,14 @@ class StateStore:
         try:
             return Plan.from_dict(self.read_json("plan.json"))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise self._unreadable("plan", "plan.json", f"{type(e).__name__}: {e}",
-                                   "trigger the pipeline with reset=true to plan and load the tables again (the "
-                                   "batch results and the stream's checkpoint belong to this plan), or restore the "
-                                   "file from a backup.") from None
+            raise self._unreadable(
+                "plan",
+                "plan.json",
+                f"{type(e).__name__}: {e}",
+                "trigger the pipeline with reset=true to plan and load the tables again (the "
+                "batch results and the stream's checkpoint belong to this plan), or restore the "
+                "file from a backup.",
+            ) from None
 
     # --- who wrote a batch, and whether the stream owns the sink --------------------------
 

@@ -39,9 +39,11 @@ def find_state_locations(roots: Sequence[str], depth: int = DEFAULT_DEPTH) -> li
         root = root.rstrip("/")
         fs, path = fsspec.core.url_to_fs(root)
         if not fs.exists(path):
-            raise ConfigError(f"search root {root!r} does not exist (or cannot be read with the credentials "
-                              "given). Fix: give an existing folder that holds pipelines' state locations, "
-                              "or the aws_conn_id of its bucket.")
+            raise ConfigError(
+                f"search root {root!r} does not exist (or cannot be read with the credentials "
+                "given). Fix: give an existing folder that holds pipelines' state locations, "
+                "or the aws_conn_id of its bucket."
+            )
         found.update(_url(root, p) for p in _walk(fs, path, depth))
     return sorted(found)
 
@@ -49,7 +51,7 @@ def find_state_locations(roots: Sequence[str], depth: int = DEFAULT_DEPTH) -> li
 def _walk(fs, path: str, depth: int) -> Iterable[str]:
     if fs.exists(posixpath.join(path, CONFIG_NAME)):
         yield path
-        return   # a state location's own folders are not searched
+        return  # a state location's own folders are not searched
     if depth <= 0:
         return
     for entry in fs.ls(path, detail=True):

@@ -80,7 +80,8 @@ class StatementLoggedChangeError(CdcError):
             f"{NOT_EXACT_MARKER} and stopped before it; every change before it is in the sink. "
             "Fix: SET GLOBAL binlog_format = 'ROW' (and binlog_format=ROW under [mysqld]), make sure no "
             "session sets it otherwise, then load the affected tables again (trigger the pipeline with "
-            "reset=true) and restart the stream.")
+            "reset=true) and restart the stream."
+        )
 
 
 @dataclass(frozen=True)

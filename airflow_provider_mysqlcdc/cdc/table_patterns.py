@@ -44,7 +44,8 @@ class TablePattern:
                 raise ConfigError(
                     f"table pattern {text!r} is not a valid regular expression ({e}). Fix: write 'db.table', "
                     "`db`.`table` for names with special characters, or a regex over 'db.table' such as "
-                    "'shop\\.order_.*'.") from None
+                    "'shop\\.order_.*'."
+                ) from None
 
     def matches(self, table_id: TableId) -> bool:
         name = str(table_id)
@@ -71,15 +72,17 @@ def _quoted_parts(text: str) -> list[str] | None:
     i, n = 0, len(text)
     while i < n:
         q = text[i]
-        if q in "`\"":
+        if q in '`"':
             j, buf = i + 1, []
             while True:
                 k = text.find(q, j)
                 if k < 0:
-                    raise ConfigError(f"table {text!r}: the quote {q} opened at character {i + 1} is never closed. "
-                                      f"Fix: write {q}db{q}.{q}table{q}.")
+                    raise ConfigError(
+                        f"table {text!r}: the quote {q} opened at character {i + 1} is never closed. "
+                        f"Fix: write {q}db{q}.{q}table{q}."
+                    )
                 if k + 1 < n and text[k + 1] == q:  # a doubled quote is a literal one
-                    buf.append(text[j:k + 1])
+                    buf.append(text[j : k + 1])
                     j = k + 2
                     continue
                 buf.append(text[j:k])
@@ -90,28 +93,32 @@ def _quoted_parts(text: str) -> list[str] | None:
             k = text.find(".", i)
             end = n if k < 0 else k
             plain = text[i:end].strip()
-            if any(c in plain for c in "`\""):
-                raise ConfigError(f"table {text!r}: a quote inside a name. Fix: quote each whole name, "
-                                  "like `db`.`table`.")
+            if any(c in plain for c in '`"'):
+                raise ConfigError(
+                    f"table {text!r}: a quote inside a name. Fix: quote each whole name, like `db`.`table`."
+                )
             parts.append(plain)
             i = end
         if i < n:
             if text[i] != ".":
-                raise ConfigError(f"table {text!r}: expected a dot after a quoted name at character {i + 1}. "
-                                  "Fix: write `db`.`table`.")
+                raise ConfigError(
+                    f"table {text!r}: expected a dot after a quoted name at character {i + 1}. Fix: write `db`.`table`."
+                )
             i += 1
             if i == n:
                 parts.append("")
     if len(parts) > 2 or any(p == "" for p in parts):
-        raise ConfigError(f"table {text!r} is not `db`.`table` or `table`. Fix: quote each name once, e.g. "
-                          "`my db`.`my table`.")
+        raise ConfigError(
+            f"table {text!r} is not `db`.`table` or `table`. Fix: quote each name once, e.g. `my db`.`my table`."
+        )
     return parts
 
 
 def matches(table_id: TableId, include: Iterable[str], exclude: Iterable[str] = ()) -> bool:
     """Whether a table list (``qualify``-ed entries) captures ``table_id``."""
-    return (any(TablePattern(e).matches(table_id) for e in include)
-            and not any(TablePattern(e).matches(table_id) for e in exclude))
+    return any(TablePattern(e).matches(table_id) for e in include) and not any(
+        TablePattern(e).matches(table_id) for e in exclude
+    )
 
 
 def exact_pattern(table_id: TableId) -> str:
@@ -147,5 +154,7 @@ def qualify_all(entries: Iterable[str], default_database: str | None) -> list[st
 
 
 def _no_database(text: str) -> ConfigError:
-    return ConfigError(f"table {text!r} has no database. Fix: write 'database.{text}', or set the connection's "
-                       "schema (Default database).")
+    return ConfigError(
+        f"table {text!r} has no database. Fix: write 'database.{text}', or set the connection's "
+        "schema (Default database)."
+    )

@@ -59,9 +59,10 @@ class Rules:
     @classmethod
     def from_values(cls, route: Any = None, transform: Any = None) -> "Rules":
         """From a pipeline file's typed rules, mappings, or JSON text (a template field)."""
-        return cls(_rule_list(route, "route", ("source_table", "sink_table", "description")),
-                   _rule_list(transform, "transform",
-                              ("source_table", "projection", "filter", "primary_keys", "description")))
+        return cls(
+            _rule_list(route, "route", ("source_table", "sink_table", "description")),
+            _rule_list(transform, "transform", ("source_table", "projection", "filter", "primary_keys", "description")),
+        )
 
 
 def _rule_list(value: Any, what: str, keys: Sequence[str]) -> tuple[Mapping[str, Any], ...]:
@@ -71,51 +72,80 @@ def _rule_list(value: Any, what: str, keys: Sequence[str]) -> tuple[Mapping[str,
         try:
             value = json.loads(value)
         except ValueError:
-            raise ConfigError(f"{what}: {value[:80]!r} is not a JSON list of rules. Fix: give a list of mappings "
-                              f"with {', '.join(keys[:2])}") from None
+            raise ConfigError(
+                f"{what}: {value[:80]!r} is not a JSON list of rules. Fix: give a list of mappings "
+                f"with {', '.join(keys[:2])}"
+            ) from None
     if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"{what}: found {type(value).__name__}, need a list of rules. Fix: give a list of "
-                          f"mappings with {', '.join(keys[:2])}")
+        raise ConfigError(
+            f"{what}: found {type(value).__name__}, need a list of rules. Fix: give a list of "
+            f"mappings with {', '.join(keys[:2])}"
+        )
     out = []
     for i, rule in enumerate(value):
         if hasattr(rule, "model_dump"):
             rule = rule.model_dump()
         if not isinstance(rule, Mapping) or not rule.get("source_table"):
-            raise ConfigError(f"{what}[{i}]: found {rule!r}, need a mapping with source_table. Fix: give each "
-                              f"rule {', '.join(keys[:2])}")
+            raise ConfigError(
+                f"{what}[{i}]: found {rule!r}, need a mapping with source_table. Fix: give each "
+                f"rule {', '.join(keys[:2])}"
+            )
         unknown = sorted(set(rule) - set(keys))
         if unknown:
             raise ConfigError(f"{what}[{i}]: unknown key(s) {', '.join(unknown)}. Fix: use only {', '.join(keys)}")
         # a description is for readers: editing it changes nothing loaded (nor compares as other rules)
-        out.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in rule.items()
-                    if v is not None and k != "description"})
+        out.append(
+            {
+                k: (list(v) if isinstance(v, tuple) else v)
+                for k, v in rule.items()
+                if v is not None and k != "description"
+            }
+        )
     return tuple(out)
 
 
 # --- sink columns of computed values ---------------------------------------------------------
+
 
 def column_for(name: str, ordinal: int, arrow_type: pa.DataType) -> Column:
     """A sink column holding a computed value of ``arrow_type``: declared as the MySQL type whose
     mapping (``types.map_column``) is that Arrow type, so every sink types it as it would a source
     column of that type."""
     if pa.types.is_decimal(arrow_type):
-        return Column(name, ordinal, "decimal", f"decimal({arrow_type.precision},{arrow_type.scale})", True,
-                      numeric_precision=arrow_type.precision, numeric_scale=arrow_type.scale)
+        return Column(
+            name,
+            ordinal,
+            "decimal",
+            f"decimal({arrow_type.precision},{arrow_type.scale})",
+            True,
+            numeric_precision=arrow_type.precision,
+            numeric_scale=arrow_type.scale,
+        )
     if pa.types.is_timestamp(arrow_type):
         kind = "datetime" if arrow_type.tz is None else "timestamp"
         return Column(name, ordinal, kind, f"{kind}(6)", True, datetime_precision=6)
-    simple = {pa.int8(): ("tinyint", "tinyint(4)"), pa.int16(): ("smallint", "smallint(6)"),
-              pa.int32(): ("int", "int(11)"), pa.int64(): ("bigint", "bigint(20)"),
-              pa.float32(): ("float", "float"), pa.float64(): ("double", "double"),
-              pa.string(): ("longtext", "longtext"), pa.large_string(): ("longtext", "longtext"),
-              pa.binary(): ("longblob", "longblob"), pa.large_binary(): ("longblob", "longblob"),
-              pa.date32(): ("date", "date"), pa.bool_(): ("boolean", "boolean")}
+    simple = {
+        pa.int8(): ("tinyint", "tinyint(4)"),
+        pa.int16(): ("smallint", "smallint(6)"),
+        pa.int32(): ("int", "int(11)"),
+        pa.int64(): ("bigint", "bigint(20)"),
+        pa.float32(): ("float", "float"),
+        pa.float64(): ("double", "double"),
+        pa.string(): ("longtext", "longtext"),
+        pa.large_string(): ("longtext", "longtext"),
+        pa.binary(): ("longblob", "longblob"),
+        pa.large_binary(): ("longblob", "longblob"),
+        pa.date32(): ("date", "date"),
+        pa.bool_(): ("boolean", "boolean"),
+    }
     if arrow_type in simple:
         data_type, column_type = simple[arrow_type]
         charset = "utf8mb4" if data_type == "longtext" else None
         return Column(name, ordinal, data_type, column_type, True, charset=charset)
-    raise ConfigError(f"transform: the output column {name!r} is of type {arrow_type}, which no sink column "
-                      "holds. Fix: CAST it to STRING, a number type, DATE or TIMESTAMP")
+    raise ConfigError(
+        f"transform: the output column {name!r} is of type {arrow_type}, which no sink column "
+        "holds. Fix: CAST it to STRING, a number type, DATE or TIMESTAMP"
+    )
 
 
 def source_column(name: str, ordinal: int) -> Column:
@@ -125,6 +155,7 @@ def source_column(name: str, ordinal: int) -> Column:
 
 # --- one table's view ------------------------------------------------------------------------
 
+
 @dataclass
 class TableView:
     """One source table as its sink sees it."""
@@ -133,9 +164,9 @@ class TableView:
     sink_schema: TableSchema
     projection: Optional[CompiledProjection]
     filter: Optional[CompiledFilter]
-    source_column: Optional[str]       # set for a merged sink: holds ``source_value``
+    source_column: Optional[str]  # set for a merged sink: holds ``source_value``
     source_arrow: pa.Schema = field(repr=False, default=None)  # type: ignore[assignment]
-    sink_arrow: pa.Schema = field(repr=False, default=None)    # type: ignore[assignment]
+    sink_arrow: pa.Schema = field(repr=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.source_arrow is None:
@@ -158,8 +189,12 @@ class TableView:
     @property
     def identity(self) -> bool:
         """True when the view changes nothing: same table, columns and rows."""
-        return (self.projection is None and self.filter is None and self.source_column is None
-                and self.sink_id == self.source_id)
+        return (
+            self.projection is None
+            and self.filter is None
+            and self.source_column is None
+            and self.sink_id == self.source_id
+        )
 
     def sink_key(self, key: Sequence[Any]) -> tuple[Any, ...]:
         """The sink's key of the row whose source identity is ``key``."""
@@ -211,9 +246,10 @@ class TableView:
         ``extra`` columns, e.g. ``_seq``) -> the sink's: an upsert whose after-image passes the
         filter is projected; any other row becomes a ``-D`` of its identity."""
         if rows.num_rows == 0:
-            return self._finish(self._project(self._input(rows), SNAPSHOT_OP),
-                                {op_column: pa.array([], pa.string()),
-                                 **{c: pa.array([], rows.schema.field(c).type) for c in extra}})
+            return self._finish(
+                self._project(self._input(rows), SNAPSHOT_OP),
+                {op_column: pa.array([], pa.string()), **{c: pa.array([], rows.schema.field(c).type) for c in extra}},
+            )
         ops = rows.column(op_column).combine_chunks().cast(pa.string())
         batch = self._input(rows)
         upsert = pc.is_in(ops, value_set=pa.array(UPSERT_OPS))
@@ -223,12 +259,23 @@ class TableView:
         parts = []
         if len(kept_idx):
             kept = batch.take(kept_idx)
-            parts.append(self._finish(self._project(kept, ops.take(kept_idx)), {
-                op_column: ops.take(kept_idx), **{c: rows.column(c).take(kept_idx) for c in extra}}))
+            parts.append(
+                self._finish(
+                    self._project(kept, ops.take(kept_idx)),
+                    {op_column: ops.take(kept_idx), **{c: rows.column(c).take(kept_idx) for c in extra}},
+                )
+            )
         if len(gone_idx):
             gone = batch.take(gone_idx)
-            parts.append(self._deletes(gone, {op_column: pa.array(["-D"] * len(gone_idx), pa.string()),
-                                              **{c: rows.column(c).take(gone_idx) for c in extra}}))
+            parts.append(
+                self._deletes(
+                    gone,
+                    {
+                        op_column: pa.array(["-D"] * len(gone_idx), pa.string()),
+                        **{c: rows.column(c).take(gone_idx) for c in extra},
+                    },
+                )
+            )
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _deletes(self, batch: pa.RecordBatch, extra: Mapping[str, Any]) -> pa.Table:
@@ -287,10 +334,16 @@ class TableView:
         before = before.filter(keep)
         after = after.filter(keep)
         old_op = op.filter(keep)
-        out_before = self._images(before, pc.is_in(new_op, value_set=pa.array(["update", "delete"])),
-                                  pc.if_else(pc.equal(old_op, "update"), "-U", "-D"))
-        out_after = self._images(after, pc.is_in(new_op, value_set=pa.array(["insert", "update"])),
-                                 pc.if_else(pc.equal(old_op, "update"), "+U", "+I"))
+        out_before = self._images(
+            before,
+            pc.is_in(new_op, value_set=pa.array(["update", "delete"])),
+            pc.if_else(pc.equal(old_op, "update"), "-U", "-D"),
+        )
+        out_after = self._images(
+            after,
+            pc.is_in(new_op, value_set=pa.array(["insert", "update"])),
+            pc.if_else(pc.equal(old_op, "update"), "+U", "+I"),
+        )
         struct = pa.StructArray.from_arrays([out_before, out_after], names=["before", "after"])
         arrays, fields = [], []
         for i, f in enumerate(rows.schema):
@@ -320,8 +373,9 @@ class TableView:
             return pa.nulls(len(images), sink_type)
         batch = self._input(pa.RecordBatch.from_struct_array(images.take(idx)))
         projected = self._finish(self._project(batch, op.take(idx)))
-        values = pa.StructArray.from_arrays([projected.column(f.name).combine_chunks() for f in self.sink_arrow],
-                                            fields=list(self.sink_arrow))
+        values = pa.StructArray.from_arrays(
+            [projected.column(f.name).combine_chunks() for f in self.sink_arrow], fields=list(self.sink_arrow)
+        )
         if len(idx) == len(images):
             return values
         # scatter: position i takes values[k] where idx[k] == i, else NULL
@@ -330,8 +384,9 @@ class TableView:
         return values.take(pa.array(where, mask=where < 0))
 
 
-def apply_primary_keys(rules: Rules, schemas: Iterable[TableSchema], default_database: Optional[str] = None
-                       ) -> list[TableSchema]:
+def apply_primary_keys(
+    rules: Rules, schemas: Iterable[TableSchema], default_database: Optional[str] = None
+) -> list[TableSchema]:
     """The tables with a transform's ``primary_keys`` as their row identity where they have no
     primary key (Flink CDC's way to give a table without one a key: the user vouches that the
     columns identify a row). Snapshot corrections, the stream's reduction and the sink all match
@@ -346,8 +401,10 @@ def apply_primary_keys(rules: Rules, schemas: Iterable[TableSchema], default_dat
         by_lower = {c.name.lower(): c.name for c in schema.columns}
         missing = [k for k in keys if k.lower() not in by_lower]
         if missing:
-            raise ConfigError(f"transform of {schema.table_id}: primary_keys {', '.join(missing)} are not columns of "
-                              f"the table ({', '.join(schema.column_names)}). Fix: name columns of the table")
+            raise ConfigError(
+                f"transform of {schema.table_id}: primary_keys {', '.join(missing)} are not columns of "
+                f"the table ({', '.join(schema.column_names)}). Fix: name columns of the table"
+            )
         out.append(replace(schema, row_identity=tuple(by_lower[k.lower()] for k in keys)))
     return out
 
@@ -365,38 +422,57 @@ def sink_table_of(rules: Rules, table_id: TableId, default_database: Optional[st
 
 # --- resolving every table's view ------------------------------------------------------------
 
-def resolve_views(rules: Rules, schemas: Iterable[TableSchema], *, sink_type: Optional[str] = None,
-                  direct_write: bool = True, default_database: Optional[str] = None,
-                  source_column_name: str = DEFAULT_SOURCE_COLUMN) -> dict[TableId, TableView]:
+
+def resolve_views(
+    rules: Rules,
+    schemas: Iterable[TableSchema],
+    *,
+    sink_type: Optional[str] = None,
+    direct_write: bool = True,
+    default_database: Optional[str] = None,
+    source_column_name: str = DEFAULT_SOURCE_COLUMN,
+) -> dict[TableId, TableView]:
     """Every captured table's view; a ConfigError naming the rule and the fix for rules this
     engine cannot apply (before any row is read)."""
     schemas = apply_primary_keys(rules, schemas, default_database)
     if rules and sink_type is not None:
         if sink_type not in VIEW_SINKS:
-            raise ConfigError(f"route/transform: the {sink_type} sink does not apply routes and transforms (they "
-                              f"are applied by the {', '.join(VIEW_SINKS)} sinks). Fix: use one of those sinks, or "
-                              "remove the route and transform sections")
+            raise ConfigError(
+                f"route/transform: the {sink_type} sink does not apply routes and transforms (they "
+                f"are applied by the {', '.join(VIEW_SINKS)} sinks). Fix: use one of those sinks, or "
+                "remove the route and transform sections"
+            )
         if not direct_write:
             what = "format: parquet" if sink_type == "changelog" else "direct_write: false"
-            raise ConfigError(f"route/transform: applied with the sink's direct stream write only, and sink_options "
-                              f"has {what}. Fix: remove {what.split(':')[0]} from sink_options (the default has it), "
-                              "or remove the route and transform sections")
-    routing = resolve_routing(rules.route, schemas, transforms=rules.transform, default_database=default_database,
-                              source_column=source_column_name)
+            raise ConfigError(
+                f"route/transform: applied with the sink's direct stream write only, and sink_options "
+                f"has {what}. Fix: remove {what.split(':')[0]} from sink_options (the default has it), "
+                "or remove the route and transform sections"
+            )
+    routing = resolve_routing(
+        rules.route,
+        schemas,
+        transforms=rules.transform,
+        default_database=default_database,
+        source_column=source_column_name,
+    )
     views = {s.table_id: _view(s, routing, rules, default_database) for s in schemas}
     _check_merged_alike(views, routing)
     return views
 
 
-def view_of(schema: TableSchema, rules: Rules, sink: TableId, merged: bool,
-            source_column_name: str = DEFAULT_SOURCE_COLUMN) -> TableView:
+def view_of(
+    schema: TableSchema, rules: Rules, sink: TableId, merged: bool, source_column_name: str = DEFAULT_SOURCE_COLUMN
+) -> TableView:
     """``schema``'s view when its sink table and whether that table is merged are known (the
     stream's tasks see one table version at a time; the driver resolved the routes)."""
     from .routing import SinkTable
 
     identity = (source_column_name, *schema.row_identity) if merged else schema.row_identity
-    routing = Routing({schema.table_id: sink}, {sink: SinkTable(sink, (schema.table_id,), merged,
-                                                                source_column_name if merged else None, identity)})
+    routing = Routing(
+        {schema.table_id: sink},
+        {sink: SinkTable(sink, (schema.table_id,), merged, source_column_name if merged else None, identity)},
+    )
     return _view(apply_primary_keys(rules, [schema])[0], routing, rules, None)
 
 
@@ -417,16 +493,20 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
     projection = compile_projection(rule["projection"], source_arrow, t) if rule.get("projection") else None
     filt = compile_filter(rule["filter"], source_arrow, t) if rule.get("filter") else None
     if filt is not None and "op" in _meta_values(filt):
-        raise ConfigError(f"transform filter {rule['filter']!r} of {t}: __data_event_type__ in a filter decides by "
-                          "the kind of change, but the sink holds rows (the last change of each), so it would "
-                          "differ from the filtered table. Fix: filter on the row's columns only")
+        raise ConfigError(
+            f"transform filter {rule['filter']!r} of {t}: __data_event_type__ in a filter decides by "
+            "the kind of change, but the sink holds rows (the last change of each), so it would "
+            "differ from the filtered table. Fix: filter on the row's columns only"
+        )
     keys = rule.get("primary_keys")
     if keys and [k.lower() for k in keys] != [k.lower() for k in schema.row_identity]:
-        raise ConfigError(f"transform of {t}: primary_keys {', '.join(keys)} differ from the table's primary key "
-                          f"({', '.join(schema.row_identity)}); a sink keyed otherwise than a table's primary key is "
-                          "not built yet (an update that changed such a key would leave its old row in the sink). "
-                          "Fix: remove primary_keys, or give the primary key's columns (primary_keys set the key of "
-                          "tables without a primary key)")
+        raise ConfigError(
+            f"transform of {t}: primary_keys {', '.join(keys)} differ from the table's primary key "
+            f"({', '.join(schema.row_identity)}); a sink keyed otherwise than a table's primary key is "
+            "not built yet (an update that changed such a key would leave its old row in the sink). "
+            "Fix: remove primary_keys, or give the primary key's columns (primary_keys set the key of "
+            "tables without a primary key)"
+        )
     columns: list[Column] = []
     if sink.merged:
         columns.append(source_column(sink.source_column, 1))
@@ -444,20 +524,30 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
             item = next((node for name, node in projection.items if name == ident), None)
             if item is None or item.op != "col" or item.value != ident:
                 found = "leaves it out" if item is None else f"computes it ({item.sql or 'an expression'})"
-                raise ConfigError(f"transform projection {rule['projection']!r} of {t}: {ident!r} is a column of the "
-                                  f"row identity ({', '.join(schema.row_identity)}), and the projection {found}; "
-                                  "the sink matches rows and deletes by it. Fix: keep it as a plain column under its "
-                                  f"own name: {ident}")
+                raise ConfigError(
+                    f"transform projection {rule['projection']!r} of {t}: {ident!r} is a column of the "
+                    f"row identity ({', '.join(schema.row_identity)}), and the projection {found}; "
+                    "the sink matches rows and deletes by it. Fix: keep it as a plain column under its "
+                    f"own name: {ident}"
+                )
     if projection is None and filt is None and not sink.merged and sink.table_id == t:
-        return TableView(schema, schema, None, None, None, source_arrow=source_arrow)   # no rule touches it
+        return TableView(schema, schema, None, None, None, source_arrow=source_arrow)  # no rule touches it
     # the source identity (primary_keys equal it, checked above), behind the source column when merged
     identity = (sink.source_column, *schema.row_identity) if sink.merged else tuple(schema.row_identity)
-    sink_schema = TableSchema(sink.table_id, tuple(columns), primary_key=identity, chunk_key=identity,
-                              row_identity=identity, engine=schema.engine, approx_rows=schema.approx_rows,
-                              zero_dates=schema.zero_dates)
-    map_table(sink_schema, "UTC")   # every sink column has a type
-    return TableView(schema, sink_schema, projection, filt, sink.source_column if sink.merged else None,
-                     source_arrow=source_arrow)
+    sink_schema = TableSchema(
+        sink.table_id,
+        tuple(columns),
+        primary_key=identity,
+        chunk_key=identity,
+        row_identity=identity,
+        engine=schema.engine,
+        approx_rows=schema.approx_rows,
+        zero_dates=schema.zero_dates,
+    )
+    map_table(sink_schema, "UTC")  # every sink column has a type
+    return TableView(
+        schema, sink_schema, projection, filt, sink.source_column if sink.merged else None, source_arrow=source_arrow
+    )
 
 
 def _meta_values(compiled: Any) -> set[str]:
@@ -486,12 +576,17 @@ def _check_merged_alike(views: Mapping[TableId, TableView], routing: Routing) ->
                 continue
             a = {f.name: str(f.type) for f in first.sink_arrow}
             b = {f.name: str(f.type) for f in other.sink_arrow}
-            diffs = [f"{n}: {a.get(n, 'missing')} in {first.source_id}, {b.get(n, 'missing')} in {other.source_id}"
-                     for n in dict.fromkeys([*a, *b]) if a.get(n) != b.get(n)]
-            raise ConfigError(f"route: the tables merged into {sink.table_id} give it different columns ("
-                              f"{'; '.join(diffs) or 'another column order'}). Fix: make their projections give the "
-                              "same columns and types (CAST where the tables differ), or route them to separate "
-                              "sink tables")
+            diffs = [
+                f"{n}: {a.get(n, 'missing')} in {first.source_id}, {b.get(n, 'missing')} in {other.source_id}"
+                for n in dict.fromkeys([*a, *b])
+                if a.get(n) != b.get(n)
+            ]
+            raise ConfigError(
+                f"route: the tables merged into {sink.table_id} give it different columns ("
+                f"{'; '.join(diffs) or 'another column order'}). Fix: make their projections give the "
+                "same columns and types (CAST where the tables differ), or route them to separate "
+                "sink tables"
+            )
 
 
 def sink_schemas(views: Mapping[TableId, TableView]) -> list[TableSchema]:

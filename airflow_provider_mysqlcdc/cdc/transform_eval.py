@@ -43,9 +43,18 @@ INTEGRALS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _INT_ARROW = {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64()}
 # The decimal type Spark gives an integral operand next to a decimal (DecimalPrecision).
 INT_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 20}
-_SIMPLE_ARROW = {"BOOLEAN": pa.bool_(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "STRING": pa.string(),
-                 "BINARY": pa.binary(), "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-                 "TIMESTAMP_NTZ": pa.timestamp("us"), "VOID": pa.null(), **_INT_ARROW}
+_SIMPLE_ARROW = {
+    "BOOLEAN": pa.bool_(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "STRING": pa.string(),
+    "BINARY": pa.binary(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMP_NTZ": pa.timestamp("us"),
+    "VOID": pa.null(),
+    **_INT_ARROW,
+}
 # Spark's cast from text trims these first: every character up to ASCII 32 (Java's String.trim, for
 # DOUBLE, FLOAT and DECIMAL), and DEL too (UTF8String.trimAll, for the integers, BOOLEAN, DATE, TIMESTAMP).
 _BLANKS = "".join(chr(c) for c in range(33))
@@ -158,19 +167,33 @@ NOT_REPRODUCED = "UNSUPPORTED_VALUE"
 
 def _fail(ctx: Context, node: Node, condition: str, detail: str, fix: str, maybe: bool = False) -> None:
     if maybe:  # the text is in no form read here; Spark reads a few more (equal or error)
-        consequence = ("Spark SQL in ANSI mode fails the query on this row unless the text is in a form it reads "
-                       "and this evaluator does not, so the transform fails and writes nothing")
+        consequence = (
+            "Spark SQL in ANSI mode fails the query on this row unless the text is in a form it reads "
+            "and this evaluator does not, so the transform fails and writes nothing"
+        )
     elif condition == NOT_REPRODUCED:
-        consequence = ("Spark SQL gives a value on this row that this evaluator does not reproduce exactly, so the "
-                       "transform fails rather than write a different value, and writes nothing")
+        consequence = (
+            "Spark SQL gives a value on this row that this evaluator does not reproduce exactly, so the "
+            "transform fails rather than write a different value, and writes nothing"
+        )
     else:
-        consequence = ("Spark SQL in ANSI mode (Spark 4's default) fails the query on this row, so the transform "
-                       "fails too and writes nothing")
+        consequence = (
+            "Spark SQL in ANSI mode (Spark 4's default) fails the query on this row, so the transform "
+            "fails too and writes nothing"
+        )
     raise TransformEvalError(f"{ctx.what}: {condition} in {node.sql or node.op}: {detail}. {consequence}. Fix: {fix}")
 
 
-def _check(ctx: Context, node: Node, bad: pa.Array, active: Mask, values: pa.Array, condition: str,
-           fix: str, maybe: bool = False) -> None:
+def _check(
+    ctx: Context,
+    node: Node,
+    bad: pa.Array,
+    active: Mask,
+    values: pa.Array,
+    condition: str,
+    fix: str,
+    maybe: bool = False,
+) -> None:
     bad = _within(active, bad)
     if pc.any(bad).as_py():
         sample = pc.filter(values, bad)[0].as_py()
@@ -196,8 +219,10 @@ def _meta(node: Node, ctx: Context, active: Mask) -> pa.Array:
     if node.value == "op":
         op = ctx.op
         if op is None:
-            raise TransformEvalError(f"{ctx.what}: __data_event_type__ is used but no op was given. Fix: pass the "
-                                     "change's op ('+I', '-U', '+U', '-D', or 'r' for snapshot reads)")
+            raise TransformEvalError(
+                f"{ctx.what}: __data_event_type__ is used but no op was given. Fix: pass the "
+                "change's op ('+I', '-U', '+U', '-D', or 'r' for snapshot reads)"
+            )
         if isinstance(op, str):
             return pa.repeat(pa.scalar(op, pa.string()), ctx.rows)
         op = op.combine_chunks() if isinstance(op, pa.ChunkedArray) else op
@@ -269,8 +294,7 @@ def _in(node: Node, ctx: Context, active: Mask) -> pa.Array:
 # --- comparisons ----------------------------------------------------------------------------
 
 
-def _operands(node: Node, ctx: Context, active: Mask, divisor_first: bool = False
-              ) -> tuple[pa.Array, pa.Array, Mask]:
+def _operands(node: Node, ctx: Context, active: Mask, divisor_first: bool = False) -> tuple[pa.Array, pa.Array, Mask]:
     """Both operands of a binary operation, and the rows where both were evaluated. Spark
     evaluates the second operand only where the first is not NULL (the result is NULL there
     anyway), and for / div % the divisor first."""
@@ -294,8 +318,14 @@ def _compare(node: Node, ctx: Context, active: Mask) -> pa.Array:
     if op == "nseq":
         both_null = pc.and_(pc.is_null(a), pc.is_null(b))
         return pc.if_else(both_null, True, pc.fill_null(pc.equal(a, b), False))
-    fn = {"eq": pc.equal, "ne": pc.not_equal, "lt": pc.less, "le": pc.less_equal, "gt": pc.greater,
-          "ge": pc.greater_equal}[op]
+    fn = {
+        "eq": pc.equal,
+        "ne": pc.not_equal,
+        "lt": pc.less,
+        "le": pc.less_equal,
+        "gt": pc.greater,
+        "ge": pc.greater_equal,
+    }[op]
     return fn(a, b)
 
 
@@ -352,8 +382,13 @@ def fit_decimal(node: Node, ctx: Context, active: Mask, x: pa.Array, t: SqlType)
             x = pc.round(_widen(x, 1), t.scale, round_mode=HALF_UP)
         return x.cast(t.arrow())
     except pa.ArrowInvalid:
-        _fail(ctx, node, "NUMERIC_VALUE_OUT_OF_RANGE", f"a value does not fit {t}",
-              "CAST to a DECIMAL with more digits before the point first")
+        _fail(
+            ctx,
+            node,
+            "NUMERIC_VALUE_OUT_OF_RANGE",
+            f"a value does not fit {t}",
+            "CAST to a DECIMAL with more digits before the point first",
+        )
         raise
 
 
@@ -399,17 +434,28 @@ def _arith(node: Node, ctx: Context, active: Mask) -> pa.Array:
     try:
         return fn(a, b)
     except pa.ArrowInvalid:  # Spark names it BINARY_ARITHMETIC_OVERFLOW for TINYINT and SMALLINT
-        _fail(ctx, node, "BINARY_ARITHMETIC_OVERFLOW" if t.name in ("TINYINT", "SMALLINT") else "ARITHMETIC_OVERFLOW",
-              f"the result does not fit {t}",
-              "CAST an operand to a wider type first, e.g. CAST(x AS BIGINT) or CAST(x AS DECIMAL(38,0))")
+        _fail(
+            ctx,
+            node,
+            "BINARY_ARITHMETIC_OVERFLOW" if t.name in ("TINYINT", "SMALLINT") else "ARITHMETIC_OVERFLOW",
+            f"the result does not fit {t}",
+            "CAST an operand to a wider type first, e.g. CAST(x AS BIGINT) or CAST(x AS DECIMAL(38,0))",
+        )
         raise
 
 
 def _zero_divisor(node: Node, ctx: Context, active: Mask, a: pa.Array, b: pa.Array) -> None:
     # Spark looks at the divisor only when the dividend is not NULL: NULL / 0 is NULL
     condition = "REMAINDER_BY_ZERO" if node.op == "mod" else "DIVIDE_BY_ZERO"
-    _check(ctx, node, pc.and_(pc.equal(b, _zero(b)), pc.is_valid(a)), active, a, condition,
-           "guard the row, e.g. CASE WHEN <divisor> <> 0 THEN ... END, or filter such rows out")
+    _check(
+        ctx,
+        node,
+        pc.and_(pc.equal(b, _zero(b)), pc.is_valid(a)),
+        active,
+        a,
+        condition,
+        "guard the row, e.g. CASE WHEN <divisor> <> 0 THEN ... END, or filter such rows out",
+    )
 
 
 def _divide(node: Node, ctx: Context, active: Mask) -> pa.Array:
@@ -427,8 +473,15 @@ def _int_divide(node: Node, ctx: Context, active: Mask) -> pa.Array:
     a, b, active = _operands(node, ctx, active, divisor_first=True)
     a, b = _restrict(a, active), _restrict(b, active)
     _zero_divisor(node, ctx, active, a, b)
-    _check(ctx, node, pc.and_(pc.equal(a, -2 ** 63), pc.equal(b, -1)), active, a, "ARITHMETIC_OVERFLOW",
-           "CAST the operands to DECIMAL(20,0) and divide with /")
+    _check(
+        ctx,
+        node,
+        pc.and_(pc.equal(a, -(2**63)), pc.equal(b, -1)),
+        active,
+        a,
+        "ARITHMETIC_OVERFLOW",
+        "CAST the operands to DECIMAL(20,0) and divide with /",
+    )
     safe_b = pc.if_else(pc.or_(pc.equal(b, 0), pc.equal(b, -1)), pa.scalar(1, pa.int64()), b)
     quotient = pc.divide(a, safe_b)  # Arrow truncates integer division toward zero, like Java
     return pc.if_else(pc.equal(b, -1), pc.negate(a), quotient)
@@ -475,8 +528,13 @@ def _negate(node: Node, ctx: Context, active: Mask) -> pa.Array:
     try:
         return pc.negate_checked(_restrict(a, active))
     except pa.ArrowInvalid:
-        _fail(ctx, node, "ARITHMETIC_OVERFLOW", f"the smallest {node.type} has no negative in {node.type}",
-              "CAST the operand to a wider type first, e.g. -CAST(x AS BIGINT)")
+        _fail(
+            ctx,
+            node,
+            "ARITHMETIC_OVERFLOW",
+            f"the smallest {node.type} has no negative in {node.type}",
+            "CAST the operand to a wider type first, e.g. -CAST(x AS BIGINT)",
+        )
         raise
 
 
@@ -489,8 +547,13 @@ def _abs(node: Node, ctx: Context, active: Mask) -> pa.Array:
     try:
         return pc.abs_checked(_restrict(a, active))
     except pa.ArrowInvalid:
-        _fail(ctx, node, "ARITHMETIC_OVERFLOW", f"abs of the smallest {node.type} does not fit {node.type}",
-              "CAST the operand to a wider type first, e.g. abs(CAST(x AS BIGINT))")
+        _fail(
+            ctx,
+            node,
+            "ARITHMETIC_OVERFLOW",
+            f"abs of the smallest {node.type} does not fit {node.type}",
+            "CAST the operand to a wider type first, e.g. abs(CAST(x AS BIGINT))",
+        )
         raise
 
 
@@ -506,8 +569,13 @@ def _round(node: Node, ctx: Context, active: Mask) -> pa.Array:
         try:
             return _restrict(rounded, active).cast(t.arrow())
         except pa.ArrowInvalid:
-            _fail(ctx, node, "ARITHMETIC_OVERFLOW", f"the rounded value does not fit {t}",
-                  "round CAST(x AS BIGINT) or CAST(x AS DECIMAL(38,0)) instead")
+            _fail(
+                ctx,
+                node,
+                "ARITHMETIC_OVERFLOW",
+                f"the rounded value does not fit {t}",
+                "round CAST(x AS BIGINT) or CAST(x AS DECIMAL(38,0)) instead",
+            )
             raise
     room = max(1, 1 - digits - (x.type.precision - x.type.scale))  # round(0.9999, -2) needs 3 digits
     return fit_decimal(node, ctx, active, pc.round(_widen(x, room), digits, round_mode=HALF_UP), t)
@@ -524,8 +592,9 @@ def _shortest_decimals(v: pa.Array, fn: Callable[[pa.Array], pa.Array]) -> pa.Ar
     small = pc.and_(finite, pc.and_(pc.greater_equal(mag, 1e-39), pc.less(mag, 1e15)))
     text = v.cast(pa.string())
     # below 1e-39 every scale allowed here (<= 38) rounds to 0; BigDecimal has no -0 either
-    parts = [fn(pc.if_else(mask, text, "0").cast(pa.decimal256(76, scale)))
-             for mask, scale in ((small, 60), (large, 38))]
+    parts = [
+        fn(pc.if_else(mask, text, "0").cast(pa.decimal256(76, scale))) for mask, scale in ((small, 60), (large, 38))
+    ]
     return pc.if_else(large, parts[1], parts[0])
 
 
@@ -534,14 +603,21 @@ def _java_text_check(node: Node, ctx: Context, active: Mask, x: pa.Array, v: pa.
     not always the shortest text: for an integral value from 2**53 to 2**63 it can be the exact
     binary value instead (2.82879384806159E17 reads as 282879384806159008 on Java 17, as
     282879384806159000 on Java 21). Such a row, where the two differ, is not reproduced."""
-    big = pc.and_(pc.is_finite(v), pc.and_(pc.greater_equal(pc.abs(v), 2.0 ** 53), pc.less(pc.abs(v), 2.0 ** 63)))
+    big = pc.and_(pc.is_finite(v), pc.and_(pc.greater_equal(pc.abs(v), 2.0**53), pc.less(pc.abs(v), 2.0**63)))
     if not pc.any(_within(active, big)).as_py():
         return
     inside = pc.if_else(big, v, 0.0)
     exact = inside.cast(pa.int64()).cast(pa.decimal256(76, 0))
     shortest = inside.cast(pa.string()).cast(pa.decimal256(76, 0))
-    _check(ctx, node, pc.and_(big, pc.not_equal(exact, shortest)), active, x, NOT_REPRODUCED,
-           "Java's text of this DOUBLE depends on the Java version Spark runs on; CAST it to BIGINT first")
+    _check(
+        ctx,
+        node,
+        pc.and_(big, pc.not_equal(exact, shortest)),
+        active,
+        x,
+        NOT_REPRODUCED,
+        "Java's text of this DOUBLE depends on the Java version Spark runs on; CAST it to BIGINT first",
+    )
 
 
 def _round_double(node: Node, ctx: Context, active: Mask, x: pa.Array, digits: int) -> pa.Array:
@@ -551,12 +627,18 @@ def _round_double(node: Node, ctx: Context, active: Mask, x: pa.Array, digits: i
     # rounding at 10**(e-18) or lower gives the value back; further is not reproduced here.
     huge = pc.and_(pc.is_finite(v), pc.greater_equal(pc.abs(v), 1e38))
     kept = pc.less_equal(pa.scalar(float(-digits)), pc.subtract(pc.floor(pc.log10(pc.abs(v))), 18.0))
-    _check(ctx, node, pc.and_(huge, pc.invert(kept)), active, x, NOT_REPRODUCED,
-           "round() of a DOUBLE of 1e38 or more to so few digits is not reproduced here; leave it unrounded")
+    _check(
+        ctx,
+        node,
+        pc.and_(huge, pc.invert(kept)),
+        active,
+        x,
+        NOT_REPRODUCED,
+        "round() of a DOUBLE of 1e38 or more to so few digits is not reproduced here; leave it unrounded",
+    )
     if digits < 0:  # rounding an integral value to 0 or more digits gives it back
         _java_text_check(node, ctx, active, x, v)
-    rounded = _shortest_decimals(
-        v, lambda d: pc.round(d, digits, round_mode=HALF_UP).cast(pa.string()).cast(x.type))
+    rounded = _shortest_decimals(v, lambda d: pc.round(d, digits, round_mode=HALF_UP).cast(pa.string()).cast(x.type))
     return pc.if_else(pc.and_(pc.is_finite(v), pc.invert(huge)), rounded, x)  # NaN and Infinity stay, as in Spark
 
 
@@ -617,16 +699,25 @@ def _cast(node: Node, ctx: Context, active: Mask) -> pa.Array:
         try:
             return _restrict(x, active).cast(dst.arrow())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            _fail(ctx, node, "CAST_OVERFLOW", f"a value is out of the range of {dst} (or NaN/Infinity)",
-                  "CAST to a wider type, or filter such rows out")
+            _fail(
+                ctx,
+                node,
+                "CAST_OVERFLOW",
+                f"a value is out of the range of {dst} (or NaN/Infinity)",
+                "CAST to a wider type, or filter such rows out",
+            )
             raise
     if dst.name == "DATE":  # the UTC date (Spark's session time zone here is UTC)
         return pc.floor_temporal(x, unit="day").cast(pa.date32()) if src.name != "DATE" else x
     return x.cast(dst.arrow())  # TIMESTAMP from DATE (midnight UTC) or TIMESTAMP_NTZ (same wall clock, UTC)
 
 
-_INT_BOUNDS = {"TINYINT": (-2 ** 7, 2 ** 7 - 1), "SMALLINT": (-2 ** 15, 2 ** 15 - 1), "INT": (-2 ** 31, 2 ** 31 - 1),
-               "BIGINT": (-2 ** 63, 2 ** 63 - 1)}
+_INT_BOUNDS = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INT": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+}
 
 
 def _decimal_to_int(node: Node, ctx: Context, active: Mask, x: pa.Array, src: SqlType, dst: SqlType) -> pa.Array:
@@ -638,8 +729,10 @@ def _decimal_to_int(node: Node, ctx: Context, active: Mask, x: pa.Array, src: Sq
     low, high = _INT_BOUNDS[dst.name]
     wide = x.cast(pa.decimal256(min(x.type.precision + 1, 76), x.type.scale))
     exact = pc.trunc(wide).cast(pa.decimal256(76, 0))
-    exact_ok = pc.and_(pc.greater_equal(exact, pa.scalar(decimal.Decimal(low), exact.type)),
-                       pc.less_equal(exact, pa.scalar(decimal.Decimal(high), exact.type)))
+    exact_ok = pc.and_(
+        pc.greater_equal(exact, pa.scalar(decimal.Decimal(low), exact.type)),
+        pc.less_equal(exact, pa.scalar(decimal.Decimal(high), exact.type)),
+    )
     source = node.args[0]
     long_held = source.op == "col" and src.precision <= 18
     if dst.name == "BIGINT" or long_held:
@@ -649,11 +742,21 @@ def _decimal_to_int(node: Node, ctx: Context, active: Mask, x: pa.Array, src: Sq
         double_ok = pc.and_(pc.less_equal(pc.floor(v), float(high)), pc.greater_equal(pc.ceil(v), float(low)))
         double = pc.trunc(v)
         if source.op != "col":
-            same_value = pc.equal(pc.if_else(exact_ok, exact, pa.scalar(decimal.Decimal(0), exact.type))
-                                  .cast(pa.float64()), pc.if_else(double_ok, double, 0.0))
+            same_value = pc.equal(
+                pc.if_else(exact_ok, exact, pa.scalar(decimal.Decimal(0), exact.type)).cast(pa.float64()),
+                pc.if_else(double_ok, double, 0.0),
+            )
             parted = pc.or_(pc.not_equal(exact_ok, double_ok), pc.and_(exact_ok, pc.invert(same_value)))
-            _check(ctx, node, parted, active, x, NOT_REPRODUCED, "Spark truncates this value either exactly or "
-                   "through a DOUBLE, depending on how it holds it; CAST it to BIGINT first, or round() it")
+            _check(
+                ctx,
+                node,
+                parted,
+                active,
+                x,
+                NOT_REPRODUCED,
+                "Spark truncates this value either exactly or "
+                "through a DOUBLE, depending on how it holds it; CAST it to BIGINT first, or round() it",
+            )
         ok, value = double_ok, double
     _check(ctx, node, pc.invert(ok), active, x, "CAST_OVERFLOW", "CAST to a wider type, or filter such rows out")
     return _restrict(value, _within(active, ok)).cast(dst.arrow())
@@ -668,8 +771,15 @@ def _double_to_decimal(node: Node, ctx: Context, active: Mask, x: pa.Array, dst:
     NaN and Infinity give NULL, even in ANSI mode (checked against Spark 4.2)."""
     v = x.cast(pa.float64())
     v = pc.if_else(pc.is_finite(v), v, pa.scalar(None, pa.float64()))
-    _check(ctx, node, pc.greater_equal(pc.abs(v), 10.0 ** (dst.precision - dst.scale)), active, x,
-           "NUMERIC_VALUE_OUT_OF_RANGE", f"CAST to a DECIMAL with more digits before the point than {dst}")
+    _check(
+        ctx,
+        node,
+        pc.greater_equal(pc.abs(v), 10.0 ** (dst.precision - dst.scale)),
+        active,
+        x,
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+        f"CAST to a DECIMAL with more digits before the point than {dst}",
+    )
     _java_text_check(node, ctx, active, x, v)
     finite = pc.fill_null(pc.is_finite(v), False)
     out = _shortest_decimals(pc.if_else(finite, v, 0.0), lambda d: fit_decimal(node, ctx, active, d, dst))
@@ -687,12 +797,24 @@ def to_text(node: Node, ctx: Context, active: Mask, x: pa.Array, src: SqlType) -
         negative = pc.starts_with(digits, "-")
         padded = pc.utf8_lpad(pc.utf8_ltrim(digits, characters="-"), width=scale + 1, padding="0")
         sign = pc.if_else(negative, "-", "")
-        return pc.binary_join_element_wise(sign, pc.utf8_slice_codeunits(padded, start=0, stop=-scale), ".",
-                                           pc.utf8_slice_codeunits(padded, start=-scale), "")
+        return pc.binary_join_element_wise(
+            sign,
+            pc.utf8_slice_codeunits(padded, start=0, stop=-scale),
+            ".",
+            pc.utf8_slice_codeunits(padded, start=-scale),
+            "",
+        )
     if src.name in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         years = pc.year(x)  # years 1 to 999 have four digits, 0001 (as in Spark)
-        _check(ctx, node, pc.greater(years, 9999), active, x, NOT_REPRODUCED,
-               "years after 9999 are not formatted here; filter such rows out")
+        _check(
+            ctx,
+            node,
+            pc.greater(years, 9999),
+            active,
+            x,
+            NOT_REPRODUCED,
+            "years after 9999 are not formatted here; filter such rows out",
+        )
         seconds = pc.floor_temporal(x, unit="second")
         micros = pc.add(pc.subtract(x.cast(pa.int64()), seconds.cast(pa.int64())), 1_000_000).cast(pa.string())
         fraction = pc.utf8_rtrim(pc.utf8_slice_codeunits(micros, start=1), characters="0")
@@ -713,19 +835,41 @@ def _from_text(node: Node, ctx: Context, active: Mask, x: pa.Array, dst: SqlType
     if name == "BOOLEAN":
         lower = pc.ascii_lower(text)
         true, false = pc.is_in(lower, value_set=pa.array(_TRUE)), pc.is_in(lower, value_set=pa.array(_FALSE))
-        _check(ctx, node, pc.and_(pc.is_valid(text), pc.and_(pc.invert(true), pc.invert(false))), active, x,
-               "CAST_INVALID_INPUT",
-               "give 'true'/'false' (or t, f, yes, no, y, n, 1, 0), or filter such rows out")
+        _check(
+            ctx,
+            node,
+            pc.and_(pc.is_valid(text), pc.and_(pc.invert(true), pc.invert(false))),
+            active,
+            x,
+            "CAST_INVALID_INPUT",
+            "give 'true'/'false' (or t, f, yes, no, y, n, 1, 0), or filter such rows out",
+        )
         return pc.if_else(pc.is_null(text), pa.scalar(None, pa.bool_()), true)
     pattern = {"DATE": _DATE_TEXT, "TIMESTAMP": _TIMESTAMP_TEXT, "DECIMAL": _DECIMAL_TEXT}.get(
-        name, _FLOAT_TEXT if dst.fractional else _INTEGRAL_TEXT)
+        name, _FLOAT_TEXT if dst.fractional else _INTEGRAL_TEXT
+    )
     if dst.integral:  # Spark reads [+-]digits only, too
-        _check(ctx, node, pc.invert(pc.match_substring_regex(text, pattern)), active, x, "CAST_INVALID_INPUT",
-               "give [+-]digits, or filter or fix such rows")
+        _check(
+            ctx,
+            node,
+            pc.invert(pc.match_substring_regex(text, pattern)),
+            active,
+            x,
+            "CAST_INVALID_INPUT",
+            "give [+-]digits, or filter or fix such rows",
+        )
     else:
-        _check(ctx, node, pc.invert(pc.match_substring_regex(text, pattern)), active, x, "CAST_INVALID_INPUT",
-               f"only the plain forms are read here ({_FORMS[name if name in _FORMS else 'number']}); filter or "
-               "fix such rows", maybe=True)
+        _check(
+            ctx,
+            node,
+            pc.invert(pc.match_substring_regex(text, pattern)),
+            active,
+            x,
+            "CAST_INVALID_INPUT",
+            f"only the plain forms are read here ({_FORMS[name if name in _FORMS else 'number']}); filter or "
+            "fix such rows",
+            maybe=True,
+        )
     if name == "DECIMAL":
         return _text_to_decimal(node, ctx, active, text, dst)
     try:
@@ -735,14 +879,22 @@ def _from_text(node: Node, ctx: Context, active: Mask, x: pa.Array, dst: SqlType
             return text.cast(pa.timestamp("us")).cast(dst.arrow())
         return text.cast(dst.arrow())
     except pa.ArrowInvalid:
-        _fail(ctx, node, "CAST_INVALID_INPUT", f"a text is not a valid {dst} (out of range, or no such day)",
-              "filter or fix such rows")
+        _fail(
+            ctx,
+            node,
+            "CAST_INVALID_INPUT",
+            f"a text is not a valid {dst} (out of range, or no such day)",
+            "filter or fix such rows",
+        )
         raise
 
 
-_FORMS = {"DATE": "yyyy-mm-dd", "TIMESTAMP": "yyyy-mm-dd[ hh:mm:ss[.ffffff]], in UTC",
-          "DECIMAL": "digits with an optional sign and point, no exponent",
-          "number": "[+-]digits[.digits][e[+-]digits]"}
+_FORMS = {
+    "DATE": "yyyy-mm-dd",
+    "TIMESTAMP": "yyyy-mm-dd[ hh:mm:ss[.ffffff]], in UTC",
+    "DECIMAL": "digits with an optional sign and point, no exponent",
+    "number": "[+-]digits[.digits][e[+-]digits]",
+}
 
 
 def _text_to_decimal(node: Node, ctx: Context, active: Mask, text: pa.Array, dst: SqlType) -> pa.Array:
@@ -753,11 +905,23 @@ def _text_to_decimal(node: Node, ctx: Context, active: Mask, text: pa.Array, dst
     body = pc.if_else(pc.match_substring(body, "."), body, pc.binary_join_element_wise(body, ".", ""))
     parts = pc.split_pattern(body, ".", max_splits=1)
     whole = pc.utf8_ltrim(pc.list_element(parts, 0), characters="0")
-    _check(ctx, node, pc.greater(pc.utf8_length(whole), dst.precision - dst.scale), active, text,
-           "NUMERIC_VALUE_OUT_OF_RANGE", f"CAST to a DECIMAL with more digits before the point than {dst}")
+    _check(
+        ctx,
+        node,
+        pc.greater(pc.utf8_length(whole), dst.precision - dst.scale),
+        active,
+        text,
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+        f"CAST to a DECIMAL with more digits before the point than {dst}",
+    )
     fraction = pc.utf8_slice_codeunits(pc.list_element(parts, 1), start=0, stop=dst.scale + 1)
-    exact = pc.binary_join_element_wise(pc.if_else(negative, "-", ""), pc.if_else(pc.equal(whole, ""), "0", whole),
-                                        ".", pc.if_else(pc.equal(fraction, ""), "0", fraction), "")
+    exact = pc.binary_join_element_wise(
+        pc.if_else(negative, "-", ""),
+        pc.if_else(pc.equal(whole, ""), "0", whole),
+        ".",
+        pc.if_else(pc.equal(fraction, ""), "0", fraction),
+        "",
+    )
     return fit_decimal(node, ctx, active, exact.cast(_dec(dst.precision + 1, dst.scale + 1)), dst)
 
 
@@ -782,12 +946,54 @@ def _like(node: Node, ctx: Context, active: Mask) -> pa.Array:
 # calls) is not the one-character mapping Arrow applies: SpecialCasing.txt's unconditional
 # mappings (German sharp s -> "SS", ligatures, Greek with ypogegrammeni ...), and for lower case
 # dotted capital I (two characters) and capital sigma (final sigma depends on the word).
-_UPPER_SPECIAL = "".join(map(chr, [0xDF, 0x149, 0x1F0, 0x390, 0x3B0, 0x587, *range(0x1E96, 0x1E9B), 0x1F50,
-                                   0x1F52, 0x1F54, 0x1F56, *range(0x1F80, 0x1FB0), 0x1FB2, 0x1FB3, 0x1FB4,
-                                   0x1FB6, 0x1FB7, 0x1FBC, 0x1FC2, 0x1FC3, 0x1FC4, 0x1FC6, 0x1FC7, 0x1FCC,
-                                   0x1FD2, 0x1FD3, 0x1FD6, 0x1FD7, 0x1FE2, 0x1FE3, 0x1FE4, 0x1FE6, 0x1FE7,
-                                   0x1FF2, 0x1FF3, 0x1FF4, 0x1FF6, 0x1FF7, 0x1FFC, *range(0xFB00, 0xFB07),
-                                   *range(0xFB13, 0xFB18)]))
+_UPPER_SPECIAL = "".join(
+    map(
+        chr,
+        [
+            0xDF,
+            0x149,
+            0x1F0,
+            0x390,
+            0x3B0,
+            0x587,
+            *range(0x1E96, 0x1E9B),
+            0x1F50,
+            0x1F52,
+            0x1F54,
+            0x1F56,
+            *range(0x1F80, 0x1FB0),
+            0x1FB2,
+            0x1FB3,
+            0x1FB4,
+            0x1FB6,
+            0x1FB7,
+            0x1FBC,
+            0x1FC2,
+            0x1FC3,
+            0x1FC4,
+            0x1FC6,
+            0x1FC7,
+            0x1FCC,
+            0x1FD2,
+            0x1FD3,
+            0x1FD6,
+            0x1FD7,
+            0x1FE2,
+            0x1FE3,
+            0x1FE4,
+            0x1FE6,
+            0x1FE7,
+            0x1FF2,
+            0x1FF3,
+            0x1FF4,
+            0x1FF6,
+            0x1FF7,
+            0x1FFC,
+            *range(0xFB00, 0xFB07),
+            *range(0xFB13, 0xFB18),
+        ],
+    )
+)
 _LOWER_SPECIAL = "\u0130\u03a3"
 
 
@@ -800,7 +1006,8 @@ def _case_map(node: Node, ctx: Context, active: Mask) -> pa.Array:
         raise TransformEvalError(
             f"{ctx.what}: {node.sql}: found {sample!r}, whose {node.op} case in Spark (Java's full case mapping, "
             "e.g. 'ß' -> 'SS') differs from the one-character mapping this evaluator has, so the row cannot be "
-            f"transformed exactly. Fix: remove {node.op}() from the transform, or filter such rows out")
+            f"transformed exactly. Fix: remove {node.op}() from the transform, or filter such rows out"
+        )
     return pc.utf8_upper(arr) if node.op == "upper" else pc.utf8_lower(arr)
 
 
@@ -832,18 +1039,48 @@ def _substring(node: Node, ctx: Context, active: Mask) -> pa.Array:
     else:
         start = pos
         stop = None if length is None or pos + length >= 0 else pos + length
-    return pc.utf8_slice_codeunits(arr, start=start, stop=stop) if stop is not None else \
-        pc.utf8_slice_codeunits(arr, start=start)
+    return (
+        pc.utf8_slice_codeunits(arr, start=start, stop=stop)
+        if stop is not None
+        else pc.utf8_slice_codeunits(arr, start=start)
+    )
 
 
 _OPS: dict[str, Callable[[Node, Context, Mask], pa.Array]] = {
-    "lit": _literal, "const": _literal, "col": _column, "meta": _meta,
-    "and": _and, "or": _or, "not": lambda n, c, a: pc.invert(_ev(n.args[0], c, a)),
-    "case": _case, "coalesce": _coalesce, "is_null": _null_test, "is_not_null": _null_test, "in": _in,
-    "eq": _compare, "ne": _compare, "lt": _compare, "le": _compare, "gt": _compare, "ge": _compare,
+    "lit": _literal,
+    "const": _literal,
+    "col": _column,
+    "meta": _meta,
+    "and": _and,
+    "or": _or,
+    "not": lambda n, c, a: pc.invert(_ev(n.args[0], c, a)),
+    "case": _case,
+    "coalesce": _coalesce,
+    "is_null": _null_test,
+    "is_not_null": _null_test,
+    "in": _in,
+    "eq": _compare,
+    "ne": _compare,
+    "lt": _compare,
+    "le": _compare,
+    "gt": _compare,
+    "ge": _compare,
     "nseq": _compare,
-    "add": _arith, "sub": _arith, "mul": _arith, "div": _divide, "intdiv": _int_divide, "mod": _remainder,
-    "neg": _negate, "abs": _abs, "round": _round, "cast": _cast,
-    "concat": _concat, "like": _like, "upper": _case_map, "lower": _case_map, "trim": _trim,
-    "length": _length, "substring": _substring,
+    "add": _arith,
+    "sub": _arith,
+    "mul": _arith,
+    "div": _divide,
+    "intdiv": _int_divide,
+    "mod": _remainder,
+    "neg": _negate,
+    "abs": _abs,
+    "round": _round,
+    "cast": _cast,
+    "concat": _concat,
+    "like": _like,
+    "upper": _case_map,
+    "lower": _case_map,
+    "trim": _trim,
+    "length": _length,
+    "substring": _substring,
 }

@@ -31,15 +31,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ConfigError
-from .transform_eval import (CASTS, INT_DIGITS, INTEGRALS, Context, Node, SqlType, TransformEvalError,
-                             decimal_intermediate, decimal_type, evaluate)
+from .transform_eval import (
+    CASTS,
+    INT_DIGITS,
+    INTEGRALS,
+    Context,
+    Node,
+    SqlType,
+    TransformEvalError,
+    decimal_intermediate,
+    decimal_type,
+    evaluate,
+)
 
-__all__ = ["TransformError", "TransformEvalError", "CompiledProjection", "CompiledFilter", "compile_projection",
-           "compile_filter", "METADATA_COLUMNS", "SUPPORTED"]
+__all__ = [
+    "TransformError",
+    "TransformEvalError",
+    "CompiledProjection",
+    "CompiledFilter",
+    "compile_projection",
+    "compile_filter",
+    "METADATA_COLUMNS",
+    "SUPPORTED",
+]
 
 # Flink CDC 3's metadata column names -> what they carry here
-METADATA_COLUMNS = {"__namespace_name__": "database", "__schema_name__": "database", "__table_name__": "table",
-                    "__data_event_type__": "op"}
+METADATA_COLUMNS = {
+    "__namespace_name__": "database",
+    "__schema_name__": "database",
+    "__table_name__": "table",
+    "__data_event_type__": "op",
+}
 SUPPORTED = (
     "columns of the table and the metadata columns __namespace_name__, __schema_name__ (the source database), "
     "__table_name__, __data_event_type__ ('+I', '-U', '+U', '-D', 'r'); literals (integers, decimals, doubles "
@@ -48,32 +70,91 @@ SUPPORTED = (
     "[NOT] IN (literals); [NOT] BETWEEN; [NOT] LIKE with % and _; ||; CASE WHEN; IF; COALESCE, NVL, IFNULL; "
     "concat, upper/ucase, lower/lcase, trim/ltrim/rtrim, length/char_length/character_length, "
     "substring/substr with constant positions, abs, round with constant digits; CAST to STRING, TINYINT, "
-    "SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), DATE, TIMESTAMP, BOOLEAN")
-_ARROW_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
-                pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.string(): "STRING", pa.large_string(): "STRING",
-                pa.binary(): "BINARY", pa.large_binary(): "BINARY", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-                pa.null(): "VOID"}
+    "SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), DATE, TIMESTAMP, BOOLEAN"
+)
+_ARROW_TYPES = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.string(): "STRING",
+    pa.large_string(): "STRING",
+    pa.binary(): "BINARY",
+    pa.large_binary(): "BINARY",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.null(): "VOID",
+}
 _COMPARE = {"EQ": "eq", "NEQ": "ne", "LT": "lt", "LTE": "le", "GT": "gt", "GTE": "ge", "NullSafeEQ": "nseq"}
 _ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "IntDiv": "intdiv", "Mod": "mod"}
-_CAST_TARGETS = {"TEXT": "STRING", "TINYINT": "TINYINT", "SMALLINT": "SMALLINT", "INT": "INT", "BIGINT": "BIGINT",
-                 "FLOAT": "FLOAT", "DOUBLE": "DOUBLE", "DECIMAL": "DECIMAL", "DATE": "DATE", "BOOLEAN": "BOOLEAN",
-                 "TIMESTAMPTZ": "TIMESTAMP", "TIMESTAMPLTZ": "TIMESTAMP", "TIMESTAMP": "TIMESTAMP"}
+_CAST_TARGETS = {
+    "TEXT": "STRING",
+    "TINYINT": "TINYINT",
+    "SMALLINT": "SMALLINT",
+    "INT": "INT",
+    "BIGINT": "BIGINT",
+    "FLOAT": "FLOAT",
+    "DOUBLE": "DOUBLE",
+    "DECIMAL": "DECIMAL",
+    "DATE": "DATE",
+    "BOOLEAN": "BOOLEAN",
+    "TIMESTAMPTZ": "TIMESTAMP",
+    "TIMESTAMPLTZ": "TIMESTAMP",
+    "TIMESTAMP": "TIMESTAMP",
+}
 _ALLOWED_STATEMENT_PARTS = ("expressions", "from", "from_", "where")
 # sqlglot class -> the arguments understood for it (see _Compiler.expr)
 _BINARY = {"this", "expression"}
 _ARGS: dict[str, set[str]] = {
-    "Paren": {"this"}, "Column": {"this", "table", "db", "catalog"}, "Literal": {"this", "is_string"},
-    "Null": set(), "Boolean": {"this"}, "RawString": {"this"}, "Neg": {"this"},
-    **{k: set(_BINARY) for k in ("Add", "Sub", "Mul", "IntDiv", "Mod", "EQ", "NEQ", "LT", "LTE", "GT", "GTE",
-                                 "NullSafeEQ", "And", "Or")},
+    "Paren": {"this"},
+    "Column": {"this", "table", "db", "catalog"},
+    "Literal": {"this", "is_string"},
+    "Null": set(),
+    "Boolean": {"this"},
+    "RawString": {"this"},
+    "Neg": {"this"},
+    **{
+        k: set(_BINARY)
+        for k in (
+            "Add",
+            "Sub",
+            "Mul",
+            "IntDiv",
+            "Mod",
+            "EQ",
+            "NEQ",
+            "LT",
+            "LTE",
+            "GT",
+            "GTE",
+            "NullSafeEQ",
+            "And",
+            "Or",
+        )
+    },
     "Div": _BINARY | {"typed", "safe"},  # sqlglot's notes on Spark's / (DOUBLE, NULL on 0 in legacy mode)
-    "Not": {"this"}, "Is": _BINARY | {"negate"}, "In": {"this", "expressions", "query", "negate"},
-    "Between": {"this", "low", "high", "negate"}, "Like": _BINARY | {"negate"}, "DPipe": _BINARY | {"safe"},
-    "Concat": {"expressions", "safe"}, "Case": {"this", "ifs", "default"}, "If": {"this", "true", "false"},
-    "Coalesce": {"this", "expressions", "is_nvl", "is_null"}, "Upper": {"this"}, "Lower": {"this"},
-    "Trim": {"this", "expression", "position"}, "Length": {"this"}, "Substring": {"this", "start", "length"},
-    "Abs": {"this"}, "Round": {"this", "decimals"}, "Cast": {"this", "to", "safe", "requires_string"},
-    "TryCast": {"this", "to", "safe", "requires_string"}, "Anonymous": {"this", "expressions"},
+    "Not": {"this"},
+    "Is": _BINARY | {"negate"},
+    "In": {"this", "expressions", "query", "negate"},
+    "Between": {"this", "low", "high", "negate"},
+    "Like": _BINARY | {"negate"},
+    "DPipe": _BINARY | {"safe"},
+    "Concat": {"expressions", "safe"},
+    "Case": {"this", "ifs", "default"},
+    "If": {"this", "true", "false"},
+    "Coalesce": {"this", "expressions", "is_nvl", "is_null"},
+    "Upper": {"this"},
+    "Lower": {"this"},
+    "Trim": {"this", "expression", "position"},
+    "Length": {"this"},
+    "Substring": {"this", "start", "length"},
+    "Abs": {"this"},
+    "Round": {"this", "decimals"},
+    "Cast": {"this", "to", "safe", "requires_string"},
+    "TryCast": {"this", "to", "safe", "requires_string"},
+    "Anonymous": {"this", "expressions"},
 }
 
 
@@ -118,17 +199,25 @@ class _Compiled:
     table: str
     input_schema: pa.Schema
 
-    def _context(self, data: Union[pa.RecordBatch, pa.Table], database: str, table: str,
-                 op: Union[str, pa.Array, None], kind: str) -> Context:
+    def _context(
+        self,
+        data: Union[pa.RecordBatch, pa.Table],
+        database: str,
+        table: str,
+        op: Union[str, pa.Array, None],
+        kind: str,
+    ) -> Context:
         batch = _as_batch(data)
         for name in {n.value for n in _column_refs(self._roots())}:
             i = batch.schema.get_field_index(name)
             want = self.input_schema.field(name).type
             if i < 0 or batch.schema.field(i).type != want:
                 found = "missing" if i < 0 else f"of type {batch.schema.field(i).type}"
-                raise TransformError(f"transform {kind} {self.text!r} of {self.table}: column {name!r} is {found} "
-                                     f"in the batch, but was compiled as {want}. Fix: compile the transform "
-                                     "against the table's current schema")
+                raise TransformError(
+                    f"transform {kind} {self.text!r} of {self.table}: column {name!r} is {found} "
+                    f"in the batch, but was compiled as {want}. Fix: compile the transform "
+                    "against the table's current schema"
+                )
         return Context(batch, database, table, op, f"transform {kind} {self.text!r} of {self.table}")
 
     def _roots(self) -> list[Node]:
@@ -148,20 +237,35 @@ class CompiledProjection(_Compiled):
     def output_schema(self, input_schema: Optional[pa.Schema] = None) -> pa.Schema:
         """The sink columns for rows of ``input_schema`` (default: the compiled one). Known before
         any row: a bare column keeps its Arrow type, an expression has its Spark type's."""
-        compiled = self if input_schema is None or input_schema.equals(self.input_schema) else \
-            compile_projection(self.text, input_schema, self.table)
-        return pa.schema([pa.field(name, compiled.input_schema.field(node.value).type if node.op == "col" else
-                                   node.type.arrow(), nullable=True) for name, node in compiled.items])
+        compiled = (
+            self
+            if input_schema is None or input_schema.equals(self.input_schema)
+            else compile_projection(self.text, input_schema, self.table)
+        )
+        return pa.schema(
+            [
+                pa.field(
+                    name,
+                    compiled.input_schema.field(node.value).type if node.op == "col" else node.type.arrow(),
+                    nullable=True,
+                )
+                for name, node in compiled.items
+            ]
+        )
 
-    def evaluate(self, data: Union[pa.RecordBatch, pa.Table], *, database: str, table: str,
-                 op: Union[str, pa.Array, None] = None) -> pa.RecordBatch:
+    def evaluate(
+        self, data: Union[pa.RecordBatch, pa.Table], *, database: str, table: str, op: Union[str, pa.Array, None] = None
+    ) -> pa.RecordBatch:
         ctx = self._context(data, database, table, op, "projection")
         schema = self.output_schema()
         arrays = []
         for (name, node), fld in zip(self.items, schema):
             # a bare column passes through untouched (its Arrow type is the sink's)
-            arr = ctx.batch.column(ctx.batch.schema.get_field_index(node.value)) if node.op == "col" else \
-                evaluate(node, ctx)
+            arr = (
+                ctx.batch.column(ctx.batch.schema.get_field_index(node.value))
+                if node.op == "col"
+                else evaluate(node, ctx)
+            )
             arrays.append(arr if arr.type == fld.type else arr.cast(fld.type))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -175,8 +279,9 @@ class CompiledFilter(_Compiled):
 
     predicate: Optional[Node] = None
 
-    def evaluate(self, data: Union[pa.RecordBatch, pa.Table], *, database: str, table: str,
-                 op: Union[str, pa.Array, None] = None) -> pa.Array:
+    def evaluate(
+        self, data: Union[pa.RecordBatch, pa.Table], *, database: str, table: str, op: Union[str, pa.Array, None] = None
+    ) -> pa.Array:
         ctx = self._context(data, database, table, op, "filter")
         assert self.predicate is not None
         if self.predicate.type.name == "VOID":
@@ -208,17 +313,26 @@ def compile_projection(text: str, columns: ColumnsLike, table: Any = "the table"
     for item in comp.parse():
         items.extend(comp.item(item))
     if not items:  # '' or '-- i' (a comment to the end): Spark's SELECT with no item is a parse error
-        raise comp.error("no select item (an empty text, or one that is all comment)", "write at least one "
-                         "column or expression, and no -- before it (-- starts a comment in Spark SQL)",
-                         supported=False)
+        raise comp.error(
+            "no select item (an empty text, or one that is all comment)",
+            "write at least one column or expression, and no -- before it (-- starts a comment in Spark SQL)",
+            supported=False,
+        )
     seen: dict[str, str] = {}
     for name, node in items:
         if node.type.name == "VOID":
-            raise comp.error(f"the output column {name!r} is a bare NULL, which has no type for the sink column",
-                             f"give it a type, e.g. CAST(NULL AS STRING) AS {name}", supported=False)
+            raise comp.error(
+                f"the output column {name!r} is a bare NULL, which has no type for the sink column",
+                f"give it a type, e.g. CAST(NULL AS STRING) AS {name}",
+                supported=False,
+            )
         if name.lower() in seen:
-            raise comp.error(f"two output columns are named {name!r}", "give each output column its own name "
-                             "with AS (a projection with * already has every column of the table)", supported=False)
+            raise comp.error(
+                f"two output columns are named {name!r}",
+                "give each output column its own name "
+                "with AS (a projection with * already has every column of the table)",
+                supported=False,
+            )
         seen[name.lower()] = name
         comp.check_constants(node)
     return CompiledProjection(text, str(table), schema, tuple(items))
@@ -230,11 +344,15 @@ def compile_filter(text: str, columns: ColumnsLike, table: Any = "the table") ->
     comp = _Compiler(text, "filter", schema, str(table))
     predicate = comp.expr(comp.parse()[0])
     if predicate.type.name == "VOID":  # Spark: FILTER_NOT_BOOLEAN
-        raise comp.error("the filter is a bare NULL, which has no type, and Spark requires a BOOLEAN condition",
-                         "write FALSE to keep no row", supported=False)
+        raise comp.error(
+            "the filter is a bare NULL, which has no type, and Spark requires a BOOLEAN condition",
+            "write FALSE to keep no row",
+            supported=False,
+        )
     if predicate.type.name != "BOOLEAN":
-        raise comp.error(f"the filter is a {predicate.type}, not a condition", "write a condition, e.g. "
-                         "amount > 0", supported=False)
+        raise comp.error(
+            f"the filter is a {predicate.type}, not a condition", "write a condition, e.g. amount > 0", supported=False
+        )
     predicate = comp.null_to_false(predicate)
     comp.check_constants(predicate)
     return CompiledFilter(text, str(table), schema, predicate)
@@ -259,8 +377,9 @@ class _Compiler:
 
     def refuse(self, e: Any, what: Optional[str] = None) -> TransformError:
         what = what or f"{_construct(e)} is not supported (in {_sql(e)})"
-        return self.error(what, "rewrite it with the supported functions and operators, or leave it out of the "
-                                "transform")
+        return self.error(
+            what, "rewrite it with the supported functions and operators, or leave it out of the transform"
+        )
 
     def parse(self) -> list[Any]:
         import sqlglot
@@ -275,11 +394,15 @@ class _Compiler:
             trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
         except (ParseError, TokenError) as e:
             raise self.error(f"not Spark SQL ({str(e).splitlines()[0]})", "correct the expression", False) from None
-        extra = sorted(k for k, v in (trees[0].args.items() if trees else ()) if v and k not in
-                       _ALLOWED_STATEMENT_PARTS)
+        extra = sorted(
+            k for k, v in (trees[0].args.items() if trees else ()) if v and k not in _ALLOWED_STATEMENT_PARTS
+        )
         if len(trees) != 1 or not isinstance(trees[0], exp.Select) or extra:
-            raise self.error(f"more than a {self.kind} ({', '.join(extra) or 'a second statement'})",
-                             f"write only the {self.kind}", False)
+            raise self.error(
+                f"more than a {self.kind} ({', '.join(extra) or 'a second statement'})",
+                f"write only the {self.kind}",
+                False,
+            )
         tree = trees[0]
         return list(tree.expressions) if self.kind == "projection" else [tree.args["where"].this]
 
@@ -295,28 +418,50 @@ class _Compiler:
         except Exception:  # the parse reports it with its position
             return
         for i, tok in enumerate(tokens):
-            raw = self.text[tok.start:tok.end + 1]
-            if (tok.token_type == TokenType.STRING and i > 0 and tokens[i - 1].token_type == TokenType.STRING
-                    and tokens[i - 1].end + 1 == tok.start):
-                raise self.error(f"the text literal {self.text[tokens[i - 1].start:tok.end + 1]} doubles its quote "
-                                 "character, which Spark reads as one quote character inside the text and this "
-                                 "parser as two texts", "write the text in the other quotes (\"it's\" for it's)",
-                                 False)
+            raw = self.text[tok.start : tok.end + 1]
+            if (
+                tok.token_type == TokenType.STRING
+                and i > 0
+                and tokens[i - 1].token_type == TokenType.STRING
+                and tokens[i - 1].end + 1 == tok.start
+            ):
+                raise self.error(
+                    f"the text literal {self.text[tokens[i - 1].start : tok.end + 1]} doubles its quote "
+                    "character, which Spark reads as one quote character inside the text and this "
+                    "parser as two texts",
+                    "write the text in the other quotes (\"it's\" for it's)",
+                    False,
+                )
             if tok.token_type == TokenType.STRING and "\\" in raw:
-                raise self.error(f"the text literal {raw} has a backslash, which Spark reads as an escape (and "
-                                 "LIKE as its escape character)", "leave backslashes out of text literals, e.g. "
-                                 "compare with a different literal or use LIKE with % and _", False)
+                raise self.error(
+                    f"the text literal {raw} has a backslash, which Spark reads as an escape (and "
+                    "LIKE as its escape character)",
+                    "leave backslashes out of text literals, e.g. "
+                    "compare with a different literal or use LIKE with % and _",
+                    False,
+                )
             if tok.token_type in (TokenType.CHAR, TokenType.VARCHAR, TokenType.NCHAR, TokenType.NVARCHAR):
-                raise self.error(f"{tok.text.upper()} is not supported (a cast to CHAR/VARCHAR)", "CAST AS STRING "
-                                 "instead")
+                raise self.error(
+                    f"{tok.text.upper()} is not supported (a cast to CHAR/VARCHAR)", "CAST AS STRING instead"
+                )
             if tok.text.lower() == "try_cast":
-                raise self.error("function try_cast() is not supported", "use CAST (which fails the transform on "
-                                 "bad input, as Spark's ANSI mode does), or filter such rows out")
-            if tok.token_type == TokenType.COMMA and self.kind == "projection" and (
-                    i == 0 or i == len(tokens) - 1 or tokens[i + 1].token_type == TokenType.COMMA):
+                raise self.error(
+                    "function try_cast() is not supported",
+                    "use CAST (which fails the transform on "
+                    "bad input, as Spark's ANSI mode does), or filter such rows out",
+                )
+            if (
+                tok.token_type == TokenType.COMMA
+                and self.kind == "projection"
+                and (i == 0 or i == len(tokens) - 1 or tokens[i + 1].token_type == TokenType.COMMA)
+            ):
                 raise self.error("an empty item between commas", "remove the extra comma", False)
-            if (tok.token_type == TokenType.NUMBER and i + 1 < len(tokens)
-                    and tokens[i + 1].token_type == TokenType.DCOLON and tokens[i + 1].start == tok.start):
+            if (
+                tok.token_type == TokenType.NUMBER
+                and i + 1 < len(tokens)
+                and tokens[i + 1].token_type == TokenType.DCOLON
+                and tokens[i + 1].start == tok.start
+            ):
                 self._suffixed.add(tok.start)
                 self._suffixed_texts.add(tok.text)
             self._has_cast = self._has_cast or tok.text.lower() == "cast"
@@ -328,30 +473,48 @@ class _Compiler:
         which sqlglot reads (with an order of its own)."""
         from sqlglot.tokens import TokenType
 
-        follow = {TokenType.AND, TokenType.OR, TokenType.R_PAREN, TokenType.COMMA, TokenType.THEN, TokenType.ELSE,
-                  TokenType.END, TokenType.WHEN, TokenType.ALIAS, TokenType.VAR, TokenType.IDENTIFIER,
-                  TokenType.ESCAPE}
+        follow = {
+            TokenType.AND,
+            TokenType.OR,
+            TokenType.R_PAREN,
+            TokenType.COMMA,
+            TokenType.THEN,
+            TokenType.ELSE,
+            TokenType.END,
+            TokenType.WHEN,
+            TokenType.ALIAS,
+            TokenType.VAR,
+            TokenType.IDENTIFIER,
+            TokenType.ESCAPE,
+        }
         for i, tok in enumerate(tokens):
             end = None
             if tok.token_type == TokenType.IS:
                 j = i + 1 + (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.NOT)
                 if j < len(tokens) and tokens[j].token_type in (TokenType.NULL, TokenType.TRUE, TokenType.FALSE):
                     end = j + 1
-            elif tok.token_type == TokenType.IN and i + 1 < len(tokens) and \
-                    tokens[i + 1].token_type == TokenType.L_PAREN:
+            elif (
+                tok.token_type == TokenType.IN and i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.L_PAREN
+            ):
                 depth, j = 0, i + 1
                 for j in range(i + 1, len(tokens)):
                     depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
                     if depth == 0:
                         break
                 end = j + 1
-            elif tok.token_type in (TokenType.LIKE, TokenType.ILIKE, TokenType.RLIKE) and i + 1 < len(tokens) and \
-                    tokens[i + 1].token_type == TokenType.STRING:
+            elif (
+                tok.token_type in (TokenType.LIKE, TokenType.ILIKE, TokenType.RLIKE)
+                and i + 1 < len(tokens)
+                and tokens[i + 1].token_type == TokenType.STRING
+            ):
                 end = i + 2
             if end is not None and end < len(tokens) and tokens[end].token_type not in follow:
-                raise self.error(f"not Spark SQL: Spark's grammar takes nothing but AND/OR after "
-                                 f"{self.text[tok.start:tokens[end - 1].end + 1]} (found {tokens[end].text})",
-                                 "put the test in parentheses, e.g. (x IN (1, 2)) IS NULL", False)
+                raise self.error(
+                    f"not Spark SQL: Spark's grammar takes nothing but AND/OR after "
+                    f"{self.text[tok.start : tokens[end - 1].end + 1]} (found {tokens[end].text})",
+                    "put the test in parentheses, e.g. (x IN (1, 2)) IS NULL",
+                    False,
+                )
 
     # -- select items --
 
@@ -367,8 +530,9 @@ class _Compiler:
         if type(e) is exp.Column:
             node = self.expr(e)
             return [(node.value if node.op == "col" else e.name, node)]
-        raise self.error(f"the item {_sql(e)} has no name", f"name it with AS, e.g. {_sql(e)} AS my_column",
-                         supported=False)
+        raise self.error(
+            f"the item {_sql(e)} has no name", f"name it with AS, e.g. {_sql(e)} AS my_column", supported=False
+        )
 
     # -- expressions --
 
@@ -382,8 +546,10 @@ class _Compiler:
         allowed = _ARGS.get(name)
         extra = sorted(k for k, v in e.args.items() if v not in (None, False, [], "") and k not in (allowed or ()))
         if allowed is None or extra:
-            raise self.refuse(e, None if allowed is None else
-                              f"{_construct(e)} with {', '.join(extra)} is not supported (in {_sql(e)})")
+            raise self.refuse(
+                e,
+                None if allowed is None else f"{_construct(e)} with {', '.join(extra)} is not supported (in {_sql(e)})",
+            )
         if e.args.get("negate"):  # x NOT LIKE / NOT IN / NOT BETWEEN / IS NOT as one node
             inner = e.copy()
             inner.set("negate", None)
@@ -446,8 +612,11 @@ class _Compiler:
         if isinstance(e.this, exp.Star):
             raise self.refuse(e, f"{_sql(e)} is not supported here")
         if e.table or e.args.get("db") or e.args.get("catalog"):
-            raise self.error(f"the qualified column {_sql(e)} is not supported", f"write the column name alone: "
-                             f"{e.name}", supported=False)
+            raise self.error(
+                f"the qualified column {_sql(e)} is not supported",
+                f"write the column name alone: {e.name}",
+                supported=False,
+            )
         wanted = e.name.lower()
         for f in self.schema:
             if f.name.lower() == wanted:  # Spark resolves names case-insensitively by default
@@ -455,9 +624,12 @@ class _Compiler:
         if wanted in METADATA_COLUMNS:
             return Node("meta", SqlType("STRING"), value=METADATA_COLUMNS[wanted], sql=wanted)
         columns = ", ".join(f.name for f in self.schema)
-        raise self.error(f"column {e.name!r} is not a column of {self.table} (its columns: {columns}; metadata "
-                         f"columns: {', '.join(METADATA_COLUMNS)})", f"use one of the table's columns, or quote a "
-                         "name with special characters in backticks", supported=False)
+        raise self.error(
+            f"column {e.name!r} is not a column of {self.table} (its columns: {columns}; metadata "
+            f"columns: {', '.join(METADATA_COLUMNS)})",
+            "use one of the table's columns, or quote a name with special characters in backticks",
+            supported=False,
+        )
 
     def _literal(self, e: Any) -> Node:
         from sqlglot import expressions as exp
@@ -481,12 +653,15 @@ class _Compiler:
             scale = max(0, -int(exponent))
             precision = max(len(digits), scale, 1)
             if precision > 38:
-                raise self.error(f"the literal {text} has more than 38 digits", "write fewer digits, or a DOUBLE "
-                                 "literal such as 1.5e3", supported=False)
+                raise self.error(
+                    f"the literal {text} has more than 38 digits",
+                    "write fewer digits, or a DOUBLE literal such as 1.5e3",
+                    supported=False,
+                )
             return Node("lit", decimal_type(precision, scale), value=d, sql=text)
         value = int(text)
         for name, bits in (("INT", 31), ("BIGINT", 63)):
-            if -2 ** bits <= value < 2 ** bits:
+            if -(2**bits) <= value < 2**bits:
                 return Node("lit", SqlType(name), value=value, sql=text)
         if len(str(abs(value))) <= 38:
             return Node("lit", decimal_type(len(str(abs(value))), 0), value=decimal.Decimal(value), sql=text)
@@ -497,8 +672,11 @@ class _Compiler:
 
         if isinstance(e.this, exp.Literal) and not e.this.is_string:  # -5 is one literal in Spark's grammar
             lit = self._literal(e.this)
-            return self._number("-" + str(e.this.this), e) if lit.type.name != "DOUBLE" else \
-                Node("lit", lit.type, value=-lit.value, sql="-" + lit.sql)
+            return (
+                self._number("-" + str(e.this.this), e)
+                if lit.type.name != "DOUBLE"
+                else Node("lit", lit.type, value=-lit.value, sql="-" + lit.sql)
+            )
         arg = self.expr(e.this)
         self._need(arg.type.numeric, e, "a number", arg.type)
         return self._fold(Node("neg", arg.type, (arg,), sql=_sql(e)))
@@ -507,8 +685,11 @@ class _Compiler:
 
     def _need(self, ok: bool, e: Any, what: str, found: SqlType) -> None:
         if not ok:
-            raise self.error(f"{_sql(e)} needs {what}, found {found}", "CAST the operand to the type needed, "
-                             "e.g. CAST(x AS INT) or CAST(x AS STRING)", supported=False)
+            raise self.error(
+                f"{_sql(e)} needs {what}, found {found}",
+                "CAST the operand to the type needed, e.g. CAST(x AS INT) or CAST(x AS STRING)",
+                supported=False,
+            )
 
     def _boolean(self, node: Node, e: Any) -> Node:
         self._need(node.type.name in ("BOOLEAN", "VOID"), e, "a condition (BOOLEAN)", node.type)
@@ -554,8 +735,11 @@ class _Compiler:
         if op == "in" and node.value == ((), True) and not _has_failing_constant(args[0]):
             return Node("const", boolean, value=None, sql=node.sql)
         # SimplifyBinaryComparison: x <=> x; x = x (and <=, >=, <, >) of what cannot be NULL
-        if op in _COMPARISONS and _canonical(args[0]) == _canonical(args[1]) and \
-                not any(_has_failing_constant(a) for a in args):
+        if (
+            op in _COMPARISONS
+            and _canonical(args[0]) == _canonical(args[1])
+            and not any(_has_failing_constant(a) for a in args)
+        ):
             if op == "nseq":
                 return Node("const", boolean, value=True, sql=node.sql)
             if not self.nullable(args[0]):
@@ -574,8 +758,9 @@ class _Compiler:
             values = [args[k] for k in range(1, len(args) - 1, 2)] + [args[-1]]
             conditions = [args[k] for k in range(0, len(args) - 1, 2)]
             # (not when the value fails: Spark leaves a part that failed in a branch to the rows)
-            if all(_canonical(v) == _canonical(values[-1]) for v in values) and \
-                    not any(_has_failing_constant(n) for n in conditions + [values[-1]]):
+            if all(_canonical(v) == _canonical(values[-1]) for v in values) and not any(
+                _has_failing_constant(n) for n in conditions + [values[-1]]
+            ):
                 return values[-1]
         return node
 
@@ -596,8 +781,12 @@ class _Compiler:
             if not low <= value <= high:
                 # the constants overflow: a part that fails, as in Spark -- when it plans the query
                 # (check_constants), or in a CASE branch on the rows that reach it
-                label = f"{(' + ' if op == 'add' else ' * ').join(n.sql for n in constants)} (Spark computes the " \
-                        f"constants of {node.sql} first)" if len(constants) < len(flat) else node.sql
+                label = (
+                    f"{(' + ' if op == 'add' else ' * ').join(n.sql for n in constants)} (Spark computes the "
+                    f"constants of {node.sql} first)"
+                    if len(constants) < len(flat)
+                    else node.sql
+                )
                 folded = constants[0]
                 for k in constants[1:]:
                     folded = Node(op, t, (folded, k), sql=label)
@@ -656,10 +845,12 @@ class _Compiler:
                 reason = str(e).split(": ", 1)[-1].split(". Spark SQL")[0].split(". Fix:")[0]
             except pa.ArrowException as e:
                 reason = str(e)
-            raise self.error(f"the constant part {node.sql} fails ({reason}); Spark computes constant parts when it "
-                             "plans the query, so it fails the query whatever the rows", "correct the constant "
-                             "part, or move it into a CASE WHEN branch that only the rows needing it reach",
-                             supported=False)
+            raise self.error(
+                f"the constant part {node.sql} fails ({reason}); Spark computes constant parts when it "
+                "plans the query, so it fails the query whatever the rows",
+                "correct the constant part, or move it into a CASE WHEN branch that only the rows needing it reach",
+                supported=False,
+            )
         for k, arg in enumerate(node.args):
             self.check_constants(arg, conditional or (node.op in ("case", "coalesce") and k > 0))
 
@@ -694,23 +885,32 @@ class _Compiler:
             return SqlType(max(names, key=INTEGRALS.index))
         if names <= {"DATE", "TIMESTAMP", "TIMESTAMP_NTZ"} and names != {"DATE", "TIMESTAMP_NTZ"}:
             return SqlType("TIMESTAMP")
-        raise self.error(f"{_sql(e)} mixes {' and '.join(sorted(str(t) for t in set(ts)))}", "CAST the values to "
-                         "one type, e.g. CAST(x AS STRING)", supported=False)
+        raise self.error(
+            f"{_sql(e)} mixes {' and '.join(sorted(str(t) for t in set(ts)))}",
+            "CAST the values to one type, e.g. CAST(x AS STRING)",
+            supported=False,
+        )
 
     def _arith(self, op: str, a: Node, b: Node, e: Any) -> Node:
         if a.type.name == "VOID" and b.type.name == "VOID":
-            raise self.error(f"{_sql(e)} computes on two NULLs, which have no type", "CAST one of them, e.g. "
-                             "CAST(NULL AS INT)", supported=False)
+            raise self.error(
+                f"{_sql(e)} computes on two NULLs, which have no type",
+                "CAST one of them, e.g. CAST(NULL AS INT)",
+                supported=False,
+            )
         # NULL / x is DOUBLE division in Spark whatever x is (x / NULL takes x's type)
-        a = a if a.type.name != "VOID" else self._to(a, b.type if b.type.numeric and op != "div" else
-                                                     SqlType("DOUBLE"))
+        a = a if a.type.name != "VOID" else self._to(a, b.type if b.type.numeric and op != "div" else SqlType("DOUBLE"))
         b = b if b.type.name != "VOID" else self._to(b, a.type if a.type.numeric else SqlType("DOUBLE"))
         for x in (a, b):
             self._need(x.type.numeric, e, "numbers", x.type)
         names = {a.type.name, b.type.name}
         if op == "intdiv":
-            self._need(a.type.integral and b.type.integral, e, "integral numbers (div of decimals is not "
-                       "supported)", a.type if not a.type.integral else b.type)
+            self._need(
+                a.type.integral and b.type.integral,
+                e,
+                "integral numbers (div of decimals is not supported)",
+                a.type if not a.type.integral else b.type,
+            )
             t = SqlType("BIGINT")
             return self._fold(Node(op, t, (self._to(a, t), self._to(b, t)), sql=_sql(e)))
         if op == "mod" and names & {"FLOAT", "DOUBLE"}:
@@ -741,8 +941,11 @@ class _Compiler:
         if p > 38:
             p, s = 38, max(38 - (p - s), min(s, 6))
         if decimal_intermediate(op, p1, s1, p2, s2, s) > 76:
-            raise self.refuse(e, f"{_sql(e)} of DECIMAL({p1},{s1}) and DECIMAL({p2},{s2}) needs more than 76 "
-                                 "digits to compute exactly, which is not supported")
+            raise self.refuse(
+                e,
+                f"{_sql(e)} of DECIMAL({p1},{s1}) and DECIMAL({p2},{s2}) needs more than 76 "
+                "digits to compute exactly, which is not supported",
+            )
         return self._fold(Node(op, decimal_type(p, s), (self._to(a, t1), self._to(b, t2)), sql=_sql(e)))
 
     def _compare(self, op: str, left: Any, right: Any, e: Any, between: bool = False) -> Node:
@@ -754,8 +957,9 @@ class _Compiler:
             if isinstance(raw, exp.Literal) and raw.is_string and other.type.name in ("DATE", "TIMESTAMP"):
                 converted = self._fold(Node("cast", other.type, ((a, b)[lit_side],), sql=_sql(raw)))
                 if converted.op == "cast":
-                    raise self.error(f"{_sql(raw)} is not a valid {other.type}", "write it as yyyy-mm-dd[ "
-                                     "hh:mm:ss]", supported=False)
+                    raise self.error(
+                        f"{_sql(raw)} is not a valid {other.type}", "write it as yyyy-mm-dd[ hh:mm:ss]", supported=False
+                    )
                 a, b = (converted, b) if lit_side == 0 else (a, converted)
         if not between:
             decided = _integral_vs_decimal_literal(op, a, b)
@@ -778,15 +982,16 @@ class _Compiler:
         t = self._common([value.type, *(i.type for i in items)], e)
         values = [self._to(i, t) for i in items]
         if any(v.op not in ("lit", "const") for v in values):
-            raise self.error(f"an item of {_sql(e)} is not a valid {t}", "give items of the value's type",
-                             supported=False)
+            raise self.error(
+                f"an item of {_sql(e)} is not a valid {t}", "give items of the value's type", supported=False
+            )
         present = [v.value for v in values if v.value is not None and v.type.name != "VOID"]
         has_null = len(present) < len(values)
-        return self._fold(Node("in", SqlType("BOOLEAN"), (self._to(value, t),), value=(tuple(present), has_null),
-                               sql=_sql(e)))
+        return self._fold(
+            Node("in", SqlType("BOOLEAN"), (self._to(value, t),), value=(tuple(present), has_null), sql=_sql(e))
+        )
 
     def _like(self, e: Any) -> Node:
-        from sqlglot import expressions as exp
 
         value = self.expr(e.this)
         pattern = self.expr(e.expression)
@@ -795,8 +1000,9 @@ class _Compiler:
             raise self.refuse(e, f"LIKE with a pattern that is not a text literal is not supported (in {_sql(e)})")
         if "\\" in pattern.value:  # Spark's and Arrow's LIKE escapes would have to agree; not needed
             raise self.refuse(e, f"a backslash in a LIKE pattern is not supported (in {_sql(e)})")
-        return self._fold(Node("like", SqlType("BOOLEAN"), (self._to(value, SqlType("STRING")),),
-                               value=pattern.value, sql=_sql(e)))
+        return self._fold(
+            Node("like", SqlType("BOOLEAN"), (self._to(value, SqlType("STRING")),), value=pattern.value, sql=_sql(e))
+        )
 
     def _concat(self, parts: list[Node], e: Any) -> Node:
         if not parts:
@@ -823,12 +1029,16 @@ class _Compiler:
                 continue
             node = self.expr(cond)
             if node.type.name == "VOID" and isinstance(e, exp.Case):
-                raise self.error(f"the condition NULL of {_sql(e)} has no type, and Spark requires a BOOLEAN "
-                                 "there", "write FALSE, or CAST(NULL AS BOOLEAN)", supported=False)
+                raise self.error(
+                    f"the condition NULL of {_sql(e)} has no type, and Spark requires a BOOLEAN there",
+                    "write FALSE, or CAST(NULL AS BOOLEAN)",
+                    supported=False,
+                )
             # Spark's optimizer reads a NULL in a condition as FALSE (ReplaceNullWithFalseInPredicate)
             conds.append(self.null_to_false(self._boolean(node, e)))
-        values = [self.expr(v) for _, v in branches] + [self.expr(default) if default is not None else
-                                                        Node("lit", SqlType("VOID"), sql="NULL")]
+        values = [self.expr(v) for _, v in branches] + [
+            self.expr(default) if default is not None else Node("lit", SqlType("VOID"), sql="NULL")
+        ]
         t = self._common([v.type for v in values], e)
         args: list[Node] = []
         for c, v in zip(conds, values):
@@ -874,8 +1084,11 @@ class _Compiler:
                 # literal as the characters and a non-constant string is the one unambiguous reading
                 node = self.expr(e.expression)
                 if node.op not in ("lit", "const") or not isinstance(node.value, str) or arg.op in ("lit", "const"):
-                    raise self.refuse(e, f"trim() with characters that are not a text literal, or of a constant, is "
-                                         f"not supported (in {_sql(e)})")
+                    raise self.refuse(
+                        e,
+                        f"trim() with characters that are not a text literal, or of a constant, is "
+                        f"not supported (in {_sql(e)})",
+                    )
                 chars = node.value
             where = str(e.args.get("position") or "BOTH").lower()
             return self._fold(Node("trim", SqlType("STRING"), (arg,), value=(where, chars), sql=_sql(e)))
@@ -892,8 +1105,11 @@ class _Compiler:
         t = arg.type
         if t.name == "DECIMAL":  # Spark: one more integer digit for the carry; scale min(s, digits)
             whole = t.precision - t.scale + 1
-            t = decimal_type(min(max(whole, 1 - digits), 38), 0) if digits < 0 else \
-                decimal_type(min(whole + min(t.scale, digits), 38), min(t.scale, digits))
+            t = (
+                decimal_type(min(max(whole, 1 - digits), 38), 0)
+                if digits < 0
+                else decimal_type(min(whole + min(t.scale, digits), 38), min(t.scale, digits))
+            )
         return self._fold(Node("round", t, (arg,), value=digits, sql=_sql(e)))
 
     def _cast(self, e: Any) -> Node:
@@ -908,15 +1124,21 @@ class _Compiler:
         t = SqlType(target)
         if target == "DECIMAL":
             params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this) for p in to.expressions]
-            p, s = (params + [10, 0][len(params):])[:2] if params else (10, 0)
+            p, s = (params + [10, 0][len(params) :])[:2] if params else (10, 0)
             if not (1 <= p <= 38 and 0 <= s <= p):
-                raise self.error(f"DECIMAL({p},{s}) is not a Spark decimal type", "give 1 <= precision <= 38 and "
-                                 "0 <= scale <= precision", supported=False)
+                raise self.error(
+                    f"DECIMAL({p},{s}) is not a Spark decimal type",
+                    "give 1 <= precision <= 38 and 0 <= scale <= precision",
+                    supported=False,
+                )
             t = decimal_type(p, s)
         if isinstance(e.this, exp.Literal) and not e.this.is_string:
             start = e.this.meta.get("start", -1) - self._prefix
-            suffixed = start in self._suffixed if "start" in e.this.meta else \
-                str(e.this.this) in self._suffixed_texts and not self._has_cast
+            suffixed = (
+                start in self._suffixed
+                if "start" in e.this.meta
+                else str(e.this.this) in self._suffixed_texts and not self._has_cast
+            )
             if suffixed:  # 5L, 2Y, 3S, 1.5D, 10BD: a literal of that type, not a CAST
                 if target == "DECIMAL" and not to.expressions:  # 10BD is DECIMAL(2,0), as its digits say
                     _, digits, exponent = decimal.Decimal(str(e.this.this)).as_tuple()
@@ -936,8 +1158,12 @@ class _Compiler:
 _NULL_INTOLERANT = {"add", "sub", "mul", "div", "intdiv", "mod", "eq", "ne", "lt", "le", "gt", "ge", "like"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "nseq"}
 _COMMUTATIVE = {"add", "mul", "eq", "ne", "nseq", "and", "or"}
-_INT_RANGE = {"TINYINT": (-2 ** 7, 2 ** 7 - 1), "SMALLINT": (-2 ** 15, 2 ** 15 - 1), "INT": (-2 ** 31, 2 ** 31 - 1),
-              "BIGINT": (-2 ** 63, 2 ** 63 - 1)}
+_INT_RANGE = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INT": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+}
 
 
 def _is_null(n: Node) -> bool:
@@ -972,8 +1198,12 @@ def _integral_vs_decimal_literal(op: str, a: Node, b: Node) -> Optional[bool]:
         return None
     low, high = _INT_RANGE["BIGINT"]
     for value_side, literal, flipped in ((a, b, False), (b, a, True)):
-        if value_side.type.integral and literal.op == "lit" and literal.type.name == "DECIMAL" and \
-                literal.value is not None:
+        if (
+            value_side.type.integral
+            and literal.op == "lit"
+            and literal.type.name == "DECIMAL"
+            and literal.value is not None
+        ):
             if not low <= literal.value <= high:
                 above = literal.value > high
                 less = op in ("lt", "le")
@@ -1021,8 +1251,22 @@ def _construct(e: Any) -> str:
     if isinstance(e, exp.Func):  # the name as Spark SQL writes it (sqlglot may call DATE_ADD TsOrDsAdd)
         text = _sql(e)
         return f"function {(text.split('(')[0] if '(' in text else e.sql_name()).lower()}()"
-    return {"Is": "IS TRUE/IS FALSE", "ILike": "ILIKE", "RegexpLike": "RLIKE/REGEXP", "Escape": "LIKE ... ESCAPE",
-            "Interval": "INTERVAL", "Subquery": "a subquery", "Star": "*", "Bracket": "[...] subscripts",
-            "Dot": "field access (a.b)", "Between": "BETWEEN SYMMETRIC", "HexString": "X'..' binary literals",
-            "Like": "LIKE ANY/ALL", "Placeholder": "parameters", "BitwiseAnd": "&", "BitwiseOr": "|",
-            "BitwiseXor": "^", "BitwiseNot": "~"}.get(type(e).__name__, type(e).__name__)
+    return {
+        "Is": "IS TRUE/IS FALSE",
+        "ILike": "ILIKE",
+        "RegexpLike": "RLIKE/REGEXP",
+        "Escape": "LIKE ... ESCAPE",
+        "Interval": "INTERVAL",
+        "Subquery": "a subquery",
+        "Star": "*",
+        "Bracket": "[...] subscripts",
+        "Dot": "field access (a.b)",
+        "Between": "BETWEEN SYMMETRIC",
+        "HexString": "X'..' binary literals",
+        "Like": "LIKE ANY/ALL",
+        "Placeholder": "parameters",
+        "BitwiseAnd": "&",
+        "BitwiseOr": "|",
+        "BitwiseXor": "^",
+        "BitwiseNot": "~",
+    }.get(type(e).__name__, type(e).__name__)

@@ -164,7 +164,7 @@ def _check_time_zone(server_time_zone: str) -> str:
 
 def _set_members(column_type: str) -> tuple[str, ...]:
     """Members of ``enum('a','b')`` / ``set('a','b')`` in definition order ('' quotes undone)."""
-    inner = column_type[column_type.index("(") + 1: column_type.rindex(")")]
+    inner = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
     return tuple(m.replace("''", "'").replace("\\\\", "\\") for m in re.findall(r"'((?:[^']|'')*)'", inner))
 
 
@@ -176,12 +176,14 @@ def _has_zero_parts(q: str) -> str:
 def text_date_sql(q: str, data_type: str, fsp: int) -> str:
     """The SELECT expression of a DATE/DATETIME/TIMESTAMP column captured as text (zero_dates: text)."""
     if data_type != "timestamp":
-        return f"CAST({q} AS CHAR)"   # the server's own literal, zero and invalid dates included
+        return f"CAST({q} AS CHAR)"  # the server's own literal, zero and invalid dates included
     # From the stored epoch (no session or JVM zone), formatted in UTC; epoch 0 is the zero value.
     width = 19 if fsp == 0 else 20 + fsp
     zero = "0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else "")
-    return (f"IF(UNIX_TIMESTAMP({q}) = 0, '{zero}', LEFT(DATE_FORMAT(DATE_ADD(TIMESTAMP '1970-01-01 00:00:00', "
-            f"INTERVAL CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED) MICROSECOND), '%Y-%m-%d %H:%i:%s.%f'), {width}))")
+    return (
+        f"IF(UNIX_TIMESTAMP({q}) = 0, '{zero}', LEFT(DATE_FORMAT(DATE_ADD(TIMESTAMP '1970-01-01 00:00:00', "
+        f"INTERVAL CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED) MICROSECOND), '%Y-%m-%d %H:%i:%s.%f'), {width}))"
+    )
 
 
 def map_column(column: Column, server_time_zone: str, table: str = "?", text_dates: bool = False) -> ColumnMapping:
@@ -191,16 +193,21 @@ def map_column(column: Column, server_time_zone: str, table: str = "?", text_dat
     t = (column.data_type or "").lower()
     q = quote_ident(column.name)
 
-    def m(kind: str, arrow: pa.DataType, read: str, select: str = q, fin: str | None = None,
-          members: tuple[str, ...] = ()) -> ColumnMapping:
+    def m(
+        kind: str, arrow: pa.DataType, read: str, select: str = q, fin: str | None = None, members: tuple[str, ...] = ()
+    ) -> ColumnMapping:
         return ColumnMapping(column, kind, arrow, select, read, fin, tz, members)
 
     if t in _INT_BITS:
         bits = _INT_BITS[t] + (1 if column.unsigned else 0)
         if bits > 64:
             return m("uint64", pa.decimal128(20, 0), "DECIMAL(20,0)")
-        for width, arrow, read in ((8, pa.int8(), "BYTE"), (16, pa.int16(), "SHORT"),
-                                   (32, pa.int32(), "INT"), (64, pa.int64(), "BIGINT")):
+        for width, arrow, read in (
+            (8, pa.int8(), "BYTE"),
+            (16, pa.int16(), "SHORT"),
+            (32, pa.int32(), "INT"),
+            (64, pa.int64(), "BIGINT"),
+        ):
             if bits <= width:
                 return m("int", arrow, read)
     if t in ("decimal", "numeric"):
@@ -250,7 +257,7 @@ def map_column(column: Column, server_time_zone: str, table: str = "?", text_dat
         return m(t, pa.string(), "STRING", f"CAST({q} AS CHAR)", members=_set_members(column.column_type))
     if t in _BINARY_TYPES:
         return m("binary", pa.binary(), "BINARY")
-    if t == "boolean":   # never a source column (MySQL's BOOL is TINYINT(1)): a transform's computed one
+    if t == "boolean":  # never a source column (MySQL's BOOL is TINYINT(1)): a transform's computed one
         return m("bool", pa.bool_(), "BOOLEAN")
     raise _unsupported(table, column)
 
@@ -310,8 +317,8 @@ def time_micros(value: dt.timedelta | int, fsp: int) -> int:
     """
     us = value if isinstance(value, int) else (value.days * 86400 + value.seconds) * _US + value.microseconds
     if fsp > 0 and us < 0 and us % _US:
-        frac = us % _US                  # the stored (positive) fraction
-        whole = (us - frac) // _US       # -(|int| + 1)
+        frac = us % _US  # the stored (positive) fraction
+        whole = (us - frac) // _US  # -(|int| + 1)
         us = (whole + 1) * _US - frac
     return us
 
@@ -321,7 +328,8 @@ def _to_text(value: Any, mp: ColumnMapping) -> str:
         codec = python_codec(mp.column.charset or "utf8mb4")
         if codec is None:
             raise SchemaMismatchError(
-                f"column {mp.name!r}: cannot decode charset {mp.column.charset!r} from binlog bytes")
+                f"column {mp.name!r}: cannot decode charset {mp.column.charset!r} from binlog bytes"
+            )
         return bytes(value).decode(codec)
     if isinstance(value, str):
         return value
@@ -356,7 +364,8 @@ def _to_bytes(value: Any, mp: ColumnMapping) -> bytes:
         if value:
             raise SchemaMismatchError(
                 f"column {mp.name!r} is binary but the binlog gave text {value[:20]!r}: the table "
-                "map lacks charset metadata. Fix: set binlog_row_metadata=FULL.")
+                "map lacks charset metadata. Fix: set binlog_row_metadata=FULL."
+            )
         value = b""
     b = bytes(value)
     if mp.column.data_type.lower() == "binary" and mp.column.char_max_length:
@@ -415,6 +424,7 @@ def datetime_text(y: int, m: int, d: int, h: int, mi: int, s: int, us: int, fsp:
 
 def _text_date_converter(kind: str, fsp: int) -> Callable[[Any], Any]:
     """The library's values (refused tables only) as text; it gives None for zero dates."""
+
     def conv(v: Any) -> str | None:
         if kind == "timestamp_text":
             v = _to_timestamp(v)
@@ -424,6 +434,7 @@ def _text_date_converter(kind: str, fsp: int) -> Callable[[Any], Any]:
             v = _to_date(v)
             return date_text(v.year, v.month, v.day)
         return datetime_text(v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, fsp)
+
     return conv
 
 
@@ -473,8 +484,7 @@ def _empty_set_value(mp: ColumnMapping, none_source: str | None) -> str | None:
     return None
 
 
-def row_normalizer(schema: TableSchema, server_time_zone: str
-                   ) -> Callable[..., dict[str, Any]]:
+def row_normalizer(schema: TableSchema, server_time_zone: str) -> Callable[..., dict[str, Any]]:
     """A function ``normalize(values, none_sources=None) -> dict`` for one table's binlog rows.
 
     ``values`` is a python-mysql-replication row image (``row["values"]``,
@@ -485,13 +495,13 @@ def row_normalizer(schema: TableSchema, server_time_zone: str
     mappings = map_table(schema, server_time_zone)
     converters = [(mp, _converter(mp)) for mp in mappings]
 
-    def normalize(values: Mapping[str, Any], none_sources: Mapping[str, str] | None = None
-                  ) -> dict[str, Any]:
+    def normalize(values: Mapping[str, Any], none_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
         missing = [mp.name for mp in mappings if mp.name not in values]
         if missing:
             raise SchemaMismatchError(
                 f"{schema.table_id}: binlog row lacks columns {missing} (has {sorted(values)}); "
-                "the table changed or binlog_row_image/binlog_row_metadata is not FULL")
+                "the table changed or binlog_row_image/binlog_row_metadata is not FULL"
+            )
         out: dict[str, Any] = {}
         for mp, conv in converters:
             v = values[mp.name]
@@ -505,7 +515,8 @@ def row_normalizer(schema: TableSchema, server_time_zone: str
                 except (TypeError, ValueError, ArithmeticError, AttributeError) as e:
                     raise SchemaMismatchError(
                         f"{schema.table_id}.{mp.name} ({mp.column.column_type}): cannot normalize "
-                        f"binlog value {v!r}: {e}") from None
+                        f"binlog value {v!r}: {e}"
+                    ) from None
         return out
 
     return normalize

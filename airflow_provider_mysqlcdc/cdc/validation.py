@@ -23,9 +23,20 @@ from .version import ServerVersion
 
 # Global variables the checks read; missing ones (older servers) are simply absent.
 VARIABLES = (
-    "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
-    "binlog_checksum", "gtid_mode", "gtid_strict_mode", "server_id", "time_zone", "system_time_zone",
-    "binlog_expire_logs_seconds", "expire_logs_days", "version_comment",
+    "log_bin",
+    "binlog_format",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "binlog_row_value_options",
+    "binlog_checksum",
+    "gtid_mode",
+    "gtid_strict_mode",
+    "server_id",
+    "time_zone",
+    "system_time_zone",
+    "binlog_expire_logs_seconds",
+    "expire_logs_days",
+    "version_comment",
 )
 
 SELECT = "SELECT"
@@ -59,13 +70,11 @@ class ServerInfo:
     offset: BinlogOffset
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version.to_dict(), "variables": dict(self.variables),
-                "offset": self.offset.to_dict()}
+        return {"version": self.version.to_dict(), "variables": dict(self.variables), "offset": self.offset.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ServerInfo":
-        return cls(ServerVersion.from_dict(d["version"]), dict(d["variables"]),
-                   BinlogOffset.from_dict(d["offset"]))
+        return cls(ServerVersion.from_dict(d["version"]), dict(d["variables"]), BinlogOffset.from_dict(d["offset"]))
 
 
 # --- rules: pure functions ------------------------------------------------------------------
@@ -85,12 +94,16 @@ def _var(variables: Mapping[str, Any], name: str) -> str | None:
 
 
 def _restart_fix(name: str, value: str, extra: str = "") -> str:
-    return (f"SET GLOBAL {name} = '{value}' and set {name}={value} under [mysqld] in my.cnf so it "
-            f"survives a restart{extra}.")
+    return (
+        f"SET GLOBAL {name} = '{value}' and set {name}={value} under [mysqld] in my.cnf so it "
+        f"survives a restart{extra}."
+    )
 
 
-_NEW_SESSIONS = ("; the global value applies to sessions opened afterwards, so reconnect (or restart) "
-                 "the applications that write to the captured tables")
+_NEW_SESSIONS = (
+    "; the global value applies to sessions opened afterwards, so reconnect (or restart) "
+    "the applications that write to the captured tables"
+)
 
 
 def check_variables(version: ServerVersion, variables: Mapping[str, Any]) -> list[ServerCheckError]:
@@ -98,33 +111,54 @@ def check_variables(version: ServerVersion, variables: Mapping[str, Any]) -> lis
     errors: list[ServerCheckError] = []
     log_bin = (_var(variables, "log_bin") or "OFF").upper()
     if log_bin not in ("ON", "1"):
-        errors.append(ServerCheckError(
-            "log_bin", log_bin, "ON",
-            "enable binary logging: log-bin=mysql-bin and a unique server_id under [mysqld] in my.cnf, then "
-            "restart the server (log_bin cannot be changed at runtime)."))
+        errors.append(
+            ServerCheckError(
+                "log_bin",
+                log_bin,
+                "ON",
+                "enable binary logging: log-bin=mysql-bin and a unique server_id under [mysqld] in my.cnf, then "
+                "restart the server (log_bin cannot be changed at runtime).",
+            )
+        )
     fmt = (_var(variables, "binlog_format") or "").upper()
     if fmt != "ROW":
-        errors.append(ServerCheckError(
-            "binlog_format", fmt or None, "ROW",
-            _restart_fix("binlog_format", "ROW", _NEW_SESSIONS) +
-            " STATEMENT and MIXED binlogs do not carry the changed rows."))
+        errors.append(
+            ServerCheckError(
+                "binlog_format",
+                fmt or None,
+                "ROW",
+                _restart_fix("binlog_format", "ROW", _NEW_SESSIONS)
+                + " STATEMENT and MIXED binlogs do not carry the changed rows.",
+            )
+        )
     image = (_var(variables, "binlog_row_image") or "").upper()
     if image != "FULL":
-        errors.append(ServerCheckError(
-            "binlog_row_image", image or None, "FULL",
-            _restart_fix("binlog_row_image", "FULL", _NEW_SESSIONS) +
-            " MINIMAL and NOBLOB leave columns out of the row images the snapshot correction needs."))
+        errors.append(
+            ServerCheckError(
+                "binlog_row_image",
+                image or None,
+                "FULL",
+                _restart_fix("binlog_row_image", "FULL", _NEW_SESSIONS)
+                + " MINIMAL and NOBLOB leave columns out of the row images the snapshot correction needs.",
+            )
+        )
     errors += _check_row_metadata(version, variables)
     value_options = _var(variables, "binlog_row_value_options")
     if value_options:  # MySQL 8: PARTIAL_JSON logs JSON updates as diffs, not full images
-        errors.append(ServerCheckError(
-            "binlog_row_value_options", value_options, "'' (empty)",
-            "SET GLOBAL binlog_row_value_options = '' and set binlog_row_value_options='' under [mysqld] "
-            "in my.cnf; partial JSON updates are not full row images."))
+        errors.append(
+            ServerCheckError(
+                "binlog_row_value_options",
+                value_options,
+                "'' (empty)",
+                "SET GLOBAL binlog_row_value_options = '' and set binlog_row_value_options='' under [mysqld] "
+                "in my.cnf; partial JSON updates are not full row images.",
+            )
+        )
     checksum = (_var(variables, "binlog_checksum") or "CRC32").upper()
     if checksum not in ("NONE", "CRC32"):
-        errors.append(ServerCheckError(
-            "binlog_checksum", checksum, "NONE or CRC32", _restart_fix("binlog_checksum", "CRC32")))
+        errors.append(
+            ServerCheckError("binlog_checksum", checksum, "NONE or CRC32", _restart_fix("binlog_checksum", "CRC32"))
+        )
     return errors
 
 
@@ -141,11 +175,16 @@ def _check_row_metadata(version: ServerVersion, variables: Mapping[str, Any]) ->
     metadata = (_var(variables, "binlog_row_metadata") or "").upper()
     if metadata == "FULL":
         return []
-    return [ServerCheckError(
-        "binlog_row_metadata", metadata or None, "FULL",
-        _restart_fix("binlog_row_metadata", "FULL") +
-        " With MINIMAL the binlog carries no column names, so row events cannot be mapped to columns "
-        "reliably once a table's schema changes.")]
+    return [
+        ServerCheckError(
+            "binlog_row_metadata",
+            metadata or None,
+            "FULL",
+            _restart_fix("binlog_row_metadata", "FULL")
+            + " With MINIMAL the binlog carries no column names, so row events cannot be mapped to columns "
+            "reliably once a table's schema changes.",
+        )
+    ]
 
 
 def check_server_id(variables: Mapping[str, Any], source: SourceConfig) -> list[ServerCheckError]:
@@ -155,9 +194,14 @@ def check_server_id(variables: Mapping[str, Any], source: SourceConfig) -> list[
         return []
     rng = source.server_id_range
     if rng.first <= int(sid) <= rng.last:
-        return [ServerCheckError(
-            "server_id_range", str(rng), f"a range without the server's own server_id {sid}",
-            f"set server_id_range to ids no server or replica uses, e.g. '{int(sid) + 5400}-{int(sid) + 5499}'.")]
+        return [
+            ServerCheckError(
+                "server_id_range",
+                str(rng),
+                f"a range without the server's own server_id {sid}",
+                f"set server_id_range to ids no server or replica uses, e.g. '{int(sid) + 5400}-{int(sid) + 5499}'.",
+            )
+        ]
     return []
 
 
@@ -245,8 +289,9 @@ def _like(pattern: str, name: str) -> bool:
     return re.fullmatch("".join(rx), name, re.IGNORECASE) is not None
 
 
-def check_privileges(version: ServerVersion, grants: Iterable[str], user: str = "",
-                     databases: Sequence[str] = ()) -> list[ServerCheckError]:
+def check_privileges(
+    version: ServerVersion, grants: Iterable[str], user: str = "", databases: Sequence[str] = ()
+) -> list[ServerCheckError]:
     """SELECT (global, or on every captured database) and the two replication privileges (global only)."""
     by_object = parse_grants(grants)
     global_privs = by_object.get("*.*", set())
@@ -260,12 +305,15 @@ def check_privileges(version: ServerVersion, grants: Iterable[str], user: str = 
     if not missing:
         return []
     who = f"'{user}'" if user else "the CDC user"
-    return [ServerCheckError(
-        "privileges",
-        f"missing {', '.join(missing)} (global grants: {', '.join(sorted(global_privs)) or 'none'})",
-        ", ".join(_required_privileges(version)) + " on *.* (SELECT may be per captured database)",
-        f"GRANT {', '.join(missing)} ON *.* TO {who}; replication privileges exist only globally, SELECT "
-        "may instead be granted on each captured database.")]
+    return [
+        ServerCheckError(
+            "privileges",
+            f"missing {', '.join(missing)} (global grants: {', '.join(sorted(global_privs)) or 'none'})",
+            ", ".join(_required_privileges(version)) + " on *.* (SELECT may be per captured database)",
+            f"GRANT {', '.join(missing)} ON *.* TO {who}; replication privileges exist only globally, SELECT "
+            "may instead be granted on each captured database.",
+        )
+    ]
 
 
 def select_granted(by_object: Mapping[str, set[str]], database: str, table: str) -> bool:
@@ -280,15 +328,17 @@ def select_granted(by_object: Mapping[str, set[str]], database: str, table: str)
     return False
 
 
-def _select_on_databases(version: ServerVersion, by_object: Mapping[str, set[str]],
-                         databases: Sequence[str]) -> bool:
+def _select_on_databases(version: ServerVersion, by_object: Mapping[str, set[str]], databases: Sequence[str]) -> bool:
     """Database-level SELECT is enough when it covers every captured database.
 
     Without a list of databases, any database-level SELECT is taken as intended for the
     captured tables: the planner's queries fail loudly if it is not.
     """
-    db_grants = [(obj[:-2], privs) for obj, privs in by_object.items()
-                 if obj.endswith(".*") and obj != "*.*" and _has(privs, SELECT)]
+    db_grants = [
+        (obj[:-2], privs)
+        for obj, privs in by_object.items()
+        if obj.endswith(".*") and obj != "*.*" and _has(privs, SELECT)
+    ]
     if not databases:
         return bool(db_grants)
     return all(any(_like(pattern, db) for pattern, _ in db_grants) for db in databases)
@@ -323,8 +373,9 @@ def _fmt_offset(seconds: int) -> str:
     return f"UTC{sign}{s // 3600:02d}:{s % 3600 // 60:02d}"
 
 
-def check_time_zone(server_offset_seconds: int | None, server_zone: str, configured: str,
-                    now: datetime | None = None) -> list[ServerCheckError]:
+def check_time_zone(
+    server_offset_seconds: int | None, server_zone: str, configured: str, now: datetime | None = None
+) -> list[ServerCheckError]:
     """The configured ``server_time_zone`` must have the server's UTC offset now.
 
     Offsets, not names: 'SYSTEM', 'UTC', '+00:00' and 'Etc/UTC' are one zone. Offsets are
@@ -335,26 +386,46 @@ def check_time_zone(server_offset_seconds: int | None, server_zone: str, configu
     try:
         wanted = int(zone_utc_offset(configured, now).total_seconds())
     except ValueError:
-        return [ServerCheckError(
-            "server_time_zone", configured, "an IANA zone name (e.g. 'Europe/Berlin'), 'UTC' or '+HH:MM'",
-            "set server_time_zone in the source configuration to the server's time zone.")]
+        return [
+            ServerCheckError(
+                "server_time_zone",
+                configured,
+                "an IANA zone name (e.g. 'Europe/Berlin'), 'UTC' or '+HH:MM'",
+                "set server_time_zone in the source configuration to the server's time zone.",
+            )
+        ]
     if server_offset_seconds is None:
-        return [ServerCheckError(
-            "time_zone", server_zone, f"a zone the server can resolve ({_fmt_offset(wanted)})",
-            "check @@global.time_zone; load the time zone tables (mariadb-tzinfo-to-sql) if it names a zone.")]
+        return [
+            ServerCheckError(
+                "time_zone",
+                server_zone,
+                f"a zone the server can resolve ({_fmt_offset(wanted)})",
+                "check @@global.time_zone; load the time zone tables (mariadb-tzinfo-to-sql) if it names a zone.",
+            )
+        ]
     if server_offset_seconds == wanted:
         return []
-    return [ServerCheckError(
-        "server_time_zone", f"{configured} ({_fmt_offset(wanted)})",
-        f"the server's time zone {server_zone} ({_fmt_offset(server_offset_seconds)})",
-        f"set server_time_zone in the source configuration to the server's zone (one with UTC offset "
-        f"{_fmt_offset(server_offset_seconds)}), or change the server's default_time_zone if it is the "
-        "server that is wrong.")]
+    return [
+        ServerCheckError(
+            "server_time_zone",
+            f"{configured} ({_fmt_offset(wanted)})",
+            f"the server's time zone {server_zone} ({_fmt_offset(server_offset_seconds)})",
+            f"set server_time_zone in the source configuration to the server's zone (one with UTC offset "
+            f"{_fmt_offset(server_offset_seconds)}), or change the server's default_time_zone if it is the "
+            "server that is wrong.",
+        )
+    ]
 
 
-def evaluate(version: ServerVersion, variables: Mapping[str, Any], grants: Iterable[str],
-             server_offset_seconds: int | None, source: SourceConfig,
-             databases: Sequence[str] = (), now: datetime | None = None) -> list[ServerCheckError]:
+def evaluate(
+    version: ServerVersion,
+    variables: Mapping[str, Any],
+    grants: Iterable[str],
+    server_offset_seconds: int | None,
+    source: SourceConfig,
+    databases: Sequence[str] = (),
+    now: datetime | None = None,
+) -> list[ServerCheckError]:
     """Every rule at once: the whole decision, without a server."""
     zone = f"{variables.get('time_zone', '?')!r} (system_time_zone {variables.get('system_time_zone', '?')!r})"
     return [
@@ -411,16 +482,18 @@ def read_server_utc_offset(conn: Any) -> int | None:
     nothing about the server; converting through ``@@global.time_zone`` does, and works for
     'SYSTEM' too. None when the server cannot resolve its own zone name.
     """
-    value = _column(conn, "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), "
-                          "CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone))")[0]
+    value = _column(
+        conn, "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone))"
+    )[0]
     return None if value is None else int(value)
 
 
 def check_server(conn: Any, source: SourceConfig, databases: Sequence[str] = ()) -> list[ServerCheckError]:
     """Every problem with the server behind ``conn``, as configured by ``source``; [] when ready."""
     version = server_version(conn)
-    return evaluate(version, read_variables(conn), read_grants(conn, version),
-                    read_server_utc_offset(conn), source, databases)
+    return evaluate(
+        version, read_variables(conn), read_grants(conn, version), read_server_utc_offset(conn), source, databases
+    )
 
 
 def validate_server(source: SourceConfig, databases: Sequence[str] = ()) -> ServerInfo:
@@ -434,8 +507,9 @@ def validate_server(source: SourceConfig, databases: Sequence[str] = ()) -> Serv
     try:
         version = server_version(conn)
         variables = read_variables(conn)
-        errors = evaluate(version, variables, read_grants(conn, version), read_server_utc_offset(conn),
-                          source, databases)
+        errors = evaluate(
+            version, variables, read_grants(conn, version), read_server_utc_offset(conn), source, databases
+        )
         if errors:
             raise ServerValidationError(f"{version} at {source.host}:{source.port}", errors)
         return ServerInfo(version, variables, current_offset(conn, version))

@@ -41,7 +41,7 @@ def decode_value(v: Any) -> Any:
         return tuple(decode_value(x) for x in v)
     if not isinstance(v, dict):
         return v
-    (tag, payload), = v.items()
+    ((tag, payload),) = v.items()
     if tag == "$f":
         return float(payload)
     if tag == "$dec":

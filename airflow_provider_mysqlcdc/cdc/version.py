@@ -40,7 +40,7 @@ class ServerVersion:
     def parse(cls, text: str) -> "ServerVersion":
         """Parse ``VERSION()`` output or pymysql's ``server_info`` (with the 5.5.5- prefix)."""
         raw = text.strip()
-        body = raw[len(_MARIADB_HANDSHAKE_PREFIX):] if raw.startswith(_MARIADB_HANDSHAKE_PREFIX) else raw
+        body = raw[len(_MARIADB_HANDSHAKE_PREFIX) :] if raw.startswith(_MARIADB_HANDSHAKE_PREFIX) else raw
         flavor: Flavor = "mariadb" if "mariadb" in raw.lower() else "mysql"
         m = _VERSION_RE.match(body)
         if not m:
@@ -106,8 +106,10 @@ class ServerVersion:
             if not self.at_least(*MIN_MARIADB):
                 return f"MariaDB {self.short} is too old: MariaDB 10.5 or later is required"
             if not self.at_least(*MARIADB_ROW_METADATA):
-                return (f"MariaDB {self.short} has no binlog_row_metadata (added in 10.5), so binlog row "
-                        "events carry no column names: MariaDB 10.5 or later is required")
+                return (
+                    f"MariaDB {self.short} has no binlog_row_metadata (added in 10.5), so binlog row "
+                    "events carry no column names: MariaDB 10.5 or later is required"
+                )
             return None
         if not self.at_least(*MIN_MYSQL):
             return f"MySQL {self.short} is too old: MySQL 5.7 or later is required"
@@ -122,8 +124,7 @@ class ServerVersion:
         return f"{self.major}.{self.minor}.{self.patch}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flavor": self.flavor, "major": self.major, "minor": self.minor,
-                "patch": self.patch, "raw": self.raw}
+        return {"flavor": self.flavor, "major": self.major, "minor": self.minor, "patch": self.patch, "raw": self.raw}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ServerVersion":

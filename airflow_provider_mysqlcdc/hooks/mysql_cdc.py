@@ -50,8 +50,9 @@ class MySqlCdcHook(BaseHook):
             try:
                 ssl = json.loads(ssl)
             except ValueError:
-                raise ConfigError("connection extra 'ssl' is not JSON. Fix: {\"ca\": \"/path/ca.pem\"} "
-                                  "or use the ssl_ca field.") from None
+                raise ConfigError(
+                    'connection extra \'ssl\' is not JSON. Fix: {"ca": "/path/ca.pem"} or use the ssl_ca field.'
+                ) from None
         out = dict(ssl) if isinstance(ssl, dict) else {}
         for field, key in (("ssl_ca", "ca"), ("ssl_cert", "cert"), ("ssl_key", "key")):
             v = cls._extra(extras, field)
@@ -73,14 +74,16 @@ class MySqlCdcHook(BaseHook):
             logging.getLogger(__name__).warning(
                 "TLS to the source server does not verify its certificate (ssl_mode trust): whoever sits between "
                 "the workers and the server can read everything. Fix: give the TLS CA file and set ssl_mode to "
-                "verify-full.")
+                "verify-full."
+            )
         return out
 
     def get_source_config(self) -> SourceConfig:
         conn = self.get_connection(self.mysql_cdc_conn_id)
         if not conn.host:
-            raise ConfigError(f"connection {self.mysql_cdc_conn_id!r} has no host. Fix: set Host to the MySQL "
-                              "server's address.")
+            raise ConfigError(
+                f"connection {self.mysql_cdc_conn_id!r} has no host. Fix: set Host to the MySQL server's address."
+            )
         extras = conn.extra_dejson or {}
         kw: dict[str, Any] = {
             "host": conn.host,

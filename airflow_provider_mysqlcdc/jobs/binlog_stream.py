@@ -72,12 +72,14 @@ def _between_triggers(query, timeout_s: float, log: logging.Logger) -> None:
         except Exception:  # the query is going away anyway
             return
         time.sleep(0.02)
-    log.info("a micro-batch is still running after %.0f s: interrupting it (it runs again on the next start)",
-             timeout_s)
+    log.info(
+        "a micro-batch is still running after %.0f s: interrupting it (it runs again on the next start)", timeout_s
+    )
 
 
-def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0,
-                       state: Any = None) -> bool:
+def _run_until_stopped(
+    query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0, state: Any = None
+) -> bool:
     """Wait for the query to end (a failure raises) or for a stop request, then stop it. True when
     the query must start again: it took over a table it does not read (spark/stream/resnapshots.py),
     or the plan step asked for it (tables removed from the pipeline)."""
@@ -90,13 +92,13 @@ def _run_until_stopped(query, stop: threading.Event, log: logging.Logger, grace_
             _between_triggers(query, grace_s, log)
             RESTART.set()
         if RESTART.is_set():
-            query.stop()   # a micro-batch it interrupts was not committed: the next query runs it again
+            query.stop()  # a micro-batch it interrupts was not committed: the next query runs it again
             return True
         try:
             if query.awaitTermination(1.0):
                 return False
         except Exception:
-            if RESTART.is_set():   # the micro-batch after the take-over refused to run in this query
+            if RESTART.is_set():  # the micro-batch after the take-over refused to run in this query
                 return True
             raise
     _between_triggers(query, grace_s, log)
@@ -129,13 +131,16 @@ class LeaseKeeper:
         while not self._done.wait(every):
             try:
                 ok = self.lease.renew()
-            except Exception as e:   # storage unreachable: try again; expiry decides
+            except Exception as e:  # storage unreachable: try again; expiry decides
                 self.log.warning("could not renew the stream's lease: %s", e)
                 continue
             if not ok:
                 self.lost = True
-                self.log.error("%s: another stream holds this pipeline's lease now (this one could not renew it "
-                               "in time); stopping so that only one writes the sink", LEASE_LOST)
+                self.log.error(
+                    "%s: another stream holds this pipeline's lease now (this one could not renew it "
+                    "in time); stopping so that only one writes the sink",
+                    LEASE_LOST,
+                )
                 self.stop.set()
                 return
 
@@ -169,11 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder, light_jit_for_next_driver
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
     from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
     from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
     from airflow_provider_mysqlcdc.spark.stream.table_reads import TableReader
-    from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
 
     password = read_password(args.password_file)
 
@@ -181,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         """The config (the plan step may have added tables) and the captured tables' schemas."""
         config = load_pipeline_config(args.config, password=password)
         with contextlib.closing(config.source.connect()) as conn:
-            schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns,
-                                      config.source.zero_dates)
-        if config.rules:   # a transform's primary_keys key a table that has no primary key
+            schemas = discover_tables(
+                conn, config.include, config.exclude, config.split.chunk_key_columns, config.source.zero_dates
+            )
+        if config.rules:  # a transform's primary_keys key a table that has no primary key
             from airflow_provider_mysqlcdc.cdc.table_views import apply_primary_keys
 
             schemas = apply_primary_keys(config.rules, schemas)
@@ -199,14 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     config, schemas = tables()
     from airflow_provider_mysqlcdc.spark.stream.checkpoint_offsets import check_readable
 
-    check_readable(StateStore(config.state_location).checkpoint_url())   # before Spark, which names no file
+    check_readable(StateStore(config.state_location).checkpoint_url())  # before Spark, which names no file
     # One stream per pipeline, on any host: refused here, before Spark starts, while another
     # holds the lease; given up when this one stops (cdc/lease.py).
     lease = StreamLease(StateStore(config.state_location), ttl_s=float(config.stream.lease_ttl_s))
     try:
         lease.acquire()
     except LeaseHeld as e:
-        log.error("%s", e)   # nothing written: the running stream's status stays as it is
+        log.error("%s", e)  # nothing written: the running stream's status stays as it is
         return 3
     keeper = LeaseKeeper(lease, stop, log).start()
 
@@ -237,19 +243,23 @@ def main(argv: list[str] | None = None) -> int:
         if stop.is_set():  # terminated while starting up
             return 0
         listener = install_status_listener(spark, config, StateStore(config.state_location))
-        sink.observe_replaced_values(listener.recorder.count_replaced)   # e.g. U+0000 into PostgreSQL
+        sink.observe_replaced_values(listener.recorder.count_replaced)  # e.g. U+0000 into PostgreSQL
         # tables renamed into the list bring rows the binlog lacks: this job reads them itself
         reads = TableReader(spark, lambda: load_pipeline_config(args.config, password=password)).start()
         while True:
             query = start_stream(spark, config, sink, schemas, password=password)
-            log.info("streaming %d tables (%s) into %s", len(schemas),
-                     ", ".join(str(s.table_id) for s in schemas[:10]), sink.name)
+            log.info(
+                "streaming %d tables (%s) into %s",
+                len(schemas),
+                ", ".join(str(s.table_id) for s in schemas[:10]),
+                sink.name,
+            )
             if not _run_until_stopped(query, stop, log, state=StateStore(config.state_location)):
                 break
             RESTART.clear()
             config, schemas = tables()
             if isinstance(sink, RoutedSink):
-                sink.add_tables(schemas)   # the tables it took over, through the same routes
+                sink.add_tables(schemas)  # the tables it took over, through the same routes
             log.info("binlog stream: starting again from its checkpoint to capture the tables it took over")
     except Exception as e:
         failure = f"{type(e).__name__}: {e}"

@@ -42,9 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     rows = sum(sum(v.values()) for v in result["rows_per_chunk"].values())
-    summary = {"batch_id": result["batch_id"], "rows": rows, "chunks": len(result["chunks"]),
-               "high_watermark": result["high_watermark"], "seconds": result["seconds"],
-               "rows_per_s": result["rows_per_s"]}
+    summary = {
+        "batch_id": result["batch_id"],
+        "rows": rows,
+        "chunks": len(result["chunks"]),
+        "high_watermark": result["high_watermark"],
+        "seconds": result["seconds"],
+        "rows_per_s": result["rows_per_s"],
+    }
     print("MYSQLCDC_RESULT " + json.dumps(summary, sort_keys=True), flush=True)
     return 0
 

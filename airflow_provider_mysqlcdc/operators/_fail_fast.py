@@ -17,7 +17,6 @@ import logging
 from typing import Any, Callable, TypeVar
 
 from .._airflow_compat import AirflowFailException
-
 from ..cdc.errors import ConfigError, SourceUnreachableError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,14 +32,20 @@ def readable_lines(message: str, width: int = LINE_WIDTH) -> list[str]:
 
     out: list[str] = []
     for line in message.splitlines():
-        indent = line[:len(line) - len(line.lstrip())]
+        indent = line[: len(line) - len(line.lstrip())]
         problem, sep, fix = line.partition(" Fix: ")
         fix_indent = indent + ("  " if line.lstrip().startswith("- ") else "")  # under a list item's text
         parts = [problem] + ([f"{fix_indent}Fix: {fix}"] if sep else [])
         for part in parts:
-            lead = part[:len(part) - len(part.lstrip())]
-            out += textwrap.wrap(part, width=width, initial_indent="", subsequent_indent=lead + "    ",
-                                 break_long_words=False, break_on_hyphens=False) or [part]
+            lead = part[: len(part) - len(part.lstrip())]
+            out += textwrap.wrap(
+                part,
+                width=width,
+                initial_indent="",
+                subsequent_indent=lead + "    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            ) or [part]
     return out
 
 

@@ -24,8 +24,9 @@ def as_list(value: Sequence[str] | str | None, what: str) -> list[str]:
             try:
                 value = json.loads(text)
             except ValueError:
-                raise ConfigError(f"{what}: {text!r} is not a JSON list. Fix: [\"db.table\", ...] "
-                                  "or names separated by commas.") from None
+                raise ConfigError(
+                    f'{what}: {text!r} is not a JSON list. Fix: ["db.table", ...] or names separated by commas.'
+                ) from None
         else:
             value = [p.strip() for p in text.replace("\n", ",").split(",")]
     return [str(v).strip() for v in value if str(v).strip()]
@@ -48,8 +49,10 @@ def epoch_seconds(value: Any, what: str) -> float | None:
     try:
         return float(pendulum.parse(text, tz="UTC").timestamp())
     except Exception:
-        raise ConfigError(f"{what}: {text!r} is neither epoch seconds nor an ISO 8601 date-time. "
-                          "Fix: e.g. 2026-11-25T08:00:00Z or 1795593600.") from None
+        raise ConfigError(
+            f"{what}: {text!r} is neither epoch seconds nor an ISO 8601 date-time. "
+            "Fix: e.g. 2026-11-25T08:00:00Z or 1795593600."
+        ) from None
 
 
 def reread_reason(entries: Sequence[str], batch_id: str, tables: Sequence[str]) -> str | None:
@@ -71,7 +74,8 @@ def check_reread_entries(entries: Sequence[str], batch_ids: Sequence[str], table
         raise ConfigError(
             f"reread_batches: {unknown} is not a batch of the plan nor a captured table (captured: "
             f"{sorted(tables)}; batches {batch_ids[0]}..{batch_ids[-1]} if any). Fix: name a captured table as "
-            "db.table, a batch id, or *; to capture a new table, add it to the table list.")
+            "db.table, a batch id, or *; to capture a new table, add it to the table list."
+        )
 
 
 def whole_number(value: Any, what: str, example: int) -> int:
@@ -80,14 +84,15 @@ def whole_number(value: Any, what: str, example: int) -> int:
         return value
     with contextlib.suppress(ValueError):
         return int(str(value).strip())
-    try:   # 8096.0: a number the form or a template made a float
+    try:  # 8096.0: a number the form or a template made a float
         number = float(value) if isinstance(value, float) else float(str(value).strip())
         if not number.is_integer():
             raise ValueError(value)
         return int(number)
     except (ValueError, OverflowError):
-        raise ConfigError(f"{what}: found {value!r}, need a whole number. Fix: give digits only, e.g. "
-                          f"{example}.") from None
+        raise ConfigError(
+            f"{what}: found {value!r}, need a whole number. Fix: give digits only, e.g. {example}."
+        ) from None
 
 
 def truthy(value: Any) -> bool:
@@ -102,11 +107,15 @@ def as_mapping(value: Mapping[str, Any] | str | None, what: str) -> dict[str, An
         try:
             value = json.loads(value)
         except ValueError:
-            raise ConfigError(f"{what}: {value!r} is not a JSON object. Fix: write it as JSON, e.g. "
-                              '{"key": "value"}, or leave it empty.') from None
+            raise ConfigError(
+                f"{what}: {value!r} is not a JSON object. Fix: write it as JSON, e.g. "
+                '{"key": "value"}, or leave it empty.'
+            ) from None
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{what}: found a {type(value).__name__}, need a JSON object. Fix: write it as "
-                          '{"key": "value"}, or leave it empty.')
+        raise ConfigError(
+            f"{what}: found a {type(value).__name__}, need a JSON object. Fix: write it as "
+            '{"key": "value"}, or leave it empty.'
+        )
     return dict(value)
 
 
@@ -121,6 +130,8 @@ def write_config(state: StateStore, config: PipelineConfig) -> str:
 
 def read_config(state: StateStore, password: str = "") -> PipelineConfig:
     if not state.exists(CONFIG_NAME):
-        raise ConfigError(f"no {CONFIG_NAME} in the state location {state.location}. Fix: run the plan task "
-                          "first (it writes the pipeline's settings there), with the same state_location.")
+        raise ConfigError(
+            f"no {CONFIG_NAME} in the state location {state.location}. Fix: run the plan task "
+            "first (it writes the pipeline's settings there), with the same state_location."
+        )
     return load_pipeline_config(config_url(state), password=password)

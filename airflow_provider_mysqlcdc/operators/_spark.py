@@ -32,9 +32,16 @@ def env_is_private(master: str, deploy_mode: str | None) -> bool:
     return False
 
 
-def secret_env(*, master: str, deploy_mode: str | None, mysql_password: str, sink_password: str | None,
-               password_file: str | None, cluster_provides_password: bool,
-               storage_env: Mapping[str, str] | None = None) -> dict[str, str]:
+def secret_env(
+    *,
+    master: str,
+    deploy_mode: str | None,
+    mysql_password: str,
+    sink_password: str | None,
+    password_file: str | None,
+    cluster_provides_password: bool,
+    storage_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The environment variables that carry the passwords (and the object-storage credentials
     of ``aws_conn_id``) to the job, or a ConfigError that says how to provide them when the
     environment would leak them. Where it would, storage credentials are not sent: the
@@ -48,7 +55,8 @@ def secret_env(*, master: str, deploy_mode: str | None, mysql_password: str, sin
             "safely: spark-submit would put it on its command line. Fix: store it where the driver can read it "
             "and set password_file='<path on the driver, mode 600>', or inject $MYSQLCDC_PASSWORD (and $PGPASSWORD "
             "for a PostgreSQL sink) from a cluster secret (e.g. spark.kubernetes.driver.secretKeyRef.*) and set "
-            "cluster_provides_password=True.")
+            "cluster_provides_password=True."
+        )
     env = {**storage, PASSWORD_ENV: mysql_password}
     if sink_password is not None:
         env[PG_PASSWORD_ENV] = sink_password
@@ -72,8 +80,7 @@ def archive_conf(python_archive: str | None) -> tuple[str | None, dict[str, str]
     """``--archives env.tar.gz#mysqlcdc_env`` plus the conf that makes executors use it."""
     if not python_archive:
         return None, {}
-    return (f"{python_archive}#mysqlcdc_env",
-            {"spark.pyspark.python": "./mysqlcdc_env/bin/python"})
+    return (f"{python_archive}#mysqlcdc_env", {"spark.pyspark.python": "./mysqlcdc_env/bin/python"})
 
 
 def merge_csv(*values: str | None) -> str | None:
@@ -107,12 +114,12 @@ def spark_binary_on_path(binary: str) -> bool:
 
 
 def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: ("***" if any(s in k.lower() for s in ("password", "secret", "token")) else v)
-            for k, v in mapping.items()}
+    return {
+        k: ("***" if any(s in k.lower() for s in ("password", "secret", "token")) else v) for k, v in mapping.items()
+    }
 
 
-def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = None,
-                           light_jit: bool = False) -> Any:
+def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = None, light_jit: bool = False) -> Any:
     """The settings of the local Spark Connect server for the Spark connection's master: one
     function for the tasks that start it early (validate, plan) and the snapshot tasks (which use
     it), so all name the same server. ``light_jit``: the rows bypass the JVM (``reads_bypass_jvm``)."""
@@ -123,15 +130,19 @@ def local_connect_settings(spark_conn_id: str, conf: Mapping[str, Any] | None = 
 
     master = SparkSubmitHook(conn_id=spark_conn_id)._connection["master"]
     jar = jdbc_jar_path()
-    settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
-                **{str(k): str(v) for k, v in (conf or {}).items()}}
-    if light_jit:   # the snapshot's rows bypass the JVM (spark/runtime/session.py)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **{str(k): str(v) for k, v in (conf or {}).items()},
+    }
+    if light_jit:  # the snapshot's rows bypass the JVM (spark/runtime/session.py)
         settings["spark.driver.extraJavaOptions"] = with_light_jit(settings.get("spark.driver.extraJavaOptions", ""))
     return settings_from(master, (jar,) if jar else (), settings)
 
 
-def start_local_connect_early(log: Any, spark_runtime: Any, connect_conn_id: Any, spark_conn_id: str,
-                              idle_s: float, light_jit: bool = False) -> Any:
+def start_local_connect_early(
+    log: Any, spark_runtime: Any, connect_conn_id: Any, spark_conn_id: str, idle_s: float, light_jit: bool = False
+) -> Any:
     """Start the snapshot tasks' local Spark Connect server now, without waiting for it, so its
     JVM comes up while validate and plan run and the scheduler maps the batches (its start is
     the first batch's critical path). Nothing for ``spark_runtime`` other than ``connect`` or for
@@ -142,11 +153,15 @@ def start_local_connect_early(log: Any, spark_runtime: Any, connect_conn_id: Any
     try:
         from ..spark.runtime.connect_server import ensure_local_server
 
-        info = ensure_local_server(local_connect_settings(spark_conn_id, light_jit=light_jit), idle_s=float(idle_s),
-                                   wait=False)
+        info = ensure_local_server(
+            local_connect_settings(spark_conn_id, light_jit=light_jit), idle_s=float(idle_s), wait=False
+        )
         log.info("the snapshot tasks' Spark Connect server is starting at %s", info.display_url)
         return info
-    except Exception as e:   # the snapshot tasks will try and tell
-        log.warning("could not start the local Spark Connect server early (%s: %s); the first snapshot "
-                    "task starts it", type(e).__name__, e)
+    except Exception as e:  # the snapshot tasks will try and tell
+        log.warning(
+            "could not start the local Spark Connect server early (%s: %s); the first snapshot task starts it",
+            type(e).__name__,
+            e,
+        )
         return None

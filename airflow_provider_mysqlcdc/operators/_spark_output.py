@@ -21,15 +21,34 @@ from typing import Any
 
 _LOG4J = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ([^:]+): ?(.*)$")
 _PYLOG = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ([^:]+): ?(.*)$")
-_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
-           "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
-           "CRITICAL": logging.CRITICAL}
+_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "CRITICAL": logging.CRITICAL,
+}
 MACHINE_PREFIXES = ("MYSQLCDC_RESULT ",)
-BANNER = ("Using Spark's default log4j profile", "Setting default log level to", "To adjust logging level use",
-          "WARNING: Using incubator modules", "Setting Spark log level to",
-          "For SparkR, use setLogLevel", ":: loading settings ::", "Ivy Default Cache", "The jars for the packages")
-HARMLESS_WARNINGS = ("Unable to load native-hadoop library", "resolves to a loopback address",
-                     "Set SPARK_LOCAL_IP if you need to bind", "Service 'SparkUI' could not bind on port")
+BANNER = (
+    "Using Spark's default log4j profile",
+    "Setting default log level to",
+    "To adjust logging level use",
+    "WARNING: Using incubator modules",
+    "Setting Spark log level to",
+    "For SparkR, use setLogLevel",
+    ":: loading settings ::",
+    "Ivy Default Cache",
+    "The jars for the packages",
+)
+HARMLESS_WARNINGS = (
+    "Unable to load native-hadoop library",
+    "resolves to a loopback address",
+    "Set SPARK_LOCAL_IP if you need to bind",
+    "Service 'SparkUI' could not bind on port",
+)
 
 
 def classify(line: str, spark_level: int = logging.WARNING) -> tuple[int, str]:

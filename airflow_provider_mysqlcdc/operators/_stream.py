@@ -57,8 +57,15 @@ def status_summary(status: Any, now: float | None = None) -> dict[str, Any]:
 # driver finds its passwords (never the passwords). The watchdog reads it, so it restarts a
 # PostgreSQL-sink stream as well as a Delta one from the state location alone.
 LAUNCH_REL = "stream/launch.json"
-_LAUNCH_KEYS = ("mysql_cdc_conn_id", "spark_conn_id", "sink_conn_id", "password_file",
-                "cluster_provides_password", "python_archive", "aws_conn_id")
+_LAUNCH_KEYS = (
+    "mysql_cdc_conn_id",
+    "spark_conn_id",
+    "sink_conn_id",
+    "password_file",
+    "cluster_provides_password",
+    "python_archive",
+    "aws_conn_id",
+)
 
 
 def read_launch_record(state: StateStore) -> dict[str, Any] | None:
@@ -130,7 +137,7 @@ class StreamControl:
             if proc is not None:
                 return status if status is not None and status.pid == proc.pid else _Starting(proc.pid)
         held = StreamLease(self.state).holder()
-        if held is not None:   # a stream on another host (or not recorded here) holds the lease
+        if held is not None:  # a stream on another host (or not recorded here) holds the lease
             owner = held.get("owner") or {}
             if status is not None and status.pid == owner.get("pid") and status.host == owner.get("host"):
                 return status
@@ -164,15 +171,14 @@ class StreamControl:
     def launch(self):
         """Start the stream (it resumes from its checkpoint if it has one) and wait until its
         first micro-batch committed; returns that status."""
-        from ..spark.runtime.stream_launcher import launch_local_stream, wait_for_first_commit
-
         from ..spark.runtime.install_check import check_pyspark_install
+        from ..spark.runtime.stream_launcher import launch_local_stream, wait_for_first_commit
 
         check_pyspark_install()
         config = read_config(self.state)
         from ..spark.stream.checkpoint_offsets import check_readable
 
-        check_readable(self.state.checkpoint_url())   # Spark would fail on it with a parser's stack trace
+        check_readable(self.state.checkpoint_url())  # Spark would fail on it with a parser's stack trace
         mysql_pw, sink_pw = self._passwords()
         self.state.write_json(LAUNCH_REL, self.launch_record())
         since = time.time()
@@ -182,28 +188,45 @@ class StreamControl:
             extra = {**_spark.python_env(self.master[0]), **(storage.env() if storage else {})}
             if sink_pw is not None:
                 extra[_spark.PG_PASSWORD_ENV] = sink_pw
-            proc = launch_local_stream(url, self.state, password=mysql_pw,
-                                       master=local_master_with_retries(self.master[0]), extra_env=extra)
+            proc = launch_local_stream(
+                url, self.state, password=mysql_pw, master=local_master_with_retries(self.master[0]), extra_env=extra
+            )
             log.info("stream launched locally: pid %s, log %s", proc.pid, proc.log_path)
             return wait_for_first_commit(self.state, since, self.start_timeout_s, proc)
         self._submit_to_cluster(url, mysql_pw, sink_pw, config.name, storage)
         return wait_for_first_commit(self.state, since, self.start_timeout_s, None)
 
-    def _submit_to_cluster(self, url: str, mysql_pw: str, sink_pw: str | None, name: str,
-                           storage: StorageCredentials | None = None) -> None:
+    def _submit_to_cluster(
+        self, url: str, mysql_pw: str, sink_pw: str | None, name: str, storage: StorageCredentials | None = None
+    ) -> None:
         master, deploy_mode = self.master
-        env = _spark.secret_env(master=master, deploy_mode=deploy_mode, mysql_password=mysql_pw,
-                                sink_password=sink_pw, password_file=self.password_file,
-                                cluster_provides_password=self.cluster_provides_password,
-                                storage_env=storage.env() if storage else None)
+        env = _spark.secret_env(
+            master=master,
+            deploy_mode=deploy_mode,
+            mysql_password=mysql_pw,
+            sink_password=sink_pw,
+            password_file=self.password_file,
+            cluster_provides_password=self.cluster_provides_password,
+            storage_env=storage.env() if storage else None,
+        )
         archive, archive_conf = _spark.archive_conf(self.python_archive)
-        conf = {"spark.yarn.submit.waitAppCompletion": "false",
-                "spark.kubernetes.submission.waitAppCompletion": "false",
-                "spark.task.maxFailures": "4", **archive_conf, **dict(self.conf)}
+        conf = {
+            "spark.yarn.submit.waitAppCompletion": "false",
+            "spark.kubernetes.submission.waitAppCompletion": "false",
+            "spark.task.maxFailures": "4",
+            **archive_conf,
+            **dict(self.conf),
+        }
         args = ["--config", url] + (["--password-file", self.password_file] if self.password_file else [])
-        hook = self._spark_hook(conf=conf, name=f"mysqlcdc {name} binlog stream", application_args=args,
-                                py_files=_spark.package_zip(), archives=archive, env_vars=env or None,
-                                deploy_mode="cluster")
+        hook = self._spark_hook(
+            conf=conf,
+            name=f"mysqlcdc {name} binlog stream",
+            application_args=args,
+            py_files=_spark.package_zip(),
+            archives=archive,
+            env_vars=env or None,
+            deploy_mode="cluster",
+        )
         hook.submit(application_path("binlog_stream"))
         log.info("stream submitted to %s in cluster deploy mode", master)
 

@@ -43,14 +43,30 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
         value: never (the task is skipped). (templated)
     """
 
-    template_fields: Sequence[str] = ("state_location", "mysql_cdc_conn_id", "sink_conn_id", "tables",
-                                      "rescan_ranges", "aws_conn_id", "min_interval_s")
+    template_fields: Sequence[str] = (
+        "state_location",
+        "mysql_cdc_conn_id",
+        "sink_conn_id",
+        "tables",
+        "rescan_ranges",
+        "aws_conn_id",
+        "min_interval_s",
+    )
     ui_color = "#fdf3d8"
 
-    def __init__(self, *, state_location: str, mysql_cdc_conn_id: str | None = None, sink_conn_id: str | None = None,
-                 tables: Sequence[str] | str | None = None, rescan_ranges: int | str = 1,
-                 aws_conn_id: str | None = None, pipeline_dag_id: str | None = None,
-                 min_interval_s: float | str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        state_location: str,
+        mysql_cdc_conn_id: str | None = None,
+        sink_conn_id: str | None = None,
+        tables: Sequence[str] | str | None = None,
+        rescan_ranges: int | str = 1,
+        aws_conn_id: str | None = None,
+        pipeline_dag_id: str | None = None,
+        min_interval_s: float | str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.min_interval_s = min_interval_s
         self.state_location = state_location
@@ -78,8 +94,12 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
         sink_conn = self.sink_conn_id or launched.get("sink_conn_id")
         source = MySqlCdcHook(source_conn).get_source_config()
         config = read_config(state, password=source.password)
-        config = replace(config, source=replace(config.source, host=source.host, port=source.port,
-                                                user=source.user, password=source.password))
+        config = replace(
+            config,
+            source=replace(
+                config.source, host=source.host, port=source.port, user=source.user, password=source.password
+            ),
+        )
         options = dict(config.sink.options)
         if sink_conn:
             options["password"] = BaseHook.get_connection(sink_conn).password or ""
@@ -88,13 +108,16 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
         config = replace(config, sink=replace(config.sink, options=options))
         plan = state.read_plan()
         if plan is None:
-            raise ConfigError(f"no plan in {self.state_location}: nothing was loaded yet. Fix: trigger the pipeline "
-                              "DAG first.")
+            raise ConfigError(
+                f"no plan in {self.state_location}: nothing was loaded yet. Fix: trigger the pipeline DAG first."
+            )
         try:
             rescan = int(self.rescan_ranges)
         except (TypeError, ValueError):
-            raise ConfigError(f"rescan_ranges: found {self.rescan_ranges!r}, need a whole number >= 0. Fix: give "
-                              "e.g. 1 (one range of each table read again from the source per check).") from None
+            raise ConfigError(
+                f"rescan_ranges: found {self.rescan_ranges!r}, need a whole number >= 0. Fix: give "
+                "e.g. 1 (one range of each table read again from the source per check)."
+            ) from None
         sink = pipeline_sink(config, list(plan.schemas.values()))
         try:
             report = run_check(config, sink, tables=as_list(self.tables) or None, rescan_ranges=rescan)
@@ -116,14 +139,17 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
         if self.min_interval_s in (None, "", "None"):
             return
         try:
-            interval = float(self.min_interval_s)   # type: ignore[arg-type]
+            interval = float(self.min_interval_s)  # type: ignore[arg-type]
         except (TypeError, ValueError):
-            raise ConfigError(f"min_interval_s: found {self.min_interval_s!r}, need a number of seconds. Fix: give "
-                              "e.g. 3600, 0 to check every time, or -1 to switch the check off.") from None
+            raise ConfigError(
+                f"min_interval_s: found {self.min_interval_s!r}, need a number of seconds. Fix: give "
+                "e.g. 3600, 0 to check every time, or -1 to switch the check off."
+            ) from None
         if interval < 0:
             raise AirflowSkipException("the consistency check is switched off (min_interval_s < 0)")
         last = read_report(state)
         age = time.time() - float(last.get("checked_at") or 0) if last else None
         if age is not None and age < interval:
-            raise AirflowSkipException(f"the last consistency check ran {age:.0f} s ago (min_interval_s={interval:.0f}): "
-                                       f"{last.get('summary')}")
+            raise AirflowSkipException(
+                f"the last consistency check ran {age:.0f} s ago (min_interval_s={interval:.0f}): {last.get('summary')}"
+            )

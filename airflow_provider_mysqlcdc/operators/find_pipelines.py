@@ -35,9 +35,15 @@ class MySqlCdcFindPipelinesOperator(BaseOperator):
     template_fields: Sequence[str] = ("state_locations", "search_roots", "aws_conn_id")
     ui_color = "#e3f7e3"
 
-    def __init__(self, *, state_locations: Sequence[str] | str | None = None,
-                 search_roots: Sequence[str] | str | None = None, aws_conn_id: str | None = None,
-                 depth: int = DEFAULT_DEPTH, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        state_locations: Sequence[str] | str | None = None,
+        search_roots: Sequence[str] | str | None = None,
+        aws_conn_id: str | None = None,
+        depth: int = DEFAULT_DEPTH,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.state_locations = state_locations
         self.search_roots = search_roots
@@ -49,13 +55,17 @@ class MySqlCdcFindPipelinesOperator(BaseOperator):
         given = as_list(self.state_locations, "state_locations")
         roots = as_list(self.search_roots, "search_roots")
         if not given and not roots:
-            raise ConfigError("no pipelines to watch: state_locations and search_roots are both empty. Fix: list "
-                              "the pipelines' state locations, or folders that hold them (search_roots).")
+            raise ConfigError(
+                "no pipelines to watch: state_locations and search_roots are both empty. Fix: list "
+                "the pipelines' state locations, or folders that hold them (search_roots)."
+            )
         use_credentials(storage_credentials(self.aws_conn_id or None))
         missing = [loc for loc in given if not StateStore(loc).exists(CONFIG_NAME)]
         if missing:
-            raise ConfigError(f"state_locations: {', '.join(missing)} hold(s) no pipeline (no pipeline.json). Fix: "
-                              "give the state location a pipeline's plan task wrote, or trigger that pipeline first.")
+            raise ConfigError(
+                f"state_locations: {', '.join(missing)} hold(s) no pipeline (no pipeline.json). Fix: "
+                "give the state location a pipeline's plan task wrote, or trigger that pipeline first."
+            )
         locations = unique_locations(given, find_state_locations(roots, self.depth))
         watched = []
         for loc in locations:

@@ -20,11 +20,19 @@ from ..cdc.table_views import Rules
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
-from ._spark import start_local_connect_early
 from ._pipeline import (
-    CONFIG_NAME, as_list, as_mapping, check_reread_entries, epoch_seconds, read_config, reread_reason, truthy,
-    whole_number, write_config,
+    CONFIG_NAME,
+    as_list,
+    as_mapping,
+    check_reread_entries,
+    epoch_seconds,
+    read_config,
+    reread_reason,
+    truthy,
+    whole_number,
+    write_config,
 )
+from ._spark import start_local_connect_early
 
 
 def _max_map_length() -> int:
@@ -36,28 +44,38 @@ def _max_map_length() -> int:
         return 1024
 
 
-def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None,
-                sink_conn_id: str | None) -> SinkConfig:
+def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, sink_conn_id: str | None) -> SinkConfig:
     """The sink's settings without any password: a PostgreSQL sink's password comes from its
     Airflow connection at run time ($PGPASSWORD), never from the stored settings."""
     options = as_mapping(sink_options, "sink_options")
     if "password" in options or "password_file" in options:
-        raise ConfigError("sink_options must not hold a password. Fix: put the PostgreSQL credentials in an "
-                          "Airflow connection and pass its id as sink_conn_id.")
+        raise ConfigError(
+            "sink_options must not hold a password. Fix: put the PostgreSQL credentials in an "
+            "Airflow connection and pass its id as sink_conn_id."
+        )
     if sink_conn_id:
         if sink_type != "postgres":
-            raise ConfigError(f"sink_conn_id is for the postgres sink; the sink is {sink_type!r}. "
-                              "Fix: remove sink_conn_id or set sink_type='postgres'.")
+            raise ConfigError(
+                f"sink_conn_id is for the postgres sink; the sink is {sink_type!r}. "
+                "Fix: remove sink_conn_id or set sink_type='postgres'."
+            )
         conn = BaseHook.get_connection(sink_conn_id)
-        options["dsn"] = {k: v for k, v in {"host": conn.host, "port": conn.port, "dbname": conn.schema,
-                                             "user": conn.login}.items() if v not in (None, "")}
+        options["dsn"] = {
+            k: v
+            for k, v in {"host": conn.host, "port": conn.port, "dbname": conn.schema, "user": conn.login}.items()
+            if v not in (None, "")
+        }
     config = SinkConfig(sink_type, options)
     if sink_type == "postgres" and "dsn" not in options:
-        raise ConfigError("the postgres sink needs a database. Fix: set sink_conn_id to a postgres connection "
-                          "(or sink_options={'dsn': 'host=... dbname=... user=...'}).")
+        raise ConfigError(
+            "the postgres sink needs a database. Fix: set sink_conn_id to a postgres connection "
+            "(or sink_options={'dsn': 'host=... dbname=... user=...'})."
+        )
     if sink_type in ("delta", "changelog") and not options.get("root"):
-        raise ConfigError(f"the {sink_type} sink needs a root: where its tables are written. Fix: set "
-                          f"sink_options={{'root': '<directory or URL>'}}.")
+        raise ConfigError(
+            f"the {sink_type} sink needs a root: where its tables are written. Fix: set "
+            f"sink_options={{'root': '<directory or URL>'}}."
+        )
     from ..spark.sinks.factory import build_sink
 
     build_sink(config).close()  # fails on unknown or missing options, before any data is written
@@ -138,27 +156,67 @@ class MySqlCdcPlanOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "mysql_cdc_conn_id", "tables", "exclude", "state_location", "pipeline_name", "sink_type", "sink_options",
-        "sink_conn_id", "chunk_size", "chunk_key_columns", "rows_per_batch", "parallelism", "startup_mode",
-        "startup_offset", "startup_timestamp", "stream_options", "schema_change_behavior", "reset", "reread_batches",
-        "zero_dates", "spark_runtime", "connect_conn_id", "aws_conn_id", "route", "transform",
+        "mysql_cdc_conn_id",
+        "tables",
+        "exclude",
+        "state_location",
+        "pipeline_name",
+        "sink_type",
+        "sink_options",
+        "sink_conn_id",
+        "chunk_size",
+        "chunk_key_columns",
+        "rows_per_batch",
+        "parallelism",
+        "startup_mode",
+        "startup_offset",
+        "startup_timestamp",
+        "stream_options",
+        "schema_change_behavior",
+        "reset",
+        "reread_batches",
+        "zero_dates",
+        "spark_runtime",
+        "connect_conn_id",
+        "aws_conn_id",
+        "route",
+        "transform",
     )
     ui_color = "#e8f4fa"
 
-    def __init__(self, *, tables: Sequence[str] | str, state_location: str,
-                 mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, exclude: Sequence[str] | str = (),
-                 pipeline_name: str | None = None, sink_type: str = "delta",
-                 sink_options: Mapping[str, Any] | str | None = None, sink_conn_id: str | None = None,
-                 chunk_size: int = 8096, chunk_key_columns: Mapping[str, str] | str | None = None,
-                 rows_per_batch: int = 5_000_000, parallelism: int = 4, max_batches: int | None = None,
-                 startup_mode: str = "initial", startup_offset: Mapping[str, Any] | str | None = None,
-                 startup_timestamp: float | None = None, stream_options: Mapping[str, Any] | str | None = None,
-                 schema_change_behavior: str = "lenient", reset: bool = False,
-                 reread_batches: Sequence[str] | str | None = None, zero_dates: str = "null",
-                 spark_runtime: str | None = None, connect_conn_id: str | None = None,
-                 spark_conn_id: str = "spark_default", connect_idle_s: float = 300.0,
-                 aws_conn_id: str | None = None, route: Sequence[Mapping[str, Any]] | str | None = None,
-                 transform: Sequence[Mapping[str, Any]] | str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        tables: Sequence[str] | str,
+        state_location: str,
+        mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+        exclude: Sequence[str] | str = (),
+        pipeline_name: str | None = None,
+        sink_type: str = "delta",
+        sink_options: Mapping[str, Any] | str | None = None,
+        sink_conn_id: str | None = None,
+        chunk_size: int = 8096,
+        chunk_key_columns: Mapping[str, str] | str | None = None,
+        rows_per_batch: int = 5_000_000,
+        parallelism: int = 4,
+        max_batches: int | None = None,
+        startup_mode: str = "initial",
+        startup_offset: Mapping[str, Any] | str | None = None,
+        startup_timestamp: float | None = None,
+        stream_options: Mapping[str, Any] | str | None = None,
+        schema_change_behavior: str = "lenient",
+        reset: bool = False,
+        reread_batches: Sequence[str] | str | None = None,
+        zero_dates: str = "null",
+        spark_runtime: str | None = None,
+        connect_conn_id: str | None = None,
+        spark_conn_id: str = "spark_default",
+        connect_idle_s: float = 300.0,
+        aws_conn_id: str | None = None,
+        route: Sequence[Mapping[str, Any]] | str | None = None,
+        transform: Sequence[Mapping[str, Any]] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
         self.route = route
@@ -195,15 +253,21 @@ class MySqlCdcPlanOperator(BaseOperator):
         source = dataclasses.replace(hook.get_source_config(), zero_dates=str(self.zero_dates or "null"))
         include = qualify_all(as_list(self.tables, "tables"), hook.default_database())
         exclude = qualify_all(as_list(self.exclude, "exclude"), hook.default_database())
-        split = SplitOptions(chunk_size=whole_number(self.chunk_size, "chunk_size", 8096),
-                             chunk_key_columns=as_mapping(self.chunk_key_columns, "chunk_key_columns"))
+        split = SplitOptions(
+            chunk_size=whole_number(self.chunk_size, "chunk_size", 8096),
+            chunk_key_columns=as_mapping(self.chunk_key_columns, "chunk_key_columns"),
+        )
         offset = as_mapping(self.startup_offset, "startup_offset") or None
         return PipelineConfig(
             name=self.pipeline_name or self.dag_id,
-            source=source, include=tuple(include), exclude=tuple(exclude),
+            source=source,
+            include=tuple(include),
+            exclude=tuple(exclude),
             state_location=str(self.state_location),
             sink=sink_config(str(self.sink_type), self.sink_options, self.sink_conn_id or None),
-            split=split, startup_mode=str(self.startup_mode), startup_offset=offset,
+            split=split,
+            startup_mode=str(self.startup_mode),
+            startup_offset=offset,
             startup_timestamp=epoch_seconds(self.startup_timestamp, "startup_timestamp"),
             stream=StreamOptions.from_mapping(as_mapping(self.stream_options, "stream_options")),
             schema_change_behavior=str(self.schema_change_behavior or "lenient"),
@@ -215,9 +279,14 @@ class MySqlCdcPlanOperator(BaseOperator):
         task, a DAG of the user's without the validate task)."""
         from ..spark.snapshot.arrow_read import reads_bypass_jvm
 
-        start_local_connect_early(self.log, self.spark_runtime, self.connect_conn_id, self.spark_conn_id,
-                                  float(self.connect_idle_s),
-                                  reads_bypass_jvm(config.source, config.sink.type, config.sink.options))
+        start_local_connect_early(
+            self.log,
+            self.spark_runtime,
+            self.connect_conn_id,
+            self.spark_conn_id,
+            float(self.connect_idle_s),
+            reads_bypass_jvm(config.source, config.sink.type, config.sink.options),
+        )
 
     def _probe(self, config: PipelineConfig) -> None:
         """Storage and start position are checked here, before any Spark job, so a location the
@@ -225,8 +294,11 @@ class MySqlCdcPlanOperator(BaseOperator):
         probe_writable(config.state_location, "state_location")
         options = dict(config.sink.options)
         if config.sink.type in ("delta", "changelog") and options.get("root"):
-            probe_writable(str(options["root"]), f"the {config.sink.type} sink's root (sink_options.root)",
-                           options.get("storage_options"))
+            probe_writable(
+                str(options["root"]),
+                f"the {config.sink.type} sink's root (sink_options.root)",
+                options.get("storage_options"),
+            )
         if config.sink.type == "postgres" and self.sink_conn_id and "dsn" in options:
             self._probe_postgres(options["dsn"], BaseHook.get_connection(self.sink_conn_id).password)
         if config.startup_mode == "specific-offset":
@@ -247,14 +319,18 @@ class MySqlCdcPlanOperator(BaseOperator):
             conn.close()
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ConfigError(f"cannot connect to the PostgreSQL sink of connection {self.sink_conn_id!r}: {first}. "
-                              "Fix: check that connection's host, port, database (schema), login and password, "
-                              "then trigger again.") from None
+            raise ConfigError(
+                f"cannot connect to the PostgreSQL sink of connection {self.sink_conn_id!r}: {first}. "
+                "Fix: check that connection's host, port, database (schema), login and password, "
+                "then trigger again."
+            ) from None
 
     def sizing(self) -> BatchSizing:
-        return BatchSizing(rows_per_batch=whole_number(self.rows_per_batch, "rows_per_batch", 5_000_000),
-                           parallelism=whole_number(self.parallelism, "parallelism", 4),
-                           max_batches=whole_number(self.max_batches or _max_map_length(), "max_batches", 1024))
+        return BatchSizing(
+            rows_per_batch=whole_number(self.rows_per_batch, "rows_per_batch", 5_000_000),
+            parallelism=whole_number(self.parallelism, "parallelism", 4),
+            max_batches=whole_number(self.max_batches or _max_map_length(), "max_batches", 1024),
+        )
 
     # --- run -----------------------------------------------------------------------------
 
@@ -291,8 +367,11 @@ class MySqlCdcPlanOperator(BaseOperator):
             removed = sink.forget_tables(list(dict.fromkeys(sink_table_of(old.rules, t) for t in plan.schemas)))
         finally:
             sink.close()
-        self.log.info("reset: removed the %s sink's tables of the previous load: %s", old.sink.type,
-                      ", ".join(removed) or "none existed")
+        self.log.info(
+            "reset: removed the %s sink's tables of the previous load: %s",
+            old.sink.type,
+            ", ".join(removed) or "none existed",
+        )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The planned source tables (the plan reads their sizes and keys; it writes no sink table)."""
@@ -316,38 +395,49 @@ class MySqlCdcPlanOperator(BaseOperator):
         added: list = []
         removed: list = []
         if plan is not None and plan.inputs is not None and plan.inputs != inputs:
-            same_split = all(plan.inputs.get(k) == inputs.get(k) for k in ("chunk_size", "chunk_key_columns",
-                                                                           "zero_dates"))
+            same_split = all(
+                plan.inputs.get(k) == inputs.get(k) for k in ("chunk_size", "chunk_key_columns", "zero_dates")
+            )
             if not same_split:
                 raise ConfigError(
                     f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "
                     f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
-                    "another state_location.")
+                    "another state_location."
+                )
             # Another table list: the tables it adds get batches of their own; the rest stays.
             before = plan
-            plan, added, removed = extend_plan(plan, config.source, config.include, config.exclude, config.split,
-                                               sizing=self.sizing())
+            plan, added, removed = extend_plan(
+                plan, config.source, config.include, config.exclude, config.split, sizing=self.sizing()
+            )
             plan = with_primary_keys(plan, config)
-            for b in before.batches:   # a removed table's batches leave with it
+            for b in before.batches:  # a removed table's batches leave with it
                 if b not in plan.batches:
                     state.delete(StateStore.batch_result_rel(b.batch_id))
                     state.delete(StateStore.batch_owner_rel(b.batch_id))
             state.write_plan(plan)
             if added:
-                self.log.info("added %d table(s) to the pipeline: %s; their batches are planned below%s",
-                              len(added), ", ".join(map(str, added)),
-                              " and go to the running stream, which captures them from there on"
-                              if state.stream_started() else "")
+                self.log.info(
+                    "added %d table(s) to the pipeline: %s; their batches are planned below%s",
+                    len(added),
+                    ", ".join(map(str, added)),
+                    " and go to the running stream, which captures them from there on"
+                    if state.stream_started()
+                    else "",
+                )
             if removed:
-                self.log.info("removed %d table(s) from the pipeline: %s; their sink tables stay as they are%s",
-                              len(removed), ", ".join(map(str, removed)),
-                              "; the running stream stops capturing them" if state.stream_started() else "")
+                self.log.info(
+                    "removed %d table(s) from the pipeline: %s; their sink tables stay as they are%s",
+                    len(removed),
+                    ", ".join(map(str, removed)),
+                    "; the running stream stops capturing them" if state.stream_started() else "",
+                )
         entries = as_list(self.reread_batches, "reread_batches")
         fresh = None
         if plan is None and config.startup_mode in ("initial", "snapshot"):
             # planned before anything is written: a table that is missing or has no key fails here
-            fresh = with_primary_keys(build_plan(config.source, config.include, config.exclude, config.split,
-                                                 sizing=self.sizing()), config)
+            fresh = with_primary_keys(
+                build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing()), config
+            )
             check_reread_entries(entries, [b.batch_id for b in fresh.batches], [str(t) for t in fresh.schemas])
         self._check_rules(config, state, fresh or plan)
         write_config(state, config)
@@ -359,8 +449,12 @@ class MySqlCdcPlanOperator(BaseOperator):
         if plan is None:
             plan = fresh
             state.write_plan(plan)
-            self.log.info("planned %d tables, %d chunks, %d batches", len(plan.schemas),
-                          sum(len(b.chunks) for b in plan.batches), len(plan.batches))
+            self.log.info(
+                "planned %d tables, %d chunks, %d batches",
+                len(plan.schemas),
+                sum(len(b.chunks) for b in plan.batches),
+                len(plan.batches),
+            )
         else:
             self.log.info("reusing the stored plan: %d batches", len(plan.batches))
         estimates = plan.estimated_rows()
@@ -368,21 +462,29 @@ class MySqlCdcPlanOperator(BaseOperator):
         check_reread_entries(entries, [b.batch_id for b in plan.batches], [str(t) for t in plan.schemas])
         actions = self._actions(plan, state, entries)
         self._log_plan(plan, estimates, actions)
-        reload = {"read": [b for b, a in actions.items() if a != "left alone"],
-                  "read_again": [b for b, a in actions.items() if a.startswith("read again")],
-                  "left_alone": [b for b, a in actions.items() if a == "left alone"],
-                  "tables_read_again": sorted({str(t) for b in plan.batches if actions[b.batch_id].startswith(
-                      "read again") for t in b.tables}),
-                  "tables_added": [str(t) for t in added],
-                  "tables_removed": [str(t) for t in removed],
-                  "stream_running": state.stream_started()}
+        reload = {
+            "read": [b for b, a in actions.items() if a != "left alone"],
+            "read_again": [b for b, a in actions.items() if a.startswith("read again")],
+            "left_alone": [b for b, a in actions.items() if a == "left alone"],
+            "tables_read_again": sorted(
+                {str(t) for b in plan.batches if actions[b.batch_id].startswith("read again") for t in b.tables}
+            ),
+            "tables_added": [str(t) for t in added],
+            "tables_removed": [str(t) for t in removed],
+            "stream_running": state.stream_started(),
+        }
         ti = context.get("ti") if hasattr(context, "get") else None
         if ti is not None:
             ti.xcom_push(key="reload", value=reload)
-        return [{"batch_id": b.batch_id,
-                 "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id]) + (
-                     " · read again" if actions[b.batch_id].startswith("read again") else ""),
-                 "estimated_rows": estimates[b.batch_id]} for b in plan.batches]
+        return [
+            {
+                "batch_id": b.batch_id,
+                "batch_label": batch_label(b, estimated_rows=estimates[b.batch_id])
+                + (" · read again" if actions[b.batch_id].startswith("read again") else ""),
+                "estimated_rows": estimates[b.batch_id],
+            }
+            for b in plan.batches
+        ]
 
     def _check_rules(self, config: PipelineConfig, state: StateStore, plan: Plan | None) -> None:
         """Routes and transforms are checked against the tables before anything is written, and may
@@ -395,21 +497,23 @@ class MySqlCdcPlanOperator(BaseOperator):
         if state.exists(CONFIG_NAME) and (state.stream_started() or state.batch_results()):
             try:
                 old_rules = read_config(state).rules
-            except ConfigError:   # unreadable settings: rewritten below, as before routes existed
+            except ConfigError:  # unreadable settings: rewritten below, as before routes existed
                 old_rules = config.rules
             if old_rules != config.rules:
                 raise ConfigError(
                     f"the pipeline's route/transform rules differ from those its sink tables were loaded with (state "
                     f"location {state.location}). Fix: trigger with reset=true to load the tables again with the new "
-                    "rules, or restore the previous rules.")
+                    "rules, or restore the previous rules."
+                )
         if not config.rules:
             return
         if plan is not None:
             schemas = list(plan.schemas.values())
         else:
             with contextlib.closing(config.source.connect()) as conn:
-                schemas = discover_tables(conn, config.include, config.exclude, config.split.chunk_key_columns,
-                                          config.source.zero_dates)
+                schemas = discover_tables(
+                    conn, config.include, config.exclude, config.split.chunk_key_columns, config.source.zero_dates
+                )
         from ..spark.sinks.factory import build_sink
 
         sink = build_sink(config.sink)
@@ -420,11 +524,18 @@ class MySqlCdcPlanOperator(BaseOperator):
         views = resolve_views(config.rules, schemas, sink_type=config.sink.type, direct_write=direct)
         for v in views.values():
             if not v.identity:
-                what = [w for w, on in (("routed to " + str(v.sink_id), v.sink_id != v.source_id),
-                                        ("projected", v.projection is not None), ("filtered", v.filter is not None))
-                        if on]
-                self.log.info("%s: %s (sink key %s)", v.source_id, ", ".join(what),
-                              ", ".join(v.sink_schema.row_identity))
+                what = [
+                    w
+                    for w, on in (
+                        ("routed to " + str(v.sink_id), v.sink_id != v.source_id),
+                        ("projected", v.projection is not None),
+                        ("filtered", v.filter is not None),
+                    )
+                    if on
+                ]
+                self.log.info(
+                    "%s: %s (sink key %s)", v.source_id, ", ".join(what), ", ".join(v.sink_schema.row_identity)
+                )
 
     def _check_retention(self, config: PipelineConfig, state: StateStore, estimates: Mapping[str, int]) -> None:
         """A warning when the server may purge the binlog the stream will start from before the
@@ -441,7 +552,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         try:
             with contextlib.closing(config.source.connect()) as conn:
                 retention = binlog_retention_s(conn)
-        except Exception as e:   # validate checked the server; this is advice, not a gate
+        except Exception as e:  # validate checked the server; this is advice, not a gate
             self.log.info("could not read the binlog retention (%s); not checked", e)
             return
         warning = retention_warning(retention, rows, rate)
@@ -467,11 +578,23 @@ class MySqlCdcPlanOperator(BaseOperator):
         """The batches as a table: what each snapshot task (map index) will do."""
         rows = [("map index", "batch", "chunks", "est. rows", "tables", "this run")]
         for i, b in enumerate(plan.batches):
-            rows.append((str(i), b.batch_id, str(len(b.chunks)), short_count(estimates[b.batch_id]),
-                         batch_label(b), actions[b.batch_id]))
+            rows.append(
+                (
+                    str(i),
+                    b.batch_id,
+                    str(len(b.chunks)),
+                    short_count(estimates[b.batch_id]),
+                    batch_label(b),
+                    actions[b.batch_id],
+                )
+            )
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         for r in rows:
             self.log.info("  %s", "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-        self.log.info("  total: %d batches, %d chunks, ~%s rows over %d table(s)", len(plan.batches),
-                      sum(len(b.chunks) for b in plan.batches), short_count(sum(estimates.values())),
-                      len(plan.schemas))
+        self.log.info(
+            "  total: %d batches, %d chunks, ~%s rows over %d table(s)",
+            len(plan.batches),
+            sum(len(b.chunks) for b in plan.batches),
+            short_count(sum(estimates.values())),
+            len(plan.schemas),
+        )

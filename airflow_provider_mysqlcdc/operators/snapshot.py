@@ -14,13 +14,13 @@ from ..cdc.object_store import StorageCredentials, use_credentials, with_storage
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
-from ..spark.runtime.package_files import application_path
 from ..spark.runtime.install_check import check_pyspark_install
+from ..spark.runtime.package_files import application_path
 from ..spark.runtime.session import jdbc_jar_path
 from . import _spark
 from ._fail_fast import config_errors_fail_at_once
-from ._spark_output import SparkOutputLog
 from ._pipeline import as_list, config_url, read_config, reread_reason, truthy
+from ._spark_output import SparkOutputLog
 
 
 def result_summary(result: dict[str, Any], label: str | None = None) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def result_summary(result: dict[str, Any], label: str | None = None) -> dict[str
         "chunks": len(result.get("chunks", [])),
         "seconds": result.get("seconds"),
         "rows_per_s": result.get("rows_per_s"),
-        "handoff": result.get("handoff"),   # read while the stream ran: the stream took the rows over
+        "handoff": result.get("handoff"),  # read while the stream ran: the stream took the rows over
     }
 
 
@@ -90,21 +90,47 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     :param kwargs: everything else of ``SparkSubmitOperator`` (conf, executor_memory, ...).
     """
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "batch_id", "batch_label",
-                                      "estimated_rows", "state_location", "mysql_cdc_conn_id", "sink_conn_id",
-                                      "reread_batches", "redo_finished", "handoff_timeout_s", "spark_runtime",
-                                      "connect_conn_id", "aws_conn_id")
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "batch_id",
+        "batch_label",
+        "estimated_rows",
+        "state_location",
+        "mysql_cdc_conn_id",
+        "sink_conn_id",
+        "reread_batches",
+        "redo_finished",
+        "handoff_timeout_s",
+        "spark_runtime",
+        "connect_conn_id",
+        "aws_conn_id",
+    )
     ui_color = "#fdf2e3"
 
-    def __init__(self, *, batch_id: str, state_location: str, batch_label: str | None = None,
-                 estimated_rows: int | None = None, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
-                 sink_conn_id: str | None = None, reread_batches: Sequence[str] | str | None = None,
-                 redo_finished: bool = False, handoff_timeout_s: float | str = 900, spark_log_level: str = "WARN",
-                 password_file: str | None = None,
-                 cluster_provides_password: bool = False, python_archive: str | None = None,
-                 spark_runtime: str = "connect", connect_conn_id: str | None = None,
-                 connect_idle_s: float = 300.0, aws_conn_id: str | None = None,
-                 conn_id: str = "spark_default", application: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        batch_id: str,
+        state_location: str,
+        batch_label: str | None = None,
+        estimated_rows: int | None = None,
+        mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+        sink_conn_id: str | None = None,
+        reread_batches: Sequence[str] | str | None = None,
+        redo_finished: bool = False,
+        handoff_timeout_s: float | str = 900,
+        spark_log_level: str = "WARN",
+        password_file: str | None = None,
+        cluster_provides_password: bool = False,
+        python_archive: str | None = None,
+        spark_runtime: str = "connect",
+        connect_conn_id: str | None = None,
+        connect_idle_s: float = 300.0,
+        aws_conn_id: str | None = None,
+        conn_id: str = "spark_default",
+        application: str = "",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(application=application, conn_id=conn_id, **kwargs)
         self.aws_conn_id = aws_conn_id
         self._storage: StorageCredentials | None = None
@@ -148,10 +174,18 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if self.sink_conn_id:
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
         mysql_password = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
-        self._secret_env = {**_spark.python_env(master), **_spark.secret_env(
-            master=master, deploy_mode=deploy_mode, mysql_password=mysql_password, sink_password=sink_password,
-            password_file=self.password_file, cluster_provides_password=bool(self.cluster_provides_password),
-            storage_env=self._storage.env() if self._storage else None)}
+        self._secret_env = {
+            **_spark.python_env(master),
+            **_spark.secret_env(
+                master=master,
+                deploy_mode=deploy_mode,
+                mysql_password=mysql_password,
+                sink_password=sink_password,
+                password_file=self.password_file,
+                cluster_provides_password=bool(self.cluster_provides_password),
+                storage_env=self._storage.env() if self._storage else None,
+            ),
+        }
         archive, archive_conf = _spark.archive_conf(self.python_archive)
         self.application = self.application or application_path("snapshot_chunks")
         args = ["--config", config_url(state), "--batch-id", self.batch_id]
@@ -164,8 +198,12 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if archive:
             self._archives = _spark.merge_csv(self._archives, archive)
         # Spark's INFO chatter would bury the job's own progress lines in the task log.
-        self.conf = {"spark.ui.showConsoleProgress": "false", "spark.log.level": "WARN", **archive_conf,
-                     **(self.conf or {})}
+        self.conf = {
+            "spark.ui.showConsoleProgress": "false",
+            "spark.log.level": "WARN",
+            **archive_conf,
+            **(self.conf or {}),
+        }
         self._hook = None  # build the real hook (with the secret env) in execute
 
     @config_errors_fail_at_once
@@ -180,18 +218,26 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             why = self._reread_reason(state, me, owner)
             if why is None:
                 summary = result_summary(existing, self.batch_label)
-                self.log.info("batch %s (%s) is already in the sink: %d rows, HW %s%s. Not read again; to read it "
-                              "again, clear this task in the run that snapshotted it or trigger with "
-                              "reread_batches=[\"%s\"] (also while the stream runs).", self.batch_id,
-                              self.batch_label, summary["rows"], _fmt(summary["high_watermark"]),
-                              f", snapshotted by run {owner['run_id']}" if owner.get("run_id") else "",
-                              self.batch_id)
+                self.log.info(
+                    "batch %s (%s) is already in the sink: %d rows, HW %s%s. Not read again; to read it "
+                    "again, clear this task in the run that snapshotted it or trigger with "
+                    'reread_batches=["%s"] (also while the stream runs).',
+                    self.batch_id,
+                    self.batch_label,
+                    summary["rows"],
+                    _fmt(summary["high_watermark"]),
+                    f", snapshotted by run {owner['run_id']}" if owner.get("run_id") else "",
+                    self.batch_id,
+                )
                 return summary
-            self.log.info("batch %s (%s) is in the sink already; reading it again: %s", self.batch_id,
-                          self.batch_label, why)
+            self.log.info(
+                "batch %s (%s) is in the sink already; reading it again: %s", self.batch_id, self.batch_label, why
+            )
         if state.stream_started():
-            self.log.info("the binlog stream of this pipeline runs, so it is the sink's only writer: the batch's rows "
-                          "go to it, and it replaces the batch's key ranges with them exactly")
+            self.log.info(
+                "the binlog stream of this pipeline runs, so it is the sink's only writer: the batch's rows "
+                "go to it, and it replaces the batch's key ranges with them exactly"
+            )
         runtime = _runtime(self.spark_runtime)
         t0 = time.monotonic()
         if runtime == "connect":
@@ -202,19 +248,26 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             super().execute(context)
         result = state.read_batch_result(self.batch_id)
         if result is None:
-            raise CdcError(f"the snapshot job for batch {self.batch_id} finished but left no result file at "
-                           f"{state.url(StateStore.batch_result_rel(self.batch_id))}; see the Spark output above.")
+            raise CdcError(
+                f"the snapshot job for batch {self.batch_id} finished but left no result file at "
+                f"{state.url(StateStore.batch_result_rel(self.batch_id))}; see the Spark output above."
+            )
         if result.get("handoff"):
             self._wait_for_stream(state, result["handoff"])
         state.write_batch_owner(self.batch_id, me)
         summary = result_summary(result, self.batch_label)
         self._record_asset_events(context, state, summary)
         elapsed = time.monotonic() - t0
-        self.log.info("batch %s done: %d chunks, %s rows in %.1f s (%s rows/s in Spark, the rest %s); "
-                      "high watermark %s", self.batch_id, summary["chunks"], f"{summary['rows']:,}", elapsed,
-                      f"{summary['rows_per_s']:,}" if summary.get("rows_per_s") else "?",
-                      "Spark start-up" if runtime == "submit" else "attaching to Spark Connect",
-                      _fmt(summary["high_watermark"]))
+        self.log.info(
+            "batch %s done: %d chunks, %s rows in %.1f s (%s rows/s in Spark, the rest %s); high watermark %s",
+            self.batch_id,
+            summary["chunks"],
+            f"{summary['rows']:,}",
+            elapsed,
+            f"{summary['rows_per_s']:,}" if summary.get("rows_per_s") else "?",
+            "Spark start-up" if runtime == "submit" else "attaching to Spark Connect",
+            _fmt(summary["high_watermark"]),
+        )
         return summary
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -233,14 +286,16 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         tables = list(dict.fromkeys(KeyRange.from_dict(r).table_id for r in summary["ranges"]))
         config = read_config(state)
         uris = table_assets(config.sink, tables, config.rules)
-        n = emit_table_events(context, self.outlets, uris, {k: summary.get(k) for k in (
-            "batch_id", "rows", "high_watermark")})
+        n = emit_table_events(
+            context, self.outlets, uris, {k: summary.get(k) for k in ("batch_id", "rows", "high_watermark")}
+        )
         if n:
             self.log.info("asset events: %s", ", ".join(uris.values()))
 
     def _label(self) -> str:
         return self.batch_label or (
-            f"~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else "?")
+            f"~{short_count(int(self.estimated_rows))} rows" if self.estimated_rows not in (None, "") else "?"
+        )
 
     def _run_on_connect(self, state: StateStore) -> None:
         """The batch's job in this process, as a Spark Connect client: the watermarks and the
@@ -249,7 +304,10 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         from dataclasses import replace
 
         from ..spark.runtime.connect_server import (
-            Lease, endpoint_reachable, ensure_local_server, remote_session,
+            Lease,
+            endpoint_reachable,
+            ensure_local_server,
+            remote_session,
         )
         from ..spark.snapshot.job import run_snapshot_batch
 
@@ -258,11 +316,13 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         config = read_config(state, password=mysql_password)
         if self.sink_conn_id:
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
-            config = replace(config, sink=replace(config.sink, options={**config.sink.options,
-                                                                         "password": sink_password}))
-        if self._storage is not None:   # for the server's Python workers, whose environment is the server's
-            config = replace(config, sink=replace(config.sink, options=with_storage_options(config.sink.options,
-                                                                                             self._storage)))
+            config = replace(
+                config, sink=replace(config.sink, options={**config.sink.options, "password": sink_password})
+            )
+        if self._storage is not None:  # for the server's Python workers, whose environment is the server's
+            config = replace(
+                config, sink=replace(config.sink, options=with_storage_options(config.sink.options, self._storage))
+            )
         lease: Any = contextlib.nullcontext()
         if self.connect_conn_id:
             from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -273,7 +333,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             from ..spark.snapshot.arrow_read import reads_bypass_jvm
 
             settings = _spark.local_connect_settings(
-                self._conn_id, self.conf, reads_bypass_jvm(config.source, config.sink.type, config.sink.options))
+                self._conn_id, self.conf, reads_bypass_jvm(config.source, config.sink.type, config.sink.options)
+            )
             master = settings.master
             info = ensure_local_server(settings, idle_s=float(self.connect_idle_s))
             url, lease = info.url, Lease(info)
@@ -281,12 +342,14 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         self.log.info("snapshotting batch %s (%s) on %s", self.batch_id, self._label(), where)
         down = endpoint_reachable(url)
         if down is not None:
-            raise CdcError(f"cannot reach {where} ({down}). Fix: start it or correct the connection's host, port "
-                           "and token; or set spark_runtime='submit'.")
+            raise CdcError(
+                f"cannot reach {where} ({down}). Fix: start it or correct the connection's host, port "
+                "and token; or set spark_runtime='submit'."
+            )
         reached = False
         try:
             with lease, remote_session(url) as spark:
-                spark.version   # the first call to the server: a wrong or dead endpoint fails here
+                spark.version  # the first call to the server: a wrong or dead endpoint fails here
                 reached = True
                 self._connect_session = spark
                 try:
@@ -296,9 +359,10 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         except Exception as e:
             if reached:
                 raise
-            raise CdcError(f"cannot reach {where}: {type(e).__name__}: {str(e).splitlines()[0][:300]}. Fix: start "
-                           "it or correct the connection's host, port and token; or set spark_runtime='submit'."
-                           ) from None
+            raise CdcError(
+                f"cannot reach {where}: {type(e).__name__}: {str(e).splitlines()[0][:300]}. Fix: start "
+                "it or correct the connection's host, port and token; or set spark_runtime='submit'."
+            ) from None
 
     def _wait_for_stream(self, state: StateStore, handoffs: Sequence[str] | str) -> None:
         """Until the stream has taken every piece of the batch over (or said why it cannot)."""
@@ -313,8 +377,9 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             for hid in ids:
                 if hid not in done and (applied := read_applied(state, hid)) is not None:
                     if applied.get("superseded"):
-                        raise CdcError(f"batch {self.batch_id}: the stream did not apply its rows: "
-                                       f"{applied['superseded']}")
+                        raise CdcError(
+                            f"batch {self.batch_id}: the stream did not apply its rows: {applied['superseded']}"
+                        )
                     done[hid] = applied
             if len(done) == len(ids):
                 break
@@ -323,20 +388,33 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                     f"batch {self.batch_id}: the stream has not taken its rows (hand-off "
                     f"{', '.join(h for h in ids if h not in done)}) within {timeout:.0f} s. Is it running? See the "
                     "stream watchdog's log. The rows stay pending and are applied when the stream runs; a retry of "
-                    "this task reads the batch again.")
+                    "this task reads the batch again."
+                )
             if time.monotonic() > next_note:
-                self.log.info("waiting for the stream to take batch %s over: %d of %d piece(s) taken", self.batch_id,
-                              len(done), len(ids))
+                self.log.info(
+                    "waiting for the stream to take batch %s over: %d of %d piece(s) taken",
+                    self.batch_id,
+                    len(done),
+                    len(ids),
+                )
                 next_note = time.monotonic() + 30
             time.sleep(1)
         first = min(done.values(), key=lambda a: a["micro_batch"])
         last = max(done.values(), key=lambda a: a["micro_batch"])
-        batches = (f"micro-batch {first['micro_batch']}" if first is last or first["micro_batch"] == last["micro_batch"]
-                   else f"micro-batches {first['micro_batch']}-{last['micro_batch']}")
-        self.log.info("the stream replaced batch %s's key ranges in %s: %s rows exact at %s, %s rows the sink held "
-                      "there and the source no longer has deleted", self.batch_id, batches,
-                      f"{sum(a['rows'] for a in done.values()):,}", _fmt(last["exact_at"]),
-                      f"{sum(a['deleted'] for a in done.values()):,}")
+        batches = (
+            f"micro-batch {first['micro_batch']}"
+            if first is last or first["micro_batch"] == last["micro_batch"]
+            else f"micro-batches {first['micro_batch']}-{last['micro_batch']}"
+        )
+        self.log.info(
+            "the stream replaced batch %s's key ranges in %s: %s rows exact at %s, %s rows the sink held "
+            "there and the source no longer has deleted",
+            self.batch_id,
+            batches,
+            f"{sum(a['rows'] for a in done.values()):,}",
+            _fmt(last["exact_at"]),
+            f"{sum(a['deleted'] for a in done.values()):,}",
+        )
 
     def _reread_reason(self, state: StateStore, me: dict[str, Any], owner: dict[str, Any]) -> str | None:
         """Why a finished batch is read again, or None to keep it: it is named in
@@ -350,14 +428,17 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             return named
         if truthy(self.redo_finished):
             return "redo_finished is set"
-        if (me.get("run_id") and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index"))
-                and int(me.get("try_number") or 0) > int(owner.get("try_number") or 0)):
+        if (
+            me.get("run_id")
+            and all(owner.get(k) == me.get(k) for k in ("dag_id", "run_id", "map_index"))
+            and int(me.get("try_number") or 0) > int(owner.get("try_number") or 0)
+        ):
             return "this task snapshotted it in this run and was cleared"
         return None
 
     def on_kill(self) -> None:
         session = self._connect_session
-        if session is not None:   # stop this task's Spark work on the shared application
+        if session is not None:  # stop this task's Spark work on the shared application
             try:
                 session.interruptAll()
             except Exception as e:
@@ -376,16 +457,22 @@ def _runtime(value: Any) -> str:
     if runtime not in RUNTIMES:
         from ..cdc.errors import ConfigError
 
-        raise ConfigError(f"spark_runtime: {value!r} is not one of {', '.join(RUNTIMES)}. Fix: use 'connect' (one "
-                          "shared Spark application, the default) or 'submit' (a spark-submit per batch).")
+        raise ConfigError(
+            f"spark_runtime: {value!r} is not one of {', '.join(RUNTIMES)}. Fix: use 'connect' (one "
+            "shared Spark application, the default) or 'submit' (a spark-submit per batch)."
+        )
     return runtime
 
 
 def _task_identity(context: Any) -> dict[str, Any]:
     """dag, run and map index of the running task instance (what a batch owner records)."""
     ti = context.get("ti") if hasattr(context, "get") else None
-    return {"dag_id": getattr(ti, "dag_id", None), "run_id": getattr(ti, "run_id", None),
-            "map_index": getattr(ti, "map_index", None), "try_number": getattr(ti, "try_number", None)}
+    return {
+        "dag_id": getattr(ti, "dag_id", None),
+        "run_id": getattr(ti, "run_id", None),
+        "map_index": getattr(ti, "map_index", None),
+        "try_number": getattr(ti, "try_number", None),
+    }
 
 
 def _fmt(offset: dict[str, Any]) -> str:

@@ -55,16 +55,33 @@ class MySqlCdcStreamOperator(BaseOperator):
         credentials reach this task and the stream job's environment (never its command line). (templated)
     """
 
-    template_fields: Sequence[str] = ("snapshot_results", "state_location", "mysql_cdc_conn_id", "spark_conn_id",
-                                      "sink_conn_id", "aws_conn_id")
+    template_fields: Sequence[str] = (
+        "snapshot_results",
+        "state_location",
+        "mysql_cdc_conn_id",
+        "spark_conn_id",
+        "sink_conn_id",
+        "aws_conn_id",
+    )
     ui_color = "#e3f7e3"
     operator_extra_links = (StreamSparkUiLink(),)
 
-    def __init__(self, *, state_location: str, snapshot_results: Any = None,
-                 mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name, spark_conn_id: str = "spark_default",
-                 sink_conn_id: str | None = None, start_timeout_s: float = 600.0, password_file: str | None = None,
-                 cluster_provides_password: bool = False, python_archive: str | None = None,
-                 conf: Mapping[str, str] | None = None, aws_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        state_location: str,
+        snapshot_results: Any = None,
+        mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+        spark_conn_id: str = "spark_default",
+        sink_conn_id: str | None = None,
+        start_timeout_s: float = 600.0,
+        password_file: str | None = None,
+        cluster_provides_password: bool = False,
+        python_archive: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        aws_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
         self.snapshot_results = snapshot_results
@@ -79,40 +96,60 @@ class MySqlCdcStreamOperator(BaseOperator):
         self.conf = dict(conf or {})
 
     def control(self) -> StreamControl:
-        return StreamControl(self.state_location, self.mysql_cdc_conn_id, self.spark_conn_id,
-                             self.sink_conn_id or None, self.password_file, self.cluster_provides_password,
-                             self.python_archive, self.conf, self.start_timeout_s,
-                             aws_conn_id=self.aws_conn_id or None)
+        return StreamControl(
+            self.state_location,
+            self.mysql_cdc_conn_id,
+            self.spark_conn_id,
+            self.sink_conn_id or None,
+            self.password_file,
+            self.cluster_provides_password,
+            self.python_archive,
+            self.conf,
+            self.start_timeout_s,
+            aws_conn_id=self.aws_conn_id or None,
+        )
 
     def _hand_off(self, state: StateStore, results: list[dict[str, Any]]) -> None:
         """Write the finished-batch list after checking it against the plan and the XComs."""
         plan = state.read_plan()
         if plan is None:
-            raise ConfigError(f"no plan in {state.location}. Fix: run the plan and snapshot tasks first, with the "
-                              "same state_location.")
+            raise ConfigError(
+                f"no plan in {state.location}. Fix: run the plan and snapshot tasks first, with the "
+                "same state_location."
+            )
         if state.stream_started() and state.read_finished() is not None:
             # The stream goes on from its checkpoint; the list it started from stays as it was. Batches
             # read again or added since reached it as hand-offs (their tasks waited for the take-over).
             handed = [r["batch_id"] for r in results if r.get("handoff")]
-            self.log.info("the stream started before: it continues from its checkpoint%s",
-                          f"; {len(handed)} batch(es) of this run were handed to it" if handed else "")
+            self.log.info(
+                "the stream started before: it continues from its checkpoint%s",
+                f"; {len(handed)} batch(es) of this run were handed to it" if handed else "",
+            )
             return
         finished = state.finished_from_results()
         have = {f.batch_id: f for f in finished}
         missing = [b.batch_id for b in plan.batches if b.batch_id not in have]
         if missing:
-            raise CdcError(f"{len(missing)} batch(es) have no snapshot result ({', '.join(missing[:5])}). "
-                           "Fix: clear their snapshot tasks (or the failed map indexes) and run them again.")
+            raise CdcError(
+                f"{len(missing)} batch(es) have no snapshot result ({', '.join(missing[:5])}). "
+                "Fix: clear their snapshot tasks (or the failed map indexes) and run them again."
+            )
         for r in results:
             f = have.get(r["batch_id"])
             if f is None or f.high_watermark != BinlogOffset.from_dict(r["high_watermark"]):
-                raise CdcError(f"batch {r['batch_id']}: its XCom and its result file disagree on the high "
-                               "watermark (the batch ran again after this task's input was produced). "
-                               "Fix: clear this task so it reads the current results.")
+                raise CdcError(
+                    f"batch {r['batch_id']}: its XCom and its result file disagree on the high "
+                    "watermark (the batch ran again after this task's input was produced). "
+                    "Fix: clear this task so it reads the current results."
+                )
         state.write_finished(finished)
         low = min(f.high_watermark for f in finished)
-        self.log.info("snapshot complete: %d batches, %d rows; the stream starts at the minimum HW %s",
-                      len(finished), sum(int(r.get("rows") or 0) for r in results), low)
+        self.log.info(
+            "snapshot complete: %d batches, %d rows; the stream starts at the minimum HW %s",
+            len(finished),
+            sum(int(r.get("rows") or 0) for r in results),
+            low,
+        )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Every captured table in, their sink tables out (with Airflow's OpenLineage provider)."""
@@ -134,14 +171,23 @@ class MySqlCdcStreamOperator(BaseOperator):
         control = self.control()
         status = control.running()
         if status is not None:
-            self.log.info("the stream is already running (pid %s, micro-batch %s, lag %s s): not starting another",
-                          status.pid, status.batch_id, status.lag_now())
+            self.log.info(
+                "the stream is already running (pid %s, micro-batch %s, lag %s s): not starting another",
+                status.pid,
+                status.batch_id,
+                status.lag_now(),
+            )
             return status_summary(status)
         status = control.launch()
         summary = status_summary(status)
         offset = summary.get("committed_offset") or {}
-        self.log.info("stream running: micro-batch %s committed at %s:%s, lag %s s. It runs on outside this DAG "
-                      "run: the mysql_cdc_stream_watchdog DAG checks it every 5 minutes (alive, lag, last commit, "
-                      "its log) and relaunches it if it dies.", status.batch_id, offset.get("file"),
-                      offset.get("position"), summary["lag_s"])
+        self.log.info(
+            "stream running: micro-batch %s committed at %s:%s, lag %s s. It runs on outside this DAG "
+            "run: the mysql_cdc_stream_watchdog DAG checks it every 5 minutes (alive, lag, last commit, "
+            "its log) and relaunches it if it dies.",
+            status.batch_id,
+            offset.get("file"),
+            offset.get("position"),
+            summary["lag_s"],
+        )
         return summary

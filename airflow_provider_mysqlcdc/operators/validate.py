@@ -55,16 +55,33 @@ class MySqlCdcValidateOperator(BaseOperator):
     :param sink_options: see ``sink_type``. (templated)
     """
 
-    template_fields: Sequence[str] = ("mysql_cdc_conn_id", "tables", "exclude", "chunk_key_columns",
-                                      "spark_runtime", "connect_conn_id", "sink_type", "sink_options")
+    template_fields: Sequence[str] = (
+        "mysql_cdc_conn_id",
+        "tables",
+        "exclude",
+        "chunk_key_columns",
+        "spark_runtime",
+        "connect_conn_id",
+        "sink_type",
+        "sink_options",
+    )
     ui_color = "#e8f4fa"
 
-    def __init__(self, *, mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
-                 tables: Sequence[str] | str | None = None, exclude: Sequence[str] | str | None = None,
-                 chunk_key_columns: Mapping[str, str] | str | None = None, spark_runtime: str | None = None,
-                 connect_conn_id: str | None = None, spark_conn_id: str = "spark_default",
-                 connect_idle_s: float = 300.0, sink_type: str | None = None,
-                 sink_options: Mapping[str, Any] | str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+        tables: Sequence[str] | str | None = None,
+        exclude: Sequence[str] | str | None = None,
+        chunk_key_columns: Mapping[str, str] | str | None = None,
+        spark_runtime: str | None = None,
+        connect_conn_id: str | None = None,
+        spark_conn_id: str = "spark_default",
+        connect_idle_s: float = 300.0,
+        sink_type: str | None = None,
+        sink_options: Mapping[str, Any] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.sink_type = sink_type
         self.sink_options = sink_options
@@ -81,12 +98,18 @@ class MySqlCdcValidateOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         check_pyspark_install()  # before anything runs a Spark job on this worker
         started_before = time.time()
-        server = start_local_connect_early(self.log, self.spark_runtime, self.connect_conn_id, self.spark_conn_id,
-                                           float(self.connect_idle_s), self._light_jit())
+        server = start_local_connect_early(
+            self.log,
+            self.spark_runtime,
+            self.connect_conn_id,
+            self.spark_conn_id,
+            float(self.connect_idle_s),
+            self._light_jit(),
+        )
         try:
             return self._validate()
         except Exception:
-            if server is not None and server.started_at >= started_before:   # ours, and nothing will use it
+            if server is not None and server.started_at >= started_before:  # ours, and nothing will use it
                 from ..spark.runtime.connect_server import stop_server
 
                 self.log.info("validation failed: stopping the Spark Connect server this task started")
@@ -102,9 +125,10 @@ class MySqlCdcValidateOperator(BaseOperator):
             from ..spark.snapshot.arrow_read import reads_bypass_jvm
 
             options = as_mapping(self.sink_options, "sink_options") if self.sink_options else {}
-            return reads_bypass_jvm(MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config(), str(self.sink_type),
-                                    options)
-        except Exception:   # validation reports a bad connection or option itself
+            return reads_bypass_jvm(
+                MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config(), str(self.sink_type), options
+            )
+        except Exception:  # validation reports a bad connection or option itself
             return False
 
     def _validate(self) -> dict[str, Any]:
@@ -125,16 +149,16 @@ class MySqlCdcValidateOperator(BaseOperator):
             try:
                 with contextlib.closing(source.connect()) as conn:
                     show_old_temporals(conn)
-                    schemas = discover_tables(conn, include, exclude,
-                                              as_mapping(self.chunk_key_columns, "chunk_key_columns"))
+                    schemas = discover_tables(
+                        conn, include, exclude, as_mapping(self.chunk_key_columns, "chunk_key_columns")
+                    )
             except ConfigError as e:
                 if not problems or not isinstance(e, SourceUnreachableError):
                     problems.append(str(e))
         if problems:
             raise ConfigError("\n".join(problems))
         assert info is not None
-        self.log.info("%s at %s:%s is ready for CDC; binlog at %s", info.version, source.host, source.port,
-                      info.offset)
+        self.log.info("%s at %s:%s is ready for CDC; binlog at %s", info.version, source.host, source.port, info.offset)
         if schemas:
             self.log.info("%d table(s) to capture:", len(schemas))
             for line in table_lines(schemas):
@@ -142,18 +166,29 @@ class MySqlCdcValidateOperator(BaseOperator):
         warnings = old_temporal_problems(schemas)
         for w in warnings:
             self.log.warning("%s", w)
-        return {"version": str(info.version), "offset": info.offset.to_dict(),
-                "binlog_format": info.variables.get("binlog_format"),
-                "binlog_row_image": info.variables.get("binlog_row_image"),
-                "tables": [{"table": str(s.table_id), "estimated_rows": s.approx_rows,
-                            "chunk_key": list(s.chunk_key)} for s in schemas],
-                "warnings": warnings}
+        return {
+            "version": str(info.version),
+            "offset": info.offset.to_dict(),
+            "binlog_format": info.variables.get("binlog_format"),
+            "binlog_row_image": info.variables.get("binlog_row_image"),
+            "tables": [
+                {"table": str(s.table_id), "estimated_rows": s.approx_rows, "chunk_key": list(s.chunk_key)}
+                for s in schemas
+            ],
+            "warnings": warnings,
+        }
 
 
 def table_lines(schemas: Sequence[TableSchema]) -> list[str]:
     """An aligned table for the task log: name, estimated rows, split key."""
-    rows = [(str(s.table_id), f"~{s.approx_rows:,} rows", "split on " + ", ".join(s.chunk_key)
-             + ("" if s.chunk_key == s.primary_key else " (chunk_key_columns)")) for s in schemas]
+    rows = [
+        (
+            str(s.table_id),
+            f"~{s.approx_rows:,} rows",
+            "split on " + ", ".join(s.chunk_key) + ("" if s.chunk_key == s.primary_key else " (chunk_key_columns)"),
+        )
+        for s in schemas
+    ]
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     return [f"{a:<{w0}}  {b:>{w1}}  {c}" for a, b, c in rows]

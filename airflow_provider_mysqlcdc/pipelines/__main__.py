@@ -49,9 +49,13 @@ def check_source(pipeline: LoadedPipeline) -> tuple[list[Problem], str]:
 
     settings = pipeline.spec.settings()
     conn_id = settings["mysql_conn_id"]
-    operator = MySqlCdcValidateOperator(task_id="validate", mysql_cdc_conn_id=conn_id, tables=settings["tables"],
-                                        exclude=settings["exclude"],
-                                        chunk_key_columns=settings["chunk_key_columns"])
+    operator = MySqlCdcValidateOperator(
+        task_id="validate",
+        mysql_cdc_conn_id=conn_id,
+        tables=settings["tables"],
+        exclude=settings["exclude"],
+        chunk_key_columns=settings["chunk_key_columns"],
+    )
     # Its execute without Airflow's task-runner guard (which warns outside a task) and without
     # the fail-fast wrapper (which logs the message as ERROR lines): the problems are printed below.
     execute = inspect.unwrap(MySqlCdcValidateOperator.execute)
@@ -60,8 +64,10 @@ def check_source(pipeline: LoadedPipeline) -> tuple[list[Problem], str]:
             result = execute(operator, {})
     except Exception as e:  # noqa: BLE001 - every failure is a problem of this file's source
         if type(e).__name__ == "AirflowNotFoundException":
-            lines = [f"found no connection {conn_id!r} here ({e}). Fix: create it (Admin > Connections, type MySQL "
-                     f"CDC) in the Airflow this command runs with, or give it as AIRFLOW_CONN_{conn_id.upper()}."]
+            lines = [
+                f"found no connection {conn_id!r} here ({e}). Fix: create it (Admin > Connections, type MySQL "
+                f"CDC) in the Airflow this command runs with, or give it as AIRFLOW_CONN_{conn_id.upper()}."
+            ]
         else:
             lines = [line.strip().removeprefix("- ") for line in str(e).splitlines() if line.strip()]
             lines = lines or [type(e).__name__]
@@ -96,9 +102,13 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
         include = qualify_all(as_list(settings["tables"], "tables"), hook.default_database())
         exclude = qualify_all(as_list(settings["exclude"], "exclude"), hook.default_database())
         with contextlib.closing(source.connect()) as conn:
-            schemas = discover_tables(conn, include, exclude, as_mapping(settings["chunk_key_columns"],
-                                                                         "chunk_key_columns"),
-                                      str(settings.get("zero_dates") or "null"))
+            schemas = discover_tables(
+                conn,
+                include,
+                exclude,
+                as_mapping(settings["chunk_key_columns"], "chunk_key_columns"),
+                str(settings.get("zero_dates") or "null"),
+            )
         resolve_views(Rules.from_values(spec.route, spec.transform), schemas, sink_type=settings["sink_type"])
     except ConfigError as e:
         key = "route" if str(e).startswith("route") else "transform"
@@ -131,22 +141,30 @@ def validate(paths: Sequence[str], dags: str | None, source: bool, out: TextIO, 
         print(problem, file=out)
     bad = {p.file for p in problems}
     n = len(result.files)
-    print(f"{n} pipeline file{'s' if n != 1 else ''} checked: {n - len(bad & set(result.files))} ok, "
-          f"{len(problems)} problem{'s' if len(problems) != 1 else ''}", file=err)
+    print(
+        f"{n} pipeline file{'s' if n != 1 else ''} checked: {n - len(bad & set(result.files))} ok, "
+        f"{len(problems)} problem{'s' if len(problems) != 1 else ''}",
+        file=err,
+    )
     return 1 if problems else 0
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = argparse.ArgumentParser(prog="python -m airflow_provider_mysqlcdc.pipelines",
-                                     description="Pipeline files (YAML) of mysqlcdc: check them, write their DAG files.")
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_provider_mysqlcdc.pipelines",
+        description="Pipeline files (YAML) of mysqlcdc: check them, write their DAG files.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     v = commands.add_parser("validate", help="check pipeline files: one line per problem, exit 1 if any")
     v.add_argument("paths", nargs="+", help="pipeline files, or folders of them (*.yaml, *.yml)")
     v.add_argument("--dags", metavar="DIR", help="also check that each pipeline file has its DAG file in DIR")
-    v.add_argument("--check-source", action="store_true",
-                   help="also connect to each source and run the pipeline's validate task (server, tables)")
+    v.add_argument(
+        "--check-source",
+        action="store_true",
+        help="also connect to each source and run the pipeline's validate task (server, tables)",
+    )
     d = commands.add_parser("dag-files", help="write the DAG file of each pipeline file (one per file)")
     d.add_argument("pipelines", help="the folder of pipeline files")
     d.add_argument("dags", help="the DAGs folder")

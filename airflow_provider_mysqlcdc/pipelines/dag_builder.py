@@ -22,12 +22,12 @@ from airflow.sdk import DAG, Asset, Param
 
 from ..assets import sink_tables_alias
 from ..cdc.settings import defaults
+from ..operators.consistency import MySqlCdcConsistencyCheckOperator
 from ..operators.plan import MySqlCdcPlanOperator
 from ..operators.snapshot import MySqlCdcSnapshotOperator
 from ..operators.stream import MySqlCdcStreamOperator
 from ..operators.validate import MySqlCdcValidateOperator
 from ..params import pipeline_params
-from ..operators.consistency import MySqlCdcConsistencyCheckOperator
 from ..sensors.stream import MySqlCdcStreamSensor
 from .spec import watchdog_dag_id as default_watchdog_dag_id
 
@@ -38,14 +38,24 @@ RETRY_DELAY = timedelta(minutes=1)
 SNAPSHOT_TIMEOUT = timedelta(hours=6)
 WATCHDOG_INTERVAL = timedelta(minutes=5)
 WATCHDOG_MAX_LAG_S = 600
-CONSISTENCY_EVERY_S = 3600   # the watchdog's consistency check: at most hourly by default
+CONSISTENCY_EVERY_S = 3600  # the watchdog's consistency check: at most hourly by default
 
-_SINK_WORDS = {"delta": "a Delta Lake", "postgres": "PostgreSQL", "changelog": "a changelog (JSON lines)",
-               "console": "the Spark log (console sink)"}
+_SINK_WORDS = {
+    "delta": "a Delta Lake",
+    "postgres": "PostgreSQL",
+    "changelog": "a changelog (JSON lines)",
+    "console": "the Spark log (console sink)",
+}
 
 
-def pipeline_doc(watchdog_dag_id: str, tables: Sequence[str], sink_type: str, pipeline_file: str | None = None,
-                 route: Sequence[Mapping[str, Any]] = (), transform: Sequence[Mapping[str, Any]] = ()) -> str:
+def pipeline_doc(
+    watchdog_dag_id: str,
+    tables: Sequence[str],
+    sink_type: str,
+    pipeline_file: str | None = None,
+    route: Sequence[Mapping[str, Any]] = (),
+    transform: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """The pipeline DAG's docs (the DAG page's *Docs*)."""
     loads = ", ".join(f"`{t}`" for t in tables)
     doc = f"""
@@ -91,8 +101,10 @@ validate` checks the file.
         for t in transform:
             parts = [f"{k} `{t[k]}`" for k in ("projection", "filter") if t.get(k)]
             lines.append(f"- `{t['source_table']}`: {'; '.join(parts) or 'primary keys ' + str(t.get('primary_keys'))}")
-        doc += ("\n**Routes and transforms** (from the pipeline file; the snapshot and the stream apply them alike, "
-                "a table merged from several keeps each row's source in `_source_table`):\n\n" + "\n".join(lines) + "\n")
+        doc += (
+            "\n**Routes and transforms** (from the pipeline file; the snapshot and the stream apply them alike, "
+            "a table merged from several keeps each row's source in `_source_table`):\n\n" + "\n".join(lines) + "\n"
+        )
     return doc
 
 
@@ -125,11 +137,19 @@ def stream_health_asset(dag_id: str) -> Asset:
     return Asset(name=f"{dag_id}_stream_health", uri=f"mysqlcdc://{dag_id}/stream_health", group="mysqlcdc")
 
 
-def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = None, snapshot_parallelism: int = 1,
-                        schedule: str | None = None, watchdog_dag_id: str | None = None,
-                        description: str | None = None, tags: Sequence[str] = (),
-                        pipeline_file: str | None = None, route: Sequence[Mapping[str, Any]] = (),
-                        transform: Sequence[Mapping[str, Any]] = ()) -> tuple[DAG, DAG]:
+def build_pipeline_dags(
+    dag_id: str,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    snapshot_parallelism: int = 1,
+    schedule: str | None = None,
+    watchdog_dag_id: str | None = None,
+    description: str | None = None,
+    tags: Sequence[str] = (),
+    pipeline_file: str | None = None,
+    route: Sequence[Mapping[str, Any]] = (),
+    transform: Sequence[Mapping[str, Any]] = (),
+) -> tuple[DAG, DAG]:
     """The pipeline DAG ``dag_id`` and its watchdog DAG.
 
     :param settings: the form's defaults (``cdc/settings.py`` names; the others keep the
@@ -210,7 +230,7 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
             conn_id="spark_default",
             map_index_template="{{ task.batch_label }}",
             max_active_tis_per_dagrun=snapshot_parallelism,
-            outlets=[sink_tables_alias(dag_id)],   # an event per sink table its batch wrote (assets.py)
+            outlets=[sink_tables_alias(dag_id)],  # an event per sink table its batch wrote (assets.py)
             execution_timeout=SNAPSHOT_TIMEOUT,
         ).expand_kwargs(plan.output)
         stream = MySqlCdcStreamOperator(
@@ -234,16 +254,28 @@ def build_pipeline_dags(dag_id: str, *, settings: Mapping[str, Any] | None = Non
         is_paused_upon_creation=False,  # a stream nobody watches dies unnoticed; skipped while none runs
         doc_md=watchdog_doc(dag_id),
         tags=[*TAGS, *(t for t in tags if t not in TAGS)],
-        params={"state_location": Param(values["state_location"], type="string", title="State location",
-                                        description="The pipeline's state location (scheduled runs use this "
-                                                    "default)."),
-                "aws_conn_id": Param(values["aws_conn_id"], type=["null", "string"], title="Object storage connection",
-                                     description="The pipeline's aws connection when its state location is on S3."),
-                "consistency_every_s": Param(values.get("consistency_every_s", CONSISTENCY_EVERY_S),
-                                             type=["null", "integer"], title="Consistency check interval (s)",
-                                             description="Compare the sink with the source (row counts and key "
-                                                         "checksums per batch) at most this often; 0: at every "
-                                                         "watchdog run; -1: never.")},
+        params={
+            "state_location": Param(
+                values["state_location"],
+                type="string",
+                title="State location",
+                description="The pipeline's state location (scheduled runs use this default).",
+            ),
+            "aws_conn_id": Param(
+                values["aws_conn_id"],
+                type=["null", "string"],
+                title="Object storage connection",
+                description="The pipeline's aws connection when its state location is on S3.",
+            ),
+            "consistency_every_s": Param(
+                values.get("consistency_every_s", CONSISTENCY_EVERY_S),
+                type=["null", "integer"],
+                title="Consistency check interval (s)",
+                description="Compare the sink with the source (row counts and key "
+                "checksums per batch) at most this often; 0: at every "
+                "watchdog run; -1: never.",
+            ),
+        },
     ) as watchdog:
         health = MySqlCdcStreamSensor(
             task_id="stream_health",
@@ -285,10 +317,17 @@ one stream start and the other check watches that one.
 """
 
 
-def build_streams_watchdog(dag_id: str = "mysql_cdc_streams_watchdog", *, state_locations: Sequence[str] = (),
-                           search_roots: Sequence[str] = (), aws_conn_id: str | None = None,
-                           schedule: Any = WATCHDOG_INTERVAL, max_lag_s: float | None = WATCHDOG_MAX_LAG_S,
-                           relaunch: bool = True, tags: Sequence[str] = ()) -> DAG:
+def build_streams_watchdog(
+    dag_id: str = "mysql_cdc_streams_watchdog",
+    *,
+    state_locations: Sequence[str] = (),
+    search_roots: Sequence[str] = (),
+    aws_conn_id: str | None = None,
+    schedule: Any = WATCHDOG_INTERVAL,
+    max_lag_s: float | None = WATCHDOG_MAX_LAG_S,
+    relaunch: bool = True,
+    tags: Sequence[str] = (),
+) -> DAG:
     """One watchdog DAG for many pipelines: a task that lists their state locations (given, or
     found under ``search_roots``), then one mapped stream sensor per pipeline.
 
@@ -312,15 +351,27 @@ def build_streams_watchdog(dag_id: str = "mysql_cdc_streams_watchdog", *, state_
         tags=[*TAGS, *(t for t in tags if t not in TAGS)],
         render_template_as_native_obj=True,
         params={
-            "state_locations": Param(list(state_locations), type="array", items={"type": "string"},
-                                     title="State locations",
-                                     description="Pipelines' state locations to watch, one per line."),
-            "search_roots": Param(list(search_roots), type="array", items={"type": "string"},
-                                  title="Search roots",
-                                  description="Folders (local or s3://) whose pipelines are all watched: every "
-                                              "folder holding a pipeline.json, up to three levels down."),
-            "aws_conn_id": Param(aws_conn_id, type=["null", "string"], title="Object storage connection",
-                                 description="The aws connection for state locations on S3."),
+            "state_locations": Param(
+                list(state_locations),
+                type="array",
+                items={"type": "string"},
+                title="State locations",
+                description="Pipelines' state locations to watch, one per line.",
+            ),
+            "search_roots": Param(
+                list(search_roots),
+                type="array",
+                items={"type": "string"},
+                title="Search roots",
+                description="Folders (local or s3://) whose pipelines are all watched: every "
+                "folder holding a pipeline.json, up to three levels down.",
+            ),
+            "aws_conn_id": Param(
+                aws_conn_id,
+                type=["null", "string"],
+                title="Object storage connection",
+                description="The aws connection for state locations on S3.",
+            ),
         },
     ) as watchdog:
         found = MySqlCdcFindPipelinesOperator(

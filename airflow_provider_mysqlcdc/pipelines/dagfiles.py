@@ -44,8 +44,11 @@ def dag_file_text(pipeline_file: Path, dags_dir: Path) -> str:
 
 
 def _dag_files(dags_dir: Path) -> list[Path]:
-    return sorted(p for p in dags_dir.rglob("*.py")
-                  if not any(part.startswith((".", "__pycache__")) for part in p.relative_to(dags_dir).parts))
+    return sorted(
+        p
+        for p in dags_dir.rglob("*.py")
+        if not any(part.startswith((".", "__pycache__")) for part in p.relative_to(dags_dir).parts)
+    )
 
 
 def built_pipeline_files(dags_dir: Path) -> dict[Path, list[Path]]:
@@ -63,8 +66,12 @@ def built_pipeline_files(dags_dir: Path) -> dict[Path, list[Path]]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)):
+            if not (
+                isinstance(node, ast.Call)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
@@ -85,21 +92,39 @@ def check_dag_files(pipeline_files: Iterable[tuple[Path, str]], dags_dir: str | 
         fix = f"run python -m airflow_provider_mysqlcdc.pipelines dag-files {os.path.dirname(file) or '.'} {dags_dir}"
         dag_files = built.get(path.resolve(), [])
         if not dag_files:
-            problems.append(Problem(file, DAG_FILE_KEY, f"found no DAG file in {dags_dir} that builds it, so Airflow "
-                                    f"would not load this pipeline. Fix: {fix} (it writes "
-                                    f"{dags_dir / dag_file_name(path)})."))
+            problems.append(
+                Problem(
+                    file,
+                    DAG_FILE_KEY,
+                    f"found no DAG file in {dags_dir} that builds it, so Airflow "
+                    f"would not load this pipeline. Fix: {fix} (it writes "
+                    f"{dags_dir / dag_file_name(path)}).",
+                )
+            )
         elif len(dag_files) > 1:
             names = ", ".join(str(p) for p in dag_files)
-            problems.append(Problem(file, DAG_FILE_KEY, f"found {len(dag_files)} DAG files that build it ({names}): "
-                                    "they would define its DAGs twice. Fix: delete all but one."))
+            problems.append(
+                Problem(
+                    file,
+                    DAG_FILE_KEY,
+                    f"found {len(dag_files)} DAG files that build it ({names}): "
+                    "they would define its DAGs twice. Fix: delete all but one.",
+                )
+            )
     folders = {path.resolve().parent: os.path.dirname(file) or "." for path, file in files}
     for target, dag_files in sorted(built.items()):
         if target.parent in folders and not target.exists():
             fix = f"python -m airflow_provider_mysqlcdc.pipelines dag-files {folders[target.parent]} {dags_dir}"
             for dag_file in dag_files:
-                problems.append(Problem(str(dag_file), DAG_FILE_KEY, f"found it building {target.name}, which does "
-                                        f"not exist in {folders[target.parent]}: Airflow would show an import "
-                                        f"error. Fix: delete this DAG file (or run {fix}, which removes it)."))
+                problems.append(
+                    Problem(
+                        str(dag_file),
+                        DAG_FILE_KEY,
+                        f"found it building {target.name}, which does "
+                        f"not exist in {folders[target.parent]}: Airflow would show an import "
+                        f"error. Fix: delete this DAG file (or run {fix}, which removes it).",
+                    )
+                )
     return problems
 
 
@@ -121,8 +146,11 @@ def write_dag_files(pipelines_dir: Path, dags_dir: Path) -> list[str]:
                 lines.append(f"unchanged {target}")
                 continue
             if MARKER not in current:
-                lines.append(f"kept {target} (not written by this command: it builds {path.name} its own way)"
-                             if existing else f"skipped {path}: {target} exists and was not written by this command")
+                lines.append(
+                    f"kept {target} (not written by this command: it builds {path.name} its own way)"
+                    if existing
+                    else f"skipped {path}: {target} exists and was not written by this command"
+                )
                 continue
         target.write_text(text, encoding="utf-8")
         lines.append(f"wrote {target} for {path}")

@@ -37,8 +37,9 @@ def _shown(path: Path, dag_dir: Path) -> str:
         return str(path.resolve())
 
 
-def pipeline_dags(pipeline_file: str | os.PathLike[str],
-                  globals_dict: MutableMapping[str, Any] | None = None) -> tuple[DAG, DAG]:
+def pipeline_dags(
+    pipeline_file: str | os.PathLike[str], globals_dict: MutableMapping[str, Any] | None = None
+) -> tuple[DAG, DAG]:
     """The pipeline DAG and the stream watchdog DAG of one pipeline file, put into ``globals_dict``
     (the calling DAG file's ``globals()``, its own when not given).
 
@@ -61,8 +62,15 @@ def pipeline_dags(pipeline_file: str | os.PathLike[str],
     try:
         dag, watchdog = build_pipeline_dags(**spec.dag_arguments(), pipeline_file=file)
     except Exception as e:  # whatever Airflow refuses, named with the file
-        raise PipelineFileError([Problem(file, "pipeline", f"Airflow refused its DAGs ({type(e).__name__}: {e}). "
-                                                           "Fix: correct the value named there.")]) from e
+        raise PipelineFileError(
+            [
+                Problem(
+                    file,
+                    "pipeline",
+                    f"Airflow refused its DAGs ({type(e).__name__}: {e}). Fix: correct the value named there.",
+                )
+            ]
+        ) from e
     globals_dict[dag.dag_id] = dag
     globals_dict[watchdog.dag_id] = watchdog
     return dag, watchdog

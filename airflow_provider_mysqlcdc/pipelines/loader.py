@@ -34,13 +34,15 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
                 continue
             if first != key_node.start_mark.line:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"found the key {key!r} twice (first at line {first + 1})", key_node.start_mark)
+                    None, None, f"found the key {key!r} twice (first at line {first + 1})", key_node.start_mark
+                )
         return super().construct_mapping(node, deep=deep)
 
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 def read_yaml(path: Path, file: str) -> tuple[Any, list[Problem]]:
@@ -50,17 +52,21 @@ def read_yaml(path: Path, file: str) -> tuple[Any, list[Problem]]:
     except FileNotFoundError:
         return None, [Problem(file, WHOLE_FILE, "found no such file. Fix: check the path.")]
     except (OSError, UnicodeDecodeError) as e:
-        return None, [Problem(file, WHOLE_FILE, f"cannot be read ({e}). Fix: save it as UTF-8 text readable by "
-                                                "this user.")]
+        return None, [
+            Problem(file, WHOLE_FILE, f"cannot be read ({e}). Fix: save it as UTF-8 text readable by this user.")
+        ]
     try:
         return yaml.load(text, Loader=_Loader), []  # noqa: S506 - a safe loader
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = ", ".join(p for p in (e.context, e.problem) if p)
-        fix = ("keep one of them" if "twice" in what else
-               "correct the YAML there (indent with spaces, the same amount for keys of one section; quote text "
-               "that holds ': ' or starts with a special character such as * & ! % @ `)")
+        fix = (
+            "keep one of them"
+            if "twice" in what
+            else "correct the YAML there (indent with spaces, the same amount for keys of one section; quote text "
+            "that holds ': ' or starts with a special character such as * & ! % @ `)"
+        )
         return None, [Problem(file, WHOLE_FILE, f"not valid YAML: {what}{where}. Fix: {fix}.")]
     except yaml.YAMLError as e:
         return None, [Problem(file, WHOLE_FILE, f"not valid YAML: {e}. Fix: correct the YAML.")]
@@ -74,9 +80,15 @@ def read_file(path: str | os.PathLike[str], file: str | None = None) -> tuple[Pi
     if problems:
         return None, problems
     if data is None:
-        return None, [Problem(file, WHOLE_FILE, "found an empty file, need the sections source and pipeline (and "
-                                                "sink). Fix: start from an example (examples/platform_repo/"
-                                                "pipelines/).")]
+        return None, [
+            Problem(
+                file,
+                WHOLE_FILE,
+                "found an empty file, need the sections source and pipeline (and "
+                "sink). Fix: start from an example (examples/platform_repo/"
+                "pipelines/).",
+            )
+        ]
     return parse_spec(data, file)
 
 
@@ -106,8 +118,13 @@ def pipeline_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[tuple[
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
             if not files:
-                problems.append(Problem(str(arg), WHOLE_FILE, "found no pipeline file (*.yaml, *.yml) in this "
-                                                              "folder. Fix: check the path."))
+                problems.append(
+                    Problem(
+                        str(arg),
+                        WHOLE_FILE,
+                        "found no pipeline file (*.yaml, *.yml) in this folder. Fix: check the path.",
+                    )
+                )
             found += [(p, os.path.join(str(arg), p.name)) for p in files]
         elif path.exists():
             found.append((path, str(arg)))
@@ -144,9 +161,11 @@ def load_file(path: str | os.PathLike[str], file: str | None = None, *, siblings
     file = file if file is not None else str(path)
     spec, problems = read_file(path, file)
     if spec is not None and siblings:
-        others = [(os.path.join(os.path.dirname(file), p.name), _peek_identity(p))
-                  for p in sorted(path.parent.iterdir())
-                  if p.suffix.lower() in SUFFIXES and p.is_file() and p.resolve() != path.resolve()]
+        others = [
+            (os.path.join(os.path.dirname(file), p.name), _peek_identity(p))
+            for p in sorted(path.parent.iterdir())
+            if p.suffix.lower() in SUFFIXES and p.is_file() and p.resolve() != path.resolve()
+        ]
         problems = [c for c in clash_problems([(file, _identity(spec)), *others]) if c.file == file]
     if problems:
         raise PipelineFileError(problems)
@@ -195,20 +214,37 @@ def clash_problems(identities: list[tuple[str, _Identity]]) -> list[Problem]:
             if i == j:
                 continue
             if me.name and me.name == them.name:
-                problems.append(Problem(file, "pipeline.name", f"found {show(me.name)}, the name of {other} too: "
-                                        "one name is one pair of DAGs. Fix: give each pipeline file its own "
-                                        "pipeline.name."))
+                problems.append(
+                    Problem(
+                        file,
+                        "pipeline.name",
+                        f"found {show(me.name)}, the name of {other} too: "
+                        "one name is one pair of DAGs. Fix: give each pipeline file its own "
+                        "pipeline.name.",
+                    )
+                )
             elif me.dag_ids() & them.dag_ids():
                 ids = ", ".join(sorted(me.dag_ids() & them.dag_ids()))
-                problems.append(Problem(file, "pipeline.name", f"found {show(me.name)}: its DAG ids collide with "
-                                        f"those of {other} ({ids}; a watchdog is <name>_stream_watchdog). Fix: "
-                                        "rename one of the pipelines."))
-            if me.state_location and them.state_location and _same_location(me.state_location,
-                                                                             them.state_location):
-                problems.append(Problem(file, "pipeline.state_location", f"found {show(me.state_location)}, the "
-                                        f"state location of {other} too: the two pipelines would overwrite each "
-                                        "other's plan and stream checkpoint. Fix: give each pipeline its own "
-                                        "state_location."))
+                problems.append(
+                    Problem(
+                        file,
+                        "pipeline.name",
+                        f"found {show(me.name)}: its DAG ids collide with "
+                        f"those of {other} ({ids}; a watchdog is <name>_stream_watchdog). Fix: "
+                        "rename one of the pipelines.",
+                    )
+                )
+            if me.state_location and them.state_location and _same_location(me.state_location, them.state_location):
+                problems.append(
+                    Problem(
+                        file,
+                        "pipeline.state_location",
+                        f"found {show(me.state_location)}, the "
+                        f"state location of {other} too: the two pipelines would overwrite each "
+                        "other's plan and stream checkpoint. Fix: give each pipeline its own "
+                        "state_location.",
+                    )
+                )
     return problems
 
 
@@ -231,12 +267,24 @@ def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
     sections = " and ".join(k for k, n in (("route", spec.route), ("transform", spec.transform)) if n)
     are = "are" if " and " in sections else "is"
     if sink_type not in VIEW_SINKS:
-        return [Problem(file, "sink.type", f"found {show(sink_type)}: {sections} {are} applied by the "
-                                           f"{', '.join(VIEW_SINKS)} sinks only. Fix: use one of those sinks, or "
-                                           f"remove the {sections} section{'s' if are == 'are' else ''}.")]
+        return [
+            Problem(
+                file,
+                "sink.type",
+                f"found {show(sink_type)}: {sections} {are} applied by the "
+                f"{', '.join(VIEW_SINKS)} sinks only. Fix: use one of those sinks, or "
+                f"remove the {sections} section{'s' if are == 'are' else ''}.",
+            )
+        ]
     if isinstance(options, dict) and (options.get("direct_write") is False or options.get("format") == "parquet"):
         key = "direct_write" if options.get("direct_write") is False else "format"
-        return [Problem(file, f"sink.options.{key}", f"found {show(options[key])}: {sections} {are} applied with the "
-                                                     "sink's direct stream write only (JSON lines for a changelog). "
-                                                     f"Fix: remove {key} (the default has it).")]
+        return [
+            Problem(
+                file,
+                f"sink.options.{key}",
+                f"found {show(options[key])}: {sections} {are} applied with the "
+                "sink's direct stream write only (JSON lines for a changelog). "
+                f"Fix: remove {key} (the default has it).",
+            )
+        ]
     return []

@@ -62,8 +62,9 @@ class PipelineFileError(ValueError):
         self.problems = tuple(problems)
         files = list(dict.fromkeys(p.file for p in self.problems))
         n = len(self.problems)
-        head = (f"pipeline file {files[0]}" if len(files) == 1 else f"pipeline files {', '.join(files)}") + \
-            f" has {n} problem{'s' if n != 1 else ''}, so its pipeline has no DAGs:"
+        head = (
+            f"pipeline file {files[0]}" if len(files) == 1 else f"pipeline files {', '.join(files)}"
+        ) + f" has {n} problem{'s' if n != 1 else ''}, so its pipeline has no DAGs:"
         super().__init__("\n".join([head, *map(str, self.problems)]))
 
 
@@ -71,16 +72,20 @@ class PipelineFileError(ValueError):
 # Where each run setting sits in a file
 
 SOURCE_SECTION, SINK_SECTION, PIPELINE_SECTION = "source", "sink", "pipeline"
-RENAMED = {"mysql_conn_id": (SOURCE_SECTION, "conn_id"), "sink_type": (SINK_SECTION, "type"),
-           "sink_options": (SINK_SECTION, "options"), "sink_conn_id": (SINK_SECTION, "conn_id")}
+RENAMED = {
+    "mysql_conn_id": (SOURCE_SECTION, "conn_id"),
+    "sink_type": (SINK_SECTION, "type"),
+    "sink_options": (SINK_SECTION, "options"),
+    "sink_conn_id": (SINK_SECTION, "conn_id"),
+}
 # Settings that are a choice for one run: a file sets the form's defaults, and a default here
 # would act on every run (a scheduled one too).
 RUN_ONLY = {
     "reset": "a reset is a choice for one run (it drops the sink tables and loads everything again), so a file "
-             "does not set it. Fix: remove the key; to reset, tick 'Reset' in the trigger form of that one run",
+    "does not set it. Fix: remove the key; to reset, tick 'Reset' in the trigger form of that one run",
     "reread_batches": "reading finished batches again is a choice for one run, so a file does not set it. Fix: "
-                      "remove the key; fill 'Read finished batches again' in the trigger form of that one run, "
-                      "or clear the batch's snapshot task",
+    "remove the key; fill 'Read finished batches again' in the trigger form of that one run, "
+    "or clear the batch's snapshot task",
 }
 # A file must say these: the template's defaults (shop.orders, /tmp/mysqlcdc/pipeline) are a
 # demo's, and two pipelines sharing a state location would overwrite each other's plan.
@@ -105,7 +110,7 @@ def file_key(setting_name: str) -> str:
 def watchdog_dag_id(dag_id: str) -> str:
     """The stream watchdog's DAG id: ``<name>_stream_watchdog``, a trailing ``_pipeline`` of the
     name dropped first (``mysql_cdc_pipeline`` -> ``mysql_cdc_stream_watchdog``)."""
-    base = dag_id[:-len("_pipeline")] if dag_id.endswith("_pipeline") and dag_id != "_pipeline" else dag_id
+    base = dag_id[: -len("_pipeline")] if dag_id.endswith("_pipeline") and dag_id != "_pipeline" else dag_id
     return f"{base}_stream_watchdog"
 
 
@@ -126,14 +131,22 @@ def _invalid(message: str, sub: str = "") -> PydanticCustomError:
     return PydanticCustomError("mysqlcdc", "{m}", {"m": message, "sub": sub})
 
 
-_TYPE_WORDS = {"string": "a text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
-               "array": "a list", "object": "a mapping (key: value)", "null": "nothing"}
+_TYPE_WORDS = {
+    "string": "a text",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping (key: value)",
+    "null": "nothing",
+}
 _DAG_ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
 _PATTERN_WORDS = {
-    TABLE_ENTRY_PATTERN: ("an entry without blanks at its start or end",
-                          "remove the blanks around the entry, and any empty entry"),
-    _DAG_ID_PATTERN: ("letters, digits, '_', '.' and '-' only (it is the DAG id)",
-                      "use only those, e.g. shop_orders"),
+    TABLE_ENTRY_PATTERN: (
+        "an entry without blanks at its start or end",
+        "remove the blanks around the entry, and any empty entry",
+    ),
+    _DAG_ID_PATTERN: ("letters, digits, '_', '.' and '-' only (it is the DAG id)", "use only those, e.g. shop_orders"),
 }
 _NO_DEFAULT = object()
 
@@ -232,8 +245,11 @@ def _stream_options(value: Mapping[str, Any] | None) -> None:
 def _no_secrets(options: Mapping[str, Any]) -> None:
     """A pipeline file is reviewed and committed: no password, key or token in it (the engine's
     list of credential words, ``cdc/object_store.py``)."""
-    for where, mapping in (("", options), (".storage_options", options.get("storage_options")),
-                           (".dsn", options.get("dsn"))):
+    for where, mapping in (
+        ("", options),
+        (".storage_options", options.get("storage_options")),
+        (".dsn", options.get("dsn")),
+    ):
         if not isinstance(mapping, Mapping):
             continue
         try:
@@ -241,14 +257,20 @@ def _no_secrets(options: Mapping[str, Any]) -> None:
         except ConfigError as e:
             m = re.search(r"holds credentials \(([^)]*)\)", str(e))
             keys = m.group(1) if m else "credentials"
-            raise _invalid(f"found {keys}: a pipeline file never holds credentials (it is committed and "
-                           "reviewed, and its values reach pipeline.json). Fix: remove them; a PostgreSQL sink's "
-                           "password is its connection's (sink.conn_id), object storage keys an aws "
-                           "connection's (pipeline.aws_conn_id)", where) from None
+            raise _invalid(
+                f"found {keys}: a pipeline file never holds credentials (it is committed and "
+                "reviewed, and its values reach pipeline.json). Fix: remove them; a PostgreSQL sink's "
+                "password is its connection's (sink.conn_id), object storage keys an aws "
+                "connection's (pipeline.aws_conn_id)",
+                where,
+            ) from None
     dsn = options.get("dsn")
     if isinstance(dsn, str) and re.search(r"(^|\s)password\s*=", dsn):
-        raise _invalid("found a password in the dsn: a pipeline file never holds credentials. Fix: remove it "
-                       "and set sink.conn_id to a Postgres connection that has the password", ".dsn")
+        raise _invalid(
+            "found a password in the dsn: a pipeline file never holds credentials. Fix: remove it "
+            "and set sink.conn_id to a Postgres connection that has the password",
+            ".dsn",
+        )
 
 
 _ENGINE_CHECKS: dict[str, Callable[[Any], None]] = {
@@ -266,21 +288,30 @@ def _setting_check(s: Setting, value: Any) -> Any:
     return value
 
 
-_PY_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
-                             "object": dict[str, Any], "null": type(None)}
+_PY_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict[str, Any],
+    "null": type(None),
+}
 
 
 def _annotation(schema: Mapping[str, Any]) -> Any:
     """The Python type of a JSON schema ``type`` (the value is checked by the schema first)."""
     kinds = schema.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    types = [list[_PY_TYPES.get((schema.get("items") or {}).get("type"), Any)] if k == "array" else
-             _PY_TYPES.get(k, Any) for k in kinds]
+    types = [
+        list[_PY_TYPES.get((schema.get("items") or {}).get("type"), Any)] if k == "array" else _PY_TYPES.get(k, Any)
+        for k in kinds
+    ]
     return Union[tuple(types)] if len(types) > 1 else types[0]
 
 
-def checked(schema: Mapping[str, Any], default: Any = _NO_DEFAULT,
-            then: Callable[[Any], None] | None = None) -> BeforeValidator:
+def checked(
+    schema: Mapping[str, Any], default: Any = _NO_DEFAULT, then: Callable[[Any], None] | None = None
+) -> BeforeValidator:
     """A field checked by a JSON schema (then by ``then``), with the same messages as a setting."""
 
     def check(value: Any) -> Any:
@@ -309,16 +340,24 @@ def _setting_fields(section: str) -> dict[str, Any]:
         if s.name in REQUIRED:
             fields[FILE_KEYS[s.name][1]] = (annotation, Field(title=s.title, description=s.description))
         else:
-            fields[FILE_KEYS[s.name][1]] = (annotation, Field(
-                default_factory=functools.partial(copy.deepcopy, s.default), title=s.title,
-                description=s.description))
+            fields[FILE_KEYS[s.name][1]] = (
+                annotation,
+                Field(
+                    default_factory=functools.partial(copy.deepcopy, s.default),
+                    title=s.title,
+                    description=s.description,
+                ),
+            )
     return fields
 
 
 SourceSection = create_model(  # type: ignore[call-overload]
-    "SourceSection", __base__=_Section, __module__=__name__,
+    "SourceSection",
+    __base__=_Section,
+    __module__=__name__,
     __doc__="``source``: the Source settings of the trigger form (``conn_id`` is ``mysql_conn_id``).",
-    **_setting_fields(SOURCE_SECTION))
+    **_setting_fields(SOURCE_SECTION),
+)
 
 
 class _SinkBase(_Section):
@@ -326,22 +365,34 @@ class _SinkBase(_Section):
     def _sink_fits_its_type(self) -> "_SinkBase":
         kind, options, conn_id = self.type, self.options, self.conn_id  # type: ignore[attr-defined]
         if conn_id and kind != "postgres":
-            raise _invalid(f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
-                           "sink's. Fix: remove sink.conn_id, or set sink.type: postgres", ".conn_id")
+            raise _invalid(
+                f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
+                "sink's. Fix: remove sink.conn_id, or set sink.type: postgres",
+                ".conn_id",
+            )
         if kind == "postgres" and not conn_id and "dsn" not in options:
-            raise _invalid("found none: the postgres sink needs its database. Fix: set sink.conn_id to an Airflow "
-                           "connection of type Postgres (host, database, user, password)", ".conn_id")
+            raise _invalid(
+                "found none: the postgres sink needs its database. Fix: set sink.conn_id to an Airflow "
+                "connection of type Postgres (host, database, user, password)",
+                ".conn_id",
+            )
         if kind in ("delta", "changelog") and not options.get("root"):
-            raise _invalid(f"found {show(options.get('root'))}: the {kind} sink writes its tables under a root. "
-                           "Fix: set sink.options.root to a directory or URL every Spark node reaches, e.g. "
-                           "s3://lake/cdc", ".options.root")
+            raise _invalid(
+                f"found {show(options.get('root'))}: the {kind} sink writes its tables under a root. "
+                "Fix: set sink.options.root to a directory or URL every Spark node reaches, e.g. "
+                "s3://lake/cdc",
+                ".options.root",
+            )
         return self
 
 
 SinkSection = create_model(  # type: ignore[call-overload]
-    "SinkSection", __base__=_SinkBase, __module__=__name__,
+    "SinkSection",
+    __base__=_SinkBase,
+    __module__=__name__,
     __doc__="``sink``: ``type``, ``options`` and ``conn_id`` (``sink_type``, ``sink_options``, ``sink_conn_id``).",
-    **_setting_fields(SINK_SECTION))
+    **_setting_fields(SINK_SECTION),
+)
 
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
 
@@ -349,9 +400,11 @@ SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quart
 def _schedule(value: str) -> None:
     if value.startswith("@"):
         if value not in SCHEDULE_PRESETS:
-            raise _invalid(f"found {show(value)}, need null (runs are triggered by hand), a preset "
-                           f"({', '.join(SCHEDULE_PRESETS)}) or a cron expression. Fix: use one of those, e.g. "
-                           "'0 3 * * *'")
+            raise _invalid(
+                f"found {show(value)}, need null (runs are triggered by hand), a preset "
+                f"({', '.join(SCHEDULE_PRESETS)}) or a cron expression. Fix: use one of those, e.g. "
+                "'0 3 * * *'"
+            )
         return
     try:
         from croniter import croniter
@@ -360,8 +413,10 @@ def _schedule(value: str) -> None:
     else:
         ok = croniter.is_valid(value)
     if not ok:
-        raise _invalid(f"found {show(value)}, not a cron expression (minute hour day-of-month month day-of-week). "
-                       "Fix: e.g. '0 3 * * *' (daily at 03:00 UTC), a preset such as @daily, or null")
+        raise _invalid(
+            f"found {show(value)}, not a cron expression (minute hour day-of-month month day-of-week). "
+            "Fix: e.g. '0 3 * * *' (daily at 03:00 UTC), a preset such as @daily, or null"
+        )
 
 
 def _startup_settings(section: Any) -> None:
@@ -371,37 +426,62 @@ def _startup_settings(section: Any) -> None:
     from ..operators._pipeline import epoch_seconds
 
     try:
-        PipelineConfig(name=section.name, source=SourceConfig(), include=("db.table",),
-                       state_location=section.state_location, startup_mode=section.startup_mode,
-                       startup_offset=section.startup_offset,
-                       startup_timestamp=epoch_seconds(section.startup_timestamp, "startup_timestamp"),
-                       schema_change_behavior=section.schema_change_behavior)
+        PipelineConfig(
+            name=section.name,
+            source=SourceConfig(),
+            include=("db.table",),
+            state_location=section.state_location,
+            startup_mode=section.startup_mode,
+            startup_offset=section.startup_offset,
+            startup_timestamp=epoch_seconds(section.startup_timestamp, "startup_timestamp"),
+            schema_change_behavior=section.schema_change_behavior,
+        )
     except ConfigError as e:
         text = str(e)
-        name = next((n for n in ("startup_mode", "startup_offset", "startup_timestamp", "schema_change_behavior",
-                                 "state_location") if text.startswith(n)), "startup_mode")
+        name = next(
+            (
+                n
+                for n in (
+                    "startup_mode",
+                    "startup_offset",
+                    "startup_timestamp",
+                    "schema_change_behavior",
+                    "state_location",
+                )
+                if text.startswith(n)
+            ),
+            "startup_mode",
+        )
         value = getattr(section, name)
         text = text.replace("fill Startup offset", "set pipeline.startup_offset").replace(
-            "fill Startup timestamp", "set pipeline.startup_timestamp")
+            "fill Startup timestamp", "set pipeline.startup_timestamp"
+        )
         raise _invalid(f"found {show(value)}: {text}", f".{name}") from None
 
 
 class _PipelineBase(_Section):
-    name: Annotated[str, checked({"type": "string", "minLength": 1, "maxLength": 200,
-                                  "pattern": _DAG_ID_PATTERN})] = Field(
-        description="The pipeline DAG's id; its stream watchdog is <name>_stream_watchdog (a trailing _pipeline "
-                    "dropped first). Unique among the pipeline files.")
+    name: Annotated[str, checked({"type": "string", "minLength": 1, "maxLength": 200, "pattern": _DAG_ID_PATTERN})] = (
+        Field(
+            description="The pipeline DAG's id; its stream watchdog is <name>_stream_watchdog (a trailing _pipeline "
+            "dropped first). Unique among the pipeline files."
+        )
+    )
     description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = Field(
-        None, description="One line: the DAG's description in the DAG list.")
-    schedule: Annotated[Optional[str], checked({"type": ["null", "string"], "minLength": 1}, None, _schedule)] = \
-        Field(None, description="null (the default: runs are triggered by hand), a preset such as @daily, or a "
-                                "cron expression. A run resumes the plan, skips finished batches and leaves a "
-                                "running stream alone.")
+        None, description="One line: the DAG's description in the DAG list."
+    )
+    schedule: Annotated[Optional[str], checked({"type": ["null", "string"], "minLength": 1}, None, _schedule)] = Field(
+        None,
+        description="null (the default: runs are triggered by hand), a preset such as @daily, or a "
+        "cron expression. A run resumes the plan, skips finished batches and leaves a "
+        "running stream alone.",
+    )
     snapshot_parallelism: Annotated[int, checked({"type": "integer", "minimum": 1, "maximum": 1024}, 1)] = Field(
-        1, description="Snapshot tasks that run at once; the plan makes the batch count a multiple of it.")
-    tags: Annotated[tuple[str, ...], checked({"type": "array", "uniqueItems": True,
-                                              "items": {"type": "string", "minLength": 1}}, [])] = Field(
-        (), description="Tags added to the DAGs' own (mysqlcdc, cdc).")
+        1, description="Snapshot tasks that run at once; the plan makes the batch count a multiple of it."
+    )
+    tags: Annotated[
+        tuple[str, ...],
+        checked({"type": "array", "uniqueItems": True, "items": {"type": "string", "minLength": 1}}, []),
+    ] = Field((), description="Tags added to the DAGs' own (mysqlcdc, cdc).")
 
     @model_validator(mode="after")
     def _startup(self) -> "_PipelineBase":
@@ -410,9 +490,12 @@ class _PipelineBase(_Section):
 
 
 PipelineSection = create_model(  # type: ignore[call-overload]
-    "PipelineSection", __base__=_PipelineBase, __module__=__name__,
+    "PipelineSection",
+    __base__=_PipelineBase,
+    __module__=__name__,
     __doc__="``pipeline``: name, schedule, snapshot parallelism, and the Snapshot, Stream and state settings.",
-    **_setting_fields(PIPELINE_SECTION))
+    **_setting_fields(PIPELINE_SECTION),
+)
 
 
 _TABLE_TEXT = {"type": "string", "pattern": TABLE_ENTRY_PATTERN}
@@ -427,12 +510,15 @@ def _sink_table(text: str) -> None:
         raise _invalid(f"found {show(text)}: {e}") from None
     if parts is None:
         if is_regex(text):
-            raise _invalid(f"found {show(text)}, need one table's name, not a pattern. Fix: write the sink table "
-                           "as db.table, e.g. shop.orders (quote names with special characters: `db`.`my$table`)")
+            raise _invalid(
+                f"found {show(text)}, need one table's name, not a pattern. Fix: write the sink table "
+                "as db.table, e.g. shop.orders (quote names with special characters: `db`.`my$table`)"
+            )
         parts = text.split(".", 1) if "." in text else [text]
     if len(parts) != 2 or not all(p.strip() for p in parts):
-        raise _invalid(f"found {show(text)}, need db.table. Fix: name the sink table with its database, e.g. "
-                       "shop.orders")
+        raise _invalid(
+            f"found {show(text)}, need db.table. Fix: name the sink table with its database, e.g. shop.orders"
+        )
 
 
 def _spark_sql(what: str) -> Callable[[str], None]:
@@ -454,14 +540,20 @@ def _spark_sql(what: str) -> Callable[[str], None]:
             reason = str(e).splitlines()[0]
             col = re.search(r"\.? ?Line \d+, Col: (\d+)\.?", reason)
             if col:  # the column in the file's text, not in the statement around it
-                reason = reason[:col.start()] + f" near character {max(1, int(col.group(1)) - len(prefix))}"
-            raise _invalid(f"found {show(text)}: not a Spark SQL {what} ({reason}). Fix: write a {what} such as "
-                           f"{example}") from None
-        extra = sorted(k for k, v in (trees[0].args.items() if trees else ()) if v and k not in (
-            "expressions", "from", "from_", "where"))
+                reason = reason[: col.start()] + f" near character {max(1, int(col.group(1)) - len(prefix))}"
+            raise _invalid(
+                f"found {show(text)}: not a Spark SQL {what} ({reason}). Fix: write a {what} such as {example}"
+            ) from None
+        extra = sorted(
+            k
+            for k, v in (trees[0].args.items() if trees else ())
+            if v and k not in ("expressions", "from", "from_", "where")
+        )
         if len(trees) != 1 or not isinstance(trees[0], exp.Select) or extra:
-            raise _invalid(f"found {show(text)}: more than a {what} ({', '.join(extra) or 'a second statement'}). "
-                           f"Fix: write only the {what}, such as {example}")
+            raise _invalid(
+                f"found {show(text)}: more than a {what} ({', '.join(extra) or 'a second statement'}). "
+                f"Fix: write only the {what}, such as {example}"
+            )
 
     return check
 
@@ -471,9 +563,9 @@ class RouteRule(_Section):
     shards ``shop\\.orders_\\d+``, merge into one)."""
 
     source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
-        description="A table entry as in source.tables: db.table or a regular expression over db.table.")
-    sink_table: Annotated[str, checked(_TABLE_TEXT, then=_sink_table)] = Field(
-        description="The sink table, db.table.")
+        description="A table entry as in source.tables: db.table or a regular expression over db.table."
+    )
+    sink_table: Annotated[str, checked(_TABLE_TEXT, then=_sink_table)] = Field(description="The sink table, db.table.")
     description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = None
 
 
@@ -482,18 +574,23 @@ class TransformRule(_Section):
     ``filter`` (Spark SQL predicate), ``primary_keys`` (the sink's key instead of the source's)."""
 
     source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
-        description="A table entry as in source.tables: db.table or a regular expression over db.table.")
+        description="A table entry as in source.tables: db.table or a regular expression over db.table."
+    )
     projection: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("projection"))] = None
     filter: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("filter"))] = None
-    primary_keys: Annotated[Optional[tuple[str, ...]], checked(
-        {"type": ["null", "array"], "minItems": 1, "uniqueItems": True, "items": _TABLE_TEXT}, None)] = None
+    primary_keys: Annotated[
+        Optional[tuple[str, ...]],
+        checked({"type": ["null", "array"], "minItems": 1, "uniqueItems": True, "items": _TABLE_TEXT}, None),
+    ] = None
     description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = None
 
     @model_validator(mode="after")
     def _does_something(self) -> "TransformRule":
         if self.projection is None and self.filter is None and self.primary_keys is None:
-            raise _invalid(f"found only source_table {show(self.source_table)}: a transform changes nothing "
-                           "without projection, filter or primary_keys. Fix: add one of them, or remove the rule")
+            raise _invalid(
+                f"found only source_table {show(self.source_table)}: a transform changes nothing "
+                "without projection, filter or primary_keys. Fix: add one of them, or remove the rule"
+            )
         return self
 
 
@@ -530,33 +627,50 @@ class PipelineSpec(_Section):
     def dag_arguments(self) -> dict[str, Any]:
         """The keyword arguments of ``dag_builder.build_pipeline_dags`` for this pipeline."""
         p = self.pipeline
-        return {"dag_id": p.name, "settings": self.settings(), "snapshot_parallelism": p.snapshot_parallelism,
-                "schedule": p.schedule, "description": p.description, "tags": tuple(p.tags),
-                "watchdog_dag_id": self.watchdog_dag_id,
-                "route": [r.model_dump(exclude_none=True) for r in self.route],
-                "transform": [t.model_dump(exclude_none=True) for t in self.transform]}
+        return {
+            "dag_id": p.name,
+            "settings": self.settings(),
+            "snapshot_parallelism": p.snapshot_parallelism,
+            "schedule": p.schedule,
+            "description": p.description,
+            "tags": tuple(p.tags),
+            "watchdog_dag_id": self.watchdog_dag_id,
+            "route": [r.model_dump(exclude_none=True) for r in self.route],
+            "transform": [t.model_dump(exclude_none=True) for t in self.transform],
+        }
 
 
 # --------------------------------------------------------------------------------------------
 # From pydantic's errors to problems
 
-SECTIONS: dict[tuple[Any, ...], type[BaseModel]] = {(): PipelineSpec, ("source",): SourceSection,
-                                                    ("sink",): SinkSection, ("pipeline",): PipelineSection}
+SECTIONS: dict[tuple[Any, ...], type[BaseModel]] = {
+    (): PipelineSpec,
+    ("source",): SourceSection,
+    ("sink",): SinkSection,
+    ("pipeline",): PipelineSection,
+}
 _RULES = {"route": RouteRule, "transform": TransformRule}
 
 # Flink CDC's source keys, and what they are here.
 _CONNECTION_KEYS = ("hostname", "host", "port", "username", "user", "password")
 _FOREIGN_SOURCE_KEYS = {
-    **{k: "the source server is an Airflow connection: host, port, user and password are the connection's, and a "
-          "pipeline file never holds a password. Fix: remove the key; put them in the connection named by "
-          "source.conn_id (Admin > Connections, type MySQL CDC)" for k in _CONNECTION_KEYS},
-    **{k: "the replication server ids are the connection's (extra server_id_range, 'Replication server ids' in "
-          "the connection form), so every task and the stream use one range. Fix: remove the key; set them on "
-          "the connection named by source.conn_id" for k in ("server-id", "server_id", "server_id_range",
-                                                             "server-id-range")},
-    **{k: "the server's time zone is the connection's (extra server_time_zone, 'Server time zone' in the "
-          "connection form). Fix: remove the key; set it on the connection named by source.conn_id"
-       for k in ("server-time-zone", "server_time_zone")},
+    **{
+        k: "the source server is an Airflow connection: host, port, user and password are the connection's, and a "
+        "pipeline file never holds a password. Fix: remove the key; put them in the connection named by "
+        "source.conn_id (Admin > Connections, type MySQL CDC)"
+        for k in _CONNECTION_KEYS
+    },
+    **{
+        k: "the replication server ids are the connection's (extra server_id_range, 'Replication server ids' in "
+        "the connection form), so every task and the stream use one range. Fix: remove the key; set them on "
+        "the connection named by source.conn_id"
+        for k in ("server-id", "server_id", "server_id_range", "server-id-range")
+    },
+    **{
+        k: "the server's time zone is the connection's (extra server_time_zone, 'Server time zone' in the "
+        "connection form). Fix: remove the key; set it on the connection named by source.conn_id"
+        for k in ("server-time-zone", "server_time_zone")
+    },
     "type": "the source is always a MySQL or MariaDB server, reached through source.conn_id. Fix: remove the key",
 }
 
@@ -612,8 +726,9 @@ def _unknown_key(loc: tuple[Any, ...], value: Any) -> str:
         why = elsewhere
     else:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        why = (f"did you mean {close[0]}? Fix: rename it, or use only " if close else "Fix: use only ") + \
-            ", ".join(known)
+        why = (f"did you mean {close[0]}? Fix: rename it, or use only " if close else "Fix: use only ") + ", ".join(
+            known
+        )
     return f"unknown key ({_value_of(key, value)}): {why}."
 
 
@@ -632,8 +747,9 @@ def _shape_message(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
         what = "a rule" if len(loc) == 2 and loc[0] in _RULES else "a section"
         return f"found {found}, need a mapping (key: value lines indented under it). Fix: write {what} of keys here."
     if error["type"] in ("tuple_type", "list_type"):
-        return (f"found {found}, need a list of rules. Fix: start each rule with '- ', e.g. "
-                f"'- source_table: shop.orders'.")
+        return (
+            f"found {found}, need a list of rules. Fix: start each rule with '- ', e.g. '- source_table: shop.orders'."
+        )
     return f"found {found}: {error.get('msg')}. Fix: correct the value (README, Pipelines in a platform repo)."
 
 
@@ -646,7 +762,9 @@ def problems_from(error: ValidationError, file: str) -> list[Problem]:
             ctx = e.get("ctx") or {}
             key = (key if loc else "") + ctx.get("sub", "")
             message = str(ctx.get("m", e["msg"]))
-            out.append(Problem(file, key.lstrip(".") or WHOLE_FILE, message if message.endswith(".") else message + "."))
+            out.append(
+                Problem(file, key.lstrip(".") or WHOLE_FILE, message if message.endswith(".") else message + ".")
+            )
         elif e["type"] == "extra_forbidden":
             out.append(Problem(file, key, _unknown_key(loc, e.get("input"))))
         elif e["type"] == "missing":
@@ -661,18 +779,40 @@ def parse_spec(data: Any, file: str) -> tuple[PipelineSpec | None, list[Problem]
     """The spec of one file's data (what YAML read), or the problems."""
     if not isinstance(data, Mapping):
         kind = "nothing" if data is None else f"a {type(data).__name__}"
-        return None, [Problem(file, WHOLE_FILE, f"found {kind}, need a mapping with the sections source, sink, "
-                                                "route, transform, pipeline. Fix: start from an example file "
-                                                "(examples/platform_repo/pipelines/).")]
+        return None, [
+            Problem(
+                file,
+                WHOLE_FILE,
+                f"found {kind}, need a mapping with the sections source, sink, "
+                "route, transform, pipeline. Fix: start from an example file "
+                "(examples/platform_repo/pipelines/).",
+            )
+        ]
     bad_keys = [k for k in data if not isinstance(k, str)]
     if bad_keys:
-        return None, [Problem(file, WHOLE_FILE, f"found the key {show(bad_keys[0])}, need names of sections. Fix: "
-                                                "use source, sink, route, transform, pipeline.")]
+        return None, [
+            Problem(
+                file,
+                WHOLE_FILE,
+                f"found the key {show(bad_keys[0])}, need names of sections. Fix: "
+                "use source, sink, route, transform, pipeline.",
+            )
+        ]
     try:
         return PipelineSpec.model_validate(data), []
     except ValidationError as e:
         return None, problems_from(e, file)
 
 
-__all__ = ["FILE_KEYS", "PipelineFileError", "PipelineSpec", "Problem", "RouteRule", "TransformRule", "WHOLE_FILE",
-           "file_key", "parse_spec", "watchdog_dag_id"]
+__all__ = [
+    "FILE_KEYS",
+    "PipelineFileError",
+    "PipelineSpec",
+    "Problem",
+    "RouteRule",
+    "TransformRule",
+    "WHOLE_FILE",
+    "file_key",
+    "parse_spec",
+    "watchdog_dag_id",
+]

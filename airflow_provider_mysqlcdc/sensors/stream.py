@@ -6,8 +6,8 @@ import time
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from .._airflow_compat import AirflowSkipException
 
+from .._airflow_compat import AirflowSkipException
 from ..cdc.errors import CdcError, ConfigError
 from ..cdc.object_store import use_credentials
 from ..cdc.resnapshot import status as resnapshot_status
@@ -47,17 +47,36 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         it, so not taken from the launch record; a relaunch hands its credentials to the stream). (templated)
     """
 
-    template_fields: Sequence[str] = ("state_location", "mysql_cdc_conn_id", "spark_conn_id", "sink_conn_id",
-                                      "max_lag_s", "relaunch", "aws_conn_id")
+    template_fields: Sequence[str] = (
+        "state_location",
+        "mysql_cdc_conn_id",
+        "spark_conn_id",
+        "sink_conn_id",
+        "max_lag_s",
+        "relaunch",
+        "aws_conn_id",
+    )
     ui_color = "#e3f7e3"
     operator_extra_links = (StreamSparkUiLink(),)
 
-    def __init__(self, *, state_location: str, mysql_cdc_conn_id: str | None = None,
-                 spark_conn_id: str | None = None, sink_conn_id: str | None = None,
-                 max_lag_s: float | None = None, relaunch: bool = True, stale_after_s: float = 300.0,
-                 start_timeout_s: float = 600.0, password_file: str | None = None,
-                 cluster_provides_password: bool | None = None, python_archive: str | None = None,
-                 conf: Mapping[str, str] | None = None, aws_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        state_location: str,
+        mysql_cdc_conn_id: str | None = None,
+        spark_conn_id: str | None = None,
+        sink_conn_id: str | None = None,
+        max_lag_s: float | None = None,
+        relaunch: bool = True,
+        stale_after_s: float = 300.0,
+        start_timeout_s: float = 600.0,
+        password_file: str | None = None,
+        cluster_provides_password: bool | None = None,
+        python_archive: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        aws_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
         self.state_location = state_location
@@ -75,11 +94,18 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
 
     def control(self) -> StreamControl:
         return StreamControl.from_state(
-            self.state_location, mysql_cdc_conn_id=self.mysql_cdc_conn_id, spark_conn_id=self.spark_conn_id,
-            sink_conn_id=self.sink_conn_id, password_file=self.password_file,
-            cluster_provides_password=self.cluster_provides_password, python_archive=self.python_archive,
-            conf=self.conf or None, start_timeout_s=self.start_timeout_s, stale_after_s=self.stale_after_s,
-            aws_conn_id=self.aws_conn_id)
+            self.state_location,
+            mysql_cdc_conn_id=self.mysql_cdc_conn_id,
+            spark_conn_id=self.spark_conn_id,
+            sink_conn_id=self.sink_conn_id,
+            password_file=self.password_file,
+            cluster_provides_password=self.cluster_provides_password,
+            python_archive=self.python_archive,
+            conf=self.conf or None,
+            start_timeout_s=self.start_timeout_s,
+            stale_after_s=self.stale_after_s,
+            aws_conn_id=self.aws_conn_id,
+        )
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
         from ..operators._pipeline import truthy
@@ -89,15 +115,18 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         if not state.exists(LAUNCH_REL) and not state.stream_started():
             raise AirflowSkipException(
                 f"no binlog stream has been started with the state location {self.state_location} yet: nothing "
-                "to watch. Trigger the pipeline DAG first (its stream task starts the stream).")
+                "to watch. Trigger the pipeline DAG first (its stream task starts the stream)."
+            )
         control = self.control()
         self._check_server(control)
         status = control.running()
         if status is None:
             self._refuse_relaunch_when_not_exact(state)
             if not truthy(self.relaunch):
-                raise CdcError(f"the stream of {self.state_location} is not running. Fix: rerun the pipeline's "
-                               "stream task, or set relaunch=True on this sensor.")
+                raise CdcError(
+                    f"the stream of {self.state_location} is not running. Fix: rerun the pipeline's "
+                    "stream task, or set relaunch=True on this sensor."
+                )
             self.log.warning("the stream is not running: relaunching it from its checkpoint")
             status = self._relaunch(control)
         summary = status_summary(status)
@@ -108,8 +137,9 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         self._record_asset_events(context, summary)
         lag = summary.get("lag_s")
         if self.max_lag_s not in (None, "") and (lag is None or lag > float(self.max_lag_s)):
-            self.log.warning("lag %s s is above max_lag_s=%s: checking again in %s s", lag, self.max_lag_s,
-                             self.poke_interval)
+            self.log.warning(
+                "lag %s s is above max_lag_s=%s: checking again in %s s", lag, self.max_lag_s, self.poke_interval
+            )
             return False
         return PokeReturnValue(is_done=True, xcom_value=summary)
 
@@ -124,8 +154,11 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             other = control.running()
             if other is None:
                 raise
-            self.log.info("another launcher started the stream meanwhile (pid %s on %s): watching that one",
-                          other.pid, getattr(other, "host", None))
+            self.log.info(
+                "another launcher started the stream meanwhile (pid %s on %s): watching that one",
+                other.pid,
+                getattr(other, "host", None),
+            )
             return other
         self.log.info("stream relaunched: micro-batch %s committed", status.batch_id)
         return status
@@ -145,10 +178,14 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             errors = check_variables(version, read_variables(conn))
         if errors:
             error = ServerValidationError(f"{version} at {source.host}:{source.port} (the stream's source)", errors)
-            raise fail_fast(self.log, ConfigError(
-                f"{error} A stream reading a binlog logged this way cannot stay exact: changes logged as "
-                "statements have no rows to apply. After fixing the server, load the affected tables again "
-                "(trigger the pipeline with reset=true)."))
+            raise fail_fast(
+                self.log,
+                ConfigError(
+                    f"{error} A stream reading a binlog logged this way cannot stay exact: changes logged as "
+                    "statements have no rows to apply. After fixing the server, load the affected tables again "
+                    "(trigger the pipeline with reset=true)."
+                ),
+            )
 
     def _refuse_relaunch_when_not_exact(self, state: StateStore) -> None:
         """A stream that stopped because it could no longer be exact would stop again at the same
@@ -168,20 +205,36 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         committed_at = summary.get("committed_at") or summary.get("updated_at")
         ago = f"{time.time() - committed_at:.0f} s ago" if committed_at else "not yet"
         lag = summary.get("lag_s")
-        self.log.info("stream alive: pid %s on %s; last commit: micro-batch %s at %s, %s; lag %s; %s bytes of "
-                      "binlog behind the head", summary.get("pid"), summary.get("host"), summary.get("batch_id"),
-                      _offset_text(summary.get("committed_offset")), ago,
-                      f"{lag:.1f} s" if isinstance(lag, (int, float)) else "unknown (no head sample yet)",
-                      summary.get("behind_bytes"))
+        self.log.info(
+            "stream alive: pid %s on %s; last commit: micro-batch %s at %s, %s; lag %s; %s bytes of "
+            "binlog behind the head",
+            summary.get("pid"),
+            summary.get("host"),
+            summary.get("batch_id"),
+            _offset_text(summary.get("committed_offset")),
+            ago,
+            f"{lag:.1f} s" if isinstance(lag, (int, float)) else "unknown (no head sample yet)",
+            summary.get("behind_bytes"),
+        )
         rs = summary.get("resnapshots") or {}
         if rs.get("pending") or rs.get("applied"):
             last = rs["applied"][-1] if rs.get("applied") else None
-            self.log.info("re-snapshots: %d waiting for the stream%s; %d taken over%s", len(rs["pending"]),
-                          " (" + ", ".join(f"{p['batch']} for {p['waiting_s']:.0f} s" for p in rs["pending"]) + ")"
-                          if rs["pending"] else "", rs.get("applied_total", 0),
-                          "" if last is None else f", last {last['batch']}: " + (
-                              f"superseded ({last['superseded']})" if last.get("superseded") else
-                              f"{last.get('rows')} rows in micro-batch {last.get('micro_batch')}"))
+            self.log.info(
+                "re-snapshots: %d waiting for the stream%s; %d taken over%s",
+                len(rs["pending"]),
+                " (" + ", ".join(f"{p['batch']} for {p['waiting_s']:.0f} s" for p in rs["pending"]) + ")"
+                if rs["pending"]
+                else "",
+                rs.get("applied_total", 0),
+                ""
+                if last is None
+                else f", last {last['batch']}: "
+                + (
+                    f"superseded ({last['superseded']})"
+                    if last.get("superseded")
+                    else f"{last.get('rows')} rows in micro-batch {last.get('micro_batch')}"
+                ),
+            )
         self.log.info("%s", _consistency_line(summary.get("consistency")))
         tail = control.log_tail(LOG_TAIL_LINES)
         if tail:
@@ -191,10 +244,22 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
 
     def _record_asset_events(self, context: Any, summary: dict[str, Any]) -> None:
         outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
-        if outlet_events is None:   # an accessor nothing was asked of yet is empty (falsy), not absent
+        if outlet_events is None:  # an accessor nothing was asked of yet is empty (falsy), not absent
             return
-        extra = {k: summary.get(k) for k in ("running", "batch_id", "committed_offset", "committed_at", "lag_s",
-                                             "behind_bytes", "pid", "host", "checked_at")}
+        extra = {
+            k: summary.get(k)
+            for k in (
+                "running",
+                "batch_id",
+                "committed_offset",
+                "committed_at",
+                "lag_s",
+                "behind_bytes",
+                "pid",
+                "host",
+                "checked_at",
+            )
+        }
         from airflow.sdk import AssetAlias
 
         from ..assets import emit_table_events, table_assets
@@ -220,7 +285,7 @@ def _consistency(state: StateStore) -> dict[str, Any] | None:
 
     try:
         report = read_report(state)
-    except Exception:   # noqa: BLE001 - an unreadable report must not fail the health check
+    except Exception:  # noqa: BLE001 - an unreadable report must not fail the health check
         return None
     if not report:
         return None
@@ -231,8 +296,11 @@ def _consistency_line(report: Mapping[str, Any] | None) -> str:
     if not report:
         return "consistency: not checked yet (the consistency_check task compares the sink with the source)"
     ago = time.time() - float(report.get("checked_at") or 0)
-    verdict = "CONSISTENT" if report.get("consistent") else (
-        "DIFFERS, read again batch(es) " + ", ".join(report.get("batches_to_reread") or []))
+    verdict = (
+        "CONSISTENT"
+        if report.get("consistent")
+        else ("DIFFERS, read again batch(es) " + ", ".join(report.get("batches_to_reread") or []))
+    )
     return f"consistency: {verdict} ({ago:.0f} s ago): {report.get('summary')}"
 
 

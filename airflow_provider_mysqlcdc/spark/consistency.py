@@ -31,15 +31,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..cdc.consistency import (BASELINE_REL, REPORT_REL, Baseline, RangeResult, RangeSums, WindowSums,
-                               compare, scan_range, sums_of_keys, table_layouts)
+from ..cdc.consistency import (
+    BASELINE_REL,
+    REPORT_REL,
+    Baseline,
+    RangeResult,
+    RangeSums,
+    WindowSums,
+    compare,
+    scan_range,
+    sums_of_keys,
+    table_layouts,
+)
 from ..cdc.errors import CdcError, ConfigError
 from ..cdc.model import TableId
 from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
 
 log = logging.getLogger(__name__)
-
 
 
 class ConsistencyError(CdcError):
@@ -49,7 +58,7 @@ class ConsistencyError(CdcError):
 @dataclass
 class TableReport:
     table: str
-    state: str                       # "consistent", "differs" or "not compared"
+    state: str  # "consistent", "differs" or "not compared"
     source_rows: int = 0
     sink_rows: int = 0
     at: dict[str, Any] | None = None  # the binlog offset both sides were compared at
@@ -63,10 +72,17 @@ class TableReport:
         return [r for r in self.ranges if not r.ok]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "state": self.state, "source_rows": self.source_rows,
-                "sink_rows": self.sink_rows, "at": self.at, "scanned_ranges": self.scanned_ranges,
-                "differing": [r.to_dict() for r in self.differing], "reason": self.reason,
-                "baseline_drift": self.baseline_drift}
+        return {
+            "table": self.table,
+            "state": self.state,
+            "source_rows": self.source_rows,
+            "sink_rows": self.sink_rows,
+            "at": self.at,
+            "scanned_ranges": self.scanned_ranges,
+            "differing": [r.to_dict() for r in self.differing],
+            "reason": self.reason,
+            "baseline_drift": self.baseline_drift,
+        }
 
 
 @dataclass
@@ -77,7 +93,7 @@ class CheckReport:
     tables: list[TableReport]
     seconds: float = 0.0
     binlog_changes: int = 0
-    phases: dict[str, float] = field(default_factory=dict)   # seconds: sink, source, binlog
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: sink, source, binlog
 
     @property
     def consistent(self) -> bool:
@@ -88,23 +104,33 @@ class CheckReport:
 
     def summary(self) -> str:
         counts = {s: sum(1 for t in self.tables if t.state == s) for s in ("consistent", "differs", "not compared")}
-        text = (f"consistency check at micro-batch {self.micro_batch}: {counts['consistent']} table(s) consistent, "
-                f"{counts['differs']} differ, {counts['not compared']} not compared ({self.seconds:.1f} s, "
-                f"{self.binlog_changes} binlog changes read)")
+        text = (
+            f"consistency check at micro-batch {self.micro_batch}: {counts['consistent']} table(s) consistent, "
+            f"{counts['differs']} differ, {counts['not compared']} not compared ({self.seconds:.1f} s, "
+            f"{self.binlog_changes} binlog changes read)"
+        )
         for t in self.tables:
             if t.state == "differs":
-                text += (f"; {t.table}: source {t.source_rows} rows, sink {t.sink_rows}, batch(es) "
-                         + ", ".join(sorted({r.batch_id for r in t.differing})))
+                text += f"; {t.table}: source {t.source_rows} rows, sink {t.sink_rows}, batch(es) " + ", ".join(
+                    sorted({r.batch_id for r in t.differing})
+                )
             elif t.state == "not compared":
                 text += f"; {t.table} not compared: {t.reason}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"checked_at": self.checked_at, "micro_batch": self.micro_batch, "position": self.position,
-                "consistent": self.consistent, "batches_to_reread": self.batches_to_reread(),
-                "seconds": round(self.seconds, 3), "binlog_changes": self.binlog_changes,
-                "phases": {k: round(v, 3) for k, v in self.phases.items()},
-                "summary": self.summary(), "tables": [t.to_dict() for t in self.tables]}
+        return {
+            "checked_at": self.checked_at,
+            "micro_batch": self.micro_batch,
+            "position": self.position,
+            "consistent": self.consistent,
+            "batches_to_reread": self.batches_to_reread(),
+            "seconds": round(self.seconds, 3),
+            "binlog_changes": self.binlog_changes,
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
+            "summary": self.summary(),
+            "tables": [t.to_dict() for t in self.tables],
+        }
 
 
 def read_report(state: StateStore) -> dict[str, Any] | None:
@@ -124,20 +150,26 @@ def source_snapshot(conn: Any, tables: Sequence[TableId]):
     with conn.cursor() as cur:
         if version.is_mariadb:
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            cur.execute("SHOW SESSION STATUS WHERE Variable_name IN ('binlog_snapshot_file', 'binlog_snapshot_position')")
+            cur.execute(
+                "SHOW SESSION STATUS WHERE Variable_name IN ('binlog_snapshot_file', 'binlog_snapshot_position')"
+            )
             status = {str(k).lower(): v for k, v in cur.fetchall()}
             if not status.get("binlog_snapshot_file"):
                 cur.execute("COMMIT")
-                raise ConfigError("the source server has no binary log, so the consistency check has no position to "
-                                  "compare at. Fix: enable log_bin (the stream needs it too).")
+                raise ConfigError(
+                    "the source server has no binary log, so the consistency check has no position to "
+                    "compare at. Fix: enable log_bin (the stream needs it too)."
+                )
             position = BinlogOffset(str(status["binlog_snapshot_file"]), int(status["binlog_snapshot_position"]))
         else:
             try:
                 cur.execute("FLUSH TABLES WITH READ LOCK")
-            except Exception as e:   # noqa: BLE001 - the privilege is the usual reason
-                raise ConfigError(f"the consistency check on MySQL takes a global read lock for a moment to read the "
-                                  f"binlog position of its snapshot, and the server refused it ({e}). Fix: grant "
-                                  "RELOAD to the source connection's user.") from None
+            except Exception as e:  # noqa: BLE001 - the privilege is the usual reason
+                raise ConfigError(
+                    f"the consistency check on MySQL takes a global read lock for a moment to read the "
+                    f"binlog position of its snapshot, and the server refused it ({e}). Fix: grant "
+                    "RELOAD to the source connection's user."
+                ) from None
             try:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 cur.execute("SHOW BINARY LOG STATUS" if version.at_least(8, 2) else "SHOW MASTER STATUS")
@@ -165,8 +197,9 @@ def check_server_id(plan: Any, source: Any, config: Any) -> int:
 # --- the check -----------------------------------------------------------------------------------------
 
 
-def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, rescan_ranges: int = 1,
-              server_id: int | None = None) -> CheckReport:
+def run_check(
+    config: Any, sink: Any, *, tables: Sequence[str] | None = None, rescan_ranges: int = 1, server_id: int | None = None
+) -> CheckReport:
     """One consistency check of the pipeline ``config`` (a ``PipelineConfig``) against ``sink``
     (``sinks.routed.pipeline_sink``): see the module docstring. Writes the report and the new
     baseline to the state location and returns the report; raises nothing for a difference (the
@@ -178,22 +211,28 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
     state = StateStore(config.state_location)
     plan = state.read_plan()
     if plan is None:
-        raise ConfigError(f"no plan in {config.state_location}: nothing was loaded yet. Fix: trigger the pipeline DAG "
-                          "first; the check compares a loaded and streaming pipeline.")
+        raise ConfigError(
+            f"no plan in {config.state_location}: nothing was loaded yet. Fix: trigger the pipeline DAG "
+            "first; the check compares a loaded and streaming pipeline."
+        )
     checkpoint = state.checkpoint_url()
     committed = _last_id(checkpoint, "commits")
     end = batch_end_offset(checkpoint, committed) if committed is not None else None
     if committed is None or end is None:
-        raise ConfigError(f"the stream of {config.state_location} has not committed a micro-batch yet, so the sink "
-                          "holds no state at a known binlog position. Fix: start the stream (the pipeline's stream "
-                          "task) and check once it runs.")
+        raise ConfigError(
+            f"the stream of {config.state_location} has not committed a micro-batch yet, so the sink "
+            "holds no state at a known binlog position. Fix: start the stream (the pipeline's stream "
+            "task) and check once it runs."
+        )
     layouts = table_layouts(plan.schemas, plan.batches, config.source)
     if tables:
         wanted = {TableId.parse(t) for t in tables}
         unknown = sorted(str(t) for t in wanted - set(layouts))
         if unknown:
-            raise ConfigError(f"consistency check: {', '.join(unknown)} is not a table of this pipeline's plan. Fix: "
-                              f"name tables among {', '.join(sorted(str(t) for t in layouts))}.")
+            raise ConfigError(
+                f"consistency check: {', '.join(unknown)} is not a table of this pipeline's plan. Fix: "
+                f"name tables among {', '.join(sorted(str(t) for t in layouts))}."
+            )
         layouts = {t: lay for t, lay in layouts.items() if t in wanted}
 
     phases: dict[str, float] = {}
@@ -205,7 +244,7 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
     # the source by its snapshot), so the check takes about the longer of the two
     sink_sums: dict[TableId, RangeSums] = {}
     sink_at: dict[TableId, BinlogOffset] = {}
-    dump_from: dict[BinlogOffset, BinlogOffset] = {}   # a mid-transaction offset -> its transaction's start
+    dump_from: dict[BinlogOffset, BinlogOffset] = {}  # a mid-transaction offset -> its transaction's start
 
     def read_sink() -> None:
         started_sink = time.monotonic()
@@ -217,8 +256,11 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
                 continue
             at = end if applied <= committed else batch_end_offset(checkpoint, applied)
             if at is None:
-                reports[t] = TableReport(t.text, "not compared", reason=f"micro-batch {applied}'s offsets are gone "
-                                         "from the checkpoint; checked next time")
+                reports[t] = TableReport(
+                    t.text,
+                    "not compared",
+                    reason=f"micro-batch {applied}'s offsets are gone from the checkpoint; checked next time",
+                )
                 continue
             sink_sums[t] = sums_of_keys(lay, keys)
             sink_at[t] = at.at
@@ -242,8 +284,12 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
                 try:
                     check_start_available(conn, baseline.position)
                 except CdcError as e:
-                    log.warning("consistency check: the baseline's binlog position %s is no longer on the server "
-                                "(%s): scanning the tables again", baseline.position, str(e).splitlines()[0])
+                    log.warning(
+                        "consistency check: the baseline's binlog position %s is no longer on the server "
+                        "(%s): scanning the tables again",
+                        baseline.position,
+                        str(e).splitlines()[0],
+                    )
                     baseline = None
             for t, lay in layouts.items():
                 sums = baseline.sums_of(lay) if baseline is not None else None
@@ -274,8 +320,16 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
     window = WindowSums(window_start, live, checkpoints)
     if live and window_start < window_stop:
         server_id = server_id if server_id is not None else check_server_id(plan, source, config)
-        window.feed(changes_with_fallback(source, server_id, window_start, window_stop,
-                                          [lay.schema for lay in live.values()], dump_from.get(window_start)))
+        window.feed(
+            changes_with_fallback(
+                source,
+                server_id,
+                window_start,
+                window_stop,
+                [lay.schema for lay in live.values()],
+                dump_from.get(window_start),
+            )
+        )
     window.finish()
     phases["binlog"] = time.monotonic() - mark
 
@@ -285,7 +339,7 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
         n = len(lay.ranges)
         scanned = scans.get(t, {})
         if t in base:
-            at_p = base[t].plus(window.between(t, baseline.position, position))   # type: ignore[union-attr]
+            at_p = base[t].plus(window.between(t, baseline.position, position))  # type: ignore[union-attr]
             drift = []
             for i, (rows, total) in scanned.items():
                 if (at_p.counts[i], at_p.sums[i]) != (rows, total):
@@ -295,11 +349,16 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
             at_p = RangeSums([scanned[i][0] for i in range(n)], [scanned[i][1] for i in range(n)])
             drift = []
         next_rescan = rescan_next.get(t, 0)
-        report = TableReport(t.text, "consistent", at=sink_at[t].to_dict(), scanned_ranges=len(scanned),
-                             baseline_drift=drift)
+        report = TableReport(
+            t.text, "consistent", at=sink_at[t].to_dict(), scanned_ranges=len(scanned), baseline_drift=drift
+        )
         if t in window.ddl:
-            report.state, report.reason = "not compared", (
-                f"a schema change in the binlog since the last check ({window.ddl[t]!r}); the next check scans it again")
+            report.state, report.reason = (
+                "not compared",
+                (
+                    f"a schema change in the binlog since the last check ({window.ddl[t]!r}); the next check scans it again"
+                ),
+            )
             reports[t] = report
             continue
         src = at_p.plus(window.between(t, sink_at[t], position), -1)
@@ -308,13 +367,24 @@ def run_check(config: Any, sink: Any, *, tables: Sequence[str] | None = None, re
         if report.differing:
             report.state = "differs"
         if drift:
-            log.warning("consistency check: %s: the kept source sums of batch(es) %s disagreed with a fresh scan of "
-                        "the source (replaced)", t, ", ".join(drift))
+            log.warning(
+                "consistency check: %s: the kept source sums of batch(es) %s disagreed with a fresh scan of "
+                "the source (replaced)",
+                t,
+                ", ".join(drift),
+            )
         new_tables[t.text] = {"fingerprint": lay.fingerprint(), "sums": at_p.to_dict(), "next_rescan": next_rescan}
         reports[t] = report
     state.write_json(BASELINE_REL, Baseline(position, new_tables).to_dict())
-    result = CheckReport(time.time(), committed, end.to_dict(), [reports[t] for t in layouts if t in reports],
-                         time.monotonic() - started, window.changes, phases)
+    result = CheckReport(
+        time.time(),
+        committed,
+        end.to_dict(),
+        [reports[t] for t in layouts if t in reports],
+        time.monotonic() - started,
+        window.changes,
+        phases,
+    )
     state.write_json(REPORT_REL, result.to_dict())
     log.info("%s", result.summary())
     return result
@@ -324,6 +394,8 @@ def failure_message(report: CheckReport, dag_id: str | None = None) -> str:
     """The failing task's message: what differs and the batches to read again."""
     batches = report.batches_to_reread()
     where = f"in the {dag_id} DAG" if dag_id else "in the pipeline DAG"
-    return (f"{report.summary()}. Fix: clear the snapshot task(s) of batch(es) {', '.join(batches)} {where} (Clear "
-            "on the mapped task instances): each batch is read again while the stream runs and replaces its key "
-            "range in the sink; then run the check again.")
+    return (
+        f"{report.summary()}. Fix: clear the snapshot task(s) of batch(es) {', '.join(batches)} {where} (Clear "
+        "on the mapped task instances): each batch is read again while the stream runs and replaces its key "
+        "range in the sink; then run the check again."
+    )

@@ -22,8 +22,21 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BinaryType, ByteType, DataType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
-    LongType, ShortType, StringType, StructField, StructType, TimestampNTZType, TimestampType,
+    BinaryType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 from ..cdc.model import quote_ident
@@ -50,9 +63,15 @@ def jdbc_url(host: str, port: int, database: str, extra: str = "") -> str:
 def _arrow_to_spark(t: pa.DataType) -> DataType:
     """The Spark type of an Arrow type the mapping uses; unknown ones are a programming error."""
     simple = {
-        pa.int8(): ByteType(), pa.int16(): ShortType(), pa.int32(): IntegerType(),
-        pa.int64(): LongType(), pa.float32(): FloatType(), pa.float64(): DoubleType(),
-        pa.string(): StringType(), pa.binary(): BinaryType(), pa.date32(): DateType(),
+        pa.int8(): ByteType(),
+        pa.int16(): ShortType(),
+        pa.int32(): IntegerType(),
+        pa.int64(): LongType(),
+        pa.float32(): FloatType(),
+        pa.float64(): DoubleType(),
+        pa.string(): StringType(),
+        pa.binary(): BinaryType(),
+        pa.date32(): DateType(),
     }
     if t in simple:
         return simple[t]
@@ -99,8 +118,7 @@ def finalize_columns(df: DataFrame, mappings: Iterable[ColumnMapping]) -> DataFr
     return df.select(*[_final_column(mp) for mp in mappings])
 
 
-def rows_to_dataframe(spark: SparkSession, rows: list[Mapping[str, Any]],
-                      mappings: list[ColumnMapping]) -> DataFrame:
+def rows_to_dataframe(spark: SparkSession, rows: list[Mapping[str, Any]], mappings: list[ColumnMapping]) -> DataFrame:
     """Normalized binlog rows (``row_normalizer`` output) as a DataFrame of ``struct_type``."""
     names = [mp.name for mp in mappings]
     tuples = [tuple(r[n] for n in names) for r in rows]

@@ -10,10 +10,8 @@ itself once idle.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -49,13 +47,20 @@ def test_the_runs_batches_share_one_spark_connect_application(mariadb, tmp_path,
     mariadb.execute(f"CREATE DATABASE `{db}`")
     specs = [create_int_table(mariadb, db, 30_000, "orders"), create_composite_table(mariadb, db, 12_000)]
     _use_source(mariadb, db)
-    conf = {"tables": [f"{db}.orders", "tenant_items"], "state_location": str(tmp_path / "state"),
-            "sink_type": "delta", "sink_options": {"root": str(tmp_path / "lake")}, "chunk_size": 3000,
-            "rows_per_batch": 10_000,
-            "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5}}
+    conf = {
+        "tables": [f"{db}.orders", "tenant_items"],
+        "state_location": str(tmp_path / "state"),
+        "sink_type": "delta",
+        "sink_options": {"root": str(tmp_path / "lake")},
+        "chunk_size": 3000,
+        "rows_per_batch": 10_000,
+        "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5},
+    }
     watcher = CommandLineWatcher(("SparkSubmit", "snapshot_chunks", "binlog_stream", "SparkConnectServer")).start()
-    writers = [ConcurrentWriter(lambda: mariadb.connect(db), s, seed=21 + i, threads=1, pause_s=0.003).start()
-               for i, s in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(db), s, seed=21 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(specs)
+    ]
     log = tmp_path / "dag_test_output.log"
     try:
         dr = run_dag(conf, log)
@@ -83,8 +88,11 @@ def test_the_runs_batches_share_one_spark_connect_application(mariadb, tmp_path,
         for spec in specs:
             t = TableId(spec.database, spec.table)
             cols = list(spec.key_columns) + list(VALUE_COLS)
-            problem = wait_until_equal(lambda: mysql_rows(mariadb, t, cols, spec.key_columns),
-                                       lambda: delta_rows(tmp_path / "lake", t, spec.key_columns), timeout_s=180)
+            problem = wait_until_equal(
+                lambda: mysql_rows(mariadb, t, cols, spec.key_columns),
+                lambda: delta_rows(tmp_path / "lake", t, spec.key_columns),
+                timeout_s=180,
+            )
             assert not problem, f"{t}: {problem}"
         results = StateStore(conf["state_location"]).batch_results()
         assert len(results) == len(snapshots) and all(r["rows_per_chunk"] for r in results)
@@ -94,8 +102,7 @@ def test_the_runs_batches_share_one_spark_connect_application(mariadb, tmp_path,
         mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
 
-def test_a_spark_connect_connection_where_nothing_listens_fails_the_task_with_the_fix(mariadb, tmp_path,
-                                                                                     runtime_dir):
+def test_a_spark_connect_connection_where_nothing_listens_fails_the_task_with_the_fix(mariadb, tmp_path, runtime_dir):
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from tests.e2e.test_pipeline_dag import _use_source, run_dag
     from tests.support.mariadb import free_port
@@ -106,8 +113,13 @@ def test_a_spark_connect_connection_where_nothing_listens_fails_the_task_with_th
     _use_source(mariadb, db)
     port = free_port()
     airflow_env.set_connection("spark_connect_nowhere", "spark_connect", host="localhost", port=port)
-    conf = {"tables": [f"{db}.orders"], "state_location": str(tmp_path / "state"), "sink_type": "delta",
-            "sink_options": {"root": str(tmp_path / "lake")}, "spark_connect_conn_id": "spark_connect_nowhere"}
+    conf = {
+        "tables": [f"{db}.orders"],
+        "state_location": str(tmp_path / "state"),
+        "sink_type": "delta",
+        "sink_options": {"root": str(tmp_path / "lake")},
+        "spark_connect_conn_id": "spark_connect_nowhere",
+    }
     log = tmp_path / "dag_test_output.log"
     try:
         dr = run_dag(conf, log)
@@ -125,7 +137,11 @@ def test_a_spark_connect_connection_where_nothing_listens_fails_the_task_with_th
 
 def test_a_local_server_stops_by_itself_once_no_task_used_it(tmp_path, runtime_dir):
     from airflow_provider_mysqlcdc.spark.runtime.connect_server import (
-        Lease, _alive, ensure_local_server, remote_session, settings_from,
+        Lease,
+        _alive,
+        ensure_local_server,
+        remote_session,
+        settings_from,
     )
 
     settings = settings_from("local[1]", (), {"spark.sql.session.timeZone": "UTC"}, driver_memory="512m")
@@ -137,7 +153,7 @@ def test_a_local_server_stops_by_itself_once_no_task_used_it(tmp_path, runtime_d
             with remote_session(f"sc://localhost:{info.port}/;token=not-the-token") as bad:
                 with pytest.raises(Exception, match="UNAUTHENTICATED|authentication"):
                     bad.range(1).count()
-            time.sleep(9)   # longer than idle_s, but the lease is held
+            time.sleep(9)  # longer than idle_s, but the lease is held
             assert _alive(info.supervisor_pid) and spark.range(3).count() == 3
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ, "a later classic session or spark-submit would break"
     deadline = time.time() + 60

@@ -44,10 +44,16 @@ def s3(tmp_path_factory):
 
 
 def _conf(db: str, prefix: str, **kw) -> dict:
-    conf = {"tables": [f"{db}.orders", "tenant_items"], "state_location": f"s3://{BUCKET}/{prefix}/state",
-            "sink_type": "delta", "sink_options": {"root": f"s3://{BUCKET}/{prefix}/tables"},
-            "aws_conn_id": "aws_lake", "chunk_size": 3000, "rows_per_batch": 15_000,
-            "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5}}
+    conf = {
+        "tables": [f"{db}.orders", "tenant_items"],
+        "state_location": f"s3://{BUCKET}/{prefix}/state",
+        "sink_type": "delta",
+        "sink_options": {"root": f"s3://{BUCKET}/{prefix}/tables"},
+        "aws_conn_id": "aws_lake",
+        "chunk_size": 3000,
+        "rows_per_batch": 15_000,
+        "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5},
+    }
     conf.update(kw)
     return conf
 
@@ -65,16 +71,33 @@ def s3_run(mariadb, s3, tmp_path_factory):
     mariadb.execute(f"CREATE DATABASE `{db}`")
     specs = [create_int_table(mariadb, db, 40_000, "orders"), create_composite_table(mariadb, db, 12_000)]
     _use_source(mariadb, db)
-    airflow_env.set_connection("aws_lake", "aws", host="", login=s3["key_id"], password=s3["secret"],
-                               extra={"endpoint_url": s3["endpoint"], "region_name": s3["region"]})
+    airflow_env.set_connection(
+        "aws_lake",
+        "aws",
+        host="",
+        login=s3["key_id"],
+        password=s3["secret"],
+        extra={"endpoint_url": s3["endpoint"], "region_name": s3["region"]},
+    )
     conf = _conf(db, f"p{os.getpid()}")
     watcher = CommandLineWatcher(("SparkSubmit", "binlog_stream", "SparkConnectServer")).start()
-    writers = [ConcurrentWriter(lambda: mariadb.connect(db), s, seed=41 + i, threads=1, pause_s=0.003).start()
-               for i, s in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(db), s, seed=41 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(specs)
+    ]
     try:
         dr = run_dag(conf, work / "dag_test_output.log")
-        yield {"dr": dr, "db": db, "work": work, "specs": specs, "conf": conf, "writers": writers,
-               "watcher": watcher, "server": mariadb, "s3": s3}
+        yield {
+            "dr": dr,
+            "db": db,
+            "work": work,
+            "specs": specs,
+            "conf": conf,
+            "writers": writers,
+            "watcher": watcher,
+            "server": mariadb,
+            "s3": s3,
+        }
     finally:
         for w in writers:
             w.stop()
@@ -98,9 +121,11 @@ def _sink_problems(run, timeout_s: float = 300.0) -> str:
     for spec in run["specs"]:
         t = TableId(spec.database, spec.table)
         cols = list(spec.key_columns) + list(VALUE_COLS)
-        problem = wait_until_equal(lambda: mysql_rows(run["server"], t, cols, spec.key_columns),
-                                   lambda: s3_delta_rows(run["s3"], f"{root}/{t.database}/{t.table}",
-                                                         spec.key_columns), timeout_s=timeout_s)
+        problem = wait_until_equal(
+            lambda: mysql_rows(run["server"], t, cols, spec.key_columns),
+            lambda: s3_delta_rows(run["s3"], f"{root}/{t.database}/{t.table}", spec.key_columns),
+            timeout_s=timeout_s,
+        )
         if problem:
             problems.append(f"{t}: {problem}")
     return "; ".join(problems)
@@ -115,7 +140,7 @@ def test_the_dag_loads_and_streams_into_delta_on_s3_and_survives_a_kill_of_the_s
     run = s3_run
     states = airflow_env.task_states(run["dr"])
     assert run["dr"].state == "success", states
-    time.sleep(5)   # the writers go on; the stream follows them
+    time.sleep(5)  # the writers go on; the stream follows them
     with aws_env(run["s3"]):
         state = StateStore(run["conf"]["state_location"])
         assert state.exists("pipeline.json") and state.exists("stream/status.json")
@@ -183,9 +208,14 @@ def test_a_secret_in_storage_options_fails_the_plan_before_anything_is_written(s
     from tests.e2e.test_pipeline_dag import run_dag
 
     run = s3_run
-    conf = _conf(run["db"], f"bad{os.getpid()}",
-                 sink_options={"root": f"s3://{BUCKET}/bad/tables",
-                               "storage_options": {"AWS_SECRET_ACCESS_KEY": "do-not-write-me"}})
+    conf = _conf(
+        run["db"],
+        f"bad{os.getpid()}",
+        sink_options={
+            "root": f"s3://{BUCKET}/bad/tables",
+            "storage_options": {"AWS_SECRET_ACCESS_KEY": "do-not-write-me"},
+        },
+    )
     dr = run_dag(conf, tmp_path / "bad.log")
     states = airflow_env.task_states(dr)
     assert states[("plan", -1)][0] == "failed", states
@@ -207,5 +237,9 @@ def test_each_sink_table_on_s3_got_asset_events_from_its_snapshot_batches_and_th
         by_task.setdefault(e["task_id"], set()).add(e["uri"])
     assert by_task.get("snapshot") == {f"{root}/{db}/orders", f"{root}/{db}/tenant_items"}, events
     snap = [e for e in events if e["task_id"] == "snapshot"]
-    assert all(e["extra"]["batch_id"].startswith("batch-") and e["extra"]["high_watermark"]
-               and e["extra"]["table"] in (f"{db}.orders", f"{db}.tenant_items") for e in snap), snap
+    assert all(
+        e["extra"]["batch_id"].startswith("batch-")
+        and e["extra"]["high_watermark"]
+        and e["extra"]["table"] in (f"{db}.orders", f"{db}.tenant_items")
+        for e in snap
+    ), snap

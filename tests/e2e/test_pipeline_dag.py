@@ -29,21 +29,34 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
 
 def _conf(db: str, work: Path, **kw) -> dict:
-    conf = {"tables": [f"{db}.orders", "tenant_items"], "state_location": str(work / "state"),
-            "sink_type": "delta", "sink_options": {"root": str(work / "lake")}, "chunk_size": 4000,
-            "rows_per_batch": 25_000,
-            # spark-submit per batch (clusters without Spark Connect): the fixture kills one batch's job;
-            # the shared Spark Connect application is tests/e2e/test_connect_runtime.py's
-            "spark_runtime": "submit",
-            "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5}}
+    conf = {
+        "tables": [f"{db}.orders", "tenant_items"],
+        "state_location": str(work / "state"),
+        "sink_type": "delta",
+        "sink_options": {"root": str(work / "lake")},
+        "chunk_size": 4000,
+        "rows_per_batch": 25_000,
+        # spark-submit per batch (clusters without Spark Connect): the fixture kills one batch's job;
+        # the shared Spark Connect application is tests/e2e/test_connect_runtime.py's
+        "spark_runtime": "submit",
+        "stream_options": {"max_events_per_batch": 20000, "heartbeat_s": 1.0, "trigger_interval_s": 0.5},
+    }
     conf.update(kw)
     return conf
 
 
 def _use_source(server, db: str) -> None:
     airflow_env.migrate()
-    airflow_env.set_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=server.port, login="root",
-                               password=ROOT_PASSWORD, schema=db, extra={"server_id_range": "5400-5420"})
+    airflow_env.set_connection(
+        "mysql_cdc_default",
+        "mysql_cdc",
+        host="127.0.0.1",
+        port=server.port,
+        login="root",
+        password=ROOT_PASSWORD,
+        schema=db,
+        extra={"server_id_range": "5400-5420"},
+    )
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
 
 
@@ -65,8 +78,11 @@ def _sink_equals_source(server, work: Path, specs, timeout_s: float = 300.0) -> 
 
         t = TableId(spec.database, spec.table)
         cols = list(spec.key_columns) + list(VALUE_COLS)
-        problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns),
-                                   lambda: delta_rows(work / "lake", t, spec.key_columns), timeout_s=timeout_s)
+        problem = wait_until_equal(
+            lambda: mysql_rows(server, t, cols, spec.key_columns),
+            lambda: delta_rows(work / "lake", t, spec.key_columns),
+            timeout_s=timeout_s,
+        )
         if problem:
             problems.append(f"{t}: {problem}")
     return "; ".join(problems)
@@ -105,22 +121,34 @@ def pipeline_run(mariadb, tmp_path_factory):
     killed: list[str] = []
 
     def kill_victim_once(pid: int, line: str) -> None:
-        if (not killed and SUBMIT in line and JVM in line and LAUNCHER not in line and conf["state_location"] in line
-                and f"--batch-id {VICTIM}" in line):
+        if (
+            not killed
+            and SUBMIT in line
+            and JVM in line
+            and LAUNCHER not in line
+            and conf["state_location"] in line
+            and f"--batch-id {VICTIM}" in line
+        ):
             killed.append(line)
             time.sleep(4)
             kill_process_tree(pid)
 
-    watcher = CommandLineWatcher(("spark-submit", "SparkSubmit", "snapshot_chunks", "binlog_stream"),
-                                 on_new=kill_victim_once).start()
-    writers = [ConcurrentWriter(lambda: mariadb.connect(db), s, seed=11 + i, threads=1, pause_s=0.003).start()
-               for i, s in enumerate(specs)]
+    watcher = CommandLineWatcher(
+        ("spark-submit", "SparkSubmit", "snapshot_chunks", "binlog_stream"), on_new=kill_victim_once
+    ).start()
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(db), s, seed=11 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(specs)
+    ]
     state = StateStore(conf["state_location"])
     try:
         dr = run_dag(conf, work / "dag_test_output.log")
-        first = {"states": airflow_env.task_states(dr), "killed": list(killed),
-                 "victim_result": state.read_batch_result(VICTIM),
-                 "others": {r["batch_id"]: r for r in state.batch_results()}}
+        first = {
+            "states": airflow_env.task_states(dr),
+            "killed": list(killed),
+            "victim_result": state.read_batch_result(VICTIM),
+            "others": {r["batch_id"]: r for r in state.batch_results()},
+        }
         failed = [k for k, v in first["states"].items() if v[0] == "failed"]
         victim_index = failed[0][1] if failed else None
         if victim_index is not None:
@@ -128,8 +156,19 @@ def pipeline_run(mariadb, tmp_path_factory):
         time.sleep(5)  # the stream keeps up with the writers for a while
         changes = sum(w.stop().total for w in writers)
         writers.clear()
-        yield {"dag": dag, "dr": dr, "db": db, "work": work, "specs": specs, "conf": conf, "first": first,
-               "victim_index": victim_index, "changes": changes, "watcher": watcher, "server": mariadb}
+        yield {
+            "dag": dag,
+            "dr": dr,
+            "db": db,
+            "work": work,
+            "specs": specs,
+            "conf": conf,
+            "first": first,
+            "victim_index": victim_index,
+            "changes": changes,
+            "watcher": watcher,
+            "server": mariadb,
+        }
     finally:
         for w in writers:
             w.stop()
@@ -159,8 +198,9 @@ def test_clearing_that_map_index_alone_reran_only_its_batch(pipeline_run):
     others = pipeline_run["first"]["others"]
     watcher = pipeline_run["watcher"]
     mine = pipeline_run["conf"]["state_location"]  # not another pipeline's jobs on this machine
-    per_batch = {b: len(watcher.processes(SUBMIT, JVM, mine, f"--batch-id {b}", unless=LAUNCHER))
-                 for b in [*others, VICTIM]}
+    per_batch = {
+        b: len(watcher.processes(SUBMIT, JVM, mine, f"--batch-id {b}", unless=LAUNCHER)) for b in [*others, VICTIM]
+    }
     assert per_batch[VICTIM] == 2 and all(n == 1 for b, n in per_batch.items() if b != VICTIM), per_batch
     state = StateStore(pipeline_run["conf"]["state_location"])
     for b, before in others.items():
@@ -191,8 +231,9 @@ def test_snapshot_xcoms_carry_high_watermarks_and_the_stream_starts_at_their_min
     state = StateStore(pipeline_run["conf"]["state_location"])
     finished = state.read_finished()
     assert sorted(f.batch_id for f in finished) == sorted(x["batch_id"] for x in xcoms.values())
-    assert min(f.high_watermark for f in finished) == min(BinlogOffset.from_dict(x["high_watermark"])
-                                                          for x in xcoms.values())
+    assert min(f.high_watermark for f in finished) == min(
+        BinlogOffset.from_dict(x["high_watermark"]) for x in xcoms.values()
+    )
     stream = airflow_env.xcom_values(dag.dag_id, dr.run_id, "stream")[-1]
     assert stream["running"] and stream["batch_id"] is not None
     # the task's extra link: the stream driver's Spark UI, as its status recorded it
@@ -206,8 +247,10 @@ def test_map_indexes_are_named_after_their_tables_and_chunks(pipeline_run):
 
     dr = pipeline_run["dr"]
     with create_session() as session:
-        names = [ti.rendered_map_index for ti in session.query(TaskInstance).filter_by(
-            dag_id=dr.dag_id, run_id=dr.run_id, task_id="snapshot")]
+        names = [
+            ti.rendered_map_index
+            for ti in session.query(TaskInstance).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id="snapshot")
+        ]
     assert names and all(n and "chunk" in n for n in names), names
     assert any(n.startswith(f"{pipeline_run['db']}.orders chunks ") for n in names), names
 
@@ -217,7 +260,7 @@ def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pip
     from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
     from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import running_local_stream
 
-    dag, dr, work, server = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"]
+    _dag, dr, work, server = pipeline_run["dag"], pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"]
     state = StateStore(pipeline_run["conf"]["state_location"])
     first = running_local_stream(state)
     assert first is not None
@@ -234,11 +277,14 @@ def test_stream_task_run_again_leaves_one_stream_and_a_killed_one_comes_back(pip
         time.sleep(0.2)
     assert running_local_stream(state) is None
     specs = pipeline_run["specs"]
-    writers = [ConcurrentWriter(lambda: server.connect(pipeline_run["db"]), s, seed=31 + i, threads=1,
-                                pause_s=0.003).start() for i, s in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: server.connect(pipeline_run["db"]), s, seed=31 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(specs)
+    ]
     time.sleep(3)
-    sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location),
-                                  max_lag_s=None, relaunch=True)
+    sensor = MySqlCdcStreamSensor(
+        task_id="stream_health", state_location=str(state.location), max_lag_s=None, relaunch=True
+    )
     result = sensor.poke({})
     for w in writers:
         w.stop()
@@ -262,26 +308,44 @@ def test_clearing_a_finished_batch_after_the_stream_started_replaces_its_range_e
     dr, work, server = pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"]
     state = StateStore(pipeline_run["conf"]["state_location"])
     orders = TableId(pipeline_run["db"], "orders")
-    other = next(b for b, r in pipeline_run["first"]["others"].items()
-                 if any(KeyRange.from_dict(x).table_id == orders for x in r["ranges"]))
-    index = next(k[1] for k in airflow_env.task_states(dr) if k[0] == "snapshot"
-                 and (airflow_env.xcom_values(dr.dag_id, dr.run_id, "snapshot").get(k[1]) or {}).get("batch_id") == other)
-    (rng,) = [KeyRange.from_dict(x) for x in state.read_batch_result(other)["ranges"]
-              if KeyRange.from_dict(x).table_id == orders]
-    where = " AND ".join([*([f"id >= {rng.start[0]}"] if rng.start else []), *([f"id < {rng.end[0]}"] if rng.end else [])])
+    other = next(
+        b
+        for b, r in pipeline_run["first"]["others"].items()
+        if any(KeyRange.from_dict(x).table_id == orders for x in r["ranges"])
+    )
+    index = next(
+        k[1]
+        for k in airflow_env.task_states(dr)
+        if k[0] == "snapshot"
+        and (airflow_env.xcom_values(dr.dag_id, dr.run_id, "snapshot").get(k[1]) or {}).get("batch_id") == other
+    )
+    (rng,) = [
+        KeyRange.from_dict(x)
+        for x in state.read_batch_result(other)["ranges"]
+        if KeyRange.from_dict(x).table_id == orders
+    ]
+    where = " AND ".join(
+        [*([f"id >= {rng.start[0]}"] if rng.start else []), *([f"id < {rng.end[0]}"] if rng.end else [])]
+    )
     # Damaged while the stream is stopped (its merge and this update would conflict), then relaunched.
     from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
 
     _stop_stream(str(state.location))
     DeltaTable(str(work / "lake" / orders.database / orders.table)).update(
-        updates={"s": "'garbled'"}, predicate=f"{where} AND id % 10 = 0")
-    assert MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location), max_lag_s=None,
-                                relaunch=True).poke({}).is_done
+        updates={"s": "'garbled'"}, predicate=f"{where} AND id % 10 = 0"
+    )
+    assert (
+        MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location), max_lag_s=None, relaunch=True)
+        .poke({})
+        .is_done
+    )
     watcher = pipeline_run["watcher"]
     jobs_before = len(watcher.processes(SUBMIT, JVM, str(state.location), f"--batch-id {other}", unless=LAUNCHER))
     specs = pipeline_run["specs"]
-    writers = [ConcurrentWriter(lambda: server.connect(pipeline_run["db"]), s, seed=51 + i, threads=1,
-                                pause_s=0.003).start() for i, s in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: server.connect(pipeline_run["db"]), s, seed=51 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(specs)
+    ]
     log = work / "rerun_after_stream.log"
     try:
         # with the stream task, as the UI's Clear (Downstream pre-selected) does
@@ -294,11 +358,14 @@ def test_clearing_a_finished_batch_after_the_stream_started_replaces_its_range_e
     text = log.read_text(errors="replace")
     assert state_now == "success", (state_now, tries, text[-3000:])
     assert f"the stream replaced batch {other}'s key ranges in micro-batch" in text, text[-3000:]
-    assert len(watcher.processes(SUBMIT, JVM, str(state.location), f"--batch-id {other}",
-                                 unless=LAUNCHER)) == jobs_before + 1, "one Spark job reads the batch again"
+    assert (
+        len(watcher.processes(SUBMIT, JVM, str(state.location), f"--batch-id {other}", unless=LAUNCHER))
+        == jobs_before + 1
+    ), "one Spark job reads the batch again"
     assert state.read_batch_result(other)["handoff"]
-    health = MySqlCdcStreamSensor(task_id="stream_health", state_location=str(state.location), max_lag_s=None,
-                                  relaunch=False).poke({})
+    health = MySqlCdcStreamSensor(
+        task_id="stream_health", state_location=str(state.location), max_lag_s=None, relaunch=False
+    ).poke({})
     taken = health.xcom_value["resnapshots"]
     assert taken["pending"] == [] and taken["applied"][-1]["batch"] == other and taken["applied"][-1]["rows"] > 0
     assert not _sink_equals_source(server, work, specs)
@@ -312,7 +379,7 @@ def test_runs_with_a_longer_then_a_shorter_table_list_add_and_remove_a_table_whi
     from airflow_provider_mysqlcdc.cdc.model import TableId
     from airflow_provider_mysqlcdc.cdc.state import StateStore
 
-    dr, work, server, db = pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"], pipeline_run["db"]
+    _dr, work, server, db = pipeline_run["dr"], pipeline_run["work"], pipeline_run["server"], pipeline_run["db"]
     state = StateStore(pipeline_run["conf"]["state_location"])
     assert state.stream_started()
     refunds = create_int_table(server, db, 12_000, "refunds")
@@ -320,8 +387,10 @@ def test_runs_with_a_longer_then_a_shorter_table_list_add_and_remove_a_table_whi
     batches_before = {b.batch_id for b in state.read_plan().batches}
     watcher = pipeline_run["watcher"]
     reads_before = len(watcher.processes(SUBMIT, JVM, str(state.location), "--batch-id", unless=LAUNCHER))
-    writers = [ConcurrentWriter(lambda: server.connect(db), s, seed=71 + i, threads=1, pause_s=0.003).start()
-               for i, s in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: server.connect(db), s, seed=71 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(specs)
+    ]
     wider = _conf(db, work, tables=[f"{db}.orders", "tenant_items", "refunds"])
     try:
         dr2 = run_dag(wider, work / "add_table_output.log")
@@ -353,8 +422,10 @@ def test_runs_with_a_longer_then_a_shorter_table_list_add_and_remove_a_table_whi
         time.sleep(1)
     held = delta_rows(work / "lake", t, ("id",))
     server.execute("UPDATE refunds SET s = 'after removal' WHERE id % 10 = 0", database=db)
-    writers = [ConcurrentWriter(lambda: server.connect(db), s, seed=81 + i, threads=1, pause_s=0.003).start()
-               for i, s in enumerate(pipeline_run["specs"])]
+    writers = [
+        ConcurrentWriter(lambda: server.connect(db), s, seed=81 + i, threads=1, pause_s=0.003).start()
+        for i, s in enumerate(pipeline_run["specs"])
+    ]
     time.sleep(5)
     for w in writers:
         w.stop()

@@ -46,8 +46,13 @@ def _expected(server, db: str) -> dict[tuple, dict]:
             if amount is None or amount <= 0:
                 continue
             source = f"{db}.{shard}"
-            out[(source, id_)] = {"_source_table": source, "id": id_, "s_uc": None if s is None else s.upper(),
-                                  "amount2": amount * 2, "a": a}
+            out[(source, id_)] = {
+                "_source_table": source,
+                "id": id_,
+                "s_uc": None if s is None else s.upper(),
+                "amount2": amount * 2,
+                "a": a,
+            }
     return out
 
 
@@ -95,11 +100,18 @@ def _actual(kind: str, lake: Path, pg: object, pg_schema: str, db: str) -> dict[
 
 
 @pytest.mark.parametrize("kind", ["delta", "postgres", "changelog"])
-def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind, mariadb, fresh_db, tmp_dir,
-                                                                          request):
+def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind, mariadb, fresh_db, tmp_dir, request):
     airflow_env.migrate()
-    airflow_env.set_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD, schema=fresh_db, extra={"server_id_range": "7100-7140"})
+    airflow_env.set_connection(
+        "mysql_cdc_default",
+        "mysql_cdc",
+        host="127.0.0.1",
+        port=mariadb.port,
+        login="root",
+        password=ROOT_PASSWORD,
+        schema=fresh_db,
+        extra={"server_id_range": "7100-7140"},
+    )
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
     pg, pg_schema = None, ""
     sink: dict = {"type": kind if kind != "postgres" else "delta", "options": {"root": str(tmp_dir / "lake")}}
@@ -108,31 +120,56 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
 
         pg = request.getfixturevalue("postgres")
         pg_schema = pg.fresh_schema("routes_")
-        airflow_env.set_connection("routes_pg", "postgres", host="127.0.0.1", port=pg.port, login=SUPERUSER,
-                                   password=pg.password, schema=DATABASE)
+        airflow_env.set_connection(
+            "routes_pg",
+            "postgres",
+            host="127.0.0.1",
+            port=pg.port,
+            login=SUPERUSER,
+            password=pg.password,
+            schema=DATABASE,
+        )
         sink = {"type": "postgres", "options": {"schema": pg_schema}, "conn_id": "routes_pg"}
     specs = [create_int_table(mariadb, fresh_db, 6000, table=t) for t in ("orders_1", "orders_2")]
     repo = tmp_dir / "repo"
     (repo / "pipelines").mkdir(parents=True)
     lake, state = tmp_dir / "lake", tmp_dir / "state"  # (a PostgreSQL sink leaves lake empty)
-    (repo / "pipelines" / "shop_orders.yaml").write_text(yaml.safe_dump({
-        "source": {"conn_id": "mysql_cdc_default", "tables": [rf"{fresh_db}\.orders_\d+"]},
-        "sink": sink,
-        "route": [{"source_table": rf"{fresh_db}\.orders_\d+", "sink_table": f"{fresh_db}.orders",
-                   "description": "the shards into one table"}],
-        "transform": [{"source_table": rf"{fresh_db}\.orders_\d+", "projection": PROJECTION, "filter": FILTER}],
-        "pipeline": {"name": DAG_ID, "state_location": str(state), "chunk_size": 1500, "rows_per_batch": 4000,
-                     "snapshot_parallelism": 2,
-                     # the default runtime (one Spark Connect application), and spark-submit per batch for
-                     # PostgreSQL: the transform runs in the Python workers of either
-                     "spark_runtime": "submit" if kind == "postgres" else "connect",
-                     "stream_options": {"heartbeat_s": 1.0, "trigger_interval_s": 0.5}},
-    }, sort_keys=False), encoding="utf-8")
+    (repo / "pipelines" / "shop_orders.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "source": {"conn_id": "mysql_cdc_default", "tables": [rf"{fresh_db}\.orders_\d+"]},
+                "sink": sink,
+                "route": [
+                    {
+                        "source_table": rf"{fresh_db}\.orders_\d+",
+                        "sink_table": f"{fresh_db}.orders",
+                        "description": "the shards into one table",
+                    }
+                ],
+                "transform": [{"source_table": rf"{fresh_db}\.orders_\d+", "projection": PROJECTION, "filter": FILTER}],
+                "pipeline": {
+                    "name": DAG_ID,
+                    "state_location": str(state),
+                    "chunk_size": 1500,
+                    "rows_per_batch": 4000,
+                    "snapshot_parallelism": 2,
+                    # the default runtime (one Spark Connect application), and spark-submit per batch for
+                    # PostgreSQL: the transform runs in the Python workers of either
+                    "spark_runtime": "submit" if kind == "postgres" else "connect",
+                    "stream_options": {"heartbeat_s": 1.0, "trigger_interval_s": 0.5},
+                },
+            },
+            sort_keys=False,
+        ),
+        encoding="utf-8",
+    )
     write_dag_files(repo / "pipelines", repo / "dags")
     dag_file = next((repo / "dags").glob("*.py"))
 
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=i, threads=1, pause_s=0.02)
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=i, threads=1, pause_s=0.02)
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     log = tmp_dir / "dag.log"
@@ -141,7 +178,7 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
         dr = airflow_env.dag_run(DAG_ID, res["run_id"])
         states = airflow_env.task_states(dr)
         assert all(s[0] == "success" for s in states.values()), states
-        time.sleep(3)   # the stream takes the writers' changes as they come
+        time.sleep(3)  # the stream takes the writers' changes as they come
         # A DDL on one shard that the projection does not reach: the stream follows it, the sink
         # table keeps its columns.
         for w in writers:
@@ -153,8 +190,10 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
         if kind != "changelog":
             # A finished batch cleared while the stream runs (the UI's Clear, Downstream ticked): read
             # again and handed to the stream, which replaces its key ranges through the same views.
-            rerun = airflow_env.run_template(["dag-file-clear", str(dag_file), DAG_ID, res["run_id"],
-                                              json.dumps([["snapshot", 0], "stream"])], tmp_dir / "rerun.log")
+            rerun = airflow_env.run_template(
+                ["dag-file-clear", str(dag_file), DAG_ID, res["run_id"], json.dumps([["snapshot", 0], "stream"])],
+                tmp_dir / "rerun.log",
+            )
             dr2 = airflow_env.dag_run(DAG_ID, rerun["run_id"])
             assert airflow_env.task_states(dr2)[("snapshot", 0)][0] == "success", airflow_env.task_states(dr2)
             text = (tmp_dir / "rerun.log").read_text(errors="replace")
@@ -166,26 +205,29 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
     try:
         assert all(not w.errors for w in writers), [w.errors for w in writers]
         assert sum(w.stats.total for w in writers) > 200, "the writers barely wrote"
-        problem = wait_until_equal(lambda: _expected(mariadb, fresh_db), lambda: _actual(kind, lake, pg, pg_schema, fresh_db),
-                                   timeout_s=180)
+        problem = wait_until_equal(
+            lambda: _expected(mariadb, fresh_db), lambda: _actual(kind, lake, pg, pg_schema, fresh_db), timeout_s=180
+        )
         assert not problem, problem
         got = _actual(kind, lake, pg, pg_schema, fresh_db)
         assert {k[0] for k in got} == {f"{fresh_db}.orders_1", f"{fresh_db}.orders_2"}
-        assert {k[1] for k in got if k[0].endswith("_1")} & {k[1] for k in got if k[0].endswith("_2")}, \
+        assert {k[1] for k in got if k[0].endswith("_1")} & {k[1] for k in got if k[0].endswith("_2")}, (
             "the shards share ids: the source column must keep them apart"
+        )
         if kind in ("delta", "changelog"):
             assert not (lake / fresh_db / "orders_1").exists(), "a routed table has no sink table of its own"
             prefix = (lake / fresh_db / "orders").resolve().as_uri().rstrip("/")
         else:
-            assert pg.query(f"SELECT to_regclass('\"{pg_schema}\".\"{fresh_db}__orders_1\"')") == [(None,)]
+            assert pg.query(f'SELECT to_regclass(\'"{pg_schema}"."{fresh_db}__orders_1"\')') == [(None,)]
             prefix = f"postgres://127.0.0.1:{pg.port}/{DATABASE}/{pg_schema}/{fresh_db}__orders"
         events = airflow_env.asset_events(prefix)
         assert any(e["task_id"] == "snapshot" for e in events), (prefix, events)
     except AssertionError as e:
         from airflow_provider_mysqlcdc.cdc.state import StateStore
 
-        raise AssertionError(f"{e}\nstream log:\n{log_tail(StateStore(str(state)).path('stream', 'stream.log'), 60)}"
-                             ) from None
+        raise AssertionError(
+            f"{e}\nstream log:\n{log_tail(StateStore(str(state)).path('stream', 'stream.log'), 60)}"
+        ) from None
     finally:
         from airflow_provider_mysqlcdc.cdc.state import StateStore
         from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_local_stream

@@ -39,27 +39,39 @@ def _pipeline(mariadb, db: str, name: str, state_dir, lake_dir, ids: str, stream
     t = TableId(db, name)
     state = StateStore(str(state_dir))
     config = PipelineConfig(
-        name=f"wd_{name}", source=mariadb.source_config(server_id_range=ids), include=(str(t),), state_location=state.location,
+        name=f"wd_{name}",
+        source=mariadb.source_config(server_id_range=ids),
+        include=(str(t),),
+        state_location=state.location,
         sink=SinkConfig("delta", {"root": str(lake_dir)}),
-        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     write_config(state, config)
     if streamed:
-        state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),),
-                                            BinlogOffset(*mariadb.master_status()))])
+        state.write_finished(
+            [FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))]
+        )
     return state
 
 
-def test_one_watchdog_lists_every_pipeline_under_its_roots_and_relaunches_the_dead_stream(mariadb, fresh_db,
-                                                                                       tmp_dir):
+def test_one_watchdog_lists_every_pipeline_under_its_roots_and_relaunches_the_dead_stream(mariadb, fresh_db, tmp_dir):
     airflow_env.migrate()
-    airflow_env.set_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD, extra={"server_id_range": "6900-6950"})
+    airflow_env.set_connection(
+        "mysql_cdc_default",
+        "mysql_cdc",
+        host="127.0.0.1",
+        port=mariadb.port,
+        login="root",
+        password=ROOT_PASSWORD,
+        extra={"server_id_range": "6900-6950"},
+    )
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
     root = tmp_dir / "states"
     a = _pipeline(mariadb, fresh_db, "a", root / "team1" / "a", tmp_dir / "lake_a", "6900-6920")
     b = _pipeline(mariadb, fresh_db, "b", root / "b", tmp_dir / "lake_b", "6930-6950")
-    c = _pipeline(mariadb, fresh_db, "c", root / "team2" / "x" / "c", tmp_dir / "lake_c", "6960-6980",
-                  streamed=False)   # planned, never streamed
+    c = _pipeline(
+        mariadb, fresh_db, "c", root / "team2" / "x" / "c", tmp_dir / "lake_c", "6960-6980", streamed=False
+    )  # planned, never streamed
     controls = [StreamControl(s.location, "mysql_cdc_default", "spark_default", start_timeout_s=240) for s in (a, b)]
     try:
         for control in controls:
@@ -70,12 +82,14 @@ def test_one_watchdog_lists_every_pipeline_under_its_roots_and_relaunches_the_de
         deadline = time.time() + 30
         while running_local_stream(b) is not None and time.time() < deadline:
             time.sleep(0.2)
-        mariadb.execute("INSERT INTO b VALUES (1, 'while dead')", "INSERT INTO a VALUES (1, 'alive')",
-                        database=fresh_db)
+        mariadb.execute(
+            "INSERT INTO b VALUES (1, 'while dead')", "INSERT INTO a VALUES (1, 'alive')", database=fresh_db
+        )
 
         log = tmp_dir / "watchdog.log"
-        res = airflow_env.run_template(["dag-file", str(_dag_file(tmp_dir, DAG_ID, search_roots=[str(root)])),
-                                        DAG_ID], log)
+        res = airflow_env.run_template(
+            ["dag-file", str(_dag_file(tmp_dir, DAG_ID, search_roots=[str(root)])), DAG_ID], log
+        )
         dr = airflow_env.dag_run(DAG_ID, res["run_id"])
         states = airflow_env.task_states(dr)
         listed = airflow_env.xcom_values(DAG_ID, dr.run_id, "find_pipelines")[-1]
@@ -86,20 +100,27 @@ def test_one_watchdog_lists_every_pipeline_under_its_roots_and_relaunches_the_de
         assert sorted(health) == [("stream_health", 0), ("stream_health", 1)], states
         assert all(v[0] == "success" for v in health.values()), states
         assert {_rendered_map_index(dr, i) for i in (0, 1)} == {a.location, b.location}
-        assert running_local_stream(a).pid == first_a.pid        # a running stream is left alone
+        assert running_local_stream(a).pid == first_a.pid  # a running stream is left alone
         back = running_local_stream(b)
-        assert back is not None and back.pid != killed.pid         # the dead one came back
+        assert back is not None and back.pid != killed.pid  # the dead one came back
         for name, lake in (("a", tmp_dir / "lake_a"), ("b", tmp_dir / "lake_b")):
             t = TableId(fresh_db, name)
-            problem = wait_until_equal(lambda: mysql_rows(mariadb, t, ["id", "v"], ("id",)),
-                                       lambda: {k: {"id": r["id"], "v": r["v"]}
-                                                for k, r in delta_rows(lake, t, ("id",)).items()}, timeout_s=120)
+            problem = wait_until_equal(
+                lambda: mysql_rows(mariadb, t, ["id", "v"], ("id",)),
+                lambda: {k: {"id": r["id"], "v": r["v"]} for k, r in delta_rows(lake, t, ("id",)).items()},
+                timeout_s=120,
+            )
             assert not problem, f"{name}: {problem}"
 
         bad = tmp_dir / "bad.log"
-        res = airflow_env.run_template(["dag-file", str(_dag_file(tmp_dir, "mysql_cdc_streams_watchdog_bad",
-                                                                  search_roots=[str(root / "no-such-folder")])),
-                                        "mysql_cdc_streams_watchdog_bad"], bad)
+        res = airflow_env.run_template(
+            [
+                "dag-file",
+                str(_dag_file(tmp_dir, "mysql_cdc_streams_watchdog_bad", search_roots=[str(root / "no-such-folder")])),
+                "mysql_cdc_streams_watchdog_bad",
+            ],
+            bad,
+        )
         dr = airflow_env.dag_run("mysql_cdc_streams_watchdog_bad", res["run_id"])
         assert airflow_env.task_states(dr)[("find_pipelines", -1)][0] == "failed"
         assert "no-such-folder' does not exist" in bad.read_text() and "Fix:" in bad.read_text()
@@ -115,8 +136,10 @@ def _dag_file(tmp_dir, dag_id: str, **kwargs) -> "Path":
     folder = tmp_dir / f"dags_{dag_id}"
     folder.mkdir()
     path = folder / f"{dag_id}.py"
-    path.write_text("from airflow_provider_mysqlcdc.pipelines.dag_builder import build_streams_watchdog\n\n"
-                    f"watchdog = build_streams_watchdog({dag_id!r}, **{kwargs!r})\n")
+    path.write_text(
+        "from airflow_provider_mysqlcdc.pipelines.dag_builder import build_streams_watchdog\n\n"
+        f"watchdog = build_streams_watchdog({dag_id!r}, **{kwargs!r})\n"
+    )
     return path
 
 
@@ -125,6 +148,9 @@ def _rendered_map_index(dr, map_index: int) -> str | None:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        ti = session.query(TaskInstance).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id="stream_health",
-                                                   map_index=map_index).one()
+        ti = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id="stream_health", map_index=map_index)
+            .one()
+        )
         return ti.rendered_map_index

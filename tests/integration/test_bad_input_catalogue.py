@@ -52,8 +52,8 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-DB = "shop"           # the README's examples name this database; the cases make it for real
-SPECIAL_PASSWORD = "p@ss:w/rd#1?&%=+ 'q\"\\`;$(x)"    # what URLs, shells and SQL quote
+DB = "shop"  # the README's examples name this database; the cases make it for real
+SPECIAL_PASSWORD = "p@ss:w/rd#1?&%=+ 'q\"\\`;$(x)"  # what URLs, shells and SQL quote
 NON_ASCII_PASSWORD = "pässwörd-€-😀"
 
 
@@ -93,14 +93,20 @@ def shop(mariadb):
         "INSERT INTO parts SELECT seq, seq % 30, CONCAT('p', seq) FROM seq_1_to_40",
     ]
     for table, (key, _entry) in ODD_TABLES.items():
-        stmts += [f"CREATE TABLE {_q(table)} ({_q(key)} INT PRIMARY KEY, {_q('value of ' + key)} VARCHAR(20))",
-                  f"INSERT INTO {_q(table)} SELECT seq, CONCAT('v', seq) FROM seq_1_to_30"]
+        stmts += [
+            f"CREATE TABLE {_q(table)} ({_q(key)} INT PRIMARY KEY, {_q('value of ' + key)} VARCHAR(20))",
+            f"INSERT INTO {_q(table)} SELECT seq, CONCAT('v', seq) FROM seq_1_to_30",
+        ]
     stmts.append("ANALYZE TABLE orders, no_key, parts, big_row")
     mariadb.execute(*stmts, database=DB)
     # a database whose name holds a dot
-    mariadb.execute("DROP DATABASE IF EXISTS `shop.eu`", "CREATE DATABASE `shop.eu`",
-                    "CREATE TABLE `shop.eu`.orders (id INT PRIMARY KEY)",
-                    "INSERT INTO `shop.eu`.orders SELECT seq FROM seq_1_to_30", database=DB)
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS `shop.eu`",
+        "CREATE DATABASE `shop.eu`",
+        "CREATE TABLE `shop.eu`.orders (id INT PRIMARY KEY)",
+        "INSERT INTO `shop.eu`.orders SELECT seq FROM seq_1_to_30",
+        database=DB,
+    )
     try:
         yield DB
     finally:
@@ -139,14 +145,31 @@ class Ctx:
 
     # connections
 
-    def conn(self, conn_id: str = "cat_src", *, server: MariaDB | None = None, login: str = "root",
-             password: str | None = ROOT_PASSWORD, host: str = "127.0.0.1", port: int | None = None,
-             schema: str | None = None, **extra: Any) -> str:
+    def conn(
+        self,
+        conn_id: str = "cat_src",
+        *,
+        server: MariaDB | None = None,
+        login: str = "root",
+        password: str | None = ROOT_PASSWORD,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        schema: str | None = None,
+        **extra: Any,
+    ) -> str:
         server = server or self.mariadb
-        body = {"conn_type": "mysql_cdc", "host": host, "port": port or server.port, "login": login,
-                "password": password, "schema": schema, "extra": extra}
-        self.monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}",
-                                json.dumps({k: v for k, v in body.items() if v is not None}))
+        body = {
+            "conn_type": "mysql_cdc",
+            "host": host,
+            "port": port or server.port,
+            "login": login,
+            "password": password,
+            "schema": schema,
+            "extra": extra,
+        }
+        self.monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({k: v for k, v in body.items() if v is not None})
+        )
         return conn_id
 
     def conn_uri(self, conn_id: str, uri: str) -> str:
@@ -181,18 +204,30 @@ class Ctx:
     def validate(self, tables: Any = (f"{DB}.orders",), conn_id: str | None = None, **kw: Any) -> dict:
         from airflow_provider_mysqlcdc.operators.validate import MySqlCdcValidateOperator
 
-        op = MySqlCdcValidateOperator(task_id="validate", mysql_cdc_conn_id=conn_id or self.conn(),
-                                      tables=list(tables) if isinstance(tables, tuple) else tables, **kw)
+        op = MySqlCdcValidateOperator(
+            task_id="validate",
+            mysql_cdc_conn_id=conn_id or self.conn(),
+            tables=list(tables) if isinstance(tables, tuple) else tables,
+            **kw,
+        )
         return op.execute({})
 
     def plan_operator(self, tables: Any = (f"{DB}.orders",), conn_id: str | None = None, **kw: Any):
         from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
 
-        args: dict[str, Any] = {"state_location": str(self.state), "sink_type": "delta",
-                                "sink_options": {"root": str(self.lake)}, "parallelism": 1}
+        args: dict[str, Any] = {
+            "state_location": str(self.state),
+            "sink_type": "delta",
+            "sink_options": {"root": str(self.lake)},
+            "parallelism": 1,
+        }
         args.update(kw)
-        return MySqlCdcPlanOperator(task_id="plan", mysql_cdc_conn_id=conn_id or self.conn(),
-                                    tables=list(tables) if isinstance(tables, tuple) else tables, **args)
+        return MySqlCdcPlanOperator(
+            task_id="plan",
+            mysql_cdc_conn_id=conn_id or self.conn(),
+            tables=list(tables) if isinstance(tables, tuple) else tables,
+            **args,
+        )
 
     def plan(self, tables: Any = (f"{DB}.orders",), conn_id: str | None = None, **kw: Any) -> list[dict]:
         return self.plan_operator(tables, conn_id, **kw).execute({})
@@ -200,8 +235,9 @@ class Ctx:
     def stream(self, **kw: Any) -> dict:
         from airflow_provider_mysqlcdc.operators.stream import MySqlCdcStreamOperator
 
-        return MySqlCdcStreamOperator(task_id="stream", state_location=str(self.state),
-                                      mysql_cdc_conn_id=self.conn(), **kw).execute({})
+        return MySqlCdcStreamOperator(
+            task_id="stream", state_location=str(self.state), mysql_cdc_conn_id=self.conn(), **kw
+        ).execute({})
 
     def state_store(self):
         from airflow_provider_mysqlcdc.cdc.state import StateStore
@@ -228,12 +264,12 @@ class Case:
     group: str
     name: str
     doors: tuple[Callable[[Ctx], Any], ...]
-    readme: str | None = None          # the README row's message pattern (text of its first cell)
-    says: str | None = None            # a regex the message must match too: this case's problem in its words
+    readme: str | None = None  # the README row's message pattern (text of its first cell)
+    says: str | None = None  # a regex the message must match too: this case's problem in its words
     setup: Callable[[Ctx], None] | None = None
     check: Callable[[Ctx, list[Any]], None] | None = None
     marks: tuple = ()
-    may_write: str | None = None       # a regex of paths the door writes by design (a launch's own bookkeeping)
+    may_write: str | None = None  # a regex of paths the door writes by design (a launch's own bookkeeping)
 
     @property
     def id(self) -> str:
@@ -265,6 +301,7 @@ def with_global(name: str, value: Any, door: Callable[[Ctx], Any]) -> Callable[[
     def run(ctx: Ctx) -> Any:
         ctx.set_global(name, value)
         return door(ctx)
+
     return run
 
 
@@ -284,7 +321,7 @@ def _special_password_user(ctx: Ctx) -> None:
 
 
 def _special_password_uri(ctx: Ctx) -> Any:
-    uri = (f"mysql-cdc://cat_special:{quote(SPECIAL_PASSWORD, safe='')}@127.0.0.1:{ctx.mariadb.port}")
+    uri = f"mysql-cdc://cat_special:{quote(SPECIAL_PASSWORD, safe='')}@127.0.0.1:{ctx.mariadb.port}"
     return ctx.validate(conn_id=ctx.conn_uri("cat_uri", uri))
 
 
@@ -317,7 +354,7 @@ def _silent_port(ctx: Ctx) -> Any:
     t.start()
     t.join(20)
     if t.is_alive():
-        listener.close()   # the waiting handshake gets a reset and the thread ends
+        listener.close()  # the waiting handshake gets a reset and the thread ends
         t.join(10)
         pytest.fail("the validate task still waits for the server's greeting after 20 s (connect_timeout 1 s)")
     if "error" in outcome:
@@ -331,42 +368,108 @@ def _require_tls(ctx: Ctx) -> Any:
     server.execute("SET GLOBAL require_secure_transport = ON")
 
     def restore() -> None:
-        with contextlib.closing(pymysql.connect(unix_socket=server.socket_path, user="root",
-                                                password=ROOT_PASSWORD)) as c, c.cursor() as cur:
+        with (
+            contextlib.closing(
+                pymysql.connect(unix_socket=server.socket_path, user="root", password=ROOT_PASSWORD)
+            ) as c,
+            c.cursor() as cur,
+        ):
             cur.execute("SET GLOBAL require_secure_transport = OFF")
+
     ctx.stack.callback(restore)
     return ctx.validate(conn_id=ctx.conn(server=server))
 
 
 CONNECTION = [
-    Case("connection", "wrong-password", (with_conn(validate_door, login="cdc", password="not-the-password"),),
-         readme="cannot log in to host:port as '<user>': access denied", says=r"as 'cdc'"),
-    Case("connection", "empty-password", (with_conn(validate_door, password=None),),
-         readme="cannot log in to host:port as '<user>': access denied", says=r"as 'root'"),
-    Case("connection", "port-nobody-listens-on", (with_conn(validate_door, port=free_port()),),
-         readme="nothing accepts connections at host:port", says=r"Fix: check the port"),
-    Case("connection", "host-does-not-resolve", (with_conn(validate_door, host="no-such-host.invalid"),),
-         readme="the host name '<host>' does not resolve", says="no-such-host.invalid"),
-    Case("connection", "port-of-a-silent-service", (_silent_port,),
-         readme="no answer from host:port", says=r"Fix: check the (host|port)"),
-    Case("connection", "no-host", (with_conn(validate_door, host=""),),
-         readme="connection '<conn_id>' has no host"),
-    Case("connection", "tls-asked-server-has-none", (with_conn(validate_door, ssl_mode="verify-ca"),),
-         readme="TLS with host:port failed: ...", says=r"remove the connection's TLS fields"),
-    Case("connection", "tls-required-by-server-not-configured", (_require_tls,),
-         readme="cannot log in to host:port as '<user>': access denied",
-         says=r"require_secure_transport=ON: then set the connection's TLS fields"),
-    Case("connection", "tls-mode-unknown", (with_conn(validate_door, ssl_mode="yes"),),
-         readme="ssl_mode: found '<mode>', need one of verify-full, verify-ca, trust"),
-    Case("connection", "ssl-extra-not-json", (with_conn(validate_door, ssl="ca=/etc/ca.pem"),),
-         readme="connection extra 'ssl' is not JSON"),
-    Case("connection", "special-characters-in-password-json-form", (_special_password_json,),
-         setup=_special_password_user, check=_validated),
-    Case("connection", "special-characters-in-password-uri-form", (_special_password_uri,),
-         setup=_special_password_user, check=_validated),
-    Case("connection", "non-ascii-password",
-         (as_user(validate_door, "cat_utf8", "SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.*",
-                  password=NON_ASCII_PASSWORD),), check=_validated),
+    Case(
+        "connection",
+        "wrong-password",
+        (with_conn(validate_door, login="cdc", password="not-the-password"),),
+        readme="cannot log in to host:port as '<user>': access denied",
+        says=r"as 'cdc'",
+    ),
+    Case(
+        "connection",
+        "empty-password",
+        (with_conn(validate_door, password=None),),
+        readme="cannot log in to host:port as '<user>': access denied",
+        says=r"as 'root'",
+    ),
+    Case(
+        "connection",
+        "port-nobody-listens-on",
+        (with_conn(validate_door, port=free_port()),),
+        readme="nothing accepts connections at host:port",
+        says=r"Fix: check the port",
+    ),
+    Case(
+        "connection",
+        "host-does-not-resolve",
+        (with_conn(validate_door, host="no-such-host.invalid"),),
+        readme="the host name '<host>' does not resolve",
+        says="no-such-host.invalid",
+    ),
+    Case(
+        "connection",
+        "port-of-a-silent-service",
+        (_silent_port,),
+        readme="no answer from host:port",
+        says=r"Fix: check the (host|port)",
+    ),
+    Case("connection", "no-host", (with_conn(validate_door, host=""),), readme="connection '<conn_id>' has no host"),
+    Case(
+        "connection",
+        "tls-asked-server-has-none",
+        (with_conn(validate_door, ssl_mode="verify-ca"),),
+        readme="TLS with host:port failed: ...",
+        says=r"remove the connection's TLS fields",
+    ),
+    Case(
+        "connection",
+        "tls-required-by-server-not-configured",
+        (_require_tls,),
+        readme="cannot log in to host:port as '<user>': access denied",
+        says=r"require_secure_transport=ON: then set the connection's TLS fields",
+    ),
+    Case(
+        "connection",
+        "tls-mode-unknown",
+        (with_conn(validate_door, ssl_mode="yes"),),
+        readme="ssl_mode: found '<mode>', need one of verify-full, verify-ca, trust",
+    ),
+    Case(
+        "connection",
+        "ssl-extra-not-json",
+        (with_conn(validate_door, ssl="ca=/etc/ca.pem"),),
+        readme="connection extra 'ssl' is not JSON",
+    ),
+    Case(
+        "connection",
+        "special-characters-in-password-json-form",
+        (_special_password_json,),
+        setup=_special_password_user,
+        check=_validated,
+    ),
+    Case(
+        "connection",
+        "special-characters-in-password-uri-form",
+        (_special_password_uri,),
+        setup=_special_password_user,
+        check=_validated,
+    ),
+    Case(
+        "connection",
+        "non-ascii-password",
+        (
+            as_user(
+                validate_door,
+                "cat_utf8",
+                "SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.*",
+                password=NON_ASCII_PASSWORD,
+            ),
+        ),
+        check=_validated,
+    ),
 ]
 
 
@@ -375,22 +478,48 @@ CONNECTION = [
 PRIVILEGES_ROW = "privileges: found 'missing <privileges> (global grants: ...)'"
 NO_MATCH_ROW = "table pattern '<pattern>' matches no table on the server. Fix: check the database and table names"
 NO_KEY_ROW = "table db.t has no primary key, so the planner does not know how to split it into chunks"
-REGEX_ROW = ("table pattern '<pattern>' matches no table on the server. Fix: a regular expression matches the whole "
-             "'db.table' name: include the database")
+REGEX_ROW = (
+    "table pattern '<pattern>' matches no table on the server. Fix: a regular expression matches the whole "
+    "'db.table' name: include the database"
+)
 
 PRIVILEGES = [
-    Case("privileges", "no-SELECT", (as_user(validate_door, "cat_nosel", "REPLICATION SLAVE, BINLOG MONITOR ON *.*"),),
-         readme=PRIVILEGES_ROW, says=r"missing SELECT \(.*GRANT SELECT ON \*\.\* TO 'cat_nosel'"),
-    Case("privileges", "no-REPLICATION-SLAVE", (as_user(validate_door, "cat_norepl", "SELECT, BINLOG MONITOR ON *.*"),),
-         readme=PRIVILEGES_ROW, says=r"missing REPLICATION SLAVE \(.*GRANT REPLICATION SLAVE ON \*\.\*"),
-    Case("privileges", "no-BINLOG-MONITOR", (as_user(validate_door, "cat_nomon", "SELECT, REPLICATION SLAVE ON *.*"),),
-         readme=PRIVILEGES_ROW, says=r"missing BINLOG MONITOR \(.*GRANT BINLOG MONITOR ON \*\.\*"),
-    Case("privileges", "no-grants-at-all", (as_user(validate_door, "cat_none", "USAGE ON *.*"),),
-         readme=PRIVILEGES_ROW, says=r"missing SELECT, REPLICATION SLAVE, BINLOG MONITOR \(global grants: USAGE\)"),
-    Case("privileges", "SELECT-on-another-database-only",
-         (as_user(validate_door, "cat_otherdb", "REPLICATION SLAVE, BINLOG MONITOR ON *.*", "SELECT ON mysql.*"),),
-         readme=PRIVILEGES_ROW, says=r"missing SELECT \(.*matches no table the connection's user can see: it has no "
-                                     r"SELECT grant on shop\.orders"),
+    Case(
+        "privileges",
+        "no-SELECT",
+        (as_user(validate_door, "cat_nosel", "REPLICATION SLAVE, BINLOG MONITOR ON *.*"),),
+        readme=PRIVILEGES_ROW,
+        says=r"missing SELECT \(.*GRANT SELECT ON \*\.\* TO 'cat_nosel'",
+    ),
+    Case(
+        "privileges",
+        "no-REPLICATION-SLAVE",
+        (as_user(validate_door, "cat_norepl", "SELECT, BINLOG MONITOR ON *.*"),),
+        readme=PRIVILEGES_ROW,
+        says=r"missing REPLICATION SLAVE \(.*GRANT REPLICATION SLAVE ON \*\.\*",
+    ),
+    Case(
+        "privileges",
+        "no-BINLOG-MONITOR",
+        (as_user(validate_door, "cat_nomon", "SELECT, REPLICATION SLAVE ON *.*"),),
+        readme=PRIVILEGES_ROW,
+        says=r"missing BINLOG MONITOR \(.*GRANT BINLOG MONITOR ON \*\.\*",
+    ),
+    Case(
+        "privileges",
+        "no-grants-at-all",
+        (as_user(validate_door, "cat_none", "USAGE ON *.*"),),
+        readme=PRIVILEGES_ROW,
+        says=r"missing SELECT, REPLICATION SLAVE, BINLOG MONITOR \(global grants: USAGE\)",
+    ),
+    Case(
+        "privileges",
+        "SELECT-on-another-database-only",
+        (as_user(validate_door, "cat_otherdb", "REPLICATION SLAVE, BINLOG MONITOR ON *.*", "SELECT ON mysql.*"),),
+        readme=PRIVILEGES_ROW,
+        says=r"missing SELECT \(.*matches no table the connection's user can see: it has no "
+        r"SELECT grant on shop\.orders",
+    ),
 ]
 
 
@@ -431,8 +560,9 @@ def _stream_start_check(ctx: Ctx) -> Any:
 def _compressed(ctx: Ctx) -> Any:
     ctx.set_global("log_bin_compress", "ON")
     ctx.set_global("log_bin_compress_min_len", 10)
-    ctx.mariadb.execute("INSERT INTO orders VALUES (1000, REPEAT('z', 30))", "DELETE FROM orders WHERE id = 1000",
-                        database=DB)
+    ctx.mariadb.execute(
+        "INSERT INTO orders VALUES (1000, REPEAT('z', 30))", "DELETE FROM orders WHERE id = 1000", database=DB
+    )
     return ctx.validate()
 
 
@@ -442,28 +572,66 @@ def _checksum_none(ctx: Ctx) -> Any:
 
 
 SERVER = [
-    *[Case("server", f"{name}-{bad}", (with_global(name, bad, validate()),),
-           readme=f"{name}: found '{bad}', need {needed}", says=rf"SET GLOBAL {name} = '{needed}'")
-      for name, bad, needed in [("binlog_format", "STATEMENT", "ROW"), ("binlog_format", "MIXED", "ROW"),
-                                ("binlog_row_image", "MINIMAL", "FULL"), ("binlog_row_image", "NOBLOB", "FULL"),
-                                ("binlog_row_metadata", "MINIMAL", "FULL"), ("binlog_row_metadata", "NO_LOG", "FULL")]],
-    Case("server", "log_bin-OFF", (_no_binlog,), readme="log_bin: found 'OFF', need ON",
-         says=r"Fix: enable binary logging: log-bin=mysql-bin"),
+    *[
+        Case(
+            "server",
+            f"{name}-{bad}",
+            (with_global(name, bad, validate()),),
+            readme=f"{name}: found '{bad}', need {needed}",
+            says=rf"SET GLOBAL {name} = '{needed}'",
+        )
+        for name, bad, needed in [
+            ("binlog_format", "STATEMENT", "ROW"),
+            ("binlog_format", "MIXED", "ROW"),
+            ("binlog_row_image", "MINIMAL", "FULL"),
+            ("binlog_row_image", "NOBLOB", "FULL"),
+            ("binlog_row_metadata", "MINIMAL", "FULL"),
+            ("binlog_row_metadata", "NO_LOG", "FULL"),
+        ]
+    ],
+    Case(
+        "server",
+        "log_bin-OFF",
+        (_no_binlog,),
+        readme="log_bin: found 'OFF', need ON",
+        says=r"Fix: enable binary logging: log-bin=mysql-bin",
+    ),
     Case("server", "binlog_checksum-NONE", (_checksum_none,), check=_validated),
     Case("server", "compressed-binlog-log_bin_compress", (_compressed,), check=_validated),
-    Case("server", "server-id-clash", (with_conn(validate_door, server_id_range="1-100"),),
-         readme="server_id_range: ...", says=r"need a range without the server's own server_id 1\. Fix: set "
-                                              r"server_id_range to ids no server or replica uses"),
-    Case("server", "binlog-purged-at-stream-start", (_stream_start_check,), setup=_purge_the_watermark,
-         readme="binlog file '<file>' (offset ...) has been purged from the server; the oldest binlog file still "
-                "on the server is ... must be snapshotted again"),
-    Case("server", "binlog-purged-before-specific-offset",
-         (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000000", "position": 4}),),
-         readme="startup_offset.file: '<file>' is not on the server (its binlog files: ...)"),
-    Case("server", "time-zone-mismatch", (with_conn(validate_door, server_time_zone="Asia/Tokyo"),),
-         readme="server_time_zone: found 'Asia/Tokyo (UTC+09:00)', need the server's time zone ..."),
-    Case("server", "time-zone-unknown", (with_conn(validate_door, server_time_zone="Mars/Olympus_Mons"),),
-         readme="server_time_zone: found '<zone>', need an IANA zone name"),
+    Case(
+        "server",
+        "server-id-clash",
+        (with_conn(validate_door, server_id_range="1-100"),),
+        readme="server_id_range: ...",
+        says=r"need a range without the server's own server_id 1\. Fix: set "
+        r"server_id_range to ids no server or replica uses",
+    ),
+    Case(
+        "server",
+        "binlog-purged-at-stream-start",
+        (_stream_start_check,),
+        setup=_purge_the_watermark,
+        readme="binlog file '<file>' (offset ...) has been purged from the server; the oldest binlog file still "
+        "on the server is ... must be snapshotted again",
+    ),
+    Case(
+        "server",
+        "binlog-purged-before-specific-offset",
+        (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000000", "position": 4}),),
+        readme="startup_offset.file: '<file>' is not on the server (its binlog files: ...)",
+    ),
+    Case(
+        "server",
+        "time-zone-mismatch",
+        (with_conn(validate_door, server_time_zone="Asia/Tokyo"),),
+        readme="server_time_zone: found 'Asia/Tokyo (UTC+09:00)', need the server's time zone ...",
+    ),
+    Case(
+        "server",
+        "time-zone-unknown",
+        (with_conn(validate_door, server_time_zone="Mars/Olympus_Mons"),),
+        readme="server_time_zone: found '<zone>', need an IANA zone name",
+    ),
 ]
 
 
@@ -479,6 +647,7 @@ def both(**kw: Any) -> tuple[Callable[[Ctx], Any], ...]:
 def _planned(database: str, table: str, rows: int, min_chunks: int = 1) -> Callable[[Ctx, list[Any]], None]:
     """Validate named the table; plan split it into at least ``min_chunks`` chunks of that table,
     estimated ``rows`` rows, and the stored plan reads back the same."""
+
     def check(ctx: Ctx, results: list[Any]) -> None:
         from airflow_provider_mysqlcdc.cdc.model import TableId
 
@@ -490,41 +659,79 @@ def _planned(database: str, table: str, rows: int, min_chunks: int = 1) -> Calla
         assert list(stored.schemas) == [tid]
         chunks = [c for b in stored.batches for c in b.chunks]
         assert len(chunks) >= min_chunks and all(c.table_id == tid for c in chunks), chunks
+
     return check
 
 
 def _odd_cases() -> list[Case]:
     out = []
-    for (table, (key, entry)), what in zip(ODD_TABLES.items(), ("backtick", "blank", "unicode", "reserved-words",
-                                                                  "dot")):
-        out.append(Case("tables", f"name-with-{what}", both(tables=[entry], chunk_size=10),
-                        check=_planned(DB, table, 30, min_chunks=3)))
+    for (table, (key, entry)), what in zip(
+        ODD_TABLES.items(), ("backtick", "blank", "unicode", "reserved-words", "dot")
+    ):
+        out.append(
+            Case(
+                "tables",
+                f"name-with-{what}",
+                both(tables=[entry], chunk_size=10),
+                check=_planned(DB, table, 30, min_chunks=3),
+            )
+        )
     return out
 
 
 TABLES = [
     Case("tables", "missing", both(tables=[f"{DB}.no_such_table"]), readme=NO_MATCH_ROW, says="shop.no_such_table"),
     Case("tables", "view", both(tables=[f"{DB}.v"]), readme="table pattern 'shop.v' matches only views (...)"),
-    Case("tables", "no-key", both(tables=[f"{DB}.no_key"]), readme=NO_KEY_ROW,
-         says=r"chunk_key_columns=\{'shop\.no_key': '<column>'\}.*The table has no index"),
-    Case("tables", "no-key-but-a-unique-column", both(tables=[f"{DB}.no_key_unique"]), readme=NO_KEY_ROW,
-         says=r"Good candidates \(unique or indexed\): code"),
-    Case("tables", "chunk-key-column-missing",
-         both(tables=[f"{DB}.no_key"], chunk_key_columns={f"{DB}.no_key": "nope"}),
-         readme="chunk_key_columns['db.t'] = '<column>': table db.t has no such column"),
+    Case(
+        "tables",
+        "no-key",
+        both(tables=[f"{DB}.no_key"]),
+        readme=NO_KEY_ROW,
+        says=r"chunk_key_columns=\{'shop\.no_key': '<column>'\}.*The table has no index",
+    ),
+    Case(
+        "tables",
+        "no-key-but-a-unique-column",
+        both(tables=[f"{DB}.no_key_unique"]),
+        readme=NO_KEY_ROW,
+        says=r"Good candidates \(unique or indexed\): code",
+    ),
+    Case(
+        "tables",
+        "chunk-key-column-missing",
+        both(tables=[f"{DB}.no_key"], chunk_key_columns={f"{DB}.no_key": "nope"}),
+        readme="chunk_key_columns['db.t'] = '<column>': table db.t has no such column",
+    ),
     Case("tables", "regex-without-database", both(tables=["order_.*"]), readme=REGEX_ROW),
     Case("tables", "regex-without-database-no-dot", both(tables=["order_[0-9]+"]), readme=REGEX_ROW),
-    Case("tables", "unclosed-quote", both(tables=["`shop.orders"]),
-         readme="table '`shop.orders': the quote ` opened at character 1 is never closed"),
+    Case(
+        "tables",
+        "unclosed-quote",
+        both(tables=["`shop.orders"]),
+        readme="table '`shop.orders': the quote ` opened at character 1 is never closed",
+    ),
     Case("tables", "no-database", both(tables=["orders"]), readme="table 'orders' has no database"),
-    Case("tables", "several-problems", both(tables=[f"{DB}.no_such_table", f"{DB}.v", f"{DB}.no_key"]),
-         readme="the table list has N problems; nothing was read. Fix: correct each entry below, then trigger again.",
-         says=r"has 3 problems"),
-    Case("tables", "system-table", both(tables=["mysql.user"]), readme=NO_MATCH_ROW,
-         says=r"only base tables outside the system schemas count"),
+    Case(
+        "tables",
+        "several-problems",
+        both(tables=[f"{DB}.no_such_table", f"{DB}.v", f"{DB}.no_key"]),
+        readme="the table list has N problems; nothing was read. Fix: correct each entry below, then trigger again.",
+        says=r"has 3 problems",
+    ),
+    Case(
+        "tables",
+        "system-table",
+        both(tables=["mysql.user"]),
+        readme=NO_MATCH_ROW,
+        says=r"only base tables outside the system schemas count",
+    ),
     *_odd_cases(),
-    Case("tables", "database-name-with-dot", both(tables=["`shop.eu`.`orders`"], chunk_size=10),
-         check=_planned("shop.eu", "orders", 30, min_chunks=3)),
+    Case(
+        "tables",
+        "database-name-with-dot",
+        both(tables=["`shop.eu`.`orders`"], chunk_size=10),
+        check=_planned("shop.eu", "orders", 30, min_chunks=3),
+    ),
     Case("tables", "empty-table", both(tables=[f"{DB}.empty"]), check=_planned(DB, "empty", 0)),
     Case("tables", "16MB-row", both(tables=[f"{DB}.big_row"]), check=_planned(DB, "big_row", 2)),
     Case("tables", "partitioned", both(tables=[f"{DB}.parts"], chunk_size=10), check=_planned(DB, "parts", 40, 3)),
@@ -551,14 +758,26 @@ def _postgres_sink(password: str) -> Callable[[Ctx], Any]:
         from tests.support.postgres import DATABASE, SUPERUSER
 
         pg = ctx.postgres()
-        ctx.monkeypatch.setenv("AIRFLOW_CONN_PG", json.dumps({
-            "conn_type": "postgres", "host": "127.0.0.1", "port": pg.port, "login": SUPERUSER,
-            "password": password, "schema": DATABASE}))
+        ctx.monkeypatch.setenv(
+            "AIRFLOW_CONN_PG",
+            json.dumps(
+                {
+                    "conn_type": "postgres",
+                    "host": "127.0.0.1",
+                    "port": pg.port,
+                    "login": SUPERUSER,
+                    "password": password,
+                    "schema": DATABASE,
+                }
+            ),
+        )
         try:
             return ctx.plan(sink_type="postgres", sink_options={"schema": PG_SCHEMA}, sink_conn_id="pg")
         finally:
-            assert not pg.query("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
-                                (PG_SCHEMA,)), "the sink's schema was made"
+            assert not pg.query("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (PG_SCHEMA,)), (
+                "the sink's schema was made"
+            )
+
     return run
 
 
@@ -571,63 +790,160 @@ def _huge_chunks(ctx: Ctx, results: list[Any]) -> None:
 PARAMS = [
     Case("params", "chunk_size-0", (plan(chunk_size=0),), readme="chunk_size: found <n>, need >= 1"),
     Case("params", "chunk_size-negative", (plan(chunk_size=-8096),), readme="chunk_size: found <n>, need >= 1"),
-    Case("params", "chunk_size-not-a-number", (plan(chunk_size="8k"),),
-         readme="chunk_size: found '<text>', need a whole number"),
+    Case(
+        "params",
+        "chunk_size-not-a-number",
+        (plan(chunk_size="8k"),),
+        readme="chunk_size: found '<text>', need a whole number",
+    ),
     Case("params", "chunk_size-huge", (plan(chunk_size=10**15),), check=_huge_chunks),
     Case("params", "rows_per_batch-0", (plan(rows_per_batch=0),), readme="rows_per_batch: found <n>, need >= 1"),
-    Case("params", "unknown-sink", (plan(sink_type="kafka"),),
-         readme="sink.type: found '<type>', need one of delta, postgres, changelog, console"),
-    Case("params", "unknown-startup-mode", (plan(startup_mode="newest"),),
-         readme="startup_mode: found '<mode>', need one of ..."),
-    Case("params", "specific-offset-without-offset", (plan(startup_mode="specific-offset"),),
-         readme="startup_mode 'specific-offset' needs startup_offset"),
-    Case("params", "offset-file-malformed",
-         (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin", "position": 4}),),
-         readme="startup_offset.file: found '<file>', need a binlog file name like 'mysql-bin.000003'"),
-    Case("params", "offset-position-below-4",
-         (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000001", "position": 2}),),
-         readme="startup_offset.position: found N, need an integer >= 4"),
-    Case("params", "offset-unknown-key",
-         (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000001", "pos": 4}),),
-         readme="startup_offset: unknown key(s) ..."),
-    Case("params", "offset-not-json", (plan(startup_mode="specific-offset", startup_offset="mysql-bin.000001:4"),),
-         readme="<setting>: '...' is not a JSON object", says="startup_offset"),
-    Case("params", "timestamp-malformed", (plan(startup_mode="timestamp", startup_timestamp="yesterday"),),
-         readme="startup_timestamp: '...' is neither epoch seconds nor an ISO 8601 date-time"),
-    Case("params", "timestamp-mode-without-timestamp", (plan(startup_mode="timestamp"),),
-         readme="startup_mode 'timestamp' needs startup_timestamp"),
-    Case("params", "unwritable-state-location",
-         (lambda ctx: ctx.plan(state_location=str(ctx.root / "blocker" / "state")),), setup=_blocker,
-         readme="state_location '...' is not writable: ..."),
-    Case("params", "unwritable-delta-root", (_unwritable_sink("delta"),), setup=_blocker,
-         readme="the <sink> sink's root (sink_options.root) '...' is not writable", says="delta"),
-    Case("params", "unwritable-changelog-root", (_unwritable_sink("changelog"),), setup=_blocker,
-         readme="the <sink> sink's root (sink_options.root) '...' is not writable", says="changelog"),
-    Case("params", "wrong-postgres-password", (_postgres_sink("not-the-password"),),
-         readme="cannot connect to the PostgreSQL sink of connection 'pg': ..."),
-    Case("params", "postgres-sink-without-connection", (plan(sink_type="postgres", sink_options={}),),
-         readme="the postgres sink needs a database"),
+    Case(
+        "params",
+        "unknown-sink",
+        (plan(sink_type="kafka"),),
+        readme="sink.type: found '<type>', need one of delta, postgres, changelog, console",
+    ),
+    Case(
+        "params",
+        "unknown-startup-mode",
+        (plan(startup_mode="newest"),),
+        readme="startup_mode: found '<mode>', need one of ...",
+    ),
+    Case(
+        "params",
+        "specific-offset-without-offset",
+        (plan(startup_mode="specific-offset"),),
+        readme="startup_mode 'specific-offset' needs startup_offset",
+    ),
+    Case(
+        "params",
+        "offset-file-malformed",
+        (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin", "position": 4}),),
+        readme="startup_offset.file: found '<file>', need a binlog file name like 'mysql-bin.000003'",
+    ),
+    Case(
+        "params",
+        "offset-position-below-4",
+        (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000001", "position": 2}),),
+        readme="startup_offset.position: found N, need an integer >= 4",
+    ),
+    Case(
+        "params",
+        "offset-unknown-key",
+        (plan(startup_mode="specific-offset", startup_offset={"file": "mysql-bin.000001", "pos": 4}),),
+        readme="startup_offset: unknown key(s) ...",
+    ),
+    Case(
+        "params",
+        "offset-not-json",
+        (plan(startup_mode="specific-offset", startup_offset="mysql-bin.000001:4"),),
+        readme="<setting>: '...' is not a JSON object",
+        says="startup_offset",
+    ),
+    Case(
+        "params",
+        "timestamp-malformed",
+        (plan(startup_mode="timestamp", startup_timestamp="yesterday"),),
+        readme="startup_timestamp: '...' is neither epoch seconds nor an ISO 8601 date-time",
+    ),
+    Case(
+        "params",
+        "timestamp-mode-without-timestamp",
+        (plan(startup_mode="timestamp"),),
+        readme="startup_mode 'timestamp' needs startup_timestamp",
+    ),
+    Case(
+        "params",
+        "unwritable-state-location",
+        (lambda ctx: ctx.plan(state_location=str(ctx.root / "blocker" / "state")),),
+        setup=_blocker,
+        readme="state_location '...' is not writable: ...",
+    ),
+    Case(
+        "params",
+        "unwritable-delta-root",
+        (_unwritable_sink("delta"),),
+        setup=_blocker,
+        readme="the <sink> sink's root (sink_options.root) '...' is not writable",
+        says="delta",
+    ),
+    Case(
+        "params",
+        "unwritable-changelog-root",
+        (_unwritable_sink("changelog"),),
+        setup=_blocker,
+        readme="the <sink> sink's root (sink_options.root) '...' is not writable",
+        says="changelog",
+    ),
+    Case(
+        "params",
+        "wrong-postgres-password",
+        (_postgres_sink("not-the-password"),),
+        readme="cannot connect to the PostgreSQL sink of connection 'pg': ...",
+    ),
+    Case(
+        "params",
+        "postgres-sink-without-connection",
+        (plan(sink_type="postgres", sink_options={}),),
+        readme="the postgres sink needs a database",
+    ),
     Case("params", "delta-sink-without-root", (plan(sink_options={}),), readme="the <sink> sink needs a root"),
-    Case("params", "password-in-sink-options",
-         (plan(sink_type="postgres", sink_options={"dsn": "host=x", "password": "secret"}),),
-         readme="sink_options must not hold a password"),
-    Case("params", "sink-connection-for-delta", (plan(sink_conn_id="pg"),),
-         readme="sink_conn_id is for the postgres sink; the sink is '<sink>'"),
-    Case("params", "sink-option-unknown", (plan(sink_options={"root": "/tmp/x", "roots": "/tmp/y"}),),
-         readme="sink '<sink>': bad options [...] (...). Fix: use only the options the <sink> sink accepts: ..."),
-    Case("params", "stream-option-unknown", (plan(stream_options={"max_events": 10}),),
-         readme="stream_options: unknown key 'max_events'. Fix: use only max_events_per_batch, ..."),
-    Case("params", "stream-option-out-of-range", (plan(stream_options={"catchup_parallelism": 100}),),
-         readme="stream_options.<key>: found <value>, need ...",
-         says="catchup_parallelism: found 100, need at most 64"),
-    Case("params", "schema-change-behavior-unknown", (plan(schema_change_behavior="yolo"),),
-         readme="schema_change_behavior: found '<value>', need one of ..."),
-    Case("params", "zero-dates-unknown", (plan(zero_dates="zero"),),
-         readme="zero_dates: found '<value>', need one of null, text"),
-    Case("params", "reread-batches-unknown", (plan(reread_batches=["shop.nope"]),),
-         readme="reread_batches: [...] is not a batch of the plan nor a captured table"),
-    Case("params", "server-id-range-malformed", (with_conn(validate_door, server_id_range="many"),),
-         readme="server_id_range: ..."),
+    Case(
+        "params",
+        "password-in-sink-options",
+        (plan(sink_type="postgres", sink_options={"dsn": "host=x", "password": "secret"}),),
+        readme="sink_options must not hold a password",
+    ),
+    Case(
+        "params",
+        "sink-connection-for-delta",
+        (plan(sink_conn_id="pg"),),
+        readme="sink_conn_id is for the postgres sink; the sink is '<sink>'",
+    ),
+    Case(
+        "params",
+        "sink-option-unknown",
+        (plan(sink_options={"root": "/tmp/x", "roots": "/tmp/y"}),),
+        readme="sink '<sink>': bad options [...] (...). Fix: use only the options the <sink> sink accepts: ...",
+    ),
+    Case(
+        "params",
+        "stream-option-unknown",
+        (plan(stream_options={"max_events": 10}),),
+        readme="stream_options: unknown key 'max_events'. Fix: use only max_events_per_batch, ...",
+    ),
+    Case(
+        "params",
+        "stream-option-out-of-range",
+        (plan(stream_options={"catchup_parallelism": 100}),),
+        readme="stream_options.<key>: found <value>, need ...",
+        says="catchup_parallelism: found 100, need at most 64",
+    ),
+    Case(
+        "params",
+        "schema-change-behavior-unknown",
+        (plan(schema_change_behavior="yolo"),),
+        readme="schema_change_behavior: found '<value>', need one of ...",
+    ),
+    Case(
+        "params",
+        "zero-dates-unknown",
+        (plan(zero_dates="zero"),),
+        readme="zero_dates: found '<value>', need one of null, text",
+    ),
+    Case(
+        "params",
+        "reread-batches-unknown",
+        (plan(reread_batches=["shop.nope"]),),
+        readme="reread_batches: [...] is not a batch of the plan nor a captured table",
+    ),
+    Case(
+        "params",
+        "server-id-range-malformed",
+        (with_conn(validate_door, server_id_range="many"),),
+        readme="server_id_range: ...",
+    ),
     Case("params", "no-tables", (plan(tables=[]),), readme="tables: no include pattern given"),
 ]
 
@@ -643,29 +959,38 @@ def planned(ctx: Ctx) -> None:
 def write_state(rel: str, content: str | Callable[[str], str]) -> Callable[[Ctx], None]:
     """After a good plan: the state file ``rel`` replaced by ``content`` (text, or a function of
     the file's good text -- e.g. its first half, as a write cut short leaves it)."""
+
     def setup(ctx: Ctx) -> None:
         planned(ctx)
         path = ctx.state / rel
         good = path.read_text() if path.exists() else ""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content(good) if callable(content) else content)
+
     return setup
 
 
 def batch_result(content: Callable[[dict], str]) -> Callable[[Ctx], None]:
     """After a good plan: the first batch's result file (what its snapshot job writes: ranges
     and high watermark) as ``content`` makes it of the good one."""
+
     def setup(ctx: Ctx) -> None:
         from airflow_provider_mysqlcdc.cdc.state import StateStore
 
         planned(ctx)
         b = ctx.state_store().read_plan().batches[0]
         file, pos = ctx.mariadb.master_status()
-        good = {"batch_id": b.batch_id, "ranges": [r.to_dict() for r in b.ranges()],
-                "high_watermark": {"file": file, "position": pos}, "rows": 20, "rows_per_s": 1000.0}
+        good = {
+            "batch_id": b.batch_id,
+            "ranges": [r.to_dict() for r in b.ranges()],
+            "high_watermark": {"file": file, "position": pos},
+            "rows": 20,
+            "rows_per_s": 1000.0,
+        }
         path = ctx.state / StateStore.batch_result_rel(b.batch_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content(good))
+
     return setup
 
 
@@ -678,6 +1003,7 @@ def _stream_started_with_finished(content: str) -> Callable[[Ctx], None]:
         planned(ctx)
         (ctx.state / "stream" / "checkpoint").mkdir(parents=True)
         (ctx.state / "finished_batches.json").write_text(content)
+
     return setup
 
 
@@ -714,7 +1040,7 @@ def _checkpoint_cut_short(ctx: Ctx) -> None:
     checkpoint = ctx.state / "stream" / "checkpoint"
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "metadata").write_text('{"id":"6c1c4b8e-5d8a-4d43-9b1e-0d6b9a0f2e11"}\n')
-    (checkpoint / "offsets" / "0").write_text("v1\n{\"batchWatermarkMs\":0,\"batchTimestampMs\":17")
+    (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":17')
 
 
 def _launch_stream(ctx: Ctx) -> Any:
@@ -726,47 +1052,120 @@ def _launch_stream(ctx: Ctx) -> Any:
     try:
         return ctx.stream(start_timeout_s=240)
     finally:
-        stop_local_stream(ctx.state_store(), timeout_s=30)   # the job this launched, if it still shuts down
+        stop_local_stream(ctx.state_store(), timeout_s=30)  # the job this launched, if it still shuts down
 
 
 STATE = [
-    Case("state", "plan-json-garbage", (plan(chunk_size=10), stream()),
-         setup=write_state("plan.json", "\x00\x17garbage"),
-         readme="the plan <file> in the state location is unreadable"),
-    Case("state", "plan-json-truncated", (plan(chunk_size=10), stream()), setup=write_state("plan.json", _half),
-         readme="the plan <file> in the state location is unreadable"),
-    Case("state", "plan-json-wrong-shape", (plan(chunk_size=10), stream()), setup=write_state("plan.json", "[]"),
-         readme="the plan <file> in the state location is unreadable"),
-    Case("state", "plan-for-other-settings", (plan(chunk_size=20),), setup=planned,
-         readme="the state location ... holds a plan for other settings (...); this run asks for ..."),
-    Case("state", "pipeline-json-garbage", (stream(),), setup=write_state("pipeline.json", "name: shop\n"),
-         readme="pipeline config <file> is not valid JSON"),
-    Case("state", "pipeline-json-truncated", (stream(),), setup=write_state("pipeline.json", _half),
-         readme="pipeline config <file> is not valid JSON"),
-    Case("state", "pipeline-json-missing-key", (stream(),),
-         setup=write_state("pipeline.json", lambda good: json.dumps({k: v for k, v in json.loads(good).items()
-                                                                     if k != "include"})),
-         readme="pipeline config <file> lacks the key '<key>'"),
+    Case(
+        "state",
+        "plan-json-garbage",
+        (plan(chunk_size=10), stream()),
+        setup=write_state("plan.json", "\x00\x17garbage"),
+        readme="the plan <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "plan-json-truncated",
+        (plan(chunk_size=10), stream()),
+        setup=write_state("plan.json", _half),
+        readme="the plan <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "plan-json-wrong-shape",
+        (plan(chunk_size=10), stream()),
+        setup=write_state("plan.json", "[]"),
+        readme="the plan <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "plan-for-other-settings",
+        (plan(chunk_size=20),),
+        setup=planned,
+        readme="the state location ... holds a plan for other settings (...); this run asks for ...",
+    ),
+    Case(
+        "state",
+        "pipeline-json-garbage",
+        (stream(),),
+        setup=write_state("pipeline.json", "name: shop\n"),
+        readme="pipeline config <file> is not valid JSON",
+    ),
+    Case(
+        "state",
+        "pipeline-json-truncated",
+        (stream(),),
+        setup=write_state("pipeline.json", _half),
+        readme="pipeline config <file> is not valid JSON",
+    ),
+    Case(
+        "state",
+        "pipeline-json-missing-key",
+        (stream(),),
+        setup=write_state(
+            "pipeline.json", lambda good: json.dumps({k: v for k, v in json.loads(good).items() if k != "include"})
+        ),
+        readme="pipeline config <file> lacks the key '<key>'",
+    ),
     Case("state", "pipeline-json-missing", (stream(),), readme="no pipeline.json in the state location ..."),
-    Case("state", "batch-result-garbage", (plan(chunk_size=10), stream()), setup=batch_result(lambda good: "}{"),
-         readme="the snapshot result <file> in the state location is unreadable"),
-    Case("state", "batch-result-truncated", (plan(chunk_size=10), stream()),
-         setup=batch_result(lambda good: _half(json.dumps(good))),
-         readme="the snapshot result <file> in the state location is unreadable"),
-    Case("state", "batch-result-missing-keys", (plan(chunk_size=10), stream()),
-         setup=batch_result(lambda good: json.dumps({"batch_id": good["batch_id"], "rows": 20})),
-         readme="the snapshot result <file> in the state location is unreadable"),
-    Case("state", "batch-result-missing", (stream(),), setup=planned,
-         readme="N batch(es) have no snapshot result (<batch ids>)"),
-    Case("state", "finished-batches-garbage", (stream(),), setup=_stream_started_with_finished("[{"),
-         readme="the finished-batch list <file> in the state location is unreadable"),
-    Case("state", "checkpoint-offsets-cut-short", (_launch_stream,), setup=_checkpoint_cut_short,
-         readme="the stream's checkpoint <file> is unreadable", may_write=r"state/stream/(?!checkpoint)",
-         marks=(pytest.mark.spark,)),
-    Case("state", "double-launch", (_second_launch,), setup=_running_stream,
-         readme="the stream of <state> already runs (...)"),
-    Case("state", "lease-file-cut-short", (_second_launch,), setup=_lease_cut_short,
-         readme="the stream's lease <file> is unreadable"),
+    Case(
+        "state",
+        "batch-result-garbage",
+        (plan(chunk_size=10), stream()),
+        setup=batch_result(lambda good: "}{"),
+        readme="the snapshot result <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "batch-result-truncated",
+        (plan(chunk_size=10), stream()),
+        setup=batch_result(lambda good: _half(json.dumps(good))),
+        readme="the snapshot result <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "batch-result-missing-keys",
+        (plan(chunk_size=10), stream()),
+        setup=batch_result(lambda good: json.dumps({"batch_id": good["batch_id"], "rows": 20})),
+        readme="the snapshot result <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "batch-result-missing",
+        (stream(),),
+        setup=planned,
+        readme="N batch(es) have no snapshot result (<batch ids>)",
+    ),
+    Case(
+        "state",
+        "finished-batches-garbage",
+        (stream(),),
+        setup=_stream_started_with_finished("[{"),
+        readme="the finished-batch list <file> in the state location is unreadable",
+    ),
+    Case(
+        "state",
+        "checkpoint-offsets-cut-short",
+        (_launch_stream,),
+        setup=_checkpoint_cut_short,
+        readme="the stream's checkpoint <file> is unreadable",
+        may_write=r"state/stream/(?!checkpoint)",
+        marks=(pytest.mark.spark,),
+    ),
+    Case(
+        "state",
+        "double-launch",
+        (_second_launch,),
+        setup=_running_stream,
+        readme="the stream of <state> already runs (...)",
+    ),
+    Case(
+        "state",
+        "lease-file-cut-short",
+        (_second_launch,),
+        setup=_lease_cut_short,
+        readme="the stream's lease <file> is unreadable",
+    ),
 ]
 
 CASES = CONNECTION + PRIVILEGES + SERVER + TABLES + PARAMS + STATE
@@ -796,15 +1195,17 @@ def test_bad_input(case: Case, ctx: Ctx) -> None:
             door(ctx)
         error = ei.value
         message = str(error)
-        assert isinstance(error, (AirflowFailException, CdcError)), \
+        assert isinstance(error, (AirflowFailException, CdcError)), (
             f"a raw {type(error).__name__} instead of the engine's message: {message}"
+        )
         after = ctx.fingerprint(case.may_write)
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         assert not changed, f"written before the error: {changed}; the error: {message}"
         if case.says is not None:
             assert re.search(case.says, message, re.DOTALL), message
-        assert message_regex(case.readme).search(message), \
+        assert message_regex(case.readme).search(message), (
             f"the README row's pattern {case.readme!r} does not match the message:\n{message}"
+        )
         assert "Fix:" in message, f"no fix named: {message}"
 
 
@@ -816,8 +1217,13 @@ def test_every_message_pattern_is_in_the_readme() -> None:
     """Each error case's pattern is in a first cell of README.md's error table (an xfail case's
     pattern is the message its fix is to bring: its row comes with the fix)."""
     cells = error_table_first_cells(README)
-    missing = sorted({c.readme for c in CASES if c.readme is not None and not _xfail(c)
-                      and not any(c.readme in cell for cell in cells)})
+    missing = sorted(
+        {
+            c.readme
+            for c in CASES
+            if c.readme is not None and not _xfail(c) and not any(c.readme in cell for cell in cells)
+        }
+    )
     assert not missing, "README.md's error table lacks rows for: " + "; ".join(missing)
 
 

@@ -43,8 +43,11 @@ class InjectingReader(ConsistentBatchReader):
 
 @pytest.fixture
 def hundred(mariadb, fresh_db):
-    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
-                    "INSERT INTO t SELECT seq, CONCAT('v', seq), 0 FROM seq_1_to_100", database=fresh_db)
+    mariadb.execute(
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq), 0 FROM seq_1_to_100",
+        database=fresh_db,
+    )
     source = mariadb.source_config()
     tid = TableId(fresh_db, "t")
     with contextlib.closing(source.connect()) as conn:
@@ -87,8 +90,12 @@ def test_insert_and_delete_in_the_window_give_nothing(mariadb, fresh_db, spark, 
     source, schema, low, _ = hundred
 
     def writes():
-        mariadb.execute("INSERT INTO t VALUES (-5, 'ghost', 1)", "DELETE FROM t WHERE id = -5",
-                        "DELETE FROM t WHERE id = 3", database=fresh_db)
+        mariadb.execute(
+            "INSERT INTO t VALUES (-5, 'ghost', 1)",
+            "DELETE FROM t WHERE id = -5",
+            "DELETE FROM t WHERE id = 3",
+            database=fresh_db,
+        )
 
     rows, _ = read(spark, source, schema, low, writes, when)
     assert (-5,) not in rows
@@ -101,13 +108,15 @@ def test_key_moved_between_chunks_ends_in_the_right_place_only(mariadb, fresh_db
     source, schema, low, high = hundred
 
     def writes():
-        mariadb.execute("DELETE FROM t WHERE id = 75",
-                        "UPDATE t SET id = 75, v = 'moved-out' WHERE id = 5",      # low -> high
-                        "DELETE FROM t WHERE id = 15",
-                        "UPDATE t SET id = 15, v = 'moved-in' WHERE id = 80",      # high -> low
-                        "DELETE FROM t WHERE id = 16",
-                        "UPDATE t SET id = 16, v = 'moved-inside' WHERE id = 6",   # within low
-                        database=fresh_db)
+        mariadb.execute(
+            "DELETE FROM t WHERE id = 75",
+            "UPDATE t SET id = 75, v = 'moved-out' WHERE id = 5",  # low -> high
+            "DELETE FROM t WHERE id = 15",
+            "UPDATE t SET id = 15, v = 'moved-in' WHERE id = 80",  # high -> low
+            "DELETE FROM t WHERE id = 16",
+            "UPDATE t SET id = 16, v = 'moved-inside' WHERE id = 6",  # within low
+            database=fresh_db,
+        )
 
     rows, _ = read(spark, source, schema, low, writes, when)
     assert (5,) not in rows and (75,) not in rows and (80,) not in rows and (6,) not in rows
@@ -119,6 +128,7 @@ def test_key_moved_between_chunks_ends_in_the_right_place_only(mariadb, fresh_db
     assert high_rows[(75,)]["v"] == "moved-out"
     assert (80,) not in high_rows
     combined = {**rows, **high_rows}
-    expected = {(r[0],): {"id": r[0], "v": r[1], "n": r[2]}
-                for r in mariadb.query("SELECT id, v, n FROM t", database=fresh_db)}
+    expected = {
+        (r[0],): {"id": r[0], "v": r[1], "n": r[2]} for r in mariadb.query("SELECT id, v, n FROM t", database=fresh_db)
+    }
     assert combined == expected

@@ -24,13 +24,13 @@ from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from airflow_provider_mysqlcdc.spark.stream.query import source_frame, start_stream
+from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.memory_sink import MemorySink, apply_rows, batch_files, read_changes
+from tests.support.stream_job import committed, start_job
 from tests.support.tables import create_composite_table, create_int_table
 from tests.support.verify import diff
-from tests.support.stream_job import committed, start_job
 from tests.support.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -64,14 +64,28 @@ def changes_of(sink_dir: Path, schema: TableSchema, schema_changes: list | None 
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _config(mariadb, db: str, tmp: Path, tables: list[str], mode: str = "latest-offset",
-            offset: dict | None = None, **stream: Any) -> PipelineConfig:
+def _config(
+    mariadb,
+    db: str,
+    tmp: Path,
+    tables: list[str],
+    mode: str = "latest-offset",
+    offset: dict | None = None,
+    **stream: Any,
+) -> PipelineConfig:
     src = mariadb.source_config(server_id_range="6100-6199")
     return PipelineConfig(
-        name="t", source=src, include=tuple(f"{db}.{t}" for t in tables), state_location=str(tmp / "state"),
-        sink=SinkConfig("changelog", {"path": str(tmp / "sink")}), startup_mode=mode, startup_offset=offset,
-        stream=StreamOptions(**{"max_events_per_batch": 10_000, "heartbeat_s": 1.0,
-                                "trigger_interval_s": 0.2, **stream}))
+        name="t",
+        source=src,
+        include=tuple(f"{db}.{t}" for t in tables),
+        state_location=str(tmp / "state"),
+        sink=SinkConfig("changelog", {"path": str(tmp / "sink")}),
+        startup_mode=mode,
+        startup_offset=offset,
+        stream=StreamOptions(
+            **{"max_events_per_batch": 10_000, "heartbeat_s": 1.0, "trigger_interval_s": 0.2, **stream}
+        ),
+    )
 
 
 def _schemas(cfg: PipelineConfig, db: str, tables: list[str]) -> list[TableSchema]:
@@ -107,6 +121,7 @@ def _caught_up(query, head: BinlogOffset) -> Callable[[], bool]:
     def pred() -> bool:
         off = _offset_of_progress(query)
         return off is not None and off.at >= head
+
     return pred
 
 
@@ -147,8 +162,9 @@ def test_two_tables_in_one_stream_equal_the_source(mariadb, fresh_db, spark, tmp
     items = create_composite_table(mariadb, fresh_db, 200)
     tables = [orders.table, items.table]
     start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, tables, "specific-offset",
-                  {"file": start.file, "position": start.position})
+    cfg = _config(
+        mariadb, fresh_db, tmp_dir, tables, "specific-offset", {"file": start.file, "position": start.position}
+    )
     schemas = _schemas(cfg, fresh_db, tables)
     initial = {s.table_id: _source_rows(mariadb, s) for s in schemas}
     sink = MemorySink(str(tmp_dir / "sink"))
@@ -175,7 +191,7 @@ def test_two_tables_in_one_stream_equal_the_source(mariadb, fresh_db, spark, tmp
 
 
 def test_handoff_filter_drops_events_the_batches_hold(mariadb, fresh_db, spark, tmp_dir):
-    spec = create_int_table(mariadb, fresh_db, 100)   # ids 2, 4, ..., 200
+    spec = create_int_table(mariadb, fresh_db, 100)  # ids 2, 4, ..., 200
     t = TableId(fresh_db, spec.table)
     o1 = _head(mariadb)
     mariadb.execute(f"UPDATE {t.quoted} SET a = 1 WHERE id IN (10, 150)")
@@ -185,8 +201,10 @@ def test_handoff_filter_drops_events_the_batches_hold(mariadb, fresh_db, spark, 
     mariadb.execute(f"UPDATE {t.quoted} SET a = 3 WHERE id IN (14, 154)")
     o4 = _head(mariadb)
     # batch A holds ids < 100 as of o3; batch B ids >= 100 as of o1 (the stream starts there)
-    finished = [FinishedBatch("A", (KeyRange(t, None, (100,)),), o3),
-                FinishedBatch("B", (KeyRange(t, (100,), None),), o1)]
+    finished = [
+        FinishedBatch("A", (KeyRange(t, None, (100,)),), o3),
+        FinishedBatch("B", (KeyRange(t, (100,), None),), o1),
+    ]
     cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "initial")
     StateStore(cfg.state_location).write_finished(finished)
     schemas = _schemas(cfg, fresh_db, [spec.table])
@@ -207,15 +225,24 @@ def test_rate_limit_bounds_every_micro_batch(mariadb, fresh_db, spark, tmp_dir):
     spec = create_int_table(mariadb, fresh_db, 10)
     t = TableId(fresh_db, spec.table)
     start = _head(mariadb)
-    mariadb.execute(f"INSERT INTO {t.quoted} (id, a) SELECT 1000 + seq, seq FROM seq_1_to_250",
-                    database=fresh_db)
+    mariadb.execute(f"INSERT INTO {t.quoted} (id, a) SELECT 1000 + seq, seq FROM seq_1_to_250", database=fresh_db)
     for i in range(25):
-        mariadb.execute("START TRANSACTION",
-                        *[f"UPDATE {t.quoted} SET a = a + 1 WHERE id = {1001 + i * 10 + j}" for j in range(10)],
-                        "COMMIT")
+        mariadb.execute(
+            "START TRANSACTION",
+            *[f"UPDATE {t.quoted} SET a = a + 1 WHERE id = {1001 + i * 10 + j}" for j in range(10)],
+            "COMMIT",
+        )
     head = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "specific-offset",
-                  {"file": start.file, "position": start.position}, max_events_per_batch=50, trigger_interval_s=0.0)
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        [spec.table],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        max_events_per_batch=50,
+        trigger_interval_s=0.0,
+    )
     schemas = _schemas(cfg, fresh_db, [spec.table])
     sink = MemorySink(str(tmp_dir / "sink"))
     sink.prepare(schemas)
@@ -262,8 +289,16 @@ def test_replayed_batch_changes_nothing(mariadb, fresh_db, spark, tmp_dir):
     spec = create_int_table(mariadb, fresh_db, 50)
     t = TableId(fresh_db, spec.table)
     start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "specific-offset",
-                  {"file": start.file, "position": start.position}, max_events_per_batch=20, trigger_interval_s=0.0)
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        [spec.table],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        max_events_per_batch=20,
+        trigger_interval_s=0.0,
+    )
     schemas = _schemas(cfg, fresh_db, [spec.table])
     checkpoint = Path(StateStore(cfg.state_location).checkpoint_url())
     mariadb.execute(f"UPDATE {t.quoted} SET a = a + 1")
@@ -306,8 +341,15 @@ def test_mariadb_restart_mid_stream_loses_nothing(mariadb, fresh_db, spark, tmp_
 
     spec = create_int_table(mariadb, fresh_db, 100)
     start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "specific-offset",
-                  {"file": start.file, "position": start.position}, max_events_per_batch=100)
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        [spec.table],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        max_events_per_batch=100,
+    )
     schemas = _schemas(cfg, fresh_db, [spec.table])
     initial = _source_rows(mariadb, schemas[0])
     sink = MemorySink(str(tmp_dir / "sink")) if sink_kind == "memory" else ChangelogSink(str(tmp_dir / "sink"))
@@ -379,16 +421,20 @@ def test_latest_offset_start_is_asked_once_per_checkpoint(mariadb, fresh_db, tmp
     cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "latest-offset")
     schemas = _schemas(cfg, fresh_db, [spec.table])
     checkpoint = tmp_dir / "checkpoint"
-    options = {"config": cfg.to_json(), "schemas": json.dumps([s.to_dict() for s in schemas]),
-               "password": ROOT_PASSWORD, "checkpoint_location": str(checkpoint)}
+    options = {
+        "config": cfg.to_json(),
+        "schemas": json.dumps([s.to_dict() for s in schemas]),
+        "password": ROOT_PASSWORD,
+        "checkpoint_location": str(checkpoint),
+    }
     first = BinlogStreamReader(settings_from_options(options))
     start = first.initialOffset()
     assert StreamOffset.from_dict(start).at == _head(mariadb)
     mariadb.execute(f"UPDATE {TableId(fresh_db, spec.table).quoted} SET a = a + 1")
     assert _head(mariadb) > StreamOffset.from_dict(start).at
-    assert first.initialOffset() == start                          # the same reader: the same answer
+    assert first.initialOffset() == start  # the same reader: the same answer
     restarted = BinlogStreamReader(settings_from_options(options))  # a restart before the first commit
     assert restarted.initialOffset() == start
     assert (checkpoint / INITIAL_OFFSET_FILE).exists()
     fresh = BinlogStreamReader(settings_from_options({**options, "checkpoint_location": str(tmp_dir / "other")}))
-    assert StreamOffset.from_dict(fresh.initialOffset()).at == _head(mariadb)   # a new checkpoint: the head now
+    assert StreamOffset.from_dict(fresh.initialOffset()).at == _head(mariadb)  # a new checkpoint: the head now

@@ -11,11 +11,18 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import FastBinlogReader, UnsupportedRows
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 from tests.integration.test_binlog_stream import (
-    _assert_exactly_once, _caught_up, _config, _head, _schemas, _source_rows, _wait, changes_of,
+    _assert_exactly_once,
+    _caught_up,
+    _config,
+    _head,
+    _schemas,
+    _source_rows,
+    _wait,
+    changes_of,
 )
 from tests.support.memory_sink import apply_rows
 from tests.support.stream_job import committed
@@ -47,8 +54,16 @@ def test_replayed_direct_batch_rewrites_the_same_file(mariadb, fresh_db, spark, 
     spec = create_int_table(mariadb, fresh_db, 50)
     t = TableId(fresh_db, spec.table)
     start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "specific-offset",
-                  {"file": start.file, "position": start.position}, max_events_per_batch=30, trigger_interval_s=0.0)
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        [spec.table],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        max_events_per_batch=30,
+        trigger_interval_s=0.0,
+    )
     schemas = _schemas(cfg, fresh_db, [spec.table])
     checkpoint = Path(StateStore(cfg.state_location).checkpoint_url())
     initial = _source_rows(mariadb, schemas[0])
@@ -101,16 +116,34 @@ def test_rows_the_library_reads_are_merged_in_binlog_order(mariadb, fresh_db, sp
     start = _head(mariadb)
     mariadb.execute(*[f"INSERT INTO mixed VALUES ({i}, 'old {i}')" for i in range(1, 6)], database=db)
     mariadb.execute("ALTER TABLE mixed MODIFY s VARCHAR(20) CHARACTER SET utf8mb4", database=db)
-    mariadb.execute(*[f"INSERT INTO mixed VALUES ({i}, 'new {i}')" for i in range(6, 11)],
-                    "UPDATE mixed SET s = 'changed' WHERE id IN (2, 7)", "DELETE FROM mixed WHERE id = 3",
-                    database=db)
+    mariadb.execute(
+        *[f"INSERT INTO mixed VALUES ({i}, 'new {i}')" for i in range(6, 11)],
+        "UPDATE mixed SET s = 'changed' WHERE id IN (2, 7)",
+        "DELETE FROM mixed WHERE id = 3",
+        database=db,
+    )
     head = _head(mariadb)
-    cfg = _config(mariadb, db, tmp_dir, ["mixed"], "specific-offset",
-                  {"file": start.file, "position": start.position}, trigger_interval_s=0.0)
+    cfg = _config(
+        mariadb,
+        db,
+        tmp_dir,
+        ["mixed"],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        trigger_interval_s=0.0,
+    )
     schemas = _schemas(cfg, db, ["mixed"])
     # the fast reader really refuses the first rows events (else this test proves nothing)
-    reader = FastBinlogReader(cfg.source, cfg.source.server_id_range.pick(5), start, stop=head, tables=[t],
-                              blocking=False, heartbeat_s=None, on_unsupported="report")
+    reader = FastBinlogReader(
+        cfg.source,
+        cfg.source.server_id_range.pick(5),
+        start,
+        stop=head,
+        tables=[t],
+        blocking=False,
+        heartbeat_s=None,
+        on_unsupported="report",
+    )
     with contextlib.closing(reader):
         refused = [i for i in reader.batches() if isinstance(i, UnsupportedRows)]
     assert len(refused) == 5, refused
@@ -121,11 +154,12 @@ def test_rows_the_library_reads_are_merged_in_binlog_order(mariadb, fresh_db, sp
     schema_changes: list = []
     changes = changes_of(root, schemas[0], schema_changes)
     assert [c["schema_change"]["ddl"] for c in schema_changes] == [
-        "ALTER TABLE mixed MODIFY s VARCHAR(20) CHARACTER SET utf8mb4"], schema_changes
+        "ALTER TABLE mixed MODIFY s VARCHAR(20) CHARACTER SET utf8mb4"
+    ], schema_changes
     _assert_exactly_once(changes)
     _seqs_ascending(root, t)
     assert [(c["_op"], c["id"]) for c in changes][:5] == [("+I", i) for i in range(1, 6)]
-    assert len(changes) == 5 + 5 + 4 + 1   # inserts, inserts, two updates as -U/+U, a delete
+    assert len(changes) == 5 + 5 + 4 + 1  # inserts, inserts, two updates as -U/+U, a delete
     state: dict = {}
     apply_rows(state, changes, schemas[0])
     assert diff(_source_rows(mariadb, schemas[0]), state) == ""
@@ -138,8 +172,15 @@ def test_direct_batches_report_changes_not_part_records(mariadb, fresh_db, spark
     start = _head(mariadb)
     mariadb.execute(f"UPDATE {t.quoted} SET a = a + 1")
     head = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "specific-offset",
-                  {"file": start.file, "position": start.position}, trigger_interval_s=0.0)
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        [spec.table],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        trigger_interval_s=0.0,
+    )
     schemas = _schemas(cfg, fresh_db, [spec.table])
     sink = ChangelogSink(str(tmp_dir / "sink"))
     sink.prepare(schemas)
@@ -157,7 +198,7 @@ def test_direct_batches_report_changes_not_part_records(mariadb, fresh_db, spark
             query.stop()
     finally:
         status.note_rows_written = original
-    assert progress and all(p["numInputRows"] == 1 for p in progress)   # one part record per batch
+    assert progress and all(p["numInputRows"] == 1 for p in progress)  # one part record per batch
     assert sum(n for _, _, n in noted) == 200 and all(q == str(query.id) for q, _, _ in noted)
     note_rows_written(str(query.id), 99, 5)
     assert rows_written(str(query.id), 99) == 5

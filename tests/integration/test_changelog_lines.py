@@ -21,10 +21,10 @@ from pyspark.sql import functions as F
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark.stream.change_rows import ChangeProjection, SourceLayout
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
 from airflow_provider_mysqlcdc.spark.sinks.changelog import META_JSON_KEYS, JsonLines
 from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import ChangeLines
+from airflow_provider_mysqlcdc.spark.stream.change_rows import ChangeProjection, SourceLayout
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -46,20 +46,36 @@ COLUMNS = (
     Column("bits", 12, "bit", "bit(64)", True),
     Column("raw", 13, "varbinary", "varbinary(16)", True),
     Column("s", 14, "varchar", "varchar(40)", True, charset="utf8mb4"),
-    Column("we\"ird", 15, "text", "text", True, charset="utf8mb4"),
+    Column('we"ird', 15, "text", "text", True, charset="utf8mb4"),
     Column("e", 16, "enum", "enum('a','b')", True, charset="utf8mb4"),
 )
 SCHEMA = TableSchema(TableId("shop", "all types"), COLUMNS, ("id",), ("id",), ("id",))
 
 EDGES = {
     "u64": [Decimal(0), Decimal(18446744073709551615)],
-    "d65": ["-1.000000000000000000000000000001", "0.000000000000000000000000000000",  # beyond 38 digits: text
-            "99999999999999999999999999999999999.999999999999999999999999999999"],
+    "d65": [
+        "-1.000000000000000000000000000001",
+        "0.000000000000000000000000000000",  # beyond 38 digits: text
+        "99999999999999999999999999999999999.999999999999999999999999999999",
+    ],
     "d30": [Decimal("0E-10"), Decimal("1E-10"), Decimal("-12345678901234567890.1234567890")],
     "d12": [Decimal("0.00"), Decimal("-0.50"), Decimal("1234567890.12")],
     "f": [float(pa.array([1.2345678], pa.float32())[0].as_py()), -0.0, 3.4028234663852886e38, 1e-45],
-    "g": [5e-324, 1e7, 9999999.0, 1e-3, 0.00099, 1e16, 0.1 + 0.2, -1.7976931348623157e308, float("nan"),
-          float("inf"), float("-inf"), 100.0, 123456.789],
+    "g": [
+        5e-324,
+        1e7,
+        9999999.0,
+        1e-3,
+        0.00099,
+        1e16,
+        0.1 + 0.2,
+        -1.7976931348623157e308,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        100.0,
+        123456.789,
+    ],
     "wall": [dt.datetime(1000, 1, 1, 0, 0, 0, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
     "at": [dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), dt.datetime(2038, 1, 19, 3, 14, 7, 999999, tzinfo=UTC)],
     "da": [dt.date(1000, 1, 1), dt.date(9999, 12, 31)],
@@ -67,8 +83,8 @@ EDGES = {
     "yr": [1901, 2155, 0],
     "bits": [Decimal(0), Decimal(18446744073709551615)],
     "raw": [b"", b"\x00\xff\x10", bytes(range(16))],
-    "s": ["", 'q"uo\\te', "h\U0001F600llo", "\x00\x01\b\t\n\x0b\f\r\x1f\x7f", "\u2028/<>&'", "é€"],
-    "we\"ird": ["x" * 300, "line\nbreak"],
+    "s": ["", 'q"uo\\te', "h\U0001f600llo", "\x00\x01\b\t\n\x0b\f\r\x1f\x7f", "\u2028/<>&'", "é€"],
+    'we"ird': ["x" * 300, "line\nbreak"],
     "e": ["a", "b", ""],
 }
 
@@ -83,14 +99,25 @@ def _changes(n: int) -> list[RowChange]:
     rnd = random.Random(7)
     out = []
     for i in range(n):
+
         def image(k: int) -> dict:
             return {"id": k, **{c.name: _value(rnd, c.name) for c in COLUMNS[1:]}}
+
         kind = rnd.choice(["insert", "update", "delete"])
         before = image(i) if kind != "insert" else None
         after = image(i + 1) if kind != "delete" else None
         file = "mariadb-bin.000003" if i < n // 2 else "mariadb-bin.000004"
-        out.append(RowChange(kind, SCHEMA.table_id, before, after, BinlogOffset(file, 1000 + 50 * i, None, i % 3),
-                             gtid=None if i % 5 == 0 else f"0-1-{i}", timestamp=1_700_000_000 + i))
+        out.append(
+            RowChange(
+                kind,
+                SCHEMA.table_id,
+                before,
+                after,
+                BinlogOffset(file, 1000 + 50 * i, None, i % 3),
+                gtid=None if i % 5 == 0 else f"0-1-{i}",
+                timestamp=1_700_000_000 + i,
+            )
+        )
     return out
 
 

@@ -12,7 +12,10 @@ import pytest
 
 from airflow_provider_mysqlcdc.spark.runtime import class_sharing
 from airflow_provider_mysqlcdc.spark.runtime.connect_server import (
-    ensure_local_server, remote_session, settings_from, stop_local_servers,
+    ensure_local_server,
+    remote_session,
+    settings_from,
+    stop_local_servers,
 )
 
 pytestmark = pytest.mark.skipif(not class_sharing.enabled(), reason="class-data sharing is Linux only")
@@ -43,7 +46,7 @@ def test_second_server_starts_on_the_archive(tmp_path, monkeypatch):
         assert any(a.startswith("-XX:DumpLoadedClassList=") for a in jvm.cmdline())
         with remote_session(info.url) as spark:
             assert spark.range(10).count() == 10
-        time.sleep(2.5)   # the supervisor reads the JVM's command line on its next 2 s tick
+        time.sleep(2.5)  # the supervisor reads the JVM's command line on its next 2 s tick
     finally:
         assert stop_local_servers(runtime) == 1
     deadline = time.monotonic() + 240

@@ -28,15 +28,23 @@ def _workload(mariadb, db: str) -> None:
     mariadb.execute("CREATE TABLE nokey (a INT, f DOUBLE, s VARCHAR(10))", database=db)
     stmts = ["SET SESSION sql_mode = ''"] + [f"INSERT INTO t VALUES {r}" for r in ROWS]
     stmts += ["INSERT INTO nokey VALUES (1, -0.0, 'a'), (2, 0.5, NULL), (3, NULL, 'c')"]
-    for i in range(1200):   # ~5 MB of binlog: several catch-up micro-batches of two ranges
-        stmts.append(f"UPDATE t SET tx = '{'x' * 2000}{i}', i = {i}, dt6 = '2026-01-01 00:00:00.{i:06d}' "
-                     f"WHERE id = {3 + i % 2}")
+    for i in range(1200):  # ~5 MB of binlog: several catch-up micro-batches of two ranges
+        stmts.append(
+            f"UPDATE t SET tx = '{'x' * 2000}{i}', i = {i}, dt6 = '2026-01-01 00:00:00.{i:06d}' WHERE id = {3 + i % 2}"
+        )
         if i == 400:
-            stmts += ["UPDATE t SET id = 10 WHERE id = 1", "DELETE FROM t WHERE id = 2",
-                      "UPDATE nokey SET s = 'b' WHERE a = 1", "DELETE FROM nokey WHERE a = 2"]
+            stmts += [
+                "UPDATE t SET id = 10 WHERE id = 1",
+                "DELETE FROM t WHERE id = 2",
+                "UPDATE nokey SET s = 'b' WHERE a = 1",
+                "DELETE FROM nokey WHERE a = 2",
+            ]
         if i == 800:
-            stmts += ["INSERT INTO t (id, sn, v, j) VALUES (2, 'b', 'back', '[1]')",
-                      "UPDATE t SET id = 11 WHERE id = 10", "UPDATE nokey SET a = 4 WHERE a = 3"]
+            stmts += [
+                "INSERT INTO t (id, sn, v, j) VALUES (2, 'b', 'back', '[1]')",
+                "UPDATE t SET id = 11 WHERE id = 10",
+                "UPDATE nokey SET a = 4 WHERE a = 3",
+            ]
     mariadb.execute(*stmts, database=db)
 
 
@@ -49,33 +57,54 @@ def _delta(root: Path, t: TableId) -> list[dict]:
 
 def _postgres(pg, schema: str, t: TableId) -> list[dict]:
     name = f"{t.database}__{t.table}"
-    cols = [r[0] for r in pg.query("SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
-                                   "AND table_name = %s AND column_name <> '_mysqlcdc_batch' ORDER BY ordinal_position",
-                                   (schema, name))]
+    cols = [
+        r[0]
+        for r in pg.query(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = %s AND column_name <> '_mysqlcdc_batch' ORDER BY ordinal_position",
+            (schema, name),
+        )
+    ]
     key = "id" if "id" in cols else "a"
-    return [dict(zip(cols, r)) for r in
-            pg.query(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{schema}"."{name}" ORDER BY "{key}"')]
+    return [
+        dict(zip(cols, r))
+        for r in pg.query(
+            f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{schema}"."{name}" ORDER BY "{key}"'
+        )
+    ]
 
 
 def _spy(publish, ranges_per_table: list[int]):
     """The real publish_steps, noting how many binlog ranges' records of table t each batch had."""
+
     def publish_steps(table_id, steps, batch_id):
         if table_id.table == "t":
             ranges_per_table.append(sum(len(s.records) for s in steps if hasattr(s, "records")))
         return publish(table_id, steps, batch_id)
+
     return publish_steps
 
 
 @pytest.mark.parametrize("kind", ["delta", "postgres"])
-def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, postgres, fresh_db, spark, tmp_dir,
-                                                                monkeypatch, kind):
+def test_direct_reduction_equals_spark_reduction_for_every_type(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind
+):
     start = _head(mariadb)
     _workload(mariadb, fresh_db)
     head = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, ["t", "nokey"], "specific-offset",
-                  {"file": start.file, "position": start.position}, trigger_interval_s=0.0,
-                  catchup_min_bytes=1 << 16, catchup_batch_bytes=1 << 20, catchup_parallelism=2)
-    with contextlib.closing(cfg.source.connect()) as c:   # a table without a key needs a chunk key column
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        ["t", "nokey"],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        trigger_interval_s=0.0,
+        catchup_min_bytes=1 << 16,
+        catchup_batch_bytes=1 << 20,
+        catchup_parallelism=2,
+    )
+    with contextlib.closing(cfg.source.connect()) as c:  # a table without a key needs a chunk key column
         schemas = [read_table_schema(c, TableId(fresh_db, "t")), read_table_schema(c, TableId(fresh_db, "nokey"), "a")]
     assert schemas[1].row_identity == ("a", "f", "s")
     ranges_per_table: list[int] = []
@@ -86,8 +115,11 @@ def test_direct_reduction_equals_spark_reduction_for_every_type(mariadb, postgre
         return _delta(tmp_dir / name, t) if kind == "delta" else _postgres(postgres, pg_schemas[name], t)
 
     for name, direct in (("direct", True), ("rows", False)):
-        sink = (DeltaSink(str(tmp_dir / name), direct_write=direct) if kind == "delta"
-                else PostgresSink(postgres.dsn, schema=pg_schemas[name], direct_write=direct))
+        sink = (
+            DeltaSink(str(tmp_dir / name), direct_write=direct)
+            if kind == "delta"
+            else PostgresSink(postgres.dsn, schema=pg_schemas[name], direct_write=direct)
+        )
         sink.prepare(schemas)
         assert (sink.direct_write() is not None) == direct
         if direct:

@@ -38,8 +38,7 @@ def test_exact_regex_and_exclude(shop):
     assert names(discover_tables(conn, [f"{db}.order_2"])) == [f"{db}.order_2"]
     got = discover_tables(conn, [rf"{db}\.order_.*"])
     assert names(got) == [f"{db}.order_1", f"{db}.order_2"]
-    got = discover_tables(conn, [f"{db}.*"], exclude=[f"{db}.order_1", rf"{db}\.(bare|nopk)"],
-                          chunk_key_columns={})
+    got = discover_tables(conn, [f"{db}.*"], exclude=[f"{db}.order_1", rf"{db}\.(bare|nopk)"], chunk_key_columns={})
     assert names(got) == [f"{db}.items", f"{db}.order_2"]  # the view is not a base table
 
 
@@ -82,8 +81,7 @@ def test_columns_and_keys(shop):
     assert s.primary_key == s.chunk_key == s.row_identity == ("id",)
     id_, note, amount, at = s.columns
     assert (id_.name, id_.ordinal, id_.data_type, id_.unsigned, id_.nullable) == ("id", 1, "bigint", True, False)
-    assert (note.charset, note.collation, note.char_max_length, note.nullable) == \
-        ("utf8mb4", "utf8mb4_bin", 20, True)
+    assert (note.charset, note.collation, note.char_max_length, note.nullable) == ("utf8mb4", "utf8mb4_bin", 20, True)
     assert (amount.numeric_precision, amount.numeric_scale) == (10, 2)
     assert at.datetime_precision == 3 and at.column_type == "datetime(3)"
     items = read_table_schema(conn, TableId(db, "items"))
@@ -120,8 +118,10 @@ def test_chunk_key_must_exist(shop):
 def test_a_table_hidden_by_a_missing_grant_is_named_as_such(mariadb, shop):
     """The user may SELECT from order_2 only: order_1 exists but is invisible to it."""
     db, _ = shop
-    mariadb.execute("CREATE USER 'cdc_narrow'@'%' IDENTIFIED BY 'pw-narrow'",
-                    f"GRANT SELECT ON `{db}`.`order_2` TO 'cdc_narrow'@'%'")
+    mariadb.execute(
+        "CREATE USER 'cdc_narrow'@'%' IDENTIFIED BY 'pw-narrow'",
+        f"GRANT SELECT ON `{db}`.`order_2` TO 'cdc_narrow'@'%'",
+    )
     try:
         source = mariadb.source_config(user="cdc_narrow", password="pw-narrow")
         with contextlib.closing(source.connect()) as conn:

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.integration
 _names = itertools.count()
 
 # characters every MySQL latin1 (= cp1252) column can hold: ASCII and the printable Latin-1 range
-LATIN1_ALPHABET = st.characters(min_codepoint=0x20, max_codepoint=0xFF, blacklist_characters="\x7f",
-                                blacklist_categories=("Cc",))
+LATIN1_ALPHABET = st.characters(
+    min_codepoint=0x20, max_codepoint=0xFF, blacklist_characters="\x7f", blacklist_categories=("Cc",)
+)
 UTF8_ALPHABET = st.characters(blacklist_categories=("Cs",), max_codepoint=0x10FFFF)
 
 
@@ -53,15 +54,18 @@ class ColType:
 
 def _int(name: str, bits: int) -> list[ColType]:
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return [ColType(name, st.integers(lo, hi).map(str)),
-            ColType(f"{name} UNSIGNED", st.integers(0, (1 << bits) - 1).map(str))]
+    return [
+        ColType(name, st.integers(lo, hi).map(str)),
+        ColType(f"{name} UNSIGNED", st.integers(0, (1 << bits) - 1).map(str)),
+    ]
 
 
 def _decimal(draw: Callable) -> ColType:
     p = draw(st.integers(1, 65))
     s = draw(st.integers(0, min(p, 30)))
-    vals = st.integers(-(10 ** p - 1), 10 ** p - 1).map(
-        lambda u: format(decimal.Decimal(u).scaleb(-s, decimal.Context(prec=100)), "f"))
+    vals = st.integers(-(10**p - 1), 10**p - 1).map(
+        lambda u: format(decimal.Decimal(u).scaleb(-s, decimal.Context(prec=100)), "f")
+    )
     return ColType(f"DECIMAL({p},{s})", vals.map(lambda t: f"'{t}'"))
 
 
@@ -71,7 +75,7 @@ def _temporal(draw: Callable) -> ColType:
     unit = 10 ** (6 - fsp)
 
     def frac(us: int) -> str:
-        return f".{us // unit * unit:06d}"[:fsp + 1] if fsp else ""
+        return f".{us // unit * unit:06d}"[: fsp + 1] if fsp else ""
 
     if kind == "DATE":
         return ColType("DATE", st.dates(dt.date(1000, 1, 1), dt.date(9999, 12, 31)).map(lambda d: f"'{d}'"))
@@ -84,19 +88,25 @@ def _temporal(draw: Callable) -> ColType:
             return f"'{sign}{secs // 3600}:{secs // 60 % 60:02d}:{secs % 60:02d}{frac(rest)}'"
 
         return ColType(f"TIME({fsp})", st.integers(-limit, limit).map(time_lit))
-    lo, hi = ((dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59)) if kind == "DATETIME"
-              else (dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 6)))
+    lo, hi = (
+        (dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59))
+        if kind == "DATETIME"
+        else (dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 6))
+    )
     vals = st.datetimes(lo, hi).map(lambda d: f"'{d:%Y-%m-%d %H:%M:%S}{frac(d.microsecond)}'")
     return ColType(f"{kind}({fsp})" + (" NULL" if kind == "TIMESTAMP" else ""), vals)
 
 
 def _string(draw: Callable) -> ColType:
-    kind = draw(st.sampled_from(["CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "BINARY", "VARBINARY",
-                                 "BLOB", "JSON"]))
+    kind = draw(
+        st.sampled_from(["CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "BINARY", "VARBINARY", "BLOB", "JSON"])
+    )
     if kind == "JSON":
-        vals = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(UTF8_ALPHABET, max_size=5),
-                            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
-                            max_leaves=5)
+        vals = st.recursive(
+            st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(UTF8_ALPHABET, max_size=5),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
+            max_leaves=5,
+        )
         return ColType("JSON", vals.map(lambda v: textlit(json.dumps(v, ensure_ascii=False))))
     n = draw(st.integers(1, 300 if kind in ("VARCHAR", "VARBINARY") else 80))
     if kind in ("BINARY", "VARBINARY", "BLOB"):
@@ -132,8 +142,9 @@ def _other(draw: Callable) -> ColType:
 def col_types(draw: Callable) -> ColType:
     group = draw(st.sampled_from(["int", "decimal", "temporal", "string", "other"]))
     if group == "int":
-        name, bits = draw(st.sampled_from([("TINYINT", 8), ("SMALLINT", 16), ("MEDIUMINT", 24), ("INT", 32),
-                                           ("BIGINT", 64)]))
+        name, bits = draw(
+            st.sampled_from([("TINYINT", 8), ("SMALLINT", 16), ("MEDIUMINT", 24), ("INT", 32), ("BIGINT", 64)])
+        )
         return draw(st.sampled_from(_int(name, bits)))
     return {"decimal": _decimal, "temporal": _temporal, "string": _string, "other": _other}[group](draw)
 
@@ -154,8 +165,11 @@ def scenarios(draw: Callable) -> dict[str, Any]:
 
 
 # FASTBINLOG_EXAMPLES=500 for a deeper hunt; 25 keeps the suite fast.
-@settings(max_examples=int(os.environ.get("FASTBINLOG_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=int(os.environ.get("FASTBINLOG_EXAMPLES", "25")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(sc=scenarios())
 def test_random_schemas_match_the_library(mariadb, fresh_db, sc):
     db = fresh_db
@@ -171,10 +185,15 @@ def test_random_schemas_match_the_library(mariadb, fresh_db, sc):
             conn.close()
         start = now(mariadb)
         values = [f"({i}, {', '.join(r)})" for i, r in enumerate(sc["rows"])]
-        inserts = [f"INSERT INTO `{name}` VALUES {', '.join(values)}"] if sc["multi"] else [
-            f"INSERT INTO `{name}` VALUES {v}" for v in values]
-        updates = [f"UPDATE `{name}` SET " + ", ".join(f"c{j} = {v}" for j, v in enumerate(r)) + f" WHERE id = {i}"
-                   for i, r in sc["updates"]]
+        inserts = (
+            [f"INSERT INTO `{name}` VALUES {', '.join(values)}"]
+            if sc["multi"]
+            else [f"INSERT INTO `{name}` VALUES {v}" for v in values]
+        )
+        updates = [
+            f"UPDATE `{name}` SET " + ", ".join(f"c{j} = {v}" for j, v in enumerate(r)) + f" WHERE id = {i}"
+            for i, r in sc["updates"]
+        ]
         if sc["multi"]:
             updates.append(f"UPDATE `{name}` SET id = id + 100")
         deletes = [f"DELETE FROM `{name}` WHERE id IN ({i}, {i + 100})" for i in sc["deletes"]]

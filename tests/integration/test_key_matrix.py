@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import decimal
 import json
 import os
-import decimal
-import tempfile
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +59,11 @@ class Path_:
     """One pipeline of the matrix: which reader, stream write and sink it goes through."""
 
     name: str
-    sink: str                # delta | postgres | changelog
-    reader: str              # the source's snapshot_reader
-    direct: bool             # the stream's direct write (False: Spark reduces the change rows)
+    sink: str  # delta | postgres | changelog
+    reader: str  # the source's snapshot_reader
+    direct: bool  # the stream's direct write (False: Spark reduces the change rows)
     resnapshot: bool = False  # a batch read again while the stream runs
-    routed: bool = False      # every table routed to r_<table> with a projection
+    routed: bool = False  # every table routed to r_<table> with a projection
 
 
 PATHS_ALL = (
@@ -74,8 +74,11 @@ PATHS_ALL = (
     Path_("changelog-direct", "changelog", "auto", True),
 )
 # MYSQLCDC_KEY_PATHS=delta-jdbc-rows,... runs only those pipelines (while working on one path)
-PATHS = tuple(p for p in PATHS_ALL if not os.environ.get("MYSQLCDC_KEY_PATHS")
-              or p.name in os.environ["MYSQLCDC_KEY_PATHS"].split(","))
+PATHS = tuple(
+    p
+    for p in PATHS_ALL
+    if not os.environ.get("MYSQLCDC_KEY_PATHS") or p.name in os.environ["MYSQLCDC_KEY_PATHS"].split(",")
+)
 
 
 @dataclass
@@ -90,8 +93,10 @@ class Running:
 
 def _rules(db: str) -> Rules:
     route = tuple({"source_table": f"{db}.{kt.name}", "sink_table": f"{db}.r_{kt.name}"} for kt in M.KEY_TYPES)
-    transform = tuple({"source_table": f"{db}.{kt.name}",
-                       "projection": ", ".join(kt.key_names) + ", v, n + 1 AS n1"} for kt in M.KEY_TYPES)
+    transform = tuple(
+        {"source_table": f"{db}.{kt.name}", "projection": ", ".join(kt.key_names) + ", v, n + 1 AS n1"}
+        for kt in M.KEY_TYPES
+    )
     return Rules(route=route, transform=transform)
 
 
@@ -188,12 +193,13 @@ def _sink(run: Running, work: Path, postgres, schema: TableSchema) -> dict[tuple
     elif run.path.sink == "postgres":
         cols = [("n1" if run.path.routed and c == "n" else c) for c in schema.column_names]
         texts = _decimal_text(schema)
-        got = postgres.query(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{run.db}".'
-                             f'"{t.database}__{name}"')
+        got = postgres.query(
+            f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{run.db}"."{t.database}__{name}"'
+        )
         rows = []
         for r in got:
             d = dict(zip(cols, r))
-            for c in texts:   # numeric(p > 38) comes back a Decimal; the mapping's value is the server's text
+            for c in texts:  # numeric(p > 38) comes back a Decimal; the mapping's value is the server's text
                 d[c] = None if d[c] is None else _server_text(d[c], schema.column(c).numeric_scale or 0)
             rows.append(d)
     else:
@@ -248,7 +254,7 @@ def _compare(mariadb, postgres, work: Path, run: Running, timeout_s: float) -> d
         for table, schema in run.schemas.items():
             try:
                 cells = _divergence(_source(mariadb, schema, run.path.routed), _sink(run, work, postgres, schema))
-            except Exception as e:   # a sink table not readable yet
+            except Exception as e:  # a sink table not readable yet
                 cells = [f"sink not readable: {e!r}"]
             if cells:
                 report[table] = cells
@@ -281,13 +287,22 @@ def matrix(mariadb, postgres, spark):
             pw = work / p.name
             src = mariadb.source_config(server_id_range=f"{6300 + 20 * i}-{6319 + 20 * i}", snapshot_reader=p.reader)
             config = PipelineConfig(
-                name=f"keys-{p.name}", source=src, include=(f"{db}\\..*",), state_location=str(pw / "state"),
-                sink=_sink_config(p, pw, postgres, db), split=SplitOptions(chunk_size=3),
+                name=f"keys-{p.name}",
+                source=src,
+                include=(f"{db}\\..*",),
+                state_location=str(pw / "state"),
+                sink=_sink_config(p, pw, postgres, db),
+                split=SplitOptions(chunk_size=3),
                 rules=_rules(db) if p.routed else Rules(),
-                stream=StreamOptions(max_events_per_batch=5000, heartbeat_s=1.0, trigger_interval_s=0.3))
+                stream=StreamOptions(max_events_per_batch=5000, heartbeat_s=1.0, trigger_interval_s=0.3),
+            )
             # packed as the Airflow plan step packs: a few batches of many tables, some tables' chunks in two
-            plan = build_plan(src, config.include, split=config.split,
-                              sizing=BatchSizing(rows_per_batch=100, parallelism=2, min_rows_per_batch=1))
+            plan = build_plan(
+                src,
+                config.include,
+                split=config.split,
+                sizing=BatchSizing(rows_per_batch=100, parallelism=2, min_rows_per_batch=1),
+            )
             assert len(plan.schemas) == len(M.KEY_TYPES) and 2 <= len(plan.batches) <= 4, len(plan.batches)
             state = StateStore(config.state_location)
             state.write_plan(plan)
@@ -296,8 +311,9 @@ def matrix(mariadb, postgres, spark):
             state.write_finished(state.finished_from_results())
             schemas = {t.table: s for t, s in plan.schemas.items()}
             run = Running(p, db, config, schemas)
-            run.query = start_stream(spark, config, pipeline_sink(config, list(plan.schemas.values())),
-                                     list(plan.schemas.values()))
+            run.query = start_stream(
+                spark, config, pipeline_sink(config, list(plan.schemas.values())), list(plan.schemas.values())
+            )
             runs.append(run)
             timings[f"snapshot+start {p.name}"] = time.monotonic() - t0
             t0 = time.monotonic()
@@ -311,8 +327,11 @@ def matrix(mariadb, postgres, spark):
             state = StateStore(run.config.state_location)
             plan = state.read_plan()
             # the second batch, and every batch holding BIGINT UNSIGNED keys (ranges bounded at and above 2^63)
-            victims = [b for i, b in enumerate(plan.batches)
-                       if i == 1 or any(t.table in ("k_bigint_u", "k_u64_dt6") for t in b.tables)]
+            victims = [
+                b
+                for i, b in enumerate(plan.batches)
+                if i == 1 or any(t.table in ("k_bigint_u", "k_u64_dt6") for t in b.tables)
+            ]
             for victim in victims:
                 result = run_snapshot_batch(spark, run.config, victim.batch_id, plan=plan)
                 assert result["handoff"], result
@@ -323,7 +342,7 @@ def matrix(mariadb, postgres, spark):
         # them over (it does so at a micro-batch that ends at or after their HW: on an idle server, the
         # next write's)
         steps = len(M.late(M.KEY_TYPES[0]))
-        for step in range(steps):   # one micro-batch per step: every table's MERGE of one key
+        for step in range(steps):  # one micro-batch per step: every table's MERGE of one key
             for run in runs:
                 for kt in M.KEY_TYPES:
                     mariadb.execute(*M.late(kt)[step], database=run.db)
@@ -399,8 +418,11 @@ def test_the_consistency_check_finds_every_key_type_consistent_while_the_stream_
     assert sum(t.source_rows for t in first.tables) > 0
     for kt in M.KEY_TYPES:
         keys = ", ".join(f"`{c}`" for c in kt.key_names)
-        mariadb.execute(f"DELETE FROM `{kt.name}` ORDER BY {keys} LIMIT 1",
-                        f"UPDATE `{kt.name}` SET v = 'checked' ORDER BY {keys} DESC LIMIT 1", database=run.db)
+        mariadb.execute(
+            f"DELETE FROM `{kt.name}` ORDER BY {keys} LIMIT 1",
+            f"UPDATE `{kt.name}` SET v = 'checked' ORDER BY {keys} DESC LIMIT 1",
+            database=run.db,
+        )
     second = _check(run)
     assert {t.state for t in second.tables} == {"consistent"}, second.summary()
     assert all(t.scanned_ranges <= 1 for t in second.tables), [t.scanned_ranges for t in second.tables]
@@ -417,8 +439,9 @@ def _key_in(kt_name: str, run: Running, mariadb):
     return mariadb.query(f"SELECT {cols} FROM `{run.db}`.`{kt_name}` ORDER BY {cols} DESC LIMIT 1")[0]
 
 
-@pytest.mark.parametrize("path", [p for p in ("delta-arrow-direct-resnapshot", "postgres-rows")
-                                  if p in {q.name for q in PATHS}])
+@pytest.mark.parametrize(
+    "path", [p for p in ("delta-arrow-direct-resnapshot", "postgres-rows") if p in {q.name for q in PATHS}]
+)
 def test_the_consistency_check_names_the_batch_of_a_row_the_sink_lost(matrix, mariadb, postgres, path):
     """A row deleted from the sink behind the stream's back (what the lost deletes of keys >= 2^63
     looked like, the other way round): the check fails that table and names the batch holding it."""
@@ -445,6 +468,10 @@ def test_the_consistency_check_names_the_batch_of_a_row_the_sink_lost(matrix, ma
     assert bad[0].sink_rows == bad[0].source_rows - 1
     plan = StateStore(run.config.state_location).read_plan()
     order = key_order_for(schema)
-    holding = [b.batch_id for b in plan.batches for r in b.ranges()
-               if r.table_id == schema.table_id and order.contains(r.start, r.end, r.includes_null, (key,))]
+    holding = [
+        b.batch_id
+        for b in plan.batches
+        for r in b.ranges()
+        if r.table_id == schema.table_id and order.contains(r.start, r.end, r.includes_null, (key,))
+    ]
     assert report.batches_to_reread() == holding, (report.batches_to_reread(), holding)

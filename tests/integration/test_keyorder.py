@@ -16,8 +16,15 @@ from airflow_provider_mysqlcdc.cdc.sql import range_predicate
 pytestmark = pytest.mark.integration
 
 ALPHABET = ["a", "A", "b", "B", "é", "e", "É", "ä", "ß", "s", "😀", "🙂", " ", "\t", "z", "_"]
-COLLATIONS = ["utf8mb4_general_ci", "utf8mb4_bin", "latin1_swedish_ci", "utf8mb4_unicode_ci",
-              "utf8mb4_general_nopad_ci", "utf8mb4_nopad_bin", "utf8mb4_uca1400_as_cs"]
+COLLATIONS = [
+    "utf8mb4_general_ci",
+    "utf8mb4_bin",
+    "latin1_swedish_ci",
+    "utf8mb4_unicode_ci",
+    "utf8mb4_general_nopad_ci",
+    "utf8mb4_nopad_bin",
+    "utf8mb4_uca1400_as_cs",
+]
 
 
 def random_strings(n, seed, latin1):
@@ -39,8 +46,9 @@ def load(conn, dbname, collation, n=400):
     charset = collation.split("_")[0]
     values = random_strings(n, sum(map(ord, collation)), charset == "latin1")
     with conn.cursor() as cur:
-        cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(20) CHARACTER SET {charset} "
-                    f"COLLATE {collation}, KEY (k))")
+        cur.execute(
+            f"CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(20) CHARACTER SET {charset} COLLATE {collation}, KEY (k))"
+        )
         cur.executemany("INSERT INTO t VALUES (%s, %s)", list(enumerate(values)))
         cur.execute("SELECT id, k, DENSE_RANK() OVER (ORDER BY k) FROM t")
         rows = cur.fetchall()
@@ -57,8 +65,9 @@ def test_sort_key_matches_order_by(conn, mariadb, collation):
     # the server's groups of equal values, in order, equal Python's groups in sorted order
     ordered = sorted(zip(keys, (k for _i, k, _r in rows)), key=lambda x: x[0])
     py_groups = [sorted(v for _, v in g) for _, g in itertools.groupby(ordered, key=lambda x: x[0])]
-    srv_groups = [sorted(v for _, v in g) for _, g in itertools.groupby(
-        sorted(((r, k) for _i, k, r in rows)), key=lambda x: x[0])]
+    srv_groups = [
+        sorted(v for _, v in g) for _, g in itertools.groupby(sorted(((r, k) for _i, k, r in rows)), key=lambda x: x[0])
+    ]
     assert py_groups == srv_groups
     assert [rank[g[0]] for g in py_groups] == list(range(1, len(srv_groups) + 1))
     ko.close()
@@ -85,8 +94,9 @@ def test_contains_matches_the_server_predicate(conn, mariadb, collation):
 def test_composite_key_with_a_ci_string(conn, mariadb):
     dbname, c = conn
     with c.cursor() as cur:
-        cur.execute("CREATE TABLE t (s VARCHAR(5) COLLATE utf8mb4_general_ci NOT NULL, n INT NOT NULL, "
-                    "PRIMARY KEY (s, n))")
+        cur.execute(
+            "CREATE TABLE t (s VARCHAR(5) COLLATE utf8mb4_general_ci NOT NULL, n INT NOT NULL, PRIMARY KEY (s, n))"
+        )
         cur.execute("INSERT INTO t VALUES ('a', 1), ('B', 1), ('b ', 2), ('é', 3), ('e', 4), ('a\t', 5)")
     schema = read_table_schema(c, TableId(dbname, "t"))
     ko = key_order_for(schema, mariadb.source_config())

@@ -21,9 +21,9 @@ from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.s3 import aws_env, credentials, s3_server
 from tests.support.sink_compare import mysql_rows, wait_until_equal
-from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.stream_job import kill_job, start_job, start_snapshot_job
 from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
 from tests.support.writer import ConcurrentWriter
@@ -55,8 +55,11 @@ def _replay(info, root: str, t: TableId, ident, cols) -> dict:
             if line["op"] == "RS":
                 for d in line["resnapshot"]["ranges"]:
                     r = KeyRange.from_dict(d)
-                    for k in [k for k in state if (r.start is None or k >= tuple(r.start))
-                              and (r.end is None or k < tuple(r.end))]:
+                    for k in [
+                        k
+                        for k in state
+                        if (r.start is None or k >= tuple(r.start)) and (r.end is None or k < tuple(r.end))
+                    ]:
                         del state[k]
                 continue
             data = line["data"]
@@ -92,8 +95,7 @@ def _wait_for_commits(info, checkpoint_url: str, at_least: int, proc, log, timeo
             fs = fsspec.filesystem("s3")
             fs.invalidate_cache()
             path = f"{checkpoint_url.removeprefix('s3://')}/commits"
-            n = len([p for p in fs.ls(path, detail=False) if p.rsplit("/", 1)[-1].isdigit()]) \
-                if fs.exists(path) else 0
+            n = len([p for p in fs.ls(path, detail=False) if p.rsplit("/", 1)[-1].isdigit()]) if fs.exists(path) else 0
         if n >= at_least:
             return n
         assert proc.poll() is None, f"the stream job died: {log.read_text(errors='replace')[-3000:]}"
@@ -106,15 +108,21 @@ def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb
     from airflow_provider_mysqlcdc.operators._pipeline import write_config
     from airflow_provider_mysqlcdc.spark.stream.checkpoint_mirror import local_copy_dir
 
-    specs = [create_int_table(mariadb, fresh_db, 12_000, "orders"),
-             create_composite_table(mariadb, fresh_db, 6_000, "tenant_items")]
+    specs = [
+        create_int_table(mariadb, fresh_db, 12_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 6_000, "tenant_items"),
+    ]
     src = mariadb.source_config()
     prefix = f"s3://{s3['bucket']}/{fresh_db}"
     config = PipelineConfig(
-        name=f"s3-{fresh_db}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
-        state_location=f"{prefix}/state", sink=SinkConfig("changelog", {"root": f"{prefix}/log"}),
+        name=f"s3-{fresh_db}",
+        source=src,
+        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=f"{prefix}/state",
+        sink=SinkConfig("changelog", {"root": f"{prefix}/log"}),
         split=SplitOptions(chunk_size=2000),
-        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5))
+        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
     with aws_env(s3):
         state = StateStore(config.state_location)
@@ -122,8 +130,10 @@ def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb
         cfg_url = write_config(state, config)
         checkpoint = state.checkpoint_url()
     env = credentials(s3).env()
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=70 + i, threads=1, pause_s=0.01)
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=70 + i, threads=1, pause_s=0.01)
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     stream = None
@@ -136,7 +146,7 @@ def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb
             state.write_finished(state.finished_from_results())
         stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
         _wait_for_commits(s3, checkpoint, 3, stream, log)
-        kill_job(stream)   # mid-run: micro-batches commit every 0.5 s under the writers
+        kill_job(stream)  # mid-run: micro-batches commit every 0.5 s under the writers
         shutil.rmtree(local_copy_dir(checkpoint), ignore_errors=True)
         stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
         _wait_for_commits(s3, checkpoint, 6, stream, log)
@@ -151,10 +161,11 @@ def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb
         for spec in specs:
             t = TableId(fresh_db, spec.table)
             cols = list(spec.key_columns) + list(VALUE_COLS)
-            problem = wait_until_equal(lambda: {k: _as_logged(r) for k, r in
-                                                mysql_rows(mariadb, t, cols, spec.key_columns).items()},
-                                       lambda: _replay(s3, config.sink.options["root"], t, spec.key_columns, cols),
-                                       timeout_s=120)
+            problem = wait_until_equal(
+                lambda: {k: _as_logged(r) for k, r in mysql_rows(mariadb, t, cols, spec.key_columns).items()},
+                lambda: _replay(s3, config.sink.options["root"], t, spec.key_columns, cols),
+                timeout_s=120,
+            )
             assert not problem, f"{t} after {changes} changes:\n{problem}"
     finally:
         if stream is not None:

@@ -40,7 +40,7 @@ def _create_old_format(mariadb, db: str, ddl: str) -> None:
     """``mysql56_temporal_format`` is global only: switched off for one CREATE, then back on."""
     mariadb.execute("SET GLOBAL mysql56_temporal_format=OFF")
     try:
-        with mariadb.connect(db) as conn, conn.cursor() as cur:   # a new session reads the global
+        with mariadb.connect(db) as conn, conn.cursor() as cur:  # a new session reads the global
             cur.execute(ddl)
     finally:
         mariadb.execute("SET GLOBAL mysql56_temporal_format=ON")
@@ -71,20 +71,27 @@ def test_old_time_and_fractional_columns_are_refused_and_whole_second_ones_named
 
 
 @pytest.mark.spark
-def test_old_whole_second_temporals_through_snapshot_and_stream_equal_the_source(mariadb, fresh_db, spark, tmp_dir,
-                                                                           monkeypatch):
+def test_old_whole_second_temporals_through_snapshot_and_stream_equal_the_source(
+    mariadb, fresh_db, spark, tmp_dir, monkeypatch
+):
     _create_old_format(mariadb, fresh_db, WHOLE.format(name="legacy"))
-    mariadb.execute("SET SESSION time_zone = '+00:00'",
-                    "INSERT INTO legacy VALUES (1, '2024-02-29 23:59:59', '2038-01-19 03:14:07', '2024-01-02'), "
-                    "(2, NULL, NULL, NULL), (3, '1000-01-01 00:00:00', '1970-01-01 00:00:01', '1000-01-01')",
-                    database=fresh_db)
+    mariadb.execute(
+        "SET SESSION time_zone = '+00:00'",
+        "INSERT INTO legacy VALUES (1, '2024-02-29 23:59:59', '2038-01-19 03:14:07', '2024-01-02'), "
+        "(2, NULL, NULL, NULL), (3, '1000-01-01 00:00:00', '1970-01-01 00:00:01', '1000-01-01')",
+        database=fresh_db,
+    )
     t = TableId(fresh_db, "legacy")
     src = mariadb.source_config()
-    config = PipelineConfig(name="old-temporals", source=src, include=(str(t),),
-                            state_location=str(tmp_dir / "state"),
-                            sink=sink_config("delta", tmp_dir, None, monkeypatch),
-                            split=SplitOptions(chunk_size=100),
-                            stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    config = PipelineConfig(
+        name="old-temporals",
+        source=src,
+        include=(str(t),),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_config("delta", tmp_dir, None, monkeypatch),
+        split=SplitOptions(chunk_size=100),
+        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     plan = build_plan(src, config.include, split=config.split)
     state = StateStore(config.state_location)
     state.write_plan(plan)
@@ -96,13 +103,19 @@ def test_old_whole_second_temporals_through_snapshot_and_stream_equal_the_source
     query = start_stream(spark, config, sink, list(plan.schemas.values()))
     try:
         time.sleep(2)
-        mariadb.execute("SET SESSION time_zone = '+00:00'",
-                        "INSERT INTO legacy VALUES (4, '2026-03-08 02:30:00', '2020-06-30 23:59:59', '2026-11-27')",
-                        "UPDATE legacy SET a = '2011-11-11 11:11:11', d = NULL WHERE id = 1",
-                        "UPDATE legacy SET b = '2002-02-02 02:02:02', d = '9999-12-31' WHERE id = 2",
-                        "DELETE FROM legacy WHERE id = 3", database=fresh_db)
-        problem = wait_until_equal(lambda: _source_text(mariadb, fresh_db),
-                                   lambda: _sink_text(delta_rows(tmp_dir / "lake", t, ("id",))), timeout_s=90)
+        mariadb.execute(
+            "SET SESSION time_zone = '+00:00'",
+            "INSERT INTO legacy VALUES (4, '2026-03-08 02:30:00', '2020-06-30 23:59:59', '2026-11-27')",
+            "UPDATE legacy SET a = '2011-11-11 11:11:11', d = NULL WHERE id = 1",
+            "UPDATE legacy SET b = '2002-02-02 02:02:02', d = '9999-12-31' WHERE id = 2",
+            "DELETE FROM legacy WHERE id = 3",
+            database=fresh_db,
+        )
+        problem = wait_until_equal(
+            lambda: _source_text(mariadb, fresh_db),
+            lambda: _sink_text(delta_rows(tmp_dir / "lake", t, ("id",))),
+            timeout_s=90,
+        )
         assert not problem, problem
         assert query.exception() is None
     finally:

@@ -13,18 +13,25 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysqlcdc.cdc import catchup
-from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.events import RowChange
+from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from tests.integration.test_binlog_stream import (
-    _assert_exactly_once, _config, _head, _job, _schemas, _source_rows, _wait, changes_of,
+    _assert_exactly_once,
+    _config,
+    _head,
+    _job,
+    _schemas,
+    _source_rows,
+    _wait,
+    changes_of,
 )
+from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.memory_sink import apply_rows
 from tests.support.stream_job import committed, in_flight, kill_job
-from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.tables import create_composite_table, create_int_table
 from tests.support.verify import diff
 from tests.support.writer import ConcurrentWriter
@@ -41,7 +48,8 @@ def _backlog(mariadb, db: str, table: str, n: int, first_id: int) -> None:
         f"UPDATE `{table}` SET a = a + 1 WHERE id BETWEEN {first_id} AND {first_id + n // 4}",
         f"BEGIN NOT ATOMIC FOR i IN {first_id}..{first_id + n // 10} DO "
         f"DELETE FROM `{table}` WHERE id = i * 2 + 1; END FOR; END",
-        database=db)
+        database=db,
+    )
 
 
 def _changes(mariadb, server_id: int, start: BinlogOffset, stop: BinlogOffset, table: TableId) -> list[RowChange]:
@@ -55,7 +63,7 @@ def test_ranges_cut_at_transaction_starts_read_separately_equal_the_whole(mariad
     t = TableId(fresh_db, spec.table)
     start = _head(mariadb)
     _backlog(mariadb, fresh_db, spec.table, 4000, 100_000)
-    mariadb.execute("FLUSH BINARY LOGS")            # the backlog spans two files
+    mariadb.execute("FLUSH BINARY LOGS")  # the backlog spans two files
     _backlog(mariadb, fresh_db, spec.table, 4000, 200_000)
     head = _head(mariadb)
     with contextlib.closing(mariadb.source_config().connect()) as conn:
@@ -97,7 +105,9 @@ def test_plan_batch_finds_the_end_and_the_cuts_in_one_pass(mariadb, fresh_db):
                 assert cur.fetchone()[2] == "Gtid", c
         # the head within the budget: the end is the head, cut as split_range cuts it
         assert catchup.plan_batch(conn, files, start, head, total, 3, 64 << 10) == (
-            head, catchup.split_range(conn, files, start, head, 3, 64 << 10))
+            head,
+            catchup.split_range(conn, files, start, head, 3, 64 << 10),
+        )
         # a rest beyond the budget smaller than tail_bytes joins the micro-batch; a larger one does not
         short = total - total // 20
         assert catchup.plan_batch(conn, files, start, head, short, 3, 64 << 10, tail_bytes=total // 10)[0] == head
@@ -128,9 +138,18 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
     items = create_composite_table(mariadb, fresh_db, 100)
     mariadb.execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT)", database=fresh_db)
     start = _head(mariadb)
-    cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table, items.table], "specific-offset",
-                  {"file": start.file, "position": start.position}, trigger_interval_s=0.0,
-                  catchup_parallelism=2, catchup_min_bytes=1 << 20, catchup_batch_bytes=2 << 20)
+    cfg = _config(
+        mariadb,
+        fresh_db,
+        tmp_dir,
+        [spec.table, items.table],
+        "specific-offset",
+        {"file": start.file, "position": start.position},
+        trigger_interval_s=0.0,
+        catchup_parallelism=2,
+        catchup_min_bytes=1 << 20,
+        catchup_batch_bytes=2 << 20,
+    )
     cfg = dataclasses.replace(cfg, sink=SinkConfig("changelog", {"root": str(tmp_dir / "sink")}))
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(cfg.to_json())
@@ -140,8 +159,10 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
     checkpoint = Path(StateStore(cfg.state_location).checkpoint_url())
     log = tmp_dir / "job.log"
     top_id = cfg.source.server_id_range.last
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), t, seed=s, threads=1, pause_s=0.01)
-               for t, s in ((spec, 5), (items, 6))]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), t, seed=s, threads=1, pause_s=0.01)
+        for t, s in ((spec, 5), (items, 6))
+    ]
     proc = _job(cfg_path, log)
     head = None
     try:
@@ -159,8 +180,11 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
         for w in writers:
             w.stop()
         head = _head(mariadb)
-        _wait(lambda: (c := committed(checkpoint)) is not None and c[1].at >= head, 180,
-              "the restarted job to reach the head")
+        _wait(
+            lambda: (c := committed(checkpoint)) is not None and c[1].at >= head,
+            180,
+            "the restarted job to reach the head",
+        )
     except AssertionError as e:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         raise AssertionError(f"{e}; committed {committed(checkpoint)}, head {head}; job log:\n{tail}") from None

@@ -29,27 +29,45 @@ CASES = [("delta", 0), ("delta", 1), ("delta-rows", 2), ("postgres", 0), ("postg
 
 
 @pytest.mark.parametrize("kind,seed", CASES, ids=[f"{k}-seed{s}" for k, s in CASES])
-def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fresh_db, spark, tmp_dir,
-                                                          monkeypatch, kind, seed):
-    specs = [create_int_table(mariadb, fresh_db, 30_000, "orders"),
-             create_composite_table(mariadb, fresh_db, 20_000, "tenant_items")]
+def test_snapshot_under_writers_then_stream_equals_source(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, seed
+):
+    specs = [
+        create_int_table(mariadb, fresh_db, 30_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 20_000, "tenant_items"),
+    ]
     src = mariadb.source_config()
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"e2e-{kind}-{seed}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg,
+        name=f"e2e-{kind}-{seed}",
+        source=src,
+        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
         split=SplitOptions(chunk_size=4000 + 500 * seed),
-        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5))
+        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=3)
     state = StateStore(config.state_location)
     state.write_plan(plan)
     assert len(plan.batches) >= 4
 
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=seed * 10 + i, threads=1,
-                                pause_s=0.002,
-                                hot_keys=[c.start for b in plan.batches for c in b.chunks
-                                          if c.table_id.table == spec.table and c.start is not None])
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(
+            lambda: mariadb.connect(fresh_db),
+            spec,
+            seed=seed * 10 + i,
+            threads=1,
+            pause_s=0.002,
+            hot_keys=[
+                c.start
+                for b in plan.batches
+                for c in b.chunks
+                if c.table_id.table == spec.table and c.start is not None
+            ],
+        )
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     query = None
@@ -59,7 +77,7 @@ def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fre
         state.write_finished(state.finished_from_results())
         sink = build_sink(config.sink)
         sink.prepare(list(plan.schemas.values()))
-        published: list[int] = []   # a spy: the real publish_steps runs
+        published: list[int] = []  # a spy: the real publish_steps runs
         if sink.direct_write() is not None:
             real = sink.publish_steps
             sink.publish_steps = lambda t, steps, batch_id: (published.append(len(steps)), real(t, steps, batch_id))[1]
@@ -78,9 +96,12 @@ def test_snapshot_under_writers_then_stream_equals_source(mariadb, postgres, fre
                 return mysql_rows(mariadb, schema.table_id, cols, ident)
 
             if kind.startswith("delta"):
+
                 def actual():
-                    return {k: {c: r[c] for c in cols} for k, r in
-                            delta_rows(tmp_dir / "lake", schema.table_id, ident).items()}
+                    return {
+                        k: {c: r[c] for c in cols}
+                        for k, r in delta_rows(tmp_dir / "lake", schema.table_id, ident).items()
+                    }
             else:
                 pg_table = f"{fresh_db}__{spec.table}"
 

@@ -5,8 +5,8 @@ be written. Each fails the task at once with its fix, and nothing is written."""
 from __future__ import annotations
 
 import pytest
-from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 
+from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD
 from tests.support.postgres import DATABASE, SUPERUSER
@@ -17,36 +17,60 @@ pytestmark = pytest.mark.integration
 def _plan(tmp_dir, **kw):
     from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
 
-    args = {"tables": ["x.y"], "state_location": str(tmp_dir / "state"), "sink_type": "delta",
-            "sink_options": {"root": str(tmp_dir / "lake")}, "mysql_cdc_conn_id": "probe_src"}
+    args = {
+        "tables": ["x.y"],
+        "state_location": str(tmp_dir / "state"),
+        "sink_type": "delta",
+        "sink_options": {"root": str(tmp_dir / "lake")},
+        "mysql_cdc_conn_id": "probe_src",
+    }
     args.update(kw)
     return MySqlCdcPlanOperator(task_id="plan", **args)
 
 
 @pytest.fixture
 def source(mariadb):
-    airflow_env.set_connection("probe_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD)
+    airflow_env.set_connection(
+        "probe_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root", password=ROOT_PASSWORD
+    )
 
 
 def test_a_wrong_postgres_sink_password_fails_in_plan(postgres, source, tmp_dir):
-    airflow_env.set_connection("probe_pg", "postgres", host="127.0.0.1", port=postgres.port, login=SUPERUSER,
-                               password="not-the-password", schema=DATABASE)
+    airflow_env.set_connection(
+        "probe_pg",
+        "postgres",
+        host="127.0.0.1",
+        port=postgres.port,
+        login=SUPERUSER,
+        password="not-the-password",
+        schema=DATABASE,
+    )
     op = _plan(tmp_dir, sink_type="postgres", sink_options={"schema": "cdc"}, sink_conn_id="probe_pg")
-    with pytest.raises(AirflowFailException, match="cannot connect to the PostgreSQL sink of connection "
-                                                   "'probe_pg'.*Fix: check that connection's"):
+    with pytest.raises(
+        AirflowFailException,
+        match="cannot connect to the PostgreSQL sink of connection 'probe_pg'.*Fix: check that connection's",
+    ):
         op.execute({})
     assert not (tmp_dir / "state").exists()
-    airflow_env.set_connection("probe_pg", "postgres", host="127.0.0.1", port=postgres.port, login=SUPERUSER,
-                               password=postgres.password, schema=DATABASE)
+    airflow_env.set_connection(
+        "probe_pg",
+        "postgres",
+        host="127.0.0.1",
+        port=postgres.port,
+        login=SUPERUSER,
+        password=postgres.password,
+        schema=DATABASE,
+    )
     from airflow_provider_mysqlcdc.hooks.mysql_cdc import MySqlCdcHook
 
     op._probe(op.pipeline_config(MySqlCdcHook("probe_src")))  # the right password passes
 
 
 def test_a_purged_or_malformed_start_offset_fails_in_plan(source, tmp_dir):
-    for offset, message in (({"file": "mysql-bin.000000", "position": 4}, "is not on the server"),
-                            ({"file": "mysql-bin", "position": 4}, "need a binlog file name")):
+    for offset, message in (
+        ({"file": "mysql-bin.000000", "position": 4}, "is not on the server"),
+        ({"file": "mysql-bin", "position": 4}, "need a binlog file name"),
+    ):
         op = _plan(tmp_dir, startup_mode="specific-offset", startup_offset=offset)
         with pytest.raises(AirflowFailException, match=message):
             op.execute({})
@@ -74,8 +98,10 @@ def test_a_binlog_retention_shorter_than_the_snapshot_is_warned_about_in_plan(ma
         cur.execute("SET GLOBAL binlog_expire_logs_seconds = 60")
     try:
         op = _plan(tmp_dir, tables=[f"{fresh_db}.orders"], parallelism=1)
-        with mock.patch("airflow_provider_mysqlcdc.cdc.retention.ASSUMED_ROWS_PER_S_PER_SLOT", 10), \
-                mock.patch.object(type(op), "log") as log:
+        with (
+            mock.patch("airflow_provider_mysqlcdc.cdc.retention.ASSUMED_ROWS_PER_S_PER_SLOT", 10),
+            mock.patch.object(type(op), "log") as log,
+        ):
             op.execute({})
         warned = [c.args for c in log.warning.call_args_list if "binlog retention" in str(c.args[0])]
         assert warned and "keeps binlogs for 1 min" in warned[0][1] and "Fix: keep binlogs at least" in warned[0][1]

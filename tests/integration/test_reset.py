@@ -20,8 +20,13 @@ pytestmark = pytest.mark.integration
 def _plan(tmp_dir, db, **kw):
     from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
 
-    args = {"tables": [f"{db}.orders"], "state_location": str(tmp_dir / "state"), "mysql_cdc_conn_id": "reset_src",
-            "chunk_size": 100, "parallelism": 1}
+    args = {
+        "tables": [f"{db}.orders"],
+        "state_location": str(tmp_dir / "state"),
+        "mysql_cdc_conn_id": "reset_src",
+        "chunk_size": 100,
+        "parallelism": 1,
+    }
     args.update(kw)
     return MySqlCdcPlanOperator(task_id="plan", **args)
 
@@ -29,8 +34,9 @@ def _plan(tmp_dir, db, **kw):
 @pytest.fixture
 def source(mariadb, fresh_db):
     create_int_table(mariadb, fresh_db, 300, "orders")
-    airflow_env.set_connection("reset_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD)
+    airflow_env.set_connection(
+        "reset_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root", password=ROOT_PASSWORD
+    )
     return fresh_db
 
 
@@ -54,8 +60,15 @@ def test_reset_drops_the_postgres_table_and_its_applied_batches(source, tmp_dir,
 
     db = source
     schema = postgres.fresh_schema("reset_")
-    airflow_env.set_connection("reset_pg", "postgres", host="127.0.0.1", port=postgres.port, login=SUPERUSER,
-                               password=postgres.password, schema=DATABASE)
+    airflow_env.set_connection(
+        "reset_pg",
+        "postgres",
+        host="127.0.0.1",
+        port=postgres.port,
+        login=SUPERUSER,
+        password=postgres.password,
+        schema=DATABASE,
+    )
     kw = {"sink_type": "postgres", "sink_options": {"schema": schema}, "sink_conn_id": "reset_pg"}
     assert _plan(tmp_dir, db, **kw).execute({})
     state = StateStore(str(tmp_dir / "state"))
@@ -65,8 +78,8 @@ def test_reset_drops_the_postgres_table_and_its_applied_batches(source, tmp_dir,
     postgres.execute(f"INSERT INTO \"{schema}\"._mysqlcdc_progress VALUES ('{schema}.{db}__orders', 41, now())")
 
     assert _plan(tmp_dir, db, reset=True, **kw).execute({})
-    assert postgres.query(f"SELECT to_regclass('\"{schema}\".\"{db}__orders\"')") == [(None,)]
-    assert postgres.query(f"SELECT count(*) FROM \"{schema}\"._mysqlcdc_progress") == [(0,)]
+    assert postgres.query(f'SELECT to_regclass(\'"{schema}"."{db}__orders"\')') == [(None,)]
+    assert postgres.query(f'SELECT count(*) FROM "{schema}"._mysqlcdc_progress') == [(0,)]
     assert list(state.read_plan().schemas) == [TableId(db, "orders")]
 
 
@@ -74,6 +87,7 @@ def test_the_plan_says_which_batches_this_run_reads_again_and_refuses_unknown_na
     """reread_batches while the stream runs: the plan task labels what this run reloads (log, map
     index names, the ``reload`` XCom) and fails at once on a name that is neither a batch nor a
     captured table, before any snapshot task runs."""
+
     class TI:
         def __init__(self):
             self.pushed = {}
@@ -86,9 +100,14 @@ def test_the_plan_says_which_batches_this_run_reads_again_and_refuses_unknown_na
     first = _plan(tmp_dir, db, **opts).execute({})
     state = StateStore(str(tmp_dir / "state"))
     plan = state.read_plan()
-    for b in plan.batches:   # as if every batch finished, and the stream then started
-        state.write_batch_result({"batch_id": b.batch_id, "ranges": [r.to_dict() for r in b.ranges()],
-                                  "high_watermark": {"file": "mysql-bin.000001", "position": 4}})
+    for b in plan.batches:  # as if every batch finished, and the stream then started
+        state.write_batch_result(
+            {
+                "batch_id": b.batch_id,
+                "ranges": [r.to_dict() for r in b.ranges()],
+                "high_watermark": {"file": "mysql-bin.000001", "position": 4},
+            }
+        )
     (tmp_dir / "state" / "stream" / "checkpoint").mkdir(parents=True)
     ti = TI()
     again = _plan(tmp_dir, db, **opts, reread_batches=[f"{db}.orders"]).execute({"ti": ti})
@@ -102,8 +121,11 @@ def test_the_plan_says_which_batches_this_run_reads_again_and_refuses_unknown_na
     one = _plan(tmp_dir, db, **opts, reread_batches=[plan.batches[0].batch_id]).execute({"ti": ti})
     assert one[0]["batch_label"].endswith("read again") and not one[-1]["batch_label"].endswith("read again")
     assert ti.pushed["reload"]["left_alone"] == [b.batch_id for b in plan.batches[1:]]
-    with pytest.raises(Exception, match=r"reread_batches: \[.shop.nope.\] is not a batch of the plan nor a "
-                                          r"captured table.*Fix:"):
+    with pytest.raises(
+        Exception,
+        match=r"reread_batches: \[.shop.nope.\] is not a batch of the plan nor a "
+        r"captured table.*Fix:",
+    ):
         _plan(tmp_dir, db, **opts, reread_batches=["shop.nope"]).execute({})
 
 
@@ -126,9 +148,9 @@ def test_a_longer_table_list_plans_only_the_new_tables_and_a_shorter_one_drops_t
     ti = TI()
     grown = _plan(tmp_dir, db, **opts, tables=[f"{db}.orders", f"{db}.extra"]).execute({"ti": ti})
     after = state.read_plan()
-    assert after.batches[:len(before.batches)] == before.batches
-    assert [x["batch_id"] for x in grown[:len(first)]] == [x["batch_id"] for x in first]
-    new = after.batches[len(before.batches):]
+    assert after.batches[: len(before.batches)] == before.batches
+    assert [x["batch_id"] for x in grown[: len(first)]] == [x["batch_id"] for x in first]
+    new = after.batches[len(before.batches) :]
     assert new and all(b.tables == (TableId(db, "extra"),) for b in new)
     assert len({b.batch_id for b in after.batches}) == len(after.batches)
     assert ti.pushed["reload"]["tables_added"] == [f"{db}.extra"]

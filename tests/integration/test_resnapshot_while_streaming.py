@@ -57,10 +57,12 @@ def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, l
     never had. Returns how many rows were touched."""
     if kind == "postgres":
         table = f'"{schema_name}"."{t.database}__{t.table}"'
-        postgres.execute(f"DELETE FROM {table} WHERE id >= {lo} AND id < {hi} AND id % 8 = 0",
-                         f"UPDATE {table} SET a = -1, s = 'garbled' WHERE id >= {lo} AND id < {hi} AND id % 8 = 2",
-                         f"INSERT INTO {table} (id, a, s) SELECT g, -2, 'ghost' FROM generate_series({lo + 1}, "
-                         f"{min(hi, lo + 200)}, 2) g ON CONFLICT DO NOTHING")
+        postgres.execute(
+            f"DELETE FROM {table} WHERE id >= {lo} AND id < {hi} AND id % 8 = 0",
+            f"UPDATE {table} SET a = -1, s = 'garbled' WHERE id >= {lo} AND id < {hi} AND id % 8 = 2",
+            f"INSERT INTO {table} (id, a, s) SELECT g, -2, 'ghost' FROM generate_series({lo + 1}, "
+            f"{min(hi, lo + 200)}, 2) g ON CONFLICT DO NOTHING",
+        )
         return 1
     from deltalake import DeltaTable, write_deltalake
 
@@ -68,8 +70,11 @@ def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, l
     dt.delete(f"id >= {lo} AND id < {hi} AND id % 8 = 0")
     dt.update(updates={"a": "-1", "s": "'garbled'"}, predicate=f"id >= {lo} AND id < {hi} AND id % 8 = 2")
     present = set(dt.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
-    ghosts = [{"id": i, "a": -2, "s": "ghost", "amount": None, "ts": None}
-              for i in range(lo + 1, min(hi, lo + 200), 2) if i not in present]
+    ghosts = [
+        {"id": i, "a": -2, "s": "ghost", "amount": None, "ts": None}
+        for i in range(lo + 1, min(hi, lo + 200), 2)
+        if i not in present
+    ]
     import pyarrow as pa
 
     schema = dt.schema().to_arrow()
@@ -86,11 +91,14 @@ def _replay_changelog(root, t: TableId, ident, cols) -> dict:
     state: dict = {}
     for f in files:
         for line in read_json_lines(str(f)):
-            if line["op"] == "RS":   # replace the ranges: what follows as "r" is all they hold
+            if line["op"] == "RS":  # replace the ranges: what follows as "r" is all they hold
                 for d in line["resnapshot"]["ranges"]:
                     r = KeyRange.from_dict(d)
-                    for k in [k for k in state if (r.start is None or k >= tuple(r.start))
-                              and (r.end is None or k < tuple(r.end))]:
+                    for k in [
+                        k
+                        for k in state
+                        if (r.start is None or k >= tuple(r.start)) and (r.end is None or k < tuple(r.end))
+                    ]:
                         del state[k]
                 continue
             data = line["data"]
@@ -103,30 +111,48 @@ def _replay_changelog(root, t: TableId, ident, cols) -> dict:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, postgres, fresh_db, spark, tmp_dir,
-                                                                       monkeypatch, kind):
-    specs = [create_int_table(mariadb, fresh_db, 4_000, "orders"),
-             create_composite_table(mariadb, fresh_db, 2_000, "tenant_items")]
+def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind
+):
+    specs = [
+        create_int_table(mariadb, fresh_db, 4_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 2_000, "tenant_items"),
+    ]
     src = mariadb.source_config()
-    sink_cfg = (SinkConfig("changelog", {"root": str(tmp_dir / "log")}) if kind == "changelog"
-                else sink_config(kind, tmp_dir, postgres, monkeypatch))
+    sink_cfg = (
+        SinkConfig("changelog", {"root": str(tmp_dir / "log")})
+        if kind == "changelog"
+        else sink_config(kind, tmp_dir, postgres, monkeypatch)
+    )
     config = PipelineConfig(
-        name=f"resnap-{kind}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        name=f"resnap-{kind}",
+        source=src,
+        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
         # pieces of one chunk each, one piece per micro-batch: a big batch's way through the stream
-        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3,
-                             handoff_piece_rows=700, takeover_rows_per_batch=1))
+        stream=StreamOptions(
+            max_events_per_batch=2000,
+            heartbeat_s=1.0,
+            trigger_interval_s=0.3,
+            handoff_piece_rows=700,
+            takeover_rows_per_batch=1,
+        ),
+    )
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
     state = StateStore(config.state_location)
     state.write_plan(plan)
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=40 + i, threads=1, pause_s=0.003)
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=40 + i, threads=1, pause_s=0.003)
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     orders, items = TableId(fresh_db, "orders"), TableId(fresh_db, "tenant_items")
     victim = next(b for b in plan.batches if orders in b.tables and b.batch_id != plan.batches[0].batch_id)
     (rng,) = [r for r in victim.ranges() if r.table_id == orders]
-    lo, hi = (rng.start or (0,))[0], (rng.end or (10 ** 9,))[0]
+    lo, hi = (rng.start or (0,))[0], (rng.end or (10**9,))[0]
     query = None
     try:
         for b in plan.batches:
@@ -135,7 +161,7 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
         query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
         time.sleep(3)
         schema_name = sink_cfg.options.get("schema")
-        if kind != "changelog":   # with the stream stopped: a Delta update beside its merge would conflict
+        if kind != "changelog":  # with the stream stopped: a Delta update beside its merge would conflict
             query.stop()
             _damage(kind, tmp_dir, postgres, schema_name, orders, lo, hi)
             query = start_stream(spark, config, build_sink(config.sink), list(plan.schemas.values()))
@@ -156,9 +182,11 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
             ident = tuple(spec.key_columns)
             cols = list(ident) + list(VALUE_COLS)
             if kind == "delta":
+
                 def actual(t=t, ident=ident, cols=cols):
                     return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
             elif kind == "postgres":
+
                 def actual(t=t, ident=ident, cols=cols):
                     return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ident, schema_name)
             else:
@@ -171,13 +199,17 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(mariadb, 
                 def actual(t=t, ident=ident, cols=cols, decode=decode):
                     return {k: decode(v) for k, v in _replay_changelog(tmp_dir / "log", t, ident, cols).items()}
 
-            problem = wait_until_equal(lambda t=t, cols=cols, ident=ident: mysql_rows(mariadb, t, cols, ident),
-                                       actual, timeout_s=120)
+            problem = wait_until_equal(
+                lambda t=t, cols=cols, ident=ident: mysql_rows(mariadb, t, cols, ident), actual, timeout_s=120
+            )
             assert not problem, f"{kind} {t} after {changes} changes:\n{problem}"
         assert query.exception() is None
         if kind == "changelog":
-            lines = [json.loads(x) for f in sorted((tmp_dir / "log" / fresh_db / "orders" / "stream").glob("*.jsonl"))
-                     for x in f.read_text().splitlines()]
+            lines = [
+                json.loads(x)
+                for f in sorted((tmp_dir / "log" / fresh_db / "orders" / "stream").glob("*.jsonl"))
+                for x in f.read_text().splitlines()
+            ]
             rs = [x for x in lines if x["op"] == "RS"]
             assert len(rs) == 2 and {x["resnapshot"]["batch"] for x in rs} == {victim.batch_id}
             assert sum(1 for x in lines if x["op"] == "r") == sum(x["resnapshot"]["rows"] for x in rs) > 0
@@ -191,8 +223,9 @@ CRASHES = [("postgres", "resnapshot-taken"), ("delta", "resnapshot-applied")]
 
 
 @pytest.mark.parametrize("kind,point", CRASHES, ids=[f"{k}-{p}" for k, p in CRASHES])
-def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(mariadb, postgres, fresh_db, spark, tmp_dir,
-                                                                           monkeypatch, kind, point):
+def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, point
+):
     """The stream job kills itself (SIGKILL, its process group) once it has built a re-snapshot's
     records (nothing written), or once the sink committed them (the hand-off not yet marked):
     started again, it takes the hand-off over once more, marks it, and the sink equals the source."""
@@ -202,9 +235,14 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
     src = mariadb.source_config(server_id_range="6500-6599")
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"resnap-kill-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
-        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
-        stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2))
+        name=f"resnap-kill-{kind}",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=1)
@@ -235,9 +273,11 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
         writing = False
         cols = ["id", *VALUE_COLS]
         if kind == "delta":
+
             def actual():
                 return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
         else:
+
             def actual():
                 return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
 
@@ -252,8 +292,9 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(maria
 
 
 @pytest.mark.parametrize("point", ["handoff-rows-written", "handoff-piece-handed"])
-def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(mariadb, postgres, fresh_db, spark,
-                                                                                tmp_dir, monkeypatch, point):
+def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, point
+):
     """A batch read again while the stream runs, by the snapshot job as the operator starts it,
     killed (SIGKILL, its process group) once a piece's rows are written but not its manifest, or
     once its first piece is handed over and the second not read. The stream takes over what has
@@ -266,10 +307,20 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
     src = mariadb.source_config(server_id_range="6300-6399")
     sink_cfg = sink_config("postgres", tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name="handoff-kill", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
-        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
-        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3,
-                             handoff_piece_rows=700, takeover_rows_per_batch=1))
+        name="handoff-kill",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(
+            max_events_per_batch=2000,
+            heartbeat_s=1.0,
+            trigger_interval_s=0.3,
+            handoff_piece_rows=700,
+            takeover_rows_per_batch=1,
+        ),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
@@ -278,7 +329,7 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
     t = TableId(fresh_db, "orders")
     victim = plan.batches[1]
     (rng,) = victim.ranges()
-    lo, hi = (rng.start or (0,))[0], (rng.end or (10 ** 9,))[0]
+    lo, hi = (rng.start or (0,))[0], (rng.end or (10**9,))[0]
     writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=90, threads=1, pause_s=0.005).start()
     writing, query, proc = True, None, None
     log = tmp_dir / "snapshot.log"
@@ -293,9 +344,9 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
         proc = start_snapshot_job(cfg_path, victim.batch_id, log, src.password, {"MYSQLCDC_CRASH_AT": point})
         assert proc.wait(240) == -9, "the job must kill itself at the crash point:\n" + log.read_text()[-3000:]
         handed = [h.handoff_id for h in pending(state)]
-        if point == "handoff-rows-written":   # rows without a manifest: never a hand-off
+        if point == "handoff-rows-written":  # rows without a manifest: never a hand-off
             assert handed == [] and any((tmp_dir / "state" / "handoffs").iterdir())
-        else:                                 # the first piece is the stream's to take
+        else:  # the first piece is the stream's to take
             assert len(handed) == 1, handed
             _wait_applied(state, handed, query=query)
         assert not state.exists(StateStore.batch_result_rel(victim.batch_id)), "a killed job leaves no result"
@@ -311,7 +362,8 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
         problem = wait_until_equal(
             lambda: mysql_rows(mariadb, t, cols, ("id",)),
             lambda: postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"]),
-            timeout_s=120)
+            timeout_s=120,
+        )
         assert not problem, f"snapshot job killed at {point}:\n{problem}"
         assert query.exception() is None
     finally:
@@ -323,9 +375,10 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
             query.stop()
 
 
-@pytest.mark.parametrize("kind", ["postgres"])   # the take-over path is the sinks' common one (tested above on each)
+@pytest.mark.parametrize("kind", ["postgres"])  # the take-over path is the sinks' common one (tested above on each)
 def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captured_from_there(
-        mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind
+):
     """A longer table list while the stream job runs: only the new table is planned, its batches
     are read and handed to the stream, which takes the table over, starts again from its
     checkpoint to read it, and from then on streams its changes. Writers on both tables
@@ -335,14 +388,21 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
     from airflow_provider_mysqlcdc.cdc.plan import extend_plan
     from tests.support.stream_job import committed, kill_job, start_job
 
-    specs = [create_int_table(mariadb, fresh_db, 3_000, "orders"),
-             create_composite_table(mariadb, fresh_db, 2_000, "tenant_items")]
+    specs = [
+        create_int_table(mariadb, fresh_db, 3_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 2_000, "tenant_items"),
+    ]
     src = mariadb.source_config(server_id_range="6600-6699")
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"add-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
-        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
-        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.3))
+        name=f"add-{kind}",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.3),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
@@ -353,8 +413,10 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
     state.write_finished(state.finished_from_results())
     log = tmp_dir / "job.log"
     checkpoint = tmp_dir / "state" / "stream" / "checkpoint"
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=60 + i, threads=1, pause_s=0.005)
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=60 + i, threads=1, pause_s=0.005)
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     writing, proc = True, None
@@ -368,10 +430,10 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
         # what the plan task does with the longer list: plan the new table, rewrite the settings
         wider = replace(config, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"))
         grown, added, removed = extend_plan(plan, src, wider.include, split=wider.split)
-        assert added == [items] and not removed and grown.batches[:len(plan.batches)] == plan.batches
+        assert added == [items] and not removed and grown.batches[: len(plan.batches)] == plan.batches
         state.write_plan(grown)
         cfg_path.write_text(wider.to_json())
-        new = grown.batches[len(plan.batches):]
+        new = grown.batches[len(plan.batches) :]
         assert new and all(b.tables == (items,) for b in new)
         results = [run_snapshot_batch(spark, wider, b.batch_id, plan=grown) for b in new]
         _wait_applied(state, [h for r in results for h in r["handoff"]], proc=proc, log=log, timeout_s=180)
@@ -385,13 +447,17 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
             ident = tuple(spec.key_columns)
             cols = list(ident) + list(VALUE_COLS)
             if kind == "delta":
+
                 def actual(t=t, ident=ident, cols=cols):
                     return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
             else:
+
                 def actual(t=t, ident=ident, cols=cols):
                     return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ident, sink_cfg.options["schema"])
-            problem = wait_until_equal(lambda t=t, cols=cols, ident=ident: mysql_rows(mariadb, t, cols, ident), actual,
-                                       timeout_s=120)
+
+            problem = wait_until_equal(
+                lambda t=t, cols=cols, ident=ident: mysql_rows(mariadb, t, cols, ident), actual, timeout_s=120
+            )
             assert not problem, f"{kind} {t}:\n{problem}\njob log:\n{log.read_text(errors='replace')[-3000:]}"
         assert proc.poll() is None, "the stream job keeps running"
 
@@ -414,8 +480,10 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
 
         time.sleep(2)
         frozen = sink_orders()
-        writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=70 + i, threads=1, pause_s=0.005)
-                   for i, spec in enumerate(specs)]
+        writers = [
+            ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=70 + i, threads=1, pause_s=0.005)
+            for i, spec in enumerate(specs)
+        ]
         for w in writers:
             w.start()
         writing = True
@@ -427,11 +495,14 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
         icols = [*specs[1].key_columns, *VALUE_COLS]
         ident = tuple(specs[1].key_columns)
         if kind == "delta":
+
             def items_sink():
                 return {k: {c: r[c] for c in icols} for k, r in delta_rows(tmp_dir / "lake", items, ident).items()}
         else:
+
             def items_sink():
                 return postgres_rows(postgres, f"{fresh_db}__tenant_items", icols, ident, sink_cfg.options["schema"])
+
         problem = wait_until_equal(lambda: mysql_rows(mariadb, items, icols, ident), items_sink, timeout_s=120)
         assert not problem, f"{kind} tenant_items after orders left:\n{problem}"
         assert sink_orders() == frozen, "a removed table's sink table stays as it was"
@@ -444,9 +515,10 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
             kill_job(proc)
 
 
-@pytest.mark.parametrize("kind", ["postgres", "delta"])   # Delta creates the table before the steps; PostgreSQL in them
+@pytest.mark.parametrize("kind", ["postgres", "delta"])  # Delta creates the table before the steps; PostgreSQL in them
 def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creation(
-        mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind):
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind
+):
     """The table list is a pattern; while the stream job runs, CREATE TABLE makes a table it
     matches (then written to), and CREATE TABLE ... SELECT another one with rows. The stream
     takes both up from their DDL (its query starts again from the checkpoint to read them), with
@@ -469,9 +541,14 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
     src = mariadb.source_config(server_id_range="6700-6799")
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"created-{kind}", source=src, include=(fresh_db + r"\..*",), state_location=str(tmp_dir / "state"),
-        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
-        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.3))
+        name=f"created-{kind}",
+        source=src,
+        include=(fresh_db + r"\..*",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
+        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.3),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
@@ -490,29 +567,45 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
         while committed(checkpoint) is None:
             assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
             time.sleep(0.2)
-        refunds = create_int_table(mariadb, fresh_db, 0, "refunds")        # CREATE TABLE, empty
-        writers.append(ConcurrentWriter(lambda: mariadb.connect(fresh_db), refunds, seed=81, threads=1,
-                                        pause_s=0.005, weights=(0.7, 0.2, 0.05, 0.05)).start())
-        mariadb.execute("CREATE TABLE copies (PRIMARY KEY (id)) AS SELECT id, a, s FROM orders WHERE id < 800",
-                        database=fresh_db)
+        refunds = create_int_table(mariadb, fresh_db, 0, "refunds")  # CREATE TABLE, empty
+        writers.append(
+            ConcurrentWriter(
+                lambda: mariadb.connect(fresh_db),
+                refunds,
+                seed=81,
+                threads=1,
+                pause_s=0.005,
+                weights=(0.7, 0.2, 0.05, 0.05),
+            ).start()
+        )
+        mariadb.execute(
+            "CREATE TABLE copies (PRIMARY KEY (id)) AS SELECT id, a, s FROM orders WHERE id < 800", database=fresh_db
+        )
         mariadb.execute("UPDATE copies SET a = -a WHERE id % 3 = 0", database=fresh_db)
         mariadb.execute(f"RENAME TABLE `{side}`.stash TO `{fresh_db}`.stash")
-        writers.append(ConcurrentWriter(lambda: mariadb.connect(fresh_db), stash, seed=82, threads=1,
-                                        pause_s=0.005).start())
+        writers.append(
+            ConcurrentWriter(lambda: mariadb.connect(fresh_db), stash, seed=82, threads=1, pause_s=0.005).start()
+        )
         mariadb.execute("DROP TABLE archive", database=fresh_db)
         mariadb.execute(f"RENAME TABLE `{side}`.archive2 TO `{fresh_db}`.archive")
-        mariadb.execute("UPDATE archive SET a = a + 1 WHERE id % 5 = 0", "DELETE FROM archive WHERE id % 7 = 0",
-                        database=fresh_db)
+        mariadb.execute(
+            "UPDATE archive SET a = a + 1 WHERE id % 5 = 0", "DELETE FROM archive WHERE id % 7 = 0", database=fresh_db
+        )
         reads = tmp_dir / "state" / "stream" / "table_reads"
         deadline = time.time() + 180
 
-        def both_read() -> bool:   # each table read and handed over, no request left
-            return (log.read_text(errors="replace").count("rows read and handed to the stream") >= 2
-                    and reads.exists() and not any(reads.iterdir()))
+        def both_read() -> bool:  # each table read and handed over, no request left
+            return (
+                log.read_text(errors="replace").count("rows read and handed to the stream") >= 2
+                and reads.exists()
+                and not any(reads.iterdir())
+            )
 
         while not both_read():
             assert time.time() < deadline and proc.poll() is None, (
-                list(reads.iterdir()) if reads.exists() else None, log.read_text(errors="replace")[-4000:])
+                list(reads.iterdir()) if reads.exists() else None,
+                log.read_text(errors="replace")[-4000:],
+            )
             time.sleep(0.5)
         time.sleep(2)
         for w in writers:
@@ -524,20 +617,30 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
         assert f"{fresh_db}.stash came under the pipeline's table list with rows of its own" in text, text[-3000:]
         assert f"{fresh_db}.archive: a table was renamed onto it" in text, text[-3000:]
         assert "rows read and handed to the stream" in text, text[-3000:]
-        cases = [(TableId(fresh_db, "orders"), ["id", *VALUE_COLS]), (TableId(fresh_db, "refunds"), ["id", *VALUE_COLS]),
-                 (TableId(fresh_db, "copies"), ["id", "a", "s"]), (TableId(fresh_db, "stash"), ["id", *VALUE_COLS]),
-                 (TableId(fresh_db, "archive"), ["id", *VALUE_COLS])]
+        cases = [
+            (TableId(fresh_db, "orders"), ["id", *VALUE_COLS]),
+            (TableId(fresh_db, "refunds"), ["id", *VALUE_COLS]),
+            (TableId(fresh_db, "copies"), ["id", "a", "s"]),
+            (TableId(fresh_db, "stash"), ["id", *VALUE_COLS]),
+            (TableId(fresh_db, "archive"), ["id", *VALUE_COLS]),
+        ]
         for t, cols in cases:
             if kind == "delta":
+
                 def actual(t=t, cols=cols):
                     return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
             else:
+
                 def actual(t=t, cols=cols):
-                    return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ("id",), sink_cfg.options["schema"])
+                    return postgres_rows(
+                        postgres, f"{t.database}__{t.table}", cols, ("id",), sink_cfg.options["schema"]
+                    )
+
             expected = mysql_rows(mariadb, t, cols, ("id",))
             assert expected, t
-            problem = wait_until_equal(lambda t=t, cols=cols: mysql_rows(mariadb, t, cols, ("id",)), actual,
-                                       timeout_s=120)
+            problem = wait_until_equal(
+                lambda t=t, cols=cols: mysql_rows(mariadb, t, cols, ("id",)), actual, timeout_s=120
+            )
             assert not problem, f"{kind} {t}:\n{problem}\njob log:\n{log.read_text(errors='replace')[-3000:]}"
         assert proc.poll() is None, "the stream job keeps running"
     finally:

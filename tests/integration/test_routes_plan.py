@@ -6,7 +6,6 @@ table a route wrote into."""
 from __future__ import annotations
 
 import pytest
-
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_mysqlcdc.cdc.state import StateStore
@@ -22,9 +21,15 @@ ROUTE = lambda db: [{"source_table": rf"{db}\.orders_\d+", "sink_table": f"{db}.
 def _plan(tmp_dir, db, **kw):
     from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
 
-    args = {"tables": [rf"{db}\.orders_\d+"], "state_location": str(tmp_dir / "state"),
-            "mysql_cdc_conn_id": "routes_src", "chunk_size": 100, "parallelism": 1,
-            "sink_options": {"root": str(tmp_dir / "lake")}, "route": ROUTE(db)}
+    args = {
+        "tables": [rf"{db}\.orders_\d+"],
+        "state_location": str(tmp_dir / "state"),
+        "mysql_cdc_conn_id": "routes_src",
+        "chunk_size": 100,
+        "parallelism": 1,
+        "sink_options": {"root": str(tmp_dir / "lake")},
+        "route": ROUTE(db),
+    }
     args.update(kw)
     return MySqlCdcPlanOperator(task_id="plan", **args)
 
@@ -33,25 +38,35 @@ def _plan(tmp_dir, db, **kw):
 def source(mariadb, fresh_db):
     for t in ("orders_1", "orders_2"):
         create_int_table(mariadb, fresh_db, 200, t)
-    airflow_env.set_connection("routes_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD)
+    airflow_env.set_connection(
+        "routes_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root", password=ROOT_PASSWORD
+    )
     return fresh_db
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"transform": [{"source_table": r".*\.orders_1", "projection": "s, amount"}]},
-     "the projection drops id of the row identity (id)"),
-    ({"transform": [{"source_table": r".*\.orders_1", "projection": "id, nosuch"}]},
-     "column 'nosuch' is not a column of"),
-    ({"transform": [{"source_table": r".*\.orders_1", "projection": "id, CAST(amount AS DOUBLE) AS amount"}]},
-     "give it different columns (amount: double in"),
-    ({"sink_type": "changelog", "sink_options": {"root": "LAKE", "format": "parquet"}}, "format: parquet"),
-    ({"sink_options": {"root": "LAKE", "direct_write": False}}, "direct_write: false"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (
+            {"transform": [{"source_table": r".*\.orders_1", "projection": "s, amount"}]},
+            "the projection drops id of the row identity (id)",
+        ),
+        (
+            {"transform": [{"source_table": r".*\.orders_1", "projection": "id, nosuch"}]},
+            "column 'nosuch' is not a column of",
+        ),
+        (
+            {"transform": [{"source_table": r".*\.orders_1", "projection": "id, CAST(amount AS DOUBLE) AS amount"}]},
+            "give it different columns (amount: double in",
+        ),
+        ({"sink_type": "changelog", "sink_options": {"root": "LAKE", "format": "parquet"}}, "format: parquet"),
+        ({"sink_options": {"root": "LAKE", "direct_write": False}}, "direct_write: false"),
+    ],
+)
 def test_a_rule_the_engine_cannot_apply_fails_the_plan_with_nothing_written(source, tmp_dir, kw, words):
     if kw.get("sink_options", {}).get("root") == "LAKE":
         kw = {**kw, "sink_options": {**kw["sink_options"], "root": str(tmp_dir / "lake")}}
-    with pytest.raises(AirflowFailException) as e:   # a ConfigError: failed at once, not retried
+    with pytest.raises(AirflowFailException) as e:  # a ConfigError: failed at once, not retried
         _plan(tmp_dir, source, **kw).execute({})
     assert words in str(e.value) and "Fix:" in str(e.value), str(e.value)
     state = StateStore(str(tmp_dir / "state"))
@@ -72,12 +87,19 @@ def test_rules_that_change_under_a_load_are_refused_and_reset_forgets_the_merged
     sink.prepare(list(state.read_plan().schemas.values()))
     assert (tmp_dir / "lake" / db / "orders" / "_delta_log").is_dir()
     assert not (tmp_dir / "lake" / db / "orders_1").exists()
-    state.write_batch_result({"batch_id": state.read_plan().batches[0].batch_id, "ranges": [],
-                              "high_watermark": {"file": "mysql-bin.000001", "position": 4}})
+    state.write_batch_result(
+        {
+            "batch_id": state.read_plan().batches[0].batch_id,
+            "ranges": [],
+            "high_watermark": {"file": "mysql-bin.000001", "position": 4},
+        }
+    )
 
-    assert _plan(tmp_dir, db).execute({})   # the same rules: a rerun of the plan task
+    assert _plan(tmp_dir, db).execute({})  # the same rules: a rerun of the plan task
     changed = [{"source_table": rf"{db}\.orders_\d+", "filter": "amount > 0"}]
-    with pytest.raises(AirflowFailException, match="route/transform rules differ from those its sink tables were loaded"):
+    with pytest.raises(
+        AirflowFailException, match="route/transform rules differ from those its sink tables were loaded"
+    ):
         _plan(tmp_dir, db, transform=changed).execute({})
 
     assert _plan(tmp_dir, db, transform=changed, reset=True).execute({})
@@ -98,20 +120,30 @@ def test_validate_check_source_compiles_the_rules_against_the_tables(source, tmp
     folder.mkdir()
 
     def write(name: str, projection: str) -> None:
-        (folder / f"{name}.yaml").write_text(yaml.safe_dump({
-            "source": {"conn_id": "routes_src", "tables": [rf"{source}\.orders_\d+"]},
-            "sink": {"type": "delta", "options": {"root": str(tmp_dir / "lake")}},
-            "route": ROUTE(source),
-            "transform": [{"source_table": rf"{source}\.orders_\d+", "projection": projection}],
-            "pipeline": {"name": name, "state_location": str(tmp_dir / name)}}), encoding="utf-8")
+        (folder / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "source": {"conn_id": "routes_src", "tables": [rf"{source}\.orders_\d+"]},
+                    "sink": {"type": "delta", "options": {"root": str(tmp_dir / "lake")}},
+                    "route": ROUTE(source),
+                    "transform": [{"source_table": rf"{source}\.orders_\d+", "projection": projection}],
+                    "pipeline": {"name": name, "state_location": str(tmp_dir / name)},
+                }
+            ),
+            encoding="utf-8",
+        )
 
     write("good", "id, upper(s) AS s_uc")
     write("bad", "id, nosuch")
     out, err = io.StringIO(), io.StringIO()
     assert main(["validate", str(folder), "--check-source"], out=out, err=err) == 1
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{folder / 'bad.yaml'}: transform: ") and \
-        "column 'nosuch' is not a column of" in lines[0] and "Fix:" in lines[0], out.getvalue()
+    assert (
+        len(lines) == 1
+        and lines[0].startswith(f"{folder / 'bad.yaml'}: transform: ")
+        and "column 'nosuch' is not a column of" in lines[0]
+        and "Fix:" in lines[0]
+    ), out.getvalue()
     assert f"{folder / 'good.yaml'}: source: ok" in err.getvalue()
     assert not (tmp_dir / "lake").exists()
 
@@ -119,17 +151,22 @@ def test_validate_check_source_compiles_the_rules_against_the_tables(source, tmp
 def test_primary_keys_become_the_row_identity_of_a_table_without_a_primary_key(mariadb, fresh_db, tmp_dir):
     """A log table without any key: its identity would be every column; the transform's
     primary_keys make it ``id`` in the plan the snapshot and the stream match rows by."""
-    mariadb.execute("CREATE TABLE events (id BIGINT NOT NULL, kind VARCHAR(10), v INT)",
-                    "INSERT INTO events SELECT seq, 'k', seq FROM seq_1_to_300", database=fresh_db)
-    airflow_env.set_connection("routes_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD)
+    mariadb.execute(
+        "CREATE TABLE events (id BIGINT NOT NULL, kind VARCHAR(10), v INT)",
+        "INSERT INTO events SELECT seq, 'k', seq FROM seq_1_to_300",
+        database=fresh_db,
+    )
+    airflow_env.set_connection(
+        "routes_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root", password=ROOT_PASSWORD
+    )
     kw = {"tables": [f"{fresh_db}.events"], "route": [], "chunk_key_columns": {f"{fresh_db}.events": "id"}}
     assert _plan(tmp_dir, fresh_db, **kw).execute({})
     state = StateStore(str(tmp_dir / "state"))
     (schema,) = state.read_plan().schemas.values()
-    assert schema.row_identity == ("id", "kind", "v")   # without primary_keys: every column
+    assert schema.row_identity == ("id", "kind", "v")  # without primary_keys: every column
 
-    assert _plan(tmp_dir, fresh_db, reset=True, transform=[{"source_table": f"{fresh_db}.events",
-                                                            "primary_keys": ["id"]}], **kw).execute({})
+    assert _plan(
+        tmp_dir, fresh_db, reset=True, transform=[{"source_table": f"{fresh_db}.events", "primary_keys": ["id"]}], **kw
+    ).execute({})
     (schema,) = state.read_plan().schemas.values()
     assert schema.row_identity == ("id",) and schema.primary_key == ()

@@ -58,28 +58,39 @@ def _sink_columns(kind: str, postgres, tmp_dir, schema_name: str | None, t: Tabl
         from deltalake import DeltaTable
 
         return [f.name for f in DeltaTable(str(tmp_dir / "lake" / t.database / t.table)).schema().fields]
-    rows = postgres.query("SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
-                          "table_name = %s AND column_name NOT LIKE '\\_mysqlcdc%%' ORDER BY ordinal_position",
-                          (schema_name, f"{t.database}__{t.table}"))
+    rows = postgres.query(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
+        "table_name = %s AND column_name NOT LIKE '\\_mysqlcdc%%' ORDER BY ordinal_position",
+        (schema_name, f"{t.database}__{t.table}"),
+    )
     return [r[0] for r in rows]
 
 
 @pytest.mark.parametrize("kind,behavior", CASES, ids=[f"{k}-{b}" for k, b in CASES])
 def test_ddl_sequence_under_writers(mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, behavior):
-    specs = [create_int_table(mariadb, fresh_db, 3_000, "orders"),
-             create_composite_table(mariadb, fresh_db, 2_000, "tenant_items")]
+    specs = [
+        create_int_table(mariadb, fresh_db, 3_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 2_000, "tenant_items"),
+    ]
     src = mariadb.source_config()
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"ddl-{kind}-{behavior}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        name=f"ddl-{kind}-{behavior}",
+        source=src,
+        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
         stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3),
-        schema_change_behavior=behavior)
+        schema_change_behavior=behavior,
+    )
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
     state = StateStore(config.state_location)
     state.write_plan(plan)
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=i, threads=1, pause_s=0.003)
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=i, threads=1, pause_s=0.003)
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     query = None
@@ -100,18 +111,27 @@ def test_ddl_sequence_under_writers(mariadb, postgres, fresh_db, spark, tmp_dir,
     orders, items = TableId(fresh_db, "orders"), TableId(fresh_db, "tenant_items")
     schema_name = sink_cfg.options.get("schema")
     try:
-        compare = {"evolve": FINAL_COLUMNS, "lenient": FINAL_COLUMNS, "try_evolve": FINAL_COLUMNS,
-                   "ignore": INITIAL_COLUMNS}[behavior]
-        for t, cols, ident in ((orders, compare, ("id",)),
-                               (items, tuple(specs[1].key_columns) + VALUE_COLS, tuple(specs[1].key_columns))):
+        compare = {
+            "evolve": FINAL_COLUMNS,
+            "lenient": FINAL_COLUMNS,
+            "try_evolve": FINAL_COLUMNS,
+            "ignore": INITIAL_COLUMNS,
+        }[behavior]
+        for t, cols, ident in (
+            (orders, compare, ("id",)),
+            (items, tuple(specs[1].key_columns) + VALUE_COLS, tuple(specs[1].key_columns)),
+        ):
+
             def expected():
                 return mysql_rows(mariadb, t, [c for c in cols if c in FINAL_COLUMNS or t != orders], ident)
 
             if kind == "delta":
+
                 def actual():
                     want = [c for c in cols if c in FINAL_COLUMNS or t != orders]
                     return {k: {c: r[c] for c in want} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
             else:
+
                 def actual():
                     want = [c for c in cols if c in FINAL_COLUMNS or t != orders]
                     return postgres_rows(postgres, f"{t.database}__{t.table}", want, ident, schema_name)
@@ -120,11 +140,11 @@ def test_ddl_sequence_under_writers(mariadb, postgres, fresh_db, spark, tmp_dir,
             assert not problem, f"{kind}/{behavior} {t} after {changes} changes:\n{problem}"
         assert query.exception() is None
         columns = _sink_columns(kind, postgres, tmp_dir, schema_name, orders)
-        if behavior == "evolve":   # PostgreSQL adds columns at the end (no AFTER / FIRST)
+        if behavior == "evolve":  # PostgreSQL adds columns at the end (no AFTER / FIRST)
             assert sorted(columns) == sorted(FINAL_COLUMNS), columns
         elif behavior == "ignore":
             assert columns == list(INITIAL_COLUMNS)
-        else:   # lenient: nothing is dropped, the renamed column's old name stays
+        else:  # lenient: nothing is dropped, the renamed column's old name stays
             assert set(columns) == set(FINAL_COLUMNS) | {"note", "extra"}, columns
     finally:
         if query is not None:
@@ -139,9 +159,13 @@ def _one_table_pipeline(mariadb, fresh_db, tmp_dir):
 
     create_int_table(mariadb, fresh_db, 2_000, "orders")
     src = mariadb.source_config()
-    config = PipelineConfig(name="ddl-window", source=src, include=(f"{fresh_db}.orders",),
-                            state_location=str(tmp_dir / "state"),
-                            sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}))
+    config = PipelineConfig(
+        name="ddl-window",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
+    )
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
     StateStore(config.state_location).write_plan(plan)
     return config, plan
@@ -159,8 +183,9 @@ def test_a_table_changed_since_the_plan_fails_the_batch_before_writing(mariadb, 
     assert StateStore(config.state_location).read_batch_result(plan.batches[0].batch_id) is None
 
 
-def test_a_ddl_inside_the_snapshot_window_fails_the_batch_before_writing(mariadb, fresh_db, spark, tmp_dir,
-                                                                         monkeypatch):
+def test_a_ddl_inside_the_snapshot_window_fails_the_batch_before_writing(
+    mariadb, fresh_db, spark, tmp_dir, monkeypatch
+):
     """The DDL lands after the SELECTs and before HW: the batch's binlog window holds it."""
     from airflow_provider_mysqlcdc.cdc.errors import TableChangedError
     from airflow_provider_mysqlcdc.spark.snapshot import batch_reader
@@ -169,8 +194,9 @@ def test_a_ddl_inside_the_snapshot_window_fails_the_batch_before_writing(mariadb
     real = batch_reader.ConsistentBatchReader._high_watermark
 
     def ddl_then_hw(self, conn, version):
-        mariadb.execute("UPDATE orders SET a = a + 1 WHERE id < 100",
-                        "ALTER TABLE orders DROP COLUMN amount", database=fresh_db)
+        mariadb.execute(
+            "UPDATE orders SET a = a + 1 WHERE id < 100", "ALTER TABLE orders DROP COLUMN amount", database=fresh_db
+        )
         return real(self, conn, version)
 
     monkeypatch.setattr(batch_reader.ConsistentBatchReader, "_high_watermark", ddl_then_hw)
@@ -183,14 +209,19 @@ def test_a_ddl_inside_the_snapshot_window_fails_the_batch_before_writing(mariadb
 
 # --- kill -9 inside the flush / apply / commit sequence -----------------------------------------
 
-KILL_CASES = [("delta", "schema-recorded"), ("delta", "between-steps"), ("postgres", "between-steps"),
-              ("postgres", "schema-applied")]
+KILL_CASES = [
+    ("delta", "schema-recorded"),
+    ("delta", "between-steps"),
+    ("postgres", "between-steps"),
+    ("postgres", "schema-applied"),
+]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind,point", KILL_CASES, ids=[f"{k}-{p}" for k, p in KILL_CASES])
-def test_a_crash_inside_a_schema_change_restarts_exactly(mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch,
-                                                         kind, point):
+def test_a_crash_inside_a_schema_change_restarts_exactly(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, point
+):
     """The stream job kills itself (SIGKILL, its whole process group) at one point of a DDL's
     micro-batch; started again, it applies the change once and the sink equals the source."""
     from tests.support.stream_job import committed, kill_job, start_job
@@ -199,10 +230,15 @@ def test_a_crash_inside_a_schema_change_restarts_exactly(mariadb, postgres, fres
     src = mariadb.source_config(server_id_range="6400-6499")
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"ddl-kill-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
-        sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        name=f"ddl-kill-{kind}",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
         stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2),
-        schema_change_behavior="evolve" if kind == "postgres" else "lenient")
+        schema_change_behavior="evolve" if kind == "postgres" else "lenient",
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
@@ -221,8 +257,11 @@ def test_a_crash_inside_a_schema_change_restarts_exactly(mariadb, postgres, fres
         while committed(checkpoint) is None:
             assert time.time() < deadline and proc.poll() is None, log.read_text(errors="replace")[-3000:]
             time.sleep(0.2)
-        mariadb.execute("ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 7",
-                        "UPDATE orders SET extra = id WHERE id % 3 = 0", database=fresh_db)
+        mariadb.execute(
+            "ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 7",
+            "UPDATE orders SET extra = id WHERE id % 3 = 0",
+            database=fresh_db,
+        )
         assert proc.wait(120) == -9, "the job must kill itself at the crash point"
         proc = start_job(cfg_path, log, src.password)
         time.sleep(2)
@@ -235,9 +274,11 @@ def test_a_crash_inside_a_schema_change_restarts_exactly(mariadb, postgres, fres
             return mysql_rows(mariadb, t, cols, ("id",))
 
         if kind == "delta":
+
             def actual():
                 return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
         else:
+
             def actual():
                 return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
 
@@ -256,26 +297,40 @@ def test_a_crash_inside_a_schema_change_restarts_exactly(mariadb, postgres, fres
 
 
 @pytest.mark.parametrize("kind,behavior", [("postgres", "evolve"), ("delta", "lenient")])
-def test_a_stream_started_before_a_ddl_reads_both_shapes(mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch,
-                                                         kind, behavior):
+def test_a_stream_started_before_a_ddl_reads_both_shapes(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, behavior
+):
     """startup specific-offset at a point before an ALTER: the stream only knows today's schema;
     the rows logged before the ALTER (old shape) and after it (new shape) both land right."""
     from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT, s VARCHAR(20))", database=fresh_db)
     file, position = mariadb.master_status()
-    mariadb.execute(*[f"INSERT INTO orders VALUES ({i}, {i * 10}, 'old {i}')" for i in range(1, 41)],
-                    "UPDATE orders SET a = a + 1 WHERE id % 4 = 0", "DELETE FROM orders WHERE id % 9 = 0",
-                    "ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 5 AFTER a", database=fresh_db)
-    mariadb.execute(*[f"INSERT INTO orders VALUES ({i}, {i}, {i % 3}, 'new {i}')" for i in range(41, 61)],
-                    "UPDATE orders SET extra = 100 + id WHERE id % 5 = 0", database=fresh_db)
+    mariadb.execute(
+        *[f"INSERT INTO orders VALUES ({i}, {i * 10}, 'old {i}')" for i in range(1, 41)],
+        "UPDATE orders SET a = a + 1 WHERE id % 4 = 0",
+        "DELETE FROM orders WHERE id % 9 = 0",
+        "ALTER TABLE orders ADD COLUMN extra INT NULL DEFAULT 5 AFTER a",
+        database=fresh_db,
+    )
+    mariadb.execute(
+        *[f"INSERT INTO orders VALUES ({i}, {i}, {i % 3}, 'new {i}')" for i in range(41, 61)],
+        "UPDATE orders SET extra = 100 + id WHERE id % 5 = 0",
+        database=fresh_db,
+    )
     end_file, end_position = mariadb.master_status()
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name="ddl-before", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg, startup_mode="specific-offset",
+        name="ddl-before",
+        source=mariadb.source_config(),
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        startup_mode="specific-offset",
         startup_offset={"file": file, "position": position},
-        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2), schema_change_behavior=behavior)
+        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2),
+        schema_change_behavior=behavior,
+    )
     t = TableId(fresh_db, "orders")
     with mariadb.connect() as conn:
         today = read_table_schema(conn, t)
@@ -283,13 +338,16 @@ def test_a_stream_started_before_a_ddl_reads_both_shapes(mariadb, postgres, fres
     query = start_stream(spark, config, build_sink(config.sink), [today])
     cols = ["id", "a", "extra", "s"]
     try:
+
         def expected():
             return mysql_rows(mariadb, t, cols, ("id",))
 
         if kind == "delta":
+
             def actual():
                 return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
         else:
+
             def actual():
                 return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
 
@@ -302,13 +360,16 @@ def test_a_stream_started_before_a_ddl_reads_both_shapes(mariadb, postgres, fres
 
 # --- stops ---------------------------------------------------------------------------------------
 
-STOPS = [("postgres", "exception", "ALTER TABLE orders ADD COLUMN extra INT", "stopped at a schema change"),
-         ("delta", "evolve", "ALTER TABLE orders RENAME COLUMN s TO s2", "delta cannot rename column s to s2")]
+STOPS = [
+    ("postgres", "exception", "ALTER TABLE orders ADD COLUMN extra INT", "stopped at a schema change"),
+    ("delta", "evolve", "ALTER TABLE orders RENAME COLUMN s TO s2", "delta cannot rename column s to s2"),
+]
 
 
 @pytest.mark.parametrize("kind,behavior,ddl,message", STOPS, ids=[f"{k}-{b}" for k, b, _, _ in STOPS])
 def test_a_ddl_the_settings_refuse_stops_the_stream_after_every_change_before_it(
-        mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, behavior, ddl, message):
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind, behavior, ddl, message
+):
     """Everything logged before the DDL is in the sink, nothing after it; the error names the
     statement and its offset, and says the watchdog will not relaunch the stream."""
     from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
@@ -321,11 +382,16 @@ def test_a_ddl_the_settings_refuse_stops_the_stream_after_every_change_before_it
     mariadb.execute(ddl, *[f"INSERT INTO orders (id, a) VALUES ({i}, {i})" for i in range(31, 41)], database=fresh_db)
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name="ddl-stop", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg, startup_mode="specific-offset",
+        name="ddl-stop",
+        source=mariadb.source_config(),
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        startup_mode="specific-offset",
         startup_offset={"file": file, "position": position},
         stream=StreamOptions(max_events_per_batch=20, heartbeat_s=1.0, trigger_interval_s=0.2),
-        schema_change_behavior=behavior)
+        schema_change_behavior=behavior,
+    )
     t = TableId(fresh_db, "orders")
     with mariadb.connect() as conn:
         schema = read_table_schema(conn, t)
@@ -333,10 +399,15 @@ def test_a_ddl_the_settings_refuse_stops_the_stream_after_every_change_before_it
 
     # the stream starts with the shape before the DDL (as after a snapshot)
     original = _replace(schema, columns=tuple(c for c in schema.columns if c.name in ("id", "a", "s")))
-    if behavior == "evolve":   # RENAME: today's column is s2; the shape at the start had s
+    if behavior == "evolve":  # RENAME: today's column is s2; the shape at the start had s
         from airflow_provider_mysqlcdc.cdc.model import Column
-        original = _replace(schema, columns=tuple(
-            Column.from_dict({**c.to_dict(), "name": "s"}) if c.name == "s2" else c for c in schema.columns))
+
+        original = _replace(
+            schema,
+            columns=tuple(
+                Column.from_dict({**c.to_dict(), "name": "s"}) if c.name == "s2" else c for c in schema.columns
+            ),
+        )
     query = start_stream(spark, config, build_sink(config.sink), [original])
     try:
         with pytest.raises(Exception) as stopped:
@@ -379,7 +450,7 @@ def _replay(lines: list[dict], decode) -> dict[int, dict]:
         data = line["data"]
         if line["op"] in ("+I", "+U"):
             state[data["id"]] = dict(data)
-        else:   # -D, and -U: the before-image is retracted (a key change moves the row)
+        else:  # -D, and -U: the before-image is retracted (a key change moves the row)
             state.pop(data["id"], None)
     return {k: decode(v) for k, v in state.items()}
 
@@ -398,13 +469,19 @@ def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db,
         start_schema = read_table_schema(conn, t)
     root = tmp_dir / "changelog"
     config = PipelineConfig(
-        name="ddl-changelog", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
-        state_location=str(tmp_dir / "state"), sink=SinkConfig("changelog", {"root": str(root)}),
-        startup_mode="specific-offset", startup_offset={"file": file, "position": position},
+        name="ddl-changelog",
+        source=mariadb.source_config(),
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=SinkConfig("changelog", {"root": str(root)}),
+        startup_mode="specific-offset",
+        startup_offset={"file": file, "position": position},
         stream=StreamOptions(max_events_per_batch=500, heartbeat_s=1.0, trigger_interval_s=0.2),
-        schema_change_behavior="evolve")
-    writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=7, threads=1, pause_s=0.003,
-                              weights=(0.6, 0.25, 0.1, 0.05)).start()
+        schema_change_behavior="evolve",
+    )
+    writer = ConcurrentWriter(
+        lambda: mariadb.connect(fresh_db), spec, seed=7, threads=1, pause_s=0.003, weights=(0.6, 0.25, 0.1, 0.05)
+    ).start()
     query = start_stream(spark, config, build_sink(config.sink), [start_schema])
     try:
         time.sleep(1.5)
@@ -424,15 +501,21 @@ def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db,
             return mysql_rows(mariadb, t, cols, ("id",))
 
         def actual():
-            lines = [line for f in sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
-                     for line in read_json_lines(str(f))]
+            lines = [
+                line
+                for f in sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
+                for line in read_json_lines(str(f))
+            ]
             rows = _replay(lines, lambda r: decode({c: r.get(c) for c in cols}))
             return {(k,): v for k, v in rows.items()}
 
         problem = wait_until_equal(expected, actual, timeout_s=90)
         assert not problem, problem
-        lines = [line for f in sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
-                 for line in read_json_lines(str(f))]
+        lines = [
+            line
+            for f in sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
+            for line in read_json_lines(str(f))
+        ]
         ddl = [line["schema_change"]["ddl"] for line in lines if line["op"] == "SC"]
         assert ddl == [s for s in SEQUENCE if s.startswith("ALTER")]
         seqs = [(line["meta"]["batch"], line["meta"]["seq"]) for line in lines]
@@ -457,8 +540,9 @@ def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db,
         query.stop()
 
 
-def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(mariadb, postgres, fresh_db, spark,
-                                                                                tmp_dir, monkeypatch):
+def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch
+):
     """An ALTER run with sql_log_bin=0 never reaches the binlog: the rows after it come with a
     TABLE_MAP the schema history cannot explain, and the stream stops instead of guessing."""
     from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
@@ -474,10 +558,16 @@ def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(
     mariadb.execute("INSERT INTO orders VALUES (11, 11, 11)", database=fresh_db)
     sink_cfg = sink_config("postgres", tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name="ddl-unexplained", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg, startup_mode="specific-offset",
+        name="ddl-unexplained",
+        source=mariadb.source_config(),
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        startup_mode="specific-offset",
         startup_offset={"file": file, "position": position},
-        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2), schema_change_behavior="lenient")
+        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2),
+        schema_change_behavior="lenient",
+    )
     query = start_stream(spark, config, build_sink(config.sink), [schema])
     try:
         with pytest.raises(Exception) as stopped:
@@ -501,14 +591,24 @@ def test_the_console_prints_rows_and_schema_changes_in_order(mariadb, fresh_db, 
     t = TableId(fresh_db, "orders")
     with mariadb.connect() as conn:
         schema = read_table_schema(conn, t)
-    mariadb.execute("INSERT INTO orders VALUES (1, 10)", "UPDATE orders SET a = 11 WHERE id = 1",
-                    "ALTER TABLE orders ADD COLUMN note VARCHAR(10) DEFAULT 'x'",
-                    "INSERT INTO orders VALUES (2, 20, 'two')", "DELETE FROM orders WHERE id = 1", database=fresh_db)
+    mariadb.execute(
+        "INSERT INTO orders VALUES (1, 10)",
+        "UPDATE orders SET a = 11 WHERE id = 1",
+        "ALTER TABLE orders ADD COLUMN note VARCHAR(10) DEFAULT 'x'",
+        "INSERT INTO orders VALUES (2, 20, 'two')",
+        "DELETE FROM orders WHERE id = 1",
+        database=fresh_db,
+    )
     config = PipelineConfig(
-        name="ddl-console", source=mariadb.source_config(), include=(f"{fresh_db}.orders",),
-        state_location=str(tmp_dir / "state"), sink=SinkConfig("console", {}), startup_mode="specific-offset",
-        startup_offset={"file": file, "position": position}, stream=StreamOptions(heartbeat_s=1.0,
-                                                                                  trigger_interval_s=0.2))
+        name="ddl-console",
+        source=mariadb.source_config(),
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=SinkConfig("console", {}),
+        startup_mode="specific-offset",
+        startup_offset={"file": file, "position": position},
+        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.2),
+    )
     out = io.StringIO()
     query = start_stream(spark, config, ConsoleSink(out), [schema])
     try:
@@ -530,11 +630,20 @@ TABLE_SEQUENCE = [
     ("truncate", ["TRUNCATE TABLE orders"]),
     ("rename away and back", ["RENAME TABLE orders TO orders_parked", "RENAME TABLE orders_parked TO orders"]),
     # pt-online-schema-change's shape: a copy with a new column, filled, then swapped in at once
-    ("swap", ["CREATE TABLE orders_new LIKE orders", "ALTER TABLE orders_new ADD COLUMN pt INT NULL",
-              f"INSERT INTO orders_new ({_COLS}) SELECT {_COLS} FROM orders",
-              "RENAME TABLE orders TO orders_old, orders_new TO orders", "DROP TABLE orders_old"]),
-    ("drop and create", ["DROP TABLE orders",
-                         f"CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, {VALUE_DDL}, born INT NULL)"]),
+    (
+        "swap",
+        [
+            "CREATE TABLE orders_new LIKE orders",
+            "ALTER TABLE orders_new ADD COLUMN pt INT NULL",
+            f"INSERT INTO orders_new ({_COLS}) SELECT {_COLS} FROM orders",
+            "RENAME TABLE orders TO orders_old, orders_new TO orders",
+            "DROP TABLE orders_old",
+        ],
+    ),
+    (
+        "drop and create",
+        ["DROP TABLE orders", f"CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, {VALUE_DDL}, born INT NULL)"],
+    ),
 ]
 TABLE_CASES = [("postgres", "evolve"), ("delta", "try_evolve"), ("changelog", "evolve")]
 
@@ -542,10 +651,16 @@ TABLE_CASES = [("postgres", "evolve"), ("delta", "try_evolve"), ("changelog", "e
 def _changelog_rows(root, t: TableId, cols, decode) -> dict:
     from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines
 
-    lines = [line for f in sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
-             for line in read_json_lines(str(f))]
-    snapshot = [line for f in sorted((root / t.database / t.table / "snapshot").rglob("*.jsonl"))
-                for line in read_json_lines(str(f))]
+    lines = [
+        line
+        for f in sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
+        for line in read_json_lines(str(f))
+    ]
+    snapshot = [
+        line
+        for f in sorted((root / t.database / t.table / "snapshot").rglob("*.jsonl"))
+        for line in read_json_lines(str(f))
+    ]
     return {(k,): v for k, v in _replay(snapshot + lines, lambda r: decode({c: r.get(c) for c in cols})).items()}
 
 
@@ -560,25 +675,37 @@ def test_table_level_ddl_under_writers(mariadb, postgres, fresh_db, spark, tmp_d
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
     from airflow_provider_mysqlcdc.spark.sinks.changelog import row_decoder
 
-    specs = [create_int_table(mariadb, fresh_db, 2_000, "orders"),
-             create_composite_table(mariadb, fresh_db, 1_000, "tenant_items")]
+    specs = [
+        create_int_table(mariadb, fresh_db, 2_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 1_000, "tenant_items"),
+    ]
     src = mariadb.source_config()
-    sink_cfg = (SinkConfig("changelog", {"root": str(tmp_dir / "log")}) if kind == "changelog"
-                else sink_config(kind, tmp_dir, postgres, monkeypatch))
+    sink_cfg = (
+        SinkConfig("changelog", {"root": str(tmp_dir / "log")})
+        if kind == "changelog"
+        else sink_config(kind, tmp_dir, postgres, monkeypatch)
+    )
     config = PipelineConfig(
-        name=f"tables-{kind}-{behavior}", source=src, include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
-        state_location=str(tmp_dir / "state"), sink=sink_cfg, split=SplitOptions(chunk_size=1000),
+        name=f"tables-{kind}-{behavior}",
+        source=src,
+        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=1000),
         stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.3),
-        schema_change_behavior=behavior)
+        schema_change_behavior=behavior,
+    )
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
     state = StateStore(config.state_location)
     state.write_plan(plan)
-    writers = [ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=20 + i, threads=1, pause_s=0.003)
-               for i, spec in enumerate(specs)]
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=20 + i, threads=1, pause_s=0.003)
+        for i, spec in enumerate(specs)
+    ]
     for w in writers:
         w.start()
     orders, items = TableId(fresh_db, "orders"), TableId(fresh_db, "tenant_items")
-    stale: set = set()     # keys of the dropped table, which a sink that drops no table keeps
+    stale: set = set()  # keys of the dropped table, which a sink that drops no table keeps
     query = None
     try:
         for b in plan.batches:
@@ -603,12 +730,16 @@ def test_table_level_ddl_under_writers(mariadb, postgres, fresh_db, spark, tmp_d
         cols = list(final.column_names)
         assert cols == ["id", *VALUE_COLS, "born"]
         schema_name = sink_cfg.options.get("schema")
-        for t, want, ident in ((orders, cols, ("id",)),
-                               (items, [*specs[1].key_columns, *VALUE_COLS], tuple(specs[1].key_columns))):
+        for t, want, ident in (
+            (orders, cols, ("id",)),
+            (items, [*specs[1].key_columns, *VALUE_COLS], tuple(specs[1].key_columns)),
+        ):
             if kind == "delta":
+
                 def actual(t=t, want=want, ident=ident):
                     return {k: {c: r.get(c) for c in want} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
             elif kind == "postgres":
+
                 def actual(t=t, want=want, ident=ident):
                     return postgres_rows(postgres, f"{t.database}__{t.table}", want, ident, schema_name)
             else:
@@ -619,6 +750,7 @@ def test_table_level_ddl_under_writers(mariadb, postgres, fresh_db, spark, tmp_d
                     if t == items:
                         rows = {}
                         from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines
+
                         paths = sorted((tmp_dir / "log" / t.database / t.table / "snapshot").rglob("*.jsonl"))
                         paths += sorted((tmp_dir / "log" / t.database / t.table / "stream").glob("batch-*.jsonl"))
                         for p in paths:

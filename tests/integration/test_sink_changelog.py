@@ -20,9 +20,9 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, read_json_lines, row_decoder
 from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from tests.integration.test_sink_delta import change_rows, change_struct, row, sink_struct, small_schema
 from tests.support.pipeline import plan_table
 
@@ -30,15 +30,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 UTC = dt.timezone.utc
 
-DDL = ("CREATE TABLE t (id INT PRIMARY KEY, amount DECIMAL(12,2), bu BIGINT UNSIGNED, dec65 DECIMAL(65,30),"
-       " raw VARBINARY(8), wall DATETIME(6), at TIMESTAMP(6) NULL, tm TIME(6), da DATE, f FLOAT, s VARCHAR(20))")
+DDL = (
+    "CREATE TABLE t (id INT PRIMARY KEY, amount DECIMAL(12,2), bu BIGINT UNSIGNED, dec65 DECIMAL(65,30),"
+    " raw VARBINARY(8), wall DATETIME(6), at TIMESTAMP(6) NULL, tm TIME(6), da DATE, f FLOAT, s VARCHAR(20))"
+)
 ROWS = [
     "(1, -12345.67, 18446744073709551615, '-1.000000000000000000000000000001', x'00ff10',"
     " '1000-01-01 00:00:00.000001', '2038-01-19 03:14:07.999999', '-838:59:59', '1000-01-01', 1.2345678,"
-    " 'h\U0001F600llo')",
+    " 'h\U0001f600llo')",
     "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
-    "(3, 0.10, 0, '0.5', x'', '2026-03-08 02:30:00', '1970-01-01 00:00:01.5', '12:00:00.5', '9999-12-31',"
-    " -0.0, '')",
+    "(3, 0.10, 0, '0.5', x'', '2026-03-08 02:30:00', '1970-01-01 00:00:01.5', '12:00:00.5', '9999-12-31', -0.0, '')",
 ]
 
 
@@ -70,8 +71,9 @@ def test_json_snapshot_round_trips_exact_values_and_rerun_replaces(typed_table, 
     snap = tmp_dir / "log" / sink.snapshot_dir(schema.table_id, batch.batch_id)
     lines = lines_under(snap)
     assert {line["op"] for line in lines} == {"+I"}
-    assert all(list(line) == ["data", "op", "meta"] and list(line["data"]) == list(schema.column_names)
-               for line in lines)
+    assert all(
+        list(line) == ["data", "op", "meta"] and list(line["data"]) == list(schema.column_names) for line in lines
+    )
     decode = row_decoder(schema)
     got = {line["data"]["id"]: decode(line["data"]) for line in lines}
     expected = {r["id"]: r for r in frame.toArrow().to_pylist()}
@@ -85,8 +87,11 @@ def test_json_snapshot_round_trips_exact_values_and_rerun_replaces(typed_table, 
     from airflow_provider_mysqlcdc.cdc.schema.fingerprint import schema_id
 
     assert {line["meta"]["schema_id"] for line in lines} == {schema_id(schema.columns)}
-    doc = json.loads((tmp_dir / "log" / sink.table_dir(schema.table_id) / "_schemas" /
-                      f"{schema_id(schema.columns)}.json").read_text())
+    doc = json.loads(
+        (
+            tmp_dir / "log" / sink.table_dir(schema.table_id) / "_schemas" / f"{schema_id(schema.columns)}.json"
+        ).read_text()
+    )
     assert [c["name"] for c in doc["columns"]] == list(schema.column_names)
 
     before = sorted(p.name for p in snap.rglob("*.jsonl"))
@@ -124,7 +129,7 @@ def test_json_stream_batches_are_ordered_and_replay_gives_no_duplicates(spark, t
 
     # partitions holding disjoint _seq spans (binlog ranges), each out of order and the
     # partitions themselves in reverse: written in parallel, joined into the same bytes
-    spans = [rows[i:i + 25] for i in range(0, len(rows), 25)]
+    spans = [rows[i : i + 25] for i in range(0, len(rows), 25)]
     parts = spark.sparkContext.parallelize([r for span in reversed(spans) for r in reversed(span)], len(spans))
     caplog.clear()
     with caplog.at_level("INFO", logger="airflow_provider_mysqlcdc"):
@@ -166,35 +171,56 @@ def test_console_prints_each_event(spark):
     snap = spark.createDataFrame([row(2), row(1)], sink_struct(schema))
     assert sink.write_snapshot(schema, snap, (), "b").rows_written == 2
     changes = [("-U", row(1)), ("+U", row(1, "z")), ("-D", row(2))]
-    sink.write_changes(schema, spark.createDataFrame(list(reversed(change_rows(schema, changes))),
-                                                     change_struct(schema)).repartition(2), 1)
+    sink.write_changes(
+        schema,
+        spark.createDataFrame(list(reversed(change_rows(schema, changes))), change_struct(schema)).repartition(2),
+        1,
+    )
     lines = out.getvalue().splitlines()
     assert [line.split(" ", 2)[:2] for line in lines] == [
-        ["+I", "shop.items"], ["+I", "shop.items"], ["-U", "shop.items"], ["+U", "shop.items"],
-        ["-D", "shop.items"]]
+        ["+I", "shop.items"],
+        ["+I", "shop.items"],
+        ["-U", "shop.items"],
+        ["+U", "shop.items"],
+        ["-D", "shop.items"],
+    ]
     assert json.loads(lines[3].split(" ", 2)[2])["Name"] == "z"
-    assert lines[0].split(" ", 2)[2].startswith('{"id":2,"amount":"1.00","big":"18446744073709551615",'
-                                                '"wall":"1999-12-31T23:59:59.999999",'
-                                                '"at":"2038-01-19T03:14:07.123456Z","raw":"AP8C"')
+    assert (
+        lines[0]
+        .split(" ", 2)[2]
+        .startswith(
+            '{"id":2,"amount":"1.00","big":"18446744073709551615",'
+            '"wall":"1999-12-31T23:59:59.999999",'
+            '"at":"2038-01-19T03:14:07.123456Z","raw":"AP8C"'
+        )
+    )
 
 
 ENCODING_CASES = [
     # (Spark type, values, the JSON values the changelog must hold)
     ("decimal(12,2)", [Decimal("1.50"), Decimal("-0.01"), None], ["1.50", "-0.01", None]),
     ("decimal(20,0)", [Decimal("18446744073709551615"), Decimal(0)], ["18446744073709551615", "0"]),
-    ("decimal(38,30)", [Decimal("1E-30"), Decimal(0)],  # never exponent form
-     ["0.000000000000000000000000000001", "0.000000000000000000000000000000"]),
+    (
+        "decimal(38,30)",
+        [Decimal("1E-30"), Decimal(0)],  # never exponent form
+        ["0.000000000000000000000000000001", "0.000000000000000000000000000000"],
+    ),
     ("binary", [b"\x00\xff", b"", None], ["AP8=", "", None]),
-    ("timestamp_ntz", [dt.datetime(1000, 1, 1, 0, 0, 0, 1), dt.datetime(2026, 3, 8, 2, 30)],
-     ["1000-01-01T00:00:00.000001", "2026-03-08T02:30:00.000000"]),
-    ("timestamp", [dt.datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC), dt.datetime(2038, 1, 19, 3, 14, 7,
-                                                                                        tzinfo=UTC)],
-     ["1969-12-31T23:59:59.500000Z", "2038-01-19T03:14:07.000000Z"]),
+    (
+        "timestamp_ntz",
+        [dt.datetime(1000, 1, 1, 0, 0, 0, 1), dt.datetime(2026, 3, 8, 2, 30)],
+        ["1000-01-01T00:00:00.000001", "2026-03-08T02:30:00.000000"],
+    ),
+    (
+        "timestamp",
+        [dt.datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC), dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=UTC)],
+        ["1969-12-31T23:59:59.500000Z", "2038-01-19T03:14:07.000000Z"],
+    ),
     ("date", [dt.date(1000, 1, 1), dt.date(9999, 12, 31)], ["1000-01-01", "9999-12-31"]),
     ("bigint", [-3020399000000, 0, None], [-3020399000000, 0, None]),
     ("float", [1.2345678, -0.0], [float(np.float32(1.2345678)), -0.0]),
     ("double", [float("nan"), float("inf"), float("-inf"), 1e300, 0.1], ["NaN", "Infinity", "-Infinity", 1e300, 0.1]),
-    ("string", ['h\U0001F600llo "q" \\ \n\t\x01\x1f', "", None], ['h\U0001F600llo "q" \\ \n\t\x01\x1f', "", None]),
+    ("string", ['h\U0001f600llo "q" \\ \n\t\x01\x1f', "", None], ['h\U0001f600llo "q" \\ \n\t\x01\x1f', "", None]),
 ]
 
 
@@ -213,8 +239,10 @@ def test_lines_built_in_the_jvm_have_the_changelog_encoding(spark):
             struct = StructType([StructField("id", parse("int")), StructField("v", parse(type_text))])
             frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], struct)
             meta = [("batch", F.lit(7)), ("seq", "id")]
-            lines = [r[0] for r in frame.orderBy("id").select(
-                json_line_column(frame, ["id", "v"], F.lit("+I"), meta)).collect()]
+            lines = [
+                r[0]
+                for r in frame.orderBy("id").select(json_line_column(frame, ["id", "v"], F.lit("+I"), meta)).collect()
+            ]
             got = [json.loads(line) for line in lines]
             assert [list(g) for g in got] == [["data", "op", "meta"]] * len(values)
             assert [list(g["data"]) for g in got] == [["id", "v"]] * len(values)

@@ -17,10 +17,10 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.sinks.arrow_files import MissingFilesError
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS
 from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from tests.support.pipeline import plan_table
 from tests.support.tables import create_int_table
 from tests.support.verify import collect, diff, rows_by_identity
@@ -92,8 +92,8 @@ def test_missing_file_is_detected_before_commit(spark, tmp_dir):
     sink = DeltaSink(str(tmp_dir / "delta"))
     sink.prepare([schema])
     frame = spark.createDataFrame(
-        [(i, Decimal("1.50"), None, None, None, None, f"s{i}") for i in range(100)],
-        sink_struct(schema)).repartition(3)
+        [(i, Decimal("1.50"), None, None, None, None, f"s{i}") for i in range(100)], sink_struct(schema)
+    ).repartition(3)
     records = sink.write_snapshot_files(schema, frame, "b#1")
     assert len(records) == 3 and sum(r.num_rows for r in records) == 100
     os.remove(os.path.join(sink.table_uri(schema.table_id), records[1].path))
@@ -132,13 +132,18 @@ def sink_struct(schema: TableSchema):
 
 def change_struct(schema: TableSchema):
     from pyspark.sql.types import (
-        IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
     )
 
-    meta = {"_binlog_pos": LongType(), "_binlog_row": IntegerType(), "_event_time": TimestampType(),
-            "_seq": LongType()}
-    return StructType(list(sink_struct(schema).fields) + [
-        StructField(m, meta.get(m, StringType()), True) for m in META_COLUMNS])
+    meta = {"_binlog_pos": LongType(), "_binlog_row": IntegerType(), "_event_time": TimestampType(), "_seq": LongType()}
+    return StructType(
+        list(sink_struct(schema).fields) + [StructField(m, meta.get(m, StringType()), True) for m in META_COLUMNS]
+    )
 
 
 def change_rows(schema: TableSchema, changes: list[tuple[str, tuple]], start_seq: int = 0) -> list[tuple]:
@@ -146,14 +151,33 @@ def change_rows(schema: TableSchema, changes: list[tuple[str, tuple]], start_seq
     out = []
     for i, (op, values) in enumerate(changes):
         seq = start_seq + i
-        out.append(values + (op, schema.table_id.database, schema.table_id.table, "mariadb-bin.000001",
-                             4 + seq * 100, 0, None, dt.datetime(2024, 1, 1, tzinfo=UTC), seq))
+        out.append(
+            values
+            + (
+                op,
+                schema.table_id.database,
+                schema.table_id.table,
+                "mariadb-bin.000001",
+                4 + seq * 100,
+                0,
+                None,
+                dt.datetime(2024, 1, 1, tzinfo=UTC),
+                seq,
+            )
+        )
     return out
 
 
 def row(i: int, name: str = "x", amount: str = "1.00"):
-    return (i, Decimal(amount), Decimal(18446744073709551615), dt.datetime(1999, 12, 31, 23, 59, 59, 999999),
-            dt.datetime(2038, 1, 19, 3, 14, 7, 123456, tzinfo=UTC), b"\x00\xff" + bytes([i % 256]), name)
+    return (
+        i,
+        Decimal(amount),
+        Decimal(18446744073709551615),
+        dt.datetime(1999, 12, 31, 23, 59, 59, 999999),
+        dt.datetime(2038, 1, 19, 3, 14, 7, 123456, tzinfo=UTC),
+        b"\x00\xff" + bytes([i % 256]),
+        name,
+    )
 
 
 def as_dict(schema: TableSchema, values: tuple) -> dict:
@@ -169,19 +193,28 @@ def test_write_changes_merges_and_replay_is_noop(spark, tmp_dir):
     sink.write_snapshot(schema, spark.createDataFrame(initial, sink_struct(schema)), (), "snap")
 
     changes = [
-        ("+I", row(10, "new")),                          # insert
-        ("-U", row(2)), ("+U", row(2, "upd", "2.50")),    # update in place
-        ("-D", row(3)),                                   # delete
-        ("-U", row(4)), ("+U", row(40, "moved")),         # key change 4 -> 40
-        ("+I", row(11)), ("-D", row(11)),                 # inserted then deleted in one batch
-        ("-U", row(5)), ("+U", row(5, "a")), ("-U", row(5, "a")), ("+U", row(5, "b", "9.99")),
-        ("-U", row(10, "new")), ("+U", row(10, "newer")),  # update of a row inserted in the batch
+        ("+I", row(10, "new")),  # insert
+        ("-U", row(2)),
+        ("+U", row(2, "upd", "2.50")),  # update in place
+        ("-D", row(3)),  # delete
+        ("-U", row(4)),
+        ("+U", row(40, "moved")),  # key change 4 -> 40
+        ("+I", row(11)),
+        ("-D", row(11)),  # inserted then deleted in one batch
+        ("-U", row(5)),
+        ("+U", row(5, "a")),
+        ("-U", row(5, "a")),
+        ("+U", row(5, "b", "9.99")),
+        ("-U", row(10, "new")),
+        ("+U", row(10, "newer")),  # update of a row inserted in the batch
     ]
     df = spark.createDataFrame(change_rows(schema, changes), change_struct(schema)).repartition(3)
     sink.write_changes(schema, df, 0)
 
-    expected = {r[0]: as_dict(schema, r) for r in
-                [row(1), row(2, "upd", "2.50"), row(40, "moved"), row(5, "b", "9.99"), row(10, "newer")]}
+    expected = {
+        r[0]: as_dict(schema, r)
+        for r in [row(1), row(2, "upd", "2.50"), row(40, "moved"), row(5, "b", "9.99"), row(10, "newer")]
+    }
     got = {k[0]: v for k, v in delta_rows(sink, t, ("id",)).items()}
     assert got == expected
     table = sink.open_table(t)
@@ -234,8 +267,9 @@ def test_concurrent_reruns_of_different_batches_all_commit(tmp_dir):
     def run(batch: int, attempt: int, errors: list) -> None:
         rel = f"{sink.snapshot_prefix(f'b{batch}')}part-run{attempt}.parquet"
         os.makedirs(os.path.dirname(os.path.join(base, rel)), exist_ok=True)
-        pq.write_table(pa.Table.from_pylist([as_dict(schema, row(batch * 10 + attempt))], arrow),
-                       os.path.join(base, rel))
+        pq.write_table(
+            pa.Table.from_pylist([as_dict(schema, row(batch * 10 + attempt))], arrow), os.path.join(base, rel)
+        )
         try:
             sink.commit_snapshot(schema, f"b{batch}", [FileRecord(rel, os.path.getsize(os.path.join(base, rel)), 1)])
         except Exception as e:  # reported below
@@ -267,10 +301,10 @@ def test_spark_written_snapshot_files_have_the_arrow_writers_stats_and_read_back
     t = schema.table_id
     sink = DeltaSink(str(tmp_dir / "delta"))
     sink.prepare([schema])
-    long_name = "n" * 40   # longer than the exact-stat limit: no min/max for the column
+    long_name = "n" * 40  # longer than the exact-stat limit: no min/max for the column
     rows = [row(i, name=f"name-{i:03d}" if i != 7 else long_name) for i in range(60)]
     rows[5] = (5, None, None, None, None, None, None)
-    old = dt.datetime(1000, 1, 1, 0, 0, 0, 1)   # before 1582: must not be rebased to the Julian calendar
+    old = dt.datetime(1000, 1, 1, 0, 0, 0, 1)  # before 1582: must not be rebased to the Julian calendar
     rows[9] = rows[9][:3] + (old, dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)) + rows[9][5:]
     frame = spark.createDataFrame(rows, sink_struct(schema)).repartition(3)
     records, per_partition = sink.write_chunk_files(schema, frame, "batch-0001", 2)
@@ -300,9 +334,16 @@ def test_spark_written_snapshot_files_have_the_arrow_writers_stats_and_read_back
 def test_spark_written_dates_before_1582_are_not_rebased(spark, tmp_dir):
     """Spark may rebase old dates to the hybrid Julian calendar when it writes Parquet; pyarrow and
     delta-rs read the proleptic Gregorian value as stored, so the writer must not rebase."""
-    schema = TableSchema(TableId("shop", "days"), (
-        Column(name="id", ordinal=1, data_type="int", column_type="int(11)", nullable=False),
-        Column(name="d", ordinal=2, data_type="date", column_type="date", nullable=True)), ("id",), ("id",), ("id",))
+    schema = TableSchema(
+        TableId("shop", "days"),
+        (
+            Column(name="id", ordinal=1, data_type="int", column_type="int(11)", nullable=False),
+            Column(name="d", ordinal=2, data_type="date", column_type="date", nullable=True),
+        ),
+        ("id",),
+        ("id",),
+        ("id",),
+    )
     sink = DeltaSink(str(tmp_dir / "delta"))
     sink.prepare([schema])
     days = [dt.date(1000, 1, 1), dt.date(1582, 10, 4), dt.date(1582, 10, 15), dt.date(9999, 12, 31)]

@@ -28,12 +28,23 @@ def test_snapshot_then_stream_equals_source(mariadb, fresh_db, spark, tmp_dir, v
     # files): seed 2 with Spark's Parquet writer, seed 3 with the Arrow writer (object stores).
     staging = str(tmp_dir / "staging") if seed in (1, 4) else None
     lake = str(tmp_dir / "lake") if seed in (2, 3) else None
-    r = run_consistency_case(mariadb, spark, fresh_db, variant, seed, ROWS,
-                             chunk_size=3000 + 300 * seed, chunks_per_batch=3, staging_dir=staging, lake=lake,
-                             delta_writer="spark" if seed == 2 else "arrow")
+    r = run_consistency_case(
+        mariadb,
+        spark,
+        fresh_db,
+        variant,
+        seed,
+        ROWS,
+        chunk_size=3000 + 300 * seed,
+        chunks_per_batch=3,
+        staging_dir=staging,
+        lake=lake,
+        delta_writer="spark" if seed == 2 else "arrow",
+    )
     assert r.batches >= 3, "the test must exercise several batches"
     assert r.writer_changes > 50, f"the writer must really have written during the snapshot ({r})"
     assert r.streamed > 0, "changes after the batches' HWs must come through the stream"
-    assert not r.problem, f"{variant} seed {seed}: sink != source ({r.writer_changes} writer changes, " \
-                          f"{r.streamed} streamed)\n{r.problem}"
+    assert not r.problem, (
+        f"{variant} seed {seed}: sink != source ({r.writer_changes} writer changes, {r.streamed} streamed)\n{r.problem}"
+    )
     assert r.rows > ROWS * 0.9

@@ -33,7 +33,9 @@ def pipeline_setup(mariadb, fresh_db, tmp_dir):
     create_int_table(mariadb, fresh_db, 20_000)
     src = mariadb.source_config()
     config = PipelineConfig(
-        name="job-test", source=src, include=(f"{fresh_db}.orders",),
+        name="job-test",
+        source=src,
+        include=(f"{fresh_db}.orders",),
         state_location=str(tmp_dir / "state"),
         sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
     )
@@ -58,7 +60,7 @@ def test_batches_fill_the_sink_and_a_rerun_changes_nothing(mariadb, fresh_db, sp
     for b, r in zip(plan.batches, results):
         assert state.read_batch_result(b.batch_id) == json.loads(json.dumps(r, sort_keys=True))
         assert r["high_watermark"]["file"].startswith("mysql-bin.")
-        assert set(r["reader"].values()) == {"arrow"}, r["reader"]   # snapshot_reader auto, a Delta sink
+        assert set(r["reader"].values()) == {"arrow"}, r["reader"]  # snapshot_reader auto, a Delta sink
     lake = tmp_dir / "lake"
     expected = _source_rows(mariadb, fresh_db)
     got = _delta_rows(lake, fresh_db, "orders")
@@ -88,11 +90,11 @@ def test_a_failed_job_leaves_no_result_file(mariadb, fresh_db, spark, pipeline_s
     def broken(*a, **kw):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(delta.DeltaSink, "commit_chunk_files", broken)   # rows written once: the commit fails
+    monkeypatch.setattr(delta.DeltaSink, "commit_chunk_files", broken)  # rows written once: the commit fails
     with pytest.raises(RuntimeError, match="disk full"):
         run_snapshot_batch(spark, config, bid)
     assert state.read_batch_result(bid) is None, "the old result must not outlive a failed rerun"
-    monkeypatch.setattr(delta.DeltaSink, "writes_snapshot_files", lambda self: False)   # staged, then written
+    monkeypatch.setattr(delta.DeltaSink, "writes_snapshot_files", lambda self: False)  # staged, then written
     monkeypatch.setattr(delta.DeltaSink, "write_snapshot", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         run_snapshot_batch(spark, config, bid)
@@ -103,19 +105,32 @@ def test_spark_submit_entry_keeps_the_password_off_the_command_line(mariadb, fre
     config, plan, cfg_path = pipeline_setup
     bid = plan.batches[-1].batch_id
     password = config.source.password
-    env = dict(os.environ, MYSQLCDC_PASSWORD=password, PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable)
-    argv = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-            # Under spark-submit the driver's JVM exists before the job's code runs: the JDBC
-            # driver jar must come with --jars (spark.jars set in code reaches executors only).
-            "--jars", jdbc_jar_path(),
-            str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"), "--config", str(cfg_path), "--batch-id", bid]
+    env = dict(
+        os.environ, MYSQLCDC_PASSWORD=password, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable
+    )
+    argv = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        # Under spark-submit the driver's JVM exists before the job's code runs: the JDBC
+        # driver jar must come with --jars (spark.jars set in code reaches executors only).
+        "--jars",
+        jdbc_jar_path(),
+        str(ROOT / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"),
+        "--config",
+        str(cfg_path),
+        "--batch-id",
+        bid,
+    ]
     assert not any(password in a for a in argv)
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    errors = "\n".join(l for l in p.stderr.splitlines() if " INFO " not in l)
+    errors = "\n".join(ln for ln in p.stderr.splitlines() if " INFO " not in ln)
     assert p.returncode == 0, errors[-4000:]
-    lines = [l for l in p.stdout.splitlines() if l.startswith("MYSQLCDC_RESULT ")]
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("MYSQLCDC_RESULT ")]
     assert lines, p.stdout[-2000:]
     result = json.loads(lines[-1].split(" ", 1)[1])
     assert result["batch_id"] == bid

@@ -43,8 +43,11 @@ def assert_exact_cover(conn, schema, chunks, row_id="id"):
     seen = collections.Counter()
     sizes = []
     for c in chunks:
-        rows = q(conn, f"SELECT `{row_id}` FROM {schema.table_id.quoted} "
-                       f"WHERE {range_predicate(schema, c.start, c.end, c.includes_null)}")
+        rows = q(
+            conn,
+            f"SELECT `{row_id}` FROM {schema.table_id.quoted} "
+            f"WHERE {range_predicate(schema, c.start, c.end, c.includes_null)}",
+        )
         seen.update(r[0] for r in rows)
         sizes.append(len(rows))
     (total,) = q(conn, f"SELECT COUNT(*) FROM {schema.table_id.quoted}")[0]
@@ -74,11 +77,14 @@ def test_sparse_ints_fall_back_to_uneven(db):
     assert sizes == [500] * 10 + [0] or sizes == [500] * 10  # uneven: exactly chunk_size each
 
 
-@pytest.mark.parametrize("ddl,lo,hi", [
-    ("BIGINT", 9223372036854775807 - 30000, 9223372036854775807),
-    ("BIGINT", -9223372036854775808, -9223372036854775808 + 30000),
-    ("BIGINT UNSIGNED", 18446744073709551615 - 30000, 18446744073709551615),
-])
+@pytest.mark.parametrize(
+    "ddl,lo,hi",
+    [
+        ("BIGINT", 9223372036854775807 - 30000, 9223372036854775807),
+        ("BIGINT", -9223372036854775808, -9223372036854775808 + 30000),
+        ("BIGINT UNSIGNED", 18446744073709551615 - 30000, 18446744073709551615),
+    ],
+)
 def test_bigint_edges_do_not_overflow(db, ddl, lo, hi):
     dbname, conn = db
     q(conn, f"CREATE TABLE t (id {ddl} PRIMARY KEY)")
@@ -107,8 +113,7 @@ def test_decimal_scale_zero_and_dates(db):
     assert 3 <= len(chunks) <= 4
     assert_exact_cover(conn, schema, chunks)
     q(conn, "CREATE TABLE e (id INT NOT NULL, day DATETIME(6) PRIMARY KEY)")
-    q(conn, "INSERT INTO e SELECT seq, TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq MICROSECOND "
-            "FROM seq_1_to_3000")
+    q(conn, "INSERT INTO e SELECT seq, TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq MICROSECOND FROM seq_1_to_3000")
     schema, chunks = plan(conn, dbname, "e", 700)
     assert len(chunks) == 5
     assert_exact_cover(conn, schema, chunks)
@@ -118,8 +123,11 @@ def test_decimal_scale_zero_and_dates(db):
 def test_string_keys_follow_the_collation(db, collation):
     dbname, conn = db
     charset = collation.split("_")[0]
-    q(conn, f"CREATE TABLE t (id INT NOT NULL UNIQUE, k VARCHAR(20) CHARACTER SET {charset} "
-            f"COLLATE {collation} PRIMARY KEY)")
+    q(
+        conn,
+        f"CREATE TABLE t (id INT NOT NULL UNIQUE, k VARCHAR(20) CHARACTER SET {charset} "
+        f"COLLATE {collation} PRIMARY KEY)",
+    )
     words = ["a", "A ", "b", "B", "é", "e", "ab", "a\t", "z", "Z ", "ä", "ss", "ß", "", " x", "x"]
     # keys differing only by case / trailing space collide in a _ci or PAD SPACE unique index:
     # insert the first of each such group (the server decides what collides).
@@ -148,8 +156,12 @@ def test_nullable_non_unique_chunk_key(db):
     # an integer configured key with NULLs, split evenly
     q(conn, "UPDATE t SET id = NULL WHERE id % 7 = 0")
     schema, chunks = plan(conn, dbname, "t", 100, chunk_key="id")
-    counts = [q(conn, f"SELECT COUNT(*), COUNT(id) FROM t WHERE "
-                      f"{range_predicate(schema, c.start, c.end, c.includes_null)}")[0] for c in chunks]
+    counts = [
+        q(conn, f"SELECT COUNT(*), COUNT(id) FROM t WHERE {range_predicate(schema, c.start, c.end, c.includes_null)}")[
+            0
+        ]
+        for c in chunks
+    ]
     assert sum(n for n, _ in counts) == 6000
     assert counts[0][0] - counts[0][1] == 6000 // 7  # every NULL key is in the first chunk
 

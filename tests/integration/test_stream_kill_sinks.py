@@ -32,15 +32,21 @@ def _wait(pred, timeout: float, what: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["delta", "postgres"])
-def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(mariadb, postgres, fresh_db, spark,
-                                                                   tmp_dir, monkeypatch, kind):
+def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(
+    mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind
+):
     spec = create_int_table(mariadb, fresh_db, 20_000, "orders")
     src = mariadb.source_config(server_id_range="6300-6399")
     sink_cfg = sink_config(kind, tmp_dir, postgres, monkeypatch)
     config = PipelineConfig(
-        name=f"kill-{kind}", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
-        sink=sink_cfg, split=SplitOptions(chunk_size=5000),
-        stream=StreamOptions(max_events_per_batch=150, heartbeat_s=1.0, trigger_interval_s=0.0))
+        name=f"kill-{kind}",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_cfg,
+        split=SplitOptions(chunk_size=5000),
+        stream=StreamOptions(max_events_per_batch=150, heartbeat_s=1.0, trigger_interval_s=0.0),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     plan = build_plan(src, config.include, split=config.split, chunks_per_batch=2)
@@ -72,10 +78,14 @@ def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(mariadb, postg
             return mysql_rows(mariadb, schema.table_id, cols, ("id",))
 
         if kind == "delta":
+
             def actual():
-                return {k: {c: r[c] for c in cols} for k, r in
-                        delta_rows(tmp_dir / "lake", schema.table_id, ("id",)).items()}
+                return {
+                    k: {c: r[c] for c in cols}
+                    for k, r in delta_rows(tmp_dir / "lake", schema.table_id, ("id",)).items()
+                }
         else:
+
             def actual():
                 return postgres_rows(postgres, f"{fresh_db}__orders", cols, ("id",), sink_cfg.options["schema"])
 

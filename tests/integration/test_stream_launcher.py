@@ -25,8 +25,14 @@ from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, S
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime import stream_launcher
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (
-    PROCESS_REL, StreamStartError, launch_local_stream, log_tail, running_local_stream, stop_local_stream,
-    wait_for_first_commit)
+    PROCESS_REL,
+    StreamStartError,
+    launch_local_stream,
+    log_tail,
+    running_local_stream,
+    stop_local_stream,
+    wait_for_first_commit,
+)
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import STATUS_REL, committed_key, read_status
 from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
 from tests.support.stream_job import committed
@@ -160,14 +166,19 @@ def _pipeline(mariadb, db: str, tmp_dir: Path, password: str) -> tuple[PipelineC
     t = TableId(db, spec.table)
     src = mariadb.source_config(server_id_range="6500-6599", password=password)
     config = PipelineConfig(
-        name="launcher", source=src, include=(f"{db}.orders",), state_location=str(tmp_dir / "state"),
+        name="launcher",
+        source=src,
+        include=(f"{db}.orders",),
+        state_location=str(tmp_dir / "state"),
         sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
-        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     f, p = mariadb.master_status()
     StateStore(config.state_location).write_finished(
-        [FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(f, p))])
+        [FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(f, p))]
+    )
     return config, cfg_path, spec
 
 
@@ -211,15 +222,22 @@ def test_launched_stream_reports_status_survives_sigkill_and_stops(mariadb, fres
         process_json = Path(state.path(PROCESS_REL)).read_text()
 
         # 2. writes, then the lag drops back to ~0
-        with ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=3, threads=1, pause_s=0.01,
-                              weights=(0.5, 0.3, 0.1, 0.1)):
+        with ConcurrentWriter(
+            lambda: mariadb.connect(fresh_db), spec, seed=3, threads=1, pause_s=0.01, weights=(0.5, 0.3, 0.1, 0.1)
+        ):
             time.sleep(3.0)
         head = BinlogOffset(*mariadb.master_status())
 
         def caught_up() -> bool:
             s = read_status(state)
-            return (s is not None and s.committed_offset is not None and s.lag_s is not None
-                    and committed_key(s.committed_offset) >= head.sort_key() and s.lag_s <= 2.0)
+            return (
+                s is not None
+                and s.committed_offset is not None
+                and s.lag_s is not None
+                and committed_key(s.committed_offset) >= head.sort_key()
+                and s.lag_s <= 2.0
+            )
+
         _wait(caught_up, 180, "the status to show the stream at the head with lag ~0")
         st = read_status(state)
         assert st.lag_now() < 5.0 and not st.lag_is_lower_bound and st.behind_bytes == 0
@@ -238,10 +256,12 @@ def test_launched_stream_reports_status_survives_sigkill_and_stops(mariadb, fres
         proc.popen.wait(30)
         assert running_local_stream(state) is None
         _wait(lambda: not stream_launcher._group_alive(proc.pgid), 20, "the JVM to die with its group")
-        mariadb.execute("UPDATE orders SET a = a + 1 ORDER BY id LIMIT 20",
-                        "DELETE FROM orders ORDER BY id DESC LIMIT 5",
-                        "INSERT INTO orders (id, a, s, amount, ts) VALUES (999999, 1, 'down', 1.5, NOW(3))",
-                        database=fresh_db)
+        mariadb.execute(
+            "UPDATE orders SET a = a + 1 ORDER BY id LIMIT 20",
+            "DELETE FROM orders ORDER BY id DESC LIMIT 5",
+            "INSERT INTO orders (id, a, s, amount, ts) VALUES (999999, 1, 'down', 1.5, NOW(3))",
+            database=fresh_db,
+        )
         proc, st, _ = launch("relaunch after SIGKILL")
         assert st.batch_id > last_batch and st.committed_at is not None
         assert len({q for q, _ in runs}) == 1 and len({r for _, r in runs}) == 3  # one query, three runs
@@ -250,7 +270,8 @@ def test_launched_stream_reports_status_survives_sigkill_and_stops(mariadb, fres
         problem = wait_until_equal(
             lambda: mysql_rows(mariadb, t, cols, ("id",)),
             lambda: {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()},
-            timeout_s=180)
+            timeout_s=180,
+        )
         assert not problem, f"sink != source after SIGKILL and relaunch:\n{problem}"
         stop_cleanly(proc)
     except (AssertionError, StreamStartError) as e:

@@ -36,15 +36,19 @@ def _wait(pred, timeout: float, what: str, log=None) -> None:
         time.sleep(0.2)
 
 
-def test_two_hosts_never_both_run_the_stream_and_a_dead_holder_is_replaced_after_expiry(mariadb, fresh_db,
-                                                                                         tmp_dir):
+def test_two_hosts_never_both_run_the_stream_and_a_dead_holder_is_replaced_after_expiry(mariadb, fresh_db, tmp_dir):
     spec = create_int_table(mariadb, fresh_db, 500, "orders")
     writer = ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=3, threads=1, pause_s=0.05).start()
     src = mariadb.source_config(server_id_range="6500-6599")
     config = PipelineConfig(
-        name="lease", source=src, include=(f"{fresh_db}.orders",), state_location=str(tmp_dir / "state"),
-        sink=SinkConfig("changelog", {"root": str(tmp_dir / "log")}), startup_mode="latest-offset",
-        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.5, lease_ttl_s=TTL_S))
+        name="lease",
+        source=src,
+        include=(f"{fresh_db}.orders",),
+        state_location=str(tmp_dir / "state"),
+        sink=SinkConfig("changelog", {"root": str(tmp_dir / "log")}),
+        startup_mode="latest-offset",
+        stream=StreamOptions(heartbeat_s=1.0, trigger_interval_s=0.5, lease_ttl_s=TTL_S),
+    )
     cfg = tmp_dir / "pipeline.json"
     cfg.write_text(config.to_json())
     checkpoint = tmp_dir / "state" / "stream" / "checkpoint"

@@ -18,15 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 
+from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (
-    launch_local_stream, log_tail, running_local_stream, wait_for_first_commit)
+    launch_local_stream,
+    log_tail,
+    running_local_stream,
+    wait_for_first_commit,
+)
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import read_status
 from tests.support import airflow_env
 from tests.support.mariadb import ROOT_PASSWORD
@@ -66,14 +70,21 @@ def _stream_pipeline(mariadb, db: str, tmp_dir: Path, name: str, ids: str, rows:
     spec = create_int_table(mariadb, db, rows, "orders")
     t = TableId(db, "orders")
     src = mariadb.source_config(server_id_range=ids, password=ROOT_PASSWORD)
-    config = PipelineConfig(name=name, source=src, include=(str(t),), state_location=str(tmp_dir / "state"),
-                            sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
-                            stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    config = PipelineConfig(
+        name=name,
+        source=src,
+        include=(str(t),),
+        state_location=str(tmp_dir / "state"),
+        sink=SinkConfig("delta", {"root": str(tmp_dir / "lake")}),
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     cfg_path = tmp_dir / "pipeline.json"
     cfg_path.write_text(config.to_json())
     state = StateStore(config.state_location)
     mariadb.execute("DELETE FROM orders", database=db)
-    state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))])
+    state.write_finished(
+        [FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))]
+    )
     return _Stream(spec, t, config, cfg_path, state)
 
 
@@ -84,12 +95,20 @@ def test_statement_logged_changes_stop_the_stream_and_fail_the_watchdog(mariadb,
     spec, t, config, cfg_path, state = p.spec, p.table, p.config, p.cfg_path, p.state
     # Every row comes through the stream: an empty snapshot at the head, then the table refilled.
     mariadb.execute(f"INSERT INTO orders SELECT seq * 2, {', '.join(VALUE_FILL)} FROM seq_1_to_500", database=fresh_db)
-    airflow_env.set_connection("notexact_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD, extra={"server_id_range": "6700-6720"})
+    airflow_env.set_connection(
+        "notexact_src",
+        "mysql_cdc",
+        host="127.0.0.1",
+        port=mariadb.port,
+        login="root",
+        password=ROOT_PASSWORD,
+        extra={"server_id_range": "6700-6720"},
+    )
     airflow_env.set_connection("spark_default", "spark", host="local[2]")
     cols = COLS
-    sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=config.state_location,
-                                  mysql_cdc_conn_id="notexact_src", relaunch=True)
+    sensor = MySqlCdcStreamSensor(
+        task_id="stream_health", state_location=config.state_location, mysql_cdc_conn_id="notexact_src", relaunch=True
+    )
 
     def sink():
         return p.sink(tmp_dir / "lake")
@@ -125,8 +144,9 @@ def test_statement_logged_changes_stop_the_stream_and_fail_the_watchdog(mariadb,
             sensor.poke({})
         assert running_local_stream(state) is None
     except AssertionError as e:
-        raise AssertionError(f"{e}\nstatus: {read_status(state)}\njob log:\n"
-                             f"{log_tail(state.path('stream', 'stream.log'), 60)}") from None
+        raise AssertionError(
+            f"{e}\nstatus: {read_status(state)}\njob log:\n{log_tail(state.path('stream', 'stream.log'), 60)}"
+        ) from None
     finally:
         if proc.popen is not None and proc.popen.poll() is None:
             os.killpg(proc.pgid, signal.SIGKILL)
@@ -151,10 +171,12 @@ def test_a_gtid_gap_stops_the_stream_after_committing_everything_before_it(maria
             time.sleep(2)
         # the transactions before the gap, and the gap, reach the binlog together: one scan sees both
         seq = int(mariadb.query("SELECT @@gtid_binlog_pos")[0][0].split(",")[0].split("-")[2])
-        mariadb.execute(f"INSERT INTO orders SELECT seq * 2 + 100000, {', '.join(VALUE_FILL)} FROM seq_1_to_50",
-                        f"SET SESSION gtid_seq_no = {seq + 5}",
-                        f"INSERT INTO orders SELECT seq * 2 + 200000, {', '.join(VALUE_FILL)} FROM seq_1_to_50",
-                        database=fresh_db)
+        mariadb.execute(
+            f"INSERT INTO orders SELECT seq * 2 + 100000, {', '.join(VALUE_FILL)} FROM seq_1_to_50",
+            f"SET SESSION gtid_seq_no = {seq + 5}",
+            f"INSERT INTO orders SELECT seq * 2 + 200000, {', '.join(VALUE_FILL)} FROM seq_1_to_50",
+            database=fresh_db,
+        )
         assert proc.popen.wait(180) != 0, "the stream job must exit with a failure"
         status = read_status(state)
         assert status.state == "failed", status
@@ -165,8 +187,9 @@ def test_a_gtid_gap_stops_the_stream_after_committing_everything_before_it(maria
         assert max(k[0] for k in got) < 200000 and (100002,) in got and (100100,) in got
         assert {k: v for k, v in mysql_rows(mariadb, t, cols, ("id",)).items() if k[0] < 200000} == got
     except AssertionError as e:
-        raise AssertionError(f"{e}\nstatus: {read_status(state)}\njob log:\n"
-                             f"{log_tail(state.path('stream', 'stream.log'), 60)}") from None
+        raise AssertionError(
+            f"{e}\nstatus: {read_status(state)}\njob log:\n{log_tail(state.path('stream', 'stream.log'), 60)}"
+        ) from None
     finally:
         if proc.popen is not None and proc.popen.poll() is None:
             os.killpg(proc.pgid, signal.SIGKILL)

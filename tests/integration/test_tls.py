@@ -28,16 +28,63 @@ def tls_server():
     base = Path(tempfile.mkdtemp(prefix="mysqlcdc-tls-"))
     certs = base / "certs"
     certs.mkdir()
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=mysqlcdc test CA",
-             "-keyout", "ca.key", "-out", "ca.pem", cwd=certs)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=db.example", "-keyout", "server.key",
-             "-out", "server.csr", cwd=certs)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=mysqlcdc test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        cwd=certs,
+    )
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=db.example",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        cwd=certs,
+    )
     (certs / "san.ext").write_text("subjectAltName=DNS:db.example\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=certs)
-    server = MariaDB(base_dir=base / "db", server_id=7,
-                     extra_args=(f"--ssl-ca={certs / 'ca.pem'}", f"--ssl-cert={certs / 'server.pem'}",
-                                 f"--ssl-key={certs / 'server.key'}"))
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.pem",
+        cwd=certs,
+    )
+    server = MariaDB(
+        base_dir=base / "db",
+        server_id=7,
+        extra_args=(
+            f"--ssl-ca={certs / 'ca.pem'}",
+            f"--ssl-cert={certs / 'server.pem'}",
+            f"--ssl-key={certs / 'server.key'}",
+        ),
+    )
     server.start()
     try:
         yield server, certs / "ca.pem"
@@ -86,9 +133,19 @@ def test_the_connection_fields_reach_the_mode_and_trust_is_warned_about(tls_serv
     server, ca = tls_server
 
     def hook(extra: dict) -> MySqlCdcHook:
-        monkeypatch.setenv("AIRFLOW_CONN_TLS_SRC", json.dumps({
-            "conn_type": "mysql_cdc", "host": "127.0.0.1", "port": server.port, "login": "root",
-            "password": ROOT_PASSWORD, "extra": extra}))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_TLS_SRC",
+            json.dumps(
+                {
+                    "conn_type": "mysql_cdc",
+                    "host": "127.0.0.1",
+                    "port": server.port,
+                    "login": "root",
+                    "password": ROOT_PASSWORD,
+                    "extra": extra,
+                }
+            ),
+        )
         return MySqlCdcHook("tls_src")
 
     assert hook({}).get_source_config().ssl is None
@@ -101,7 +158,7 @@ def test_the_connection_fields_reach_the_mode_and_trust_is_warned_about(tls_serv
     with caplog.at_level("WARNING"):
         src = hook({"ssl_mode": "trust"}).get_source_config()
     assert _cipher(src) and src.jdbc_tls_params() == "sslMode=trust"
-    said = caplog.text + "".join(capsys.readouterr())   # Airflow's structlog may print it instead
+    said = caplog.text + "".join(capsys.readouterr())  # Airflow's structlog may print it instead
     assert "does not verify its certificate (ssl_mode trust)" in said
     with pytest.raises(ConfigError, match="ssl_mode: found 'yes'.*Fix: verify-full"):
         hook({"ssl_mode": "yes"}).get_source_config()

@@ -52,8 +52,12 @@ from typing import Any, Optional
 import pyarrow as pa
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.transform_exprs import (TransformError, TransformEvalError, compile_filter,
-                                                           compile_projection)
+from airflow_provider_mysqlcdc.cdc.transform_exprs import (
+    TransformError,
+    TransformEvalError,
+    compile_filter,
+    compile_projection,
+)
 from tests.unit.test_transform_exprs import SCHEMA as UNIT_SCHEMA
 from tests.unit.test_transform_exprs import SPARK_CHECKED_CASES, SPARK_CHECKED_TYPES
 
@@ -66,8 +70,12 @@ OPS = ["+I", "-U", "+U", "-D", "r"]
 META = ["__namespace_name__", "__schema_name__", "__table_name__", "__data_event_type__"]
 # Evaluator errors that say "Spark gives a value here that is not reproduced exactly" (the
 # documented equal-or-error cases), as opposed to "Spark fails on this row".
-REPRODUCTION_LIMITS = ("UNSUPPORTED_VALUE", "not reproduced here", "only the plain forms are read here",
-                       "differs from the one-character mapping")
+REPRODUCTION_LIMITS = (
+    "UNSUPPORTED_VALUE",
+    "not reproduced here",
+    "only the plain forms are read here",
+    "differs from the one-character mapping",
+)
 
 
 # --- the edge table -----------------------------------------------------------------------------
@@ -84,69 +92,365 @@ def _ts(*a: int, tz: Any = UTC) -> dt.datetime:
     return dt.datetime(*a, tzinfo=tz)
 
 
-_TIMES = [(1, 1, 1), (9999, 12, 31, 23, 59, 59, 999999), (1969, 12, 31, 23, 59, 59, 999999), (1970, 1, 1),
-          (2020, 1, 2, 3, 4, 5, 600), (2020, 1, 2), (1900, 1, 1, 12), (999, 12, 31, 23, 59, 59), (1000, 1, 1),
-          (2024, 2, 29, 10, 11, 12, 500000), (1582, 10, 10), (2038, 1, 19, 3, 14, 7), (2020, 1, 1, 23),
-          (1969, 12, 31, 12)]
-_DATES = [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1), dt.date(1969, 12, 31), dt.date(2024, 2, 29),
-          dt.date(2020, 1, 2), dt.date(1582, 10, 4), dt.date(1582, 10, 15), dt.date(1900, 2, 28), dt.date(999, 12, 31),
-          dt.date(1000, 1, 1), dt.date(2020, 1, 1)]
+_TIMES = [
+    (1, 1, 1),
+    (9999, 12, 31, 23, 59, 59, 999999),
+    (1969, 12, 31, 23, 59, 59, 999999),
+    (1970, 1, 1),
+    (2020, 1, 2, 3, 4, 5, 600),
+    (2020, 1, 2),
+    (1900, 1, 1, 12),
+    (999, 12, 31, 23, 59, 59),
+    (1000, 1, 1),
+    (2024, 2, 29, 10, 11, 12, 500000),
+    (1582, 10, 10),
+    (2038, 1, 19, 3, 14, 7),
+    (2020, 1, 1, 23),
+    (1969, 12, 31, 12),
+]
+_DATES = [
+    dt.date(1, 1, 1),
+    dt.date(9999, 12, 31),
+    dt.date(1970, 1, 1),
+    dt.date(1969, 12, 31),
+    dt.date(2024, 2, 29),
+    dt.date(2020, 1, 2),
+    dt.date(1582, 10, 4),
+    dt.date(1582, 10, 15),
+    dt.date(1900, 2, 28),
+    dt.date(999, 12, 31),
+    dt.date(1000, 1, 1),
+    dt.date(2020, 1, 1),
+]
 # name, Arrow type, Spark DDL type, values (row k has id k). i, b, t, sm, d2, d5 hold values whose
 # sums and products fit their types (so most expressions over them succeed: one batched query);
 # ix, bx, tx, smx, d2x, d5x hold the extremes (each expression over them is a query of its own).
 EDGE_COLUMNS: list[tuple[str, pa.DataType, str, list[Any]]] = [
     ("id", pa.int32(), "INT", list(range(N))),
-    ("i", pa.int32(), "INT", [None, 0, 1, -1, 7, -7, 46340, -46340, 100, 3, -2, 15, -15, 14, 2, 5, 12, None, 10, -3,
-                              1000, 125, 2, 4]),
-    ("b", pa.int64(), "BIGINT", [None, 5, 2, -1, 2, 3, 3037000499, -3037000499, 10 ** 9, -5, 7, 2, -1, 9, 1, 4, -2, 3,
-                                 None, 6, 2 ** 31, -2 ** 31 - 1, 1, 8]),
+    (
+        "i",
+        pa.int32(),
+        "INT",
+        [None, 0, 1, -1, 7, -7, 46340, -46340, 100, 3, -2, 15, -15, 14, 2, 5, 12, None, 10, -3, 1000, 125, 2, 4],
+    ),
+    (
+        "b",
+        pa.int64(),
+        "BIGINT",
+        [
+            None,
+            5,
+            2,
+            -1,
+            2,
+            3,
+            3037000499,
+            -3037000499,
+            10**9,
+            -5,
+            7,
+            2,
+            -1,
+            9,
+            1,
+            4,
+            -2,
+            3,
+            None,
+            6,
+            2**31,
+            -(2**31) - 1,
+            1,
+            8,
+        ],
+    ),
     ("t", pa.int8(), "TINYINT", _n([None, 4, 1, -1, 11, -11, 5, -5, 10, 2, 3, 7, -7, 9, 6, 1, 8, -9, 8, None, 9, -2])),
     ("sm", pa.int16(), "SMALLINT", _n([None, 6, 181, -181, 1, -1, 150, 2, -3, 100, 99, 5, 7, 10, 11, 12, None, -150])),
-    ("ix", pa.int32(), "INT", _n([2 ** 31 - 1, -2 ** 31, None, 0, 1, -1])),
-    ("bx", pa.int64(), "BIGINT", _n([2 ** 63 - 1, -2 ** 63, None, 0, 1, -1])),
+    ("ix", pa.int32(), "INT", _n([2**31 - 1, -(2**31), None, 0, 1, -1])),
+    ("bx", pa.int64(), "BIGINT", _n([2**63 - 1, -(2**63), None, 0, 1, -1])),
     ("tx", pa.int8(), "TINYINT", _n([127, -128, None, 0, 1, -1])),
     ("smx", pa.int16(), "SMALLINT", _n([32767, -32768, None, 0, 1, -1])),
-    ("s", pa.string(), "STRING", [None, "", " ", "abc", "h\u00e9llo", "a\U0001F600b", " 12 ", "-7", "1.5", "2024-02-29",
-                                  "TRUE", "stra\u00dfe", "\u039f\u0394\u039f\u03a3", "1e3", "\t42\n", "Spark SQL", "+3",
-                                  "0012.30", "\x0b5", "\x7f5\x7f", "2020-01-02 03:04:05.5", "NaN", "2147483648",
-                                  "SSparkSQLS"]),
-    ("s2", pa.string(), "STRING", [None, "abc", "", "x", "B", "a", "\u00e9", "z", None, "123", " ", "SQL", "ab", "c",
-                                   "A", "b", "\U0001F600", "\x7f2020-01-02\x7f", "de", "-", "\x7ftrue", "\x7f1.5",
-                                   "\x015", "\x7f2020-01-02 03:04:05"]),
-    ("d", pa.decimal128(10, 2), "DECIMAL(10,2)",
-     [None, D("0"), D("-0.05"), D("12.35"), D("99999999.99"), D("-99999999.99"), D("1.25"), D("-1.25"), D("2.50"),
-      D("0.01"), D("-0.01"), D("1.05"), D("150.00"), D("-149.99"), D("7"), D("3.33"), D("2"), D("-2"), D("0.5"), None,
-      D("1000"), D("-3"), D("33.33"), D("1.15")]),
-    ("d2", pa.decimal128(38, 10), "DECIMAL(38,10)",
-     [None, D("123456789.9999999999"), D("1.0000005"), D("99999999999999999999.9999999999"),
-      D("-99999999999999999999.9999999999"), D("0.0000000001"), D("-0.0000000001"), D("0.1"),
-      D("12345678901234567890.1234567891"), D("0.0000001"), D("1"), D("-1"), D("2.5"), D("2147483647.9999999999"),
-      None, D("7.7777777777"), D("-0.5"), D("-2147483648.9999999999"), D("0.3333333333"), D("1.5"),
-      D("32767.9999999999"), D("-2"), D("100"), D("0.0000000005")]),
-    ("d3", pa.decimal128(5, 0), "DECIMAL(5,0)",
-     [None, D(20), D(99999), D(-99999), D(1), D(-1), D(5), D(3), D(2), D(7), D(-7), D(10), D(100), None, D(12), D(50),
-      D(-50), D(4), D(6), D(8), D(9), D(11), D(13), D(15)]),
-    ("d4", pa.decimal128(4, 4), "DECIMAL(4,4)",
-     [None, D("0.0005"), D("0.9999"), D("-0.9999"), D("0.5"), D("-0.5"), D("0.0001"), D("0.2850"), D("0.2500"),
-      D("0.1"),
-      None, D("0.3333"), D("-0.25"), D("0.05"), D("0.005"), D("0.75"), D("0.125"), D("0.01"), D("-0.01"), D("0.9"),
-      D("0.2"), D("0.4"), D("0.6"), D("0.8")]),
-    ("d5", pa.decimal128(38, 0), "DECIMAL(38,0)",
-     _n([None, D(10 ** 20), D(-10 ** 20), D(1), D(-1), D(7), D(3), D(2), D(5), D(100), D(-100), D(10 ** 18), D(9)])),
-    ("d18", pa.decimal128(18, 17), "DECIMAL(18,17)", _n([D("1.99999999999999999"), None, D("-1.99999999999999999"),
-                                                        D("0.5"), D("9.99999999999999999")])),
-    ("d2x", pa.decimal128(38, 10), "DECIMAL(38,10)",
-     _n([D("9" * 28 + "." + "9" * 10), D("-" + "9" * 28 + "." + "9" * 10), None, D("0"),
-         D("3003003003003003003003003003.0030650150"), D("300300300300300300300300300.3003515015")])),
-    ("d5x", pa.decimal128(38, 0), "DECIMAL(38,0)",
-     _n([D(10 ** 38 - 1), D(-10 ** 38 + 1), None, D(0), D(10 ** 37 + 5), D(12345678901234567890123456789012345678)])),
-    ("f", pa.float64(), "DOUBLE", [None, 0.0, -0.0, math.nan, math.inf, -math.inf, 1.7976931348623157e308, 5e-324,
-                                   2.5, -2.5, 0.285, 2.675, 1e15 + 0.5, 3e9, 1e17, 1.5, 0.1, -0.001, 1e-40, 123.456,
-                                   1.005, 1e20, 9.223372036854776e18, 2.82879384806159e17]),
-    ("r", pa.float32(), "FLOAT", [None, 0.0, -0.0, math.nan, math.inf, -math.inf, 3.4028234663852886e38,
-                                  1.401298464e-45,
-                                  0.1, -2.5, 40000.0, 0.25, 1.5, 2.5, None, 100.0, -1.0, 3.0, 7.0, 0.5, 1e10, -1e10,
-                                  16777216.0, 2.675]),
+    (
+        "s",
+        pa.string(),
+        "STRING",
+        [
+            None,
+            "",
+            " ",
+            "abc",
+            "h\u00e9llo",
+            "a\U0001f600b",
+            " 12 ",
+            "-7",
+            "1.5",
+            "2024-02-29",
+            "TRUE",
+            "stra\u00dfe",
+            "\u039f\u0394\u039f\u03a3",
+            "1e3",
+            "\t42\n",
+            "Spark SQL",
+            "+3",
+            "0012.30",
+            "\x0b5",
+            "\x7f5\x7f",
+            "2020-01-02 03:04:05.5",
+            "NaN",
+            "2147483648",
+            "SSparkSQLS",
+        ],
+    ),
+    (
+        "s2",
+        pa.string(),
+        "STRING",
+        [
+            None,
+            "abc",
+            "",
+            "x",
+            "B",
+            "a",
+            "\u00e9",
+            "z",
+            None,
+            "123",
+            " ",
+            "SQL",
+            "ab",
+            "c",
+            "A",
+            "b",
+            "\U0001f600",
+            "\x7f2020-01-02\x7f",
+            "de",
+            "-",
+            "\x7ftrue",
+            "\x7f1.5",
+            "\x015",
+            "\x7f2020-01-02 03:04:05",
+        ],
+    ),
+    (
+        "d",
+        pa.decimal128(10, 2),
+        "DECIMAL(10,2)",
+        [
+            None,
+            D("0"),
+            D("-0.05"),
+            D("12.35"),
+            D("99999999.99"),
+            D("-99999999.99"),
+            D("1.25"),
+            D("-1.25"),
+            D("2.50"),
+            D("0.01"),
+            D("-0.01"),
+            D("1.05"),
+            D("150.00"),
+            D("-149.99"),
+            D("7"),
+            D("3.33"),
+            D("2"),
+            D("-2"),
+            D("0.5"),
+            None,
+            D("1000"),
+            D("-3"),
+            D("33.33"),
+            D("1.15"),
+        ],
+    ),
+    (
+        "d2",
+        pa.decimal128(38, 10),
+        "DECIMAL(38,10)",
+        [
+            None,
+            D("123456789.9999999999"),
+            D("1.0000005"),
+            D("99999999999999999999.9999999999"),
+            D("-99999999999999999999.9999999999"),
+            D("0.0000000001"),
+            D("-0.0000000001"),
+            D("0.1"),
+            D("12345678901234567890.1234567891"),
+            D("0.0000001"),
+            D("1"),
+            D("-1"),
+            D("2.5"),
+            D("2147483647.9999999999"),
+            None,
+            D("7.7777777777"),
+            D("-0.5"),
+            D("-2147483648.9999999999"),
+            D("0.3333333333"),
+            D("1.5"),
+            D("32767.9999999999"),
+            D("-2"),
+            D("100"),
+            D("0.0000000005"),
+        ],
+    ),
+    (
+        "d3",
+        pa.decimal128(5, 0),
+        "DECIMAL(5,0)",
+        [
+            None,
+            D(20),
+            D(99999),
+            D(-99999),
+            D(1),
+            D(-1),
+            D(5),
+            D(3),
+            D(2),
+            D(7),
+            D(-7),
+            D(10),
+            D(100),
+            None,
+            D(12),
+            D(50),
+            D(-50),
+            D(4),
+            D(6),
+            D(8),
+            D(9),
+            D(11),
+            D(13),
+            D(15),
+        ],
+    ),
+    (
+        "d4",
+        pa.decimal128(4, 4),
+        "DECIMAL(4,4)",
+        [
+            None,
+            D("0.0005"),
+            D("0.9999"),
+            D("-0.9999"),
+            D("0.5"),
+            D("-0.5"),
+            D("0.0001"),
+            D("0.2850"),
+            D("0.2500"),
+            D("0.1"),
+            None,
+            D("0.3333"),
+            D("-0.25"),
+            D("0.05"),
+            D("0.005"),
+            D("0.75"),
+            D("0.125"),
+            D("0.01"),
+            D("-0.01"),
+            D("0.9"),
+            D("0.2"),
+            D("0.4"),
+            D("0.6"),
+            D("0.8"),
+        ],
+    ),
+    (
+        "d5",
+        pa.decimal128(38, 0),
+        "DECIMAL(38,0)",
+        _n([None, D(10**20), D(-(10**20)), D(1), D(-1), D(7), D(3), D(2), D(5), D(100), D(-100), D(10**18), D(9)]),
+    ),
+    (
+        "d18",
+        pa.decimal128(18, 17),
+        "DECIMAL(18,17)",
+        _n([D("1.99999999999999999"), None, D("-1.99999999999999999"), D("0.5"), D("9.99999999999999999")]),
+    ),
+    (
+        "d2x",
+        pa.decimal128(38, 10),
+        "DECIMAL(38,10)",
+        _n(
+            [
+                D("9" * 28 + "." + "9" * 10),
+                D("-" + "9" * 28 + "." + "9" * 10),
+                None,
+                D("0"),
+                D("3003003003003003003003003003.0030650150"),
+                D("300300300300300300300300300.3003515015"),
+            ]
+        ),
+    ),
+    (
+        "d5x",
+        pa.decimal128(38, 0),
+        "DECIMAL(38,0)",
+        _n([D(10**38 - 1), D(-(10**38) + 1), None, D(0), D(10**37 + 5), D(12345678901234567890123456789012345678)]),
+    ),
+    (
+        "f",
+        pa.float64(),
+        "DOUBLE",
+        [
+            None,
+            0.0,
+            -0.0,
+            math.nan,
+            math.inf,
+            -math.inf,
+            1.7976931348623157e308,
+            5e-324,
+            2.5,
+            -2.5,
+            0.285,
+            2.675,
+            1e15 + 0.5,
+            3e9,
+            1e17,
+            1.5,
+            0.1,
+            -0.001,
+            1e-40,
+            123.456,
+            1.005,
+            1e20,
+            9.223372036854776e18,
+            2.82879384806159e17,
+        ],
+    ),
+    (
+        "r",
+        pa.float32(),
+        "FLOAT",
+        [
+            None,
+            0.0,
+            -0.0,
+            math.nan,
+            math.inf,
+            -math.inf,
+            3.4028234663852886e38,
+            1.401298464e-45,
+            0.1,
+            -2.5,
+            40000.0,
+            0.25,
+            1.5,
+            2.5,
+            None,
+            100.0,
+            -1.0,
+            3.0,
+            7.0,
+            0.5,
+            1e10,
+            -1e10,
+            16777216.0,
+            2.675,
+        ],
+    ),
     ("dt", pa.date32(), "DATE", _n([None] + _DATES)),
     ("ts", pa.timestamp("us", tz="UTC"), "TIMESTAMP", _n([None] + [_ts(*x) for x in _TIMES])),
     ("ntz", pa.timestamp("us"), "TIMESTAMP_NTZ", _n([None] + [_ts(*x, tz=None) for x in reversed(_TIMES)])),
@@ -172,10 +476,21 @@ def checked_table() -> tuple[pa.Table, dict[int, tuple[int, ...]]]:
     return data.add_column(0, "id", pa.array(range(len(rows)), pa.int32())), ids
 
 
-_SPARK_DDL = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
-              pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.string(): "STRING", pa.large_string(): "STRING",
-              pa.binary(): "BINARY", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-              pa.timestamp("us", tz="UTC"): "TIMESTAMP", pa.timestamp("us"): "TIMESTAMP_NTZ"}
+_SPARK_DDL = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.string(): "STRING",
+    pa.large_string(): "STRING",
+    pa.binary(): "BINARY",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMP",
+    pa.timestamp("us"): "TIMESTAMP_NTZ",
+}
 
 
 def spark_type_name(t: pa.DataType) -> str:
@@ -188,51 +503,248 @@ def spark_type_name(t: pa.DataType) -> str:
 # --- the corpus ---------------------------------------------------------------------------------
 
 NUMERIC = ["i", "b", "t", "sm", "d", "d2", "d3", "d4", "d5", "f", "r"]
-LITERALS = ["0", "1", "-1", "3", "2147483647", "-2147483648", "2147483648", "9223372036854775807",
-            "-9223372036854775808", "9223372036854775808", "12345678901234567890", "5L", "2Y", "3S", "-2Y", "1.5",
-            "1.50", "0.001", "-0.5", ".5", "0.0", "-0.0", "1.5e3", "1E-3", "-0.0e0", "1.5D", "-1.5D", "10BD", "1.0F",
-            "1e308", "'it''s'", "'h\u00e9llo'", "''", "\"dq\"", "r'raw'", "TRUE", "FALSE", "DATE '2024-02-29'",
-            "DATE '0001-01-01'", "DATE '9999-12-31'", "TIMESTAMP '2024-02-29 10:11:12.5'",
-            "TIMESTAMP '9999-12-31 23:59:59.999999'", "TIMESTAMP '1969-12-31 23:59:59.999999'",
-            "CAST(NULL AS STRING)", "CAST(NULL AS DECIMAL(5,1))", "CAST(NULL AS INT)", "CAST(NULL AS DATE)",
-            "99999999999999999999999999999999999999", "0.00000000000000000000000000000000000001"]
+LITERALS = [
+    "0",
+    "1",
+    "-1",
+    "3",
+    "2147483647",
+    "-2147483648",
+    "2147483648",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "12345678901234567890",
+    "5L",
+    "2Y",
+    "3S",
+    "-2Y",
+    "1.5",
+    "1.50",
+    "0.001",
+    "-0.5",
+    ".5",
+    "0.0",
+    "-0.0",
+    "1.5e3",
+    "1E-3",
+    "-0.0e0",
+    "1.5D",
+    "-1.5D",
+    "10BD",
+    "1.0F",
+    "1e308",
+    "'it''s'",
+    "'h\u00e9llo'",
+    "''",
+    '"dq"',
+    "r'raw'",
+    "TRUE",
+    "FALSE",
+    "DATE '2024-02-29'",
+    "DATE '0001-01-01'",
+    "DATE '9999-12-31'",
+    "TIMESTAMP '2024-02-29 10:11:12.5'",
+    "TIMESTAMP '9999-12-31 23:59:59.999999'",
+    "TIMESTAMP '1969-12-31 23:59:59.999999'",
+    "CAST(NULL AS STRING)",
+    "CAST(NULL AS DECIMAL(5,1))",
+    "CAST(NULL AS INT)",
+    "CAST(NULL AS DATE)",
+    "99999999999999999999999999999999999999",
+    "0.00000000000000000000000000000000000001",
+]
 # operands for the literal side of arithmetic and comparisons
-OPERAND_LITERALS = ["0", "1", "-1", "3", "65536", "5L", "2Y", "3S", "1.5", "0.001", "1.5e3", "10BD", "1.0F",
-                    "NULL", "12345678901234567890"]
+OPERAND_LITERALS = [
+    "0",
+    "1",
+    "-1",
+    "3",
+    "65536",
+    "5L",
+    "2Y",
+    "3S",
+    "1.5",
+    "0.001",
+    "1.5e3",
+    "10BD",
+    "1.0F",
+    "NULL",
+    "12345678901234567890",
+]
 ZERO_DIVISORS = {"i", "d", "f", "r", "0"}
-CAST_TARGETS = ["STRING", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL", "DECIMAL(5,2)",
-                "DECIMAL(38,10)", "DECIMAL(38,0)", "DECIMAL(3,3)", "DATE", "TIMESTAMP", "BOOLEAN"]
-CAST_SOURCES = ["i", "b", "t", "sm", "d", "d2", "d3", "d4", "d5", "f", "r", "s", "s2", "dt", "ts", "ntz", "ok", "bin",
-                "NULL", "'2024-02-29'", "' 7 '", "1.5", "-0.5", "2147483648", "1e10", "TRUE"]
-EXTREME_CASTS = [f"CAST({x} AS {t})" for x in ("ix", "bx", "tx", "smx", "d2x", "d5x", "d18")
-                 for t in ("TINYINT", "SMALLINT", "INT", "BIGINT", "DOUBLE", "FLOAT", "DECIMAL(5,2)", "DECIMAL(38,0)",
-                           "STRING")]
+CAST_TARGETS = [
+    "STRING",
+    "TINYINT",
+    "SMALLINT",
+    "INT",
+    "BIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL",
+    "DECIMAL(5,2)",
+    "DECIMAL(38,10)",
+    "DECIMAL(38,0)",
+    "DECIMAL(3,3)",
+    "DATE",
+    "TIMESTAMP",
+    "BOOLEAN",
+]
+CAST_SOURCES = [
+    "i",
+    "b",
+    "t",
+    "sm",
+    "d",
+    "d2",
+    "d3",
+    "d4",
+    "d5",
+    "f",
+    "r",
+    "s",
+    "s2",
+    "dt",
+    "ts",
+    "ntz",
+    "ok",
+    "bin",
+    "NULL",
+    "'2024-02-29'",
+    "' 7 '",
+    "1.5",
+    "-0.5",
+    "2147483648",
+    "1e10",
+    "TRUE",
+]
+EXTREME_CASTS = [
+    f"CAST({x} AS {t})"
+    for x in ("ix", "bx", "tx", "smx", "d2x", "d5x", "d18")
+    for t in ("TINYINT", "SMALLINT", "INT", "BIGINT", "DOUBLE", "FLOAT", "DECIMAL(5,2)", "DECIMAL(38,0)", "STRING")
+]
 # the extremes: overflow at each type's bounds
-EXTREMES = [f"{x} {op} {y}" for op in ("+", "-", "*") for x, y in (
-    ("ix", "i"), ("ix", "1"), ("ix", "-1"), ("bx", "b"), ("bx", "1"), ("bx", "-1L"), ("tx", "t"), ("tx", "1Y"),
-    ("smx", "sm"), ("smx", "1S"), ("d2x", "d"), ("d2x", "d2"), ("d5x", "d5"), ("d5x", "1"), ("ix", "ix"))] + [
-    "-ix", "abs(ix)", "-bx", "abs(bx)", "-tx", "abs(tx)", "-smx", "abs(smx)", "-d2x", "abs(d2x)", "-d5x", "abs(d5x)",
-    "ix div -1", "bx div -1", "bx % -1", "ix % -1", "tx % -1Y", "bx div 2", "ix / -1", "d5x / 3", "d2x / 7",
-    "d5x % 7", "round(ix, -1)", "round(tx, -1)", "round(smx, -2)", "round(bx, -1)", "round(d5x, -1)", "round(d2x, 5)",
-    "round(d2x, -30)", "ix + 0", "bx - 0", "ix < i", "bx = b", "bx IN (9223372036854775807)", "d5x > d2x",
-    "coalesce(d5x, d4)", "CASE WHEN ok THEN d2x ELSE d4 END", "i + 2147483647", "(i + 2147483647) + -2147483647",
-    "2147483647 + i + -2147483647", "i - 2147483647 + 2147483647", "(i * 2) * 1073741824", "i * 2 * 0",
-    "(bx + 9223372036854775807) + -9223372036854775807", "(tx + 127Y) + -127Y",
-    "(i + 2147483647) + (-2147483647 + i)", "(i + 1) + 2147483647",
+EXTREMES = [
+    f"{x} {op} {y}"
+    for op in ("+", "-", "*")
+    for x, y in (
+        ("ix", "i"),
+        ("ix", "1"),
+        ("ix", "-1"),
+        ("bx", "b"),
+        ("bx", "1"),
+        ("bx", "-1L"),
+        ("tx", "t"),
+        ("tx", "1Y"),
+        ("smx", "sm"),
+        ("smx", "1S"),
+        ("d2x", "d"),
+        ("d2x", "d2"),
+        ("d5x", "d5"),
+        ("d5x", "1"),
+        ("ix", "ix"),
+    )
+] + [
+    "-ix",
+    "abs(ix)",
+    "-bx",
+    "abs(bx)",
+    "-tx",
+    "abs(tx)",
+    "-smx",
+    "abs(smx)",
+    "-d2x",
+    "abs(d2x)",
+    "-d5x",
+    "abs(d5x)",
+    "ix div -1",
+    "bx div -1",
+    "bx % -1",
+    "ix % -1",
+    "tx % -1Y",
+    "bx div 2",
+    "ix / -1",
+    "d5x / 3",
+    "d2x / 7",
+    "d5x % 7",
+    "round(ix, -1)",
+    "round(tx, -1)",
+    "round(smx, -2)",
+    "round(bx, -1)",
+    "round(d5x, -1)",
+    "round(d2x, 5)",
+    "round(d2x, -30)",
+    "ix + 0",
+    "bx - 0",
+    "ix < i",
+    "bx = b",
+    "bx IN (9223372036854775807)",
+    "d5x > d2x",
+    "coalesce(d5x, d4)",
+    "CASE WHEN ok THEN d2x ELSE d4 END",
+    "i + 2147483647",
+    "(i + 2147483647) + -2147483647",
+    "2147483647 + i + -2147483647",
+    "i - 2147483647 + 2147483647",
+    "(i * 2) * 1073741824",
+    "i * 2 * 0",
+    "(bx + 9223372036854775807) + -9223372036854775807",
+    "(tx + 127Y) + -127Y",
+    "(i + 2147483647) + (-2147483647 + i)",
+    "(i + 1) + 2147483647",
     "CASE WHEN i > 100000 THEN (i + 1) + 2147483647 END",
-    "CASE WHEN i > 100 THEN (i + 1) + 2147483647 END", "CASE WHEN i > 100000 THEN (i * 2) * 1073741824 END",
-    "CASE WHEN i > 0 THEN 2147483647 + 1 END", "CASE WHEN i > 100000 THEN 2147483647 + 1 END",
+    "CASE WHEN i > 100 THEN (i + 1) + 2147483647 END",
+    "CASE WHEN i > 100000 THEN (i * 2) * 1073741824 END",
+    "CASE WHEN i > 0 THEN 2147483647 + 1 END",
+    "CASE WHEN i > 100000 THEN 2147483647 + 1 END",
     # products of 40 and 41 digits whose digits after the 6th decimal are 4999..: one HALF_UP rounding
-    "CAST(3.33 AS DECIMAL(10,2)) * d2x", "d2x / CAST(3 AS DECIMAL(1,0))", "d18 * 1", "CAST(d18 * 1 AS INT)",
-    "CAST(d18 + d18 AS INT)", "CAST(CAST(d18 AS DECIMAL(20,17)) AS INT)", "CAST(d18 AS DECIMAL(18,16))"]
-COMPARE_PAIRS = [("i", "b"), ("i", "t"), ("i", "d"), ("d", "d2"), ("d4", "d5"), ("f", "r"), ("f", "i"), ("r", "t"),
-                 ("f", "d"), ("b", "d5"), ("s", "s2"), ("s", "big"), ("dt", "ts"), ("ts", "ntz"), ("dt", "ntz"),
-                 ("ok", "ok"), ("bin", "bin"), ("f", "0.0"), ("f", "1.5e3"), ("r", "0.1"), ("d", "1.005"),
-                 ("i", "NULL"), ("NULL", "s"), ("s", "'abc'"), ("s", "''"), ("dt", "'2024-02-29'"),
-                 ("ts", "'2020-01-02'"), ("ts", "'2020-01-02 03:04:05.0006'"), ("ntz", "'2020-01-02'"),
-                 ("dt", "DATE '1970-01-01'"), ("ts", "TIMESTAMP '1970-01-01 00:00:00'"), ("ok", "TRUE"),
-                 ("__data_event_type__", "'-D'"), ("__table_name__", "'orders'"), ("i", "2147483648"),
-                 ("b", "9223372036854775808"), ("t", "2Y")]
+    "CAST(3.33 AS DECIMAL(10,2)) * d2x",
+    "d2x / CAST(3 AS DECIMAL(1,0))",
+    "d18 * 1",
+    "CAST(d18 * 1 AS INT)",
+    "CAST(d18 + d18 AS INT)",
+    "CAST(CAST(d18 AS DECIMAL(20,17)) AS INT)",
+    "CAST(d18 AS DECIMAL(18,16))",
+]
+COMPARE_PAIRS = [
+    ("i", "b"),
+    ("i", "t"),
+    ("i", "d"),
+    ("d", "d2"),
+    ("d4", "d5"),
+    ("f", "r"),
+    ("f", "i"),
+    ("r", "t"),
+    ("f", "d"),
+    ("b", "d5"),
+    ("s", "s2"),
+    ("s", "big"),
+    ("dt", "ts"),
+    ("ts", "ntz"),
+    ("dt", "ntz"),
+    ("ok", "ok"),
+    ("bin", "bin"),
+    ("f", "0.0"),
+    ("f", "1.5e3"),
+    ("r", "0.1"),
+    ("d", "1.005"),
+    ("i", "NULL"),
+    ("NULL", "s"),
+    ("s", "'abc'"),
+    ("s", "''"),
+    ("dt", "'2024-02-29'"),
+    ("ts", "'2020-01-02'"),
+    ("ts", "'2020-01-02 03:04:05.0006'"),
+    ("ntz", "'2020-01-02'"),
+    ("dt", "DATE '1970-01-01'"),
+    ("ts", "TIMESTAMP '1970-01-01 00:00:00'"),
+    ("ok", "TRUE"),
+    ("__data_event_type__", "'-D'"),
+    ("__table_name__", "'orders'"),
+    ("i", "2147483648"),
+    ("b", "9223372036854775808"),
+    ("t", "2Y"),
+]
 COMPARE_OPS = ["=", "==", "<>", "!=", "<", "<=", ">", ">=", "<=>"]
 # conditions that fail on some rows of the edge table, for the laziness and optimizer probes
 FAILING = {"int": "CAST(s AS INT)", "div0": "b div i", "ovf": "i + 2147483647"}
@@ -242,7 +754,7 @@ def projection_corpus() -> list[str]:
     out: list[str] = [name for name, *_ in EDGE_COLUMNS] + META + LITERALS
     for op in ("+", "-", "*", "/", "div", "%"):
         for k, x in enumerate(NUMERIC):
-            for y in NUMERIC[k if op in ("+", "*") else 0:] + OPERAND_LITERALS:  # + and * commute
+            for y in NUMERIC[k if op in ("+", "*") else 0 :] + OPERAND_LITERALS:  # + and * commute
                 # i, d, f, r and 0 hold zeros: each division by zero is a query of its own, a few suffice
                 if op in ("/", "div", "%") and y in ZERO_DIVISORS and x not in ("b", "d"):
                     continue
@@ -250,23 +762,70 @@ def projection_corpus() -> list[str]:
         for y in OPERAND_LITERALS:  # i, d and f hold zeros: the divisors here do not
             out += [f"{y} {op} {x}" for x in (("i", "d", "f") if op in ("+", "-", "*") else ("b", "d3", "r + 1e39"))]
     out += EXTREMES + EXTREME_CASTS
-    out += ["1 / 0", "5 div 2", "-7 % 3", "2147483647 + 1", "1.5 * 1.5", "10BD / 3", "(i + b) * d", "i * 2 - b",
-            "-(-i)", "- - i", "-d / 3", "f * 10", "f + f", "r * r", "r + 0.1", "d + 0.001", "d * d2", "d / d2",
-            "d2 / d", "d2 + d5", "d4 * d4", "d4 / d4", "d5 % d4", "d % 3", "d * 100", "d * i", "d + d2", "d / d"]
+    out += [
+        "1 / 0",
+        "5 div 2",
+        "-7 % 3",
+        "2147483647 + 1",
+        "1.5 * 1.5",
+        "10BD / 3",
+        "(i + b) * d",
+        "i * 2 - b",
+        "-(-i)",
+        "- - i",
+        "-d / 3",
+        "f * 10",
+        "f + f",
+        "r * r",
+        "r + 0.1",
+        "d + 0.001",
+        "d * d2",
+        "d / d2",
+        "d2 / d",
+        "d2 + d5",
+        "d4 * d4",
+        "d4 / d4",
+        "d5 % d4",
+        "d % 3",
+        "d * 100",
+        "d * i",
+        "d + d2",
+        "d / d",
+    ]
     for x in NUMERIC + ["1.5", "-2147483648", "5L", "0.0"]:  # not --x: -- starts a comment
         out += [f"-{x}" if not x.startswith("-") else f"-({x})", f"abs({x})"]
     for x in NUMERIC:
         out += [f"round({x})"] + [f"round({x}, {k})" for k in (-2, -1, 0, 1, 2, 5)]
-    out += ["round(d, -5)", "round(d2, 20)", "round(f, -300)", "round(2.5)", "round(-2.5)", "round(f, 38)",
-            "round(d5, -38)", "round(i, 10)"]
+    out += [
+        "round(d, -5)",
+        "round(d2, 20)",
+        "round(f, -300)",
+        "round(2.5)",
+        "round(-2.5)",
+        "round(f, 38)",
+        "round(d5, -38)",
+        "round(i, 10)",
+    ]
     for x in CAST_SOURCES:
         for target in CAST_TARGETS:
             out.append(f"CAST({x} AS {target})")
-    out += ["CAST(big AS STRING)", "CAST(big AS INT)", "CAST(f AS STRING)",  # (a large_string, like s)
-            "CAST(CAST(f AS DECIMAL(38,10)) AS STRING)", "CAST(CAST(s AS DOUBLE) AS INT)", "CAST(d AS DOUBLE) * 3",
-            "CAST(r AS DOUBLE)", "CAST(ts AS DATE) = dt", "CAST(CAST(dt AS TIMESTAMP) AS STRING)",
-            "CAST(CAST(ntz AS TIMESTAMP) AS STRING)", "CAST(CAST(b AS STRING) AS BIGINT)", "CAST(5L AS DECIMAL)",
-            "CAST(2Y AS DECIMAL(2,0))", "CAST(1.5D AS DECIMAL(2,1))", "CAST(10BD AS DECIMAL(1,0))"]
+    out += [
+        "CAST(big AS STRING)",
+        "CAST(big AS INT)",
+        "CAST(f AS STRING)",  # (a large_string, like s)
+        "CAST(CAST(f AS DECIMAL(38,10)) AS STRING)",
+        "CAST(CAST(s AS DOUBLE) AS INT)",
+        "CAST(d AS DOUBLE) * 3",
+        "CAST(r AS DOUBLE)",
+        "CAST(ts AS DATE) = dt",
+        "CAST(CAST(dt AS TIMESTAMP) AS STRING)",
+        "CAST(CAST(ntz AS TIMESTAMP) AS STRING)",
+        "CAST(CAST(b AS STRING) AS BIGINT)",
+        "CAST(5L AS DECIMAL)",
+        "CAST(2Y AS DECIMAL(2,0))",
+        "CAST(1.5D AS DECIMAL(2,1))",
+        "CAST(10BD AS DECIMAL(1,0))",
+    ]
     for x, y in COMPARE_PAIRS:
         for op in COMPARE_OPS:
             out.append(f"{x} {op} {y}")
@@ -281,133 +840,456 @@ def projection_corpus() -> list[str]:
         out += [f"{x} IS NULL", f"{x} IS NOT NULL", f"isnull({x})", f"isnotnull({x})"]
     out += ["NOT s IS NULL", "NOT (s IS NULL)"]
     # IN, BETWEEN, LIKE
-    out += ["i IN (1, 2)", "i IN (1, NULL)", "i NOT IN (1, NULL)", "i NOT IN (1, 2)", "i IN (NULL)", "i IN (1.5, 7)",
-            "i IN (2147483648, 0)", "b IN (-1, 2)", "t IN (127, -128)", "d IN (1.25, 2)", "d IN (0.001)",
-            "d2 IN (1, 0.1)", "f IN (0.0, 2.5)", "f IN (1.5e3, 2.5D)", "f NOT IN (0.0)", "r IN (0.1, 2.5)",
-            "r IN (1.0F)", "s IN ('abc', '')", "s IN ('abc', NULL)", "s NOT IN ('abc')", "dt IN (DATE '2024-02-29')",
-            "dt IN ('2024-02-29', '1970-01-01')", "ts IN (TIMESTAMP '1970-01-01 00:00:00')", "ok IN (TRUE)",
-            "ok IN (FALSE, NULL)", "NULL IN (1, 2)", "__data_event_type__ IN ('+I', '+U')", "big IN ('x', '')"]
-    out += ["i BETWEEN 1 AND 10", "i NOT BETWEEN 1 AND 10", "i BETWEEN b AND 10", "i BETWEEN -2147483648 AND 0",
-            "d BETWEEN 0 AND 1.5", "d BETWEEN -1 AND d2", "f BETWEEN -1 AND 3", "f BETWEEN 0.0 AND 1e308",
-            "r BETWEEN 0 AND 1", "s BETWEEN 'a' AND 'z'", "dt BETWEEN '2000-01-01' AND '2024-12-31'",
-            "ts BETWEEN '1970-01-01' AND '2030-01-01'", "ts NOT BETWEEN dt AND ts", "i BETWEEN 10 AND 1",
-            "ntz BETWEEN dt AND ntz", "b BETWEEN NULL AND 3"]
-    for pattern in ["a%", "%b", "_", "%", "", "a_c", "%\u00e9%", "a\U0001F600b", "%SQL", "S%L", "%a%b%", "_%_", "__",
-                    "%.%", "ab%_c", "%\n%", "%5"]:
+    out += [
+        "i IN (1, 2)",
+        "i IN (1, NULL)",
+        "i NOT IN (1, NULL)",
+        "i NOT IN (1, 2)",
+        "i IN (NULL)",
+        "i IN (1.5, 7)",
+        "i IN (2147483648, 0)",
+        "b IN (-1, 2)",
+        "t IN (127, -128)",
+        "d IN (1.25, 2)",
+        "d IN (0.001)",
+        "d2 IN (1, 0.1)",
+        "f IN (0.0, 2.5)",
+        "f IN (1.5e3, 2.5D)",
+        "f NOT IN (0.0)",
+        "r IN (0.1, 2.5)",
+        "r IN (1.0F)",
+        "s IN ('abc', '')",
+        "s IN ('abc', NULL)",
+        "s NOT IN ('abc')",
+        "dt IN (DATE '2024-02-29')",
+        "dt IN ('2024-02-29', '1970-01-01')",
+        "ts IN (TIMESTAMP '1970-01-01 00:00:00')",
+        "ok IN (TRUE)",
+        "ok IN (FALSE, NULL)",
+        "NULL IN (1, 2)",
+        "__data_event_type__ IN ('+I', '+U')",
+        "big IN ('x', '')",
+    ]
+    out += [
+        "i BETWEEN 1 AND 10",
+        "i NOT BETWEEN 1 AND 10",
+        "i BETWEEN b AND 10",
+        "i BETWEEN -2147483648 AND 0",
+        "d BETWEEN 0 AND 1.5",
+        "d BETWEEN -1 AND d2",
+        "f BETWEEN -1 AND 3",
+        "f BETWEEN 0.0 AND 1e308",
+        "r BETWEEN 0 AND 1",
+        "s BETWEEN 'a' AND 'z'",
+        "dt BETWEEN '2000-01-01' AND '2024-12-31'",
+        "ts BETWEEN '1970-01-01' AND '2030-01-01'",
+        "ts NOT BETWEEN dt AND ts",
+        "i BETWEEN 10 AND 1",
+        "ntz BETWEEN dt AND ntz",
+        "b BETWEEN NULL AND 3",
+    ]
+    for pattern in [
+        "a%",
+        "%b",
+        "_",
+        "%",
+        "",
+        "a_c",
+        "%\u00e9%",
+        "a\U0001f600b",
+        "%SQL",
+        "S%L",
+        "%a%b%",
+        "_%_",
+        "__",
+        "%.%",
+        "ab%_c",
+        "%\n%",
+        "%5",
+    ]:
         out += [f"s LIKE '{pattern}'", f"s NOT LIKE '{pattern}'"]
     out += ["big LIKE 'h%'", "__table_name__ LIKE 'ord%'", "NULL LIKE 'a'", "s LIKE NULL"]
     # strings
-    out += ["s || s2", "s || ''", "s || NULL", "concat(s, '-', s2)", "concat(s)", "concat(s, big)",
-            "s || CAST(i AS STRING)", "concat(s2, s2, s2)", "'a' || 'b'", "concat('x', NULL)", "s || __table_name__",
-            "concat(CAST(d AS STRING), CAST(ts AS STRING))"]
+    out += [
+        "s || s2",
+        "s || ''",
+        "s || NULL",
+        "concat(s, '-', s2)",
+        "concat(s)",
+        "concat(s, big)",
+        "s || CAST(i AS STRING)",
+        "concat(s2, s2, s2)",
+        "'a' || 'b'",
+        "concat('x', NULL)",
+        "s || __table_name__",
+        "concat(CAST(d AS STRING), CAST(ts AS STRING))",
+    ]
     for x in ["s", "s2", "big", "__data_event_type__", "'abc'", "NULL"]:
-        for fn in ["upper", "ucase", "lower", "lcase", "trim", "ltrim", "rtrim", "length", "char_length",
-                   "character_length"]:
+        for fn in [
+            "upper",
+            "ucase",
+            "lower",
+            "lcase",
+            "trim",
+            "ltrim",
+            "rtrim",
+            "length",
+            "char_length",
+            "character_length",
+        ]:
             out.append(f"{fn}({x})")
-    out += ["length(bin)", "trim(BOTH FROM s)", "trim(LEADING FROM s)", "trim(TRAILING FROM s)",
-            "trim(BOTH 'SL' FROM s)", "trim(LEADING 'SL' FROM s)", "trim(TRAILING 'SL' FROM s)", "trim('ab' FROM s)",
-            "trim('' FROM s)", "trim('\u00e9' FROM big)", "ltrim('abc', s)", "rtrim('S', s)", "trim(s2 FROM s)"]
+    out += [
+        "length(bin)",
+        "trim(BOTH FROM s)",
+        "trim(LEADING FROM s)",
+        "trim(TRAILING FROM s)",
+        "trim(BOTH 'SL' FROM s)",
+        "trim(LEADING 'SL' FROM s)",
+        "trim(TRAILING 'SL' FROM s)",
+        "trim('ab' FROM s)",
+        "trim('' FROM s)",
+        "trim('\u00e9' FROM big)",
+        "ltrim('abc', s)",
+        "rtrim('S', s)",
+        "trim(s2 FROM s)",
+    ]
     for pos in (-30, -3, -1, 0, 1, 2, 5, 30):
         out.append(f"substring(s, {pos})")
         for length in (-1, 0, 1, 3, 2147483647):
             out.append(f"substr(s, {pos}, {length})")
-    out += ["substring(s FROM 2 FOR 3)", "substring(s FROM -10 FOR 5)", "substring(big, 2)",
-            "substr(s, -2147483648, 3)",
-            "substring(s, 2147483647, 2147483647)", "substring(NULL, 1, 2)", "substring('Spark SQL', 5)"]
+    out += [
+        "substring(s FROM 2 FOR 3)",
+        "substring(s FROM -10 FOR 5)",
+        "substring(big, 2)",
+        "substr(s, -2147483648, 3)",
+        "substring(s, 2147483647, 2147483647)",
+        "substring(NULL, 1, 2)",
+        "substring('Spark SQL', 5)",
+    ]
     # CASE, IF, COALESCE
-    out += ["CASE WHEN i > 0 THEN 1 WHEN i < 0 THEN 2.0 ELSE 1.2 END", "CASE WHEN ok THEN d ELSE f END",
-            "CASE WHEN ok THEN d ELSE d2 END", "CASE WHEN ok THEN d4 ELSE d5 END", "CASE WHEN ok THEN i ELSE b END",
-            "CASE WHEN ok THEN t ELSE r END", "CASE WHEN ok THEN i ELSE r END", "CASE WHEN ok THEN dt ELSE ts END",
-            "CASE WHEN ok THEN ntz ELSE ts END", "CASE WHEN ok THEN dt ELSE ntz END", "CASE WHEN ok THEN s END",
-            "CASE i WHEN 1 THEN 'one' WHEN -1 THEN 'minus' ELSE 'other' END", "CASE i WHEN NULL THEN 1 ELSE 0 END",
-            "CASE WHEN NULL THEN 1 ELSE 0 END", "CASE WHEN i > 0 THEN NULL ELSE d END", "CASE s WHEN '' THEN 'e' END",
-            "CASE WHEN f > 0 THEN f WHEN f < 0 THEN -f END", "CASE WHEN ok THEN 1.5 ELSE 12345678901234567890 END",
-            "CASE WHEN ok THEN 5L ELSE 1.5 END", "CASE WHEN ok THEN 2Y ELSE 3S END", "CASE WHEN ok THEN bin END",
-            "if(ok, 'y', 'n')", "if(ok, i, b)", "if(i > 0, d, d2)", "if(ok, NULL, s)", "if(NULL, 1, 2)",
-            "if(f = f, f, 0.0)", "if(ok, dt, '2020-01-01')"]
-    out += ["coalesce(i, b)", "coalesce(i, d)", "coalesce(f, d)", "coalesce(s, s2, 'z')", "nvl(dt, ts)",
-            "ifnull(d, d2)",
-            "coalesce(NULL, i)", "coalesce(r, t)", "coalesce(r, i)", "coalesce(i)", "coalesce(NULL, NULL, s)",
-            "nvl(s, big)", "coalesce(d4, d5)", "coalesce(d5, 0.5)", "coalesce(ts, ntz)", "coalesce(bin, bin)",
-            "coalesce(CAST(1 AS TINYINT), CAST(1 AS BIGINT), NULL)", "coalesce(ok, FALSE)", "coalesce(t, 2Y)"]
+    out += [
+        "CASE WHEN i > 0 THEN 1 WHEN i < 0 THEN 2.0 ELSE 1.2 END",
+        "CASE WHEN ok THEN d ELSE f END",
+        "CASE WHEN ok THEN d ELSE d2 END",
+        "CASE WHEN ok THEN d4 ELSE d5 END",
+        "CASE WHEN ok THEN i ELSE b END",
+        "CASE WHEN ok THEN t ELSE r END",
+        "CASE WHEN ok THEN i ELSE r END",
+        "CASE WHEN ok THEN dt ELSE ts END",
+        "CASE WHEN ok THEN ntz ELSE ts END",
+        "CASE WHEN ok THEN dt ELSE ntz END",
+        "CASE WHEN ok THEN s END",
+        "CASE i WHEN 1 THEN 'one' WHEN -1 THEN 'minus' ELSE 'other' END",
+        "CASE i WHEN NULL THEN 1 ELSE 0 END",
+        "CASE WHEN NULL THEN 1 ELSE 0 END",
+        "CASE WHEN i > 0 THEN NULL ELSE d END",
+        "CASE s WHEN '' THEN 'e' END",
+        "CASE WHEN f > 0 THEN f WHEN f < 0 THEN -f END",
+        "CASE WHEN ok THEN 1.5 ELSE 12345678901234567890 END",
+        "CASE WHEN ok THEN 5L ELSE 1.5 END",
+        "CASE WHEN ok THEN 2Y ELSE 3S END",
+        "CASE WHEN ok THEN bin END",
+        "if(ok, 'y', 'n')",
+        "if(ok, i, b)",
+        "if(i > 0, d, d2)",
+        "if(ok, NULL, s)",
+        "if(NULL, 1, 2)",
+        "if(f = f, f, 0.0)",
+        "if(ok, dt, '2020-01-01')",
+    ]
+    out += [
+        "coalesce(i, b)",
+        "coalesce(i, d)",
+        "coalesce(f, d)",
+        "coalesce(s, s2, 'z')",
+        "nvl(dt, ts)",
+        "ifnull(d, d2)",
+        "coalesce(NULL, i)",
+        "coalesce(r, t)",
+        "coalesce(r, i)",
+        "coalesce(i)",
+        "coalesce(NULL, NULL, s)",
+        "nvl(s, big)",
+        "coalesce(d4, d5)",
+        "coalesce(d5, 0.5)",
+        "coalesce(ts, ntz)",
+        "coalesce(bin, bin)",
+        "coalesce(CAST(1 AS TINYINT), CAST(1 AS BIGINT), NULL)",
+        "coalesce(ok, FALSE)",
+        "coalesce(t, 2Y)",
+    ]
     # laziness: a failing operand on rows Spark does not evaluate it for
     for fail in FAILING.values():
-        out += [f"CASE WHEN s = '42' THEN {fail} END", f"if(i = 0, NULL, {fail})", f"coalesce(i, {fail})",
-                f"i IS NULL OR {fail} > 0", f"ok AND {fail} > 0", f"NOT ok OR {fail} > 0"]
-    out += ["CASE WHEN i <> 0 THEN b div i END", "i <> 0 AND b / i > 1", "i = 0 OR b / i > 1",
-            "CASE WHEN i = 0 THEN -1 WHEN b / i > 1 THEN 1 ELSE 0 END", "if(i = 0, NULL, b % i)",
-            "CASE WHEN upper(s) = 'ABC' THEN 1 END", "CASE WHEN s = 'x' THEN upper(s) END"]
+        out += [
+            f"CASE WHEN s = '42' THEN {fail} END",
+            f"if(i = 0, NULL, {fail})",
+            f"coalesce(i, {fail})",
+            f"i IS NULL OR {fail} > 0",
+            f"ok AND {fail} > 0",
+            f"NOT ok OR {fail} > 0",
+        ]
+    out += [
+        "CASE WHEN i <> 0 THEN b div i END",
+        "i <> 0 AND b / i > 1",
+        "i = 0 OR b / i > 1",
+        "CASE WHEN i = 0 THEN -1 WHEN b / i > 1 THEN 1 ELSE 0 END",
+        "if(i = 0, NULL, b % i)",
+        "CASE WHEN upper(s) = 'ABC' THEN 1 END",
+        "CASE WHEN s = 'x' THEN upper(s) END",
+    ]
     # optimizer probes: Spark's rewrites that drop the evaluation of a failing part
     for fail in FAILING.values():
-        out += [f"{fail} + NULL", f"NULL * {fail}", f"{fail} = NULL", f"NULL < {fail}", f"{fail} <=> {fail}",
-                f"{fail} = {fail}", f"({fail} > 0) AND FALSE", f"FALSE AND ({fail} > 0)", f"({fail} > 0) OR TRUE",
-                f"CASE WHEN {fail} > 0 THEN 1 ELSE 1 END", f"if({fail} > 0, 'a', 'a')", f"({fail}) IS NULL",
-                f"coalesce({fail}, 0)", f"{fail} IN (NULL)", f"CAST({fail} AS STRING) || NULL", f"abs({fail}) - NULL",
-                f"{fail} BETWEEN NULL AND 1", f"({fail} > 0) AND NULL", f"-{fail} * 0", f"{fail} div NULL"]
-    out += ["(2147483647 + 1) IS NULL", "1 div 0 + NULL", "CAST('a' AS INT) IS NULL", "NULL AND CAST(s AS INT) > 0",
-            "length(s) + NULL", "upper(s) || NULL", "NULL div (b div i)", "NULL % (b div i)", "NULL / (b div i)",
-            "CAST(NULL AS BIGINT) div (b div i)", "NULL + (b div i)", "CAST(NULL AS INT) + (1 div 0)",
-            "(1 div 0) + NULL", "NULL AND (1 div 0 > 0)", "(2147483647 + 1) IS NOT NULL", "isnull(2147483647 * 2)",
-            "(1 div 0) IS NULL", "(1 / 0) IS NULL", "(5 % 0) IS NULL", "-(-2147483648) IS NULL",
-            "abs(-2147483648) IS NULL", "round(-(-2147483648), 0) IS NULL", "CAST(-(-2147483648) AS STRING) IS NULL",
-            "CAST(-(-2147483648) AS TINYINT) IS NULL", "CAST(CAST(-(-2147483648) AS STRING) AS INT) IS NULL",
-            "upper(CAST(-(-2147483648) AS STRING)) IS NULL", "length(CAST(-(-2147483648) AS STRING)) IS NULL",
-            "substring(CAST(-(-2147483648) AS STRING), 1, 2) IS NULL", "concat('a', CAST(-(-2147483648) AS STRING)) "
-            "IS NULL", "(-(-2147483648) = 1) IS NULL", "if(TRUE, -(-2147483648), 1) IS NULL",
-            "if(i > 0, -(-2147483648), 1) IS NULL", "coalesce(-(-2147483648), 1) IS NULL", "__table_name__ IS NULL",
-            "CASE WHEN NULL AND b div i > 0 THEN 1 ELSE 0 END", "if(NULL AND b div i > 0, 1, 0)",
-            "if(NULL OR b div i > 0, 1, 0)", "CASE WHEN ok THEN NULL AND b div i > 0 ELSE FALSE END",
-            "b BETWEEN 0 AND 9223372036854775808", "b NOT BETWEEN 0 AND 9223372036854775808",
-            "(1 div 0 > 0) AND FALSE", "FALSE AND (1 div 0 > 0)", "ok AND (1 div 0 > 0)", "ok OR (1 div 0 > 0)",
-            "CASE WHEN ok THEN 1 div 0 END", "CASE WHEN length(s) > 100 THEN 1 div 0 END", "coalesce(i, 1 div 0)",
-            "if(ok, 1 div 0, 0)", "CASE WHEN 1 div 0 > 0 THEN 0 END", "i + (2147483647 + 1)",
-            "CASE WHEN i > 0 THEN 2147483647 + 1 ELSE 2147483647 + 1 END", "1 div 0 IN (NULL)",
-            "(1 div 0) <=> (1 div 0)", "(i + b) <=> (b + i)", "(i + 1) <=> (1 + i)", "(b div i) * 0",
-            "-(b div i) <=> -(b div i)", "b div i IN (NULL, NULL)", "b div i IN (1, NULL)", "b div i IN (1)",
-            "NOT (b div i = NULL)", "(b div i > 0) AND (b div i > 0)", "if(ok, b div i, b div i)",
-            "CASE WHEN b div i > 0 THEN 1 WHEN ok THEN 1 END", "CASE WHEN ok THEN 1 WHEN b div i > 0 THEN 1 ELSE 1 END",
-            "CASE b div i WHEN 1 THEN 'x' ELSE 'x' END", "CASE WHEN TRUE THEN 1 ELSE b div i END",
-            "coalesce(5, b div i)", "if(i = 0, NULL, 1) + b div i", "b div i + if(i = 0, NULL, 1)",
-            "(b div i) div if(i = 0, NULL, 1)", "b div if(i = 0, NULL, i)", "if(i = 0, NULL, 1) < b div i",
-            "concat(if(i = 0, NULL, 'x'), CAST(b div i AS STRING))", "if(i = 0, NULL, 'x') || CAST(b div i AS STRING)",
-            "b = 9223372036854775808", "b <> 9223372036854775808", "b <=> 9223372036854775808",
-            "9223372036854775808 > b", "b < -9223372036854775809", "i < 12345678901234567890", "i = 2147483648",
-            "t < 1000", "t = 128", "t < 1.5", "b = 1.5", "i < 1.5", "i = 1.0", "sm > 40000", "d < 1e300",
-            "d3 = 100000", "i IN (1, 1.5)", "d4 = 100", "d4 < 100", "coalesce(d4, 100)", "coalesce(d, 1)",
-            "coalesce(d, 2Y)", "coalesce(d, 5L)", "CASE WHEN ok THEN d4 ELSE 100 END", "d4 + 100", "d2 < 5L",
-            "f IN (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)", "f IN (-0.0, 2.5)", "r IN (0.0, 2.5)",
-            "round(r, 2)", "CAST(r AS DECIMAL(10,3))", "round(CAST(2.675 AS FLOAT), 2)",
-            "CAST(CAST(2.675 AS FLOAT) AS DECIMAL(5,2))", "CAST(CAST(1.99999999999999999 AS DECIMAL(18,17)) AS INT)",
-            "-(d2 + 0)", "CAST(d * 1.5 AS INT)", "i IN (1, 2) IS NULL"]
+        out += [
+            f"{fail} + NULL",
+            f"NULL * {fail}",
+            f"{fail} = NULL",
+            f"NULL < {fail}",
+            f"{fail} <=> {fail}",
+            f"{fail} = {fail}",
+            f"({fail} > 0) AND FALSE",
+            f"FALSE AND ({fail} > 0)",
+            f"({fail} > 0) OR TRUE",
+            f"CASE WHEN {fail} > 0 THEN 1 ELSE 1 END",
+            f"if({fail} > 0, 'a', 'a')",
+            f"({fail}) IS NULL",
+            f"coalesce({fail}, 0)",
+            f"{fail} IN (NULL)",
+            f"CAST({fail} AS STRING) || NULL",
+            f"abs({fail}) - NULL",
+            f"{fail} BETWEEN NULL AND 1",
+            f"({fail} > 0) AND NULL",
+            f"-{fail} * 0",
+            f"{fail} div NULL",
+        ]
+    out += [
+        "(2147483647 + 1) IS NULL",
+        "1 div 0 + NULL",
+        "CAST('a' AS INT) IS NULL",
+        "NULL AND CAST(s AS INT) > 0",
+        "length(s) + NULL",
+        "upper(s) || NULL",
+        "NULL div (b div i)",
+        "NULL % (b div i)",
+        "NULL / (b div i)",
+        "CAST(NULL AS BIGINT) div (b div i)",
+        "NULL + (b div i)",
+        "CAST(NULL AS INT) + (1 div 0)",
+        "(1 div 0) + NULL",
+        "NULL AND (1 div 0 > 0)",
+        "(2147483647 + 1) IS NOT NULL",
+        "isnull(2147483647 * 2)",
+        "(1 div 0) IS NULL",
+        "(1 / 0) IS NULL",
+        "(5 % 0) IS NULL",
+        "-(-2147483648) IS NULL",
+        "abs(-2147483648) IS NULL",
+        "round(-(-2147483648), 0) IS NULL",
+        "CAST(-(-2147483648) AS STRING) IS NULL",
+        "CAST(-(-2147483648) AS TINYINT) IS NULL",
+        "CAST(CAST(-(-2147483648) AS STRING) AS INT) IS NULL",
+        "upper(CAST(-(-2147483648) AS STRING)) IS NULL",
+        "length(CAST(-(-2147483648) AS STRING)) IS NULL",
+        "substring(CAST(-(-2147483648) AS STRING), 1, 2) IS NULL",
+        "concat('a', CAST(-(-2147483648) AS STRING)) IS NULL",
+        "(-(-2147483648) = 1) IS NULL",
+        "if(TRUE, -(-2147483648), 1) IS NULL",
+        "if(i > 0, -(-2147483648), 1) IS NULL",
+        "coalesce(-(-2147483648), 1) IS NULL",
+        "__table_name__ IS NULL",
+        "CASE WHEN NULL AND b div i > 0 THEN 1 ELSE 0 END",
+        "if(NULL AND b div i > 0, 1, 0)",
+        "if(NULL OR b div i > 0, 1, 0)",
+        "CASE WHEN ok THEN NULL AND b div i > 0 ELSE FALSE END",
+        "b BETWEEN 0 AND 9223372036854775808",
+        "b NOT BETWEEN 0 AND 9223372036854775808",
+        "(1 div 0 > 0) AND FALSE",
+        "FALSE AND (1 div 0 > 0)",
+        "ok AND (1 div 0 > 0)",
+        "ok OR (1 div 0 > 0)",
+        "CASE WHEN ok THEN 1 div 0 END",
+        "CASE WHEN length(s) > 100 THEN 1 div 0 END",
+        "coalesce(i, 1 div 0)",
+        "if(ok, 1 div 0, 0)",
+        "CASE WHEN 1 div 0 > 0 THEN 0 END",
+        "i + (2147483647 + 1)",
+        "CASE WHEN i > 0 THEN 2147483647 + 1 ELSE 2147483647 + 1 END",
+        "1 div 0 IN (NULL)",
+        "(1 div 0) <=> (1 div 0)",
+        "(i + b) <=> (b + i)",
+        "(i + 1) <=> (1 + i)",
+        "(b div i) * 0",
+        "-(b div i) <=> -(b div i)",
+        "b div i IN (NULL, NULL)",
+        "b div i IN (1, NULL)",
+        "b div i IN (1)",
+        "NOT (b div i = NULL)",
+        "(b div i > 0) AND (b div i > 0)",
+        "if(ok, b div i, b div i)",
+        "CASE WHEN b div i > 0 THEN 1 WHEN ok THEN 1 END",
+        "CASE WHEN ok THEN 1 WHEN b div i > 0 THEN 1 ELSE 1 END",
+        "CASE b div i WHEN 1 THEN 'x' ELSE 'x' END",
+        "CASE WHEN TRUE THEN 1 ELSE b div i END",
+        "coalesce(5, b div i)",
+        "if(i = 0, NULL, 1) + b div i",
+        "b div i + if(i = 0, NULL, 1)",
+        "(b div i) div if(i = 0, NULL, 1)",
+        "b div if(i = 0, NULL, i)",
+        "if(i = 0, NULL, 1) < b div i",
+        "concat(if(i = 0, NULL, 'x'), CAST(b div i AS STRING))",
+        "if(i = 0, NULL, 'x') || CAST(b div i AS STRING)",
+        "b = 9223372036854775808",
+        "b <> 9223372036854775808",
+        "b <=> 9223372036854775808",
+        "9223372036854775808 > b",
+        "b < -9223372036854775809",
+        "i < 12345678901234567890",
+        "i = 2147483648",
+        "t < 1000",
+        "t = 128",
+        "t < 1.5",
+        "b = 1.5",
+        "i < 1.5",
+        "i = 1.0",
+        "sm > 40000",
+        "d < 1e300",
+        "d3 = 100000",
+        "i IN (1, 1.5)",
+        "d4 = 100",
+        "d4 < 100",
+        "coalesce(d4, 100)",
+        "coalesce(d, 1)",
+        "coalesce(d, 2Y)",
+        "coalesce(d, 5L)",
+        "CASE WHEN ok THEN d4 ELSE 100 END",
+        "d4 + 100",
+        "d2 < 5L",
+        "f IN (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)",
+        "f IN (-0.0, 2.5)",
+        "r IN (0.0, 2.5)",
+        "round(r, 2)",
+        "CAST(r AS DECIMAL(10,3))",
+        "round(CAST(2.675 AS FLOAT), 2)",
+        "CAST(CAST(2.675 AS FLOAT) AS DECIMAL(5,2))",
+        "CAST(CAST(1.99999999999999999 AS DECIMAL(18,17)) AS INT)",
+        "-(d2 + 0)",
+        "CAST(d * 1.5 AS INT)",
+        "i IN (1, 2) IS NULL",
+    ]
     return list(dict.fromkeys(out))
 
 
 def filter_corpus() -> list[str]:
-    out = ["NULL", "TRUE", "FALSE", "ok", "NOT ok", "ok IS NULL", "i > 0", "i >= 0 AND i < 100", "b <> 0",
-           "t < 0 OR sm > 0", "f > 0", "f = f", "f <> f", "f < 0", "r > 0.1", "f = 0", "f <=> -0.0", "f > 1e308",
-           "r < f", "d > 0", "d BETWEEN -1 AND 1", "d2 < 0", "d4 = 0.5", "d5 > 1e20", "s LIKE 'a%'",
-           "s NOT LIKE '%b'", "s = ''", "s < s2", "s IS NULL OR length(s) > 3", "upper(s) = 'ABC'",
-           "trim(s) = '12'", "substring(s, 1, 2) = 'ab'", "big = 'x'", "i IN (1, 2, NULL)", "i NOT IN (1, NULL)",
-           "i NOT IN (1, 2)", "dt = '2024-02-29'", "dt < '1970-01-01'", "ts >= '2020-01-02'", "ts < dt",
-           "ntz > ts", "ts = TIMESTAMP '1970-01-01 00:00:00'", "dt BETWEEN '2000-01-01' AND '2024-12-31'",
-           "__data_event_type__ IN ('+I', '+U')", "__data_event_type__ <> '-D'", "__table_name__ = 'orders'",
-           "__schema_name__ = 'shop' AND __namespace_name__ = 'shop'", "coalesce(i, 0) > 0",
-           "CASE WHEN ok THEN i > 0 ELSE f > 0 END", "if(ok, d > 0, s = 'abc')", "i <> 0 AND b / i > 1",
-           "i = 0 OR b div i > 1", "CAST(s AS INT) > 10", "ok AND CAST(s AS INT) > 10", "CAST(d AS INT) = 1",
-           "i + 1 > 0", "i * 2 > 0", "abs(i) > 5", "round(f, 1) = 2.5", "CAST(f AS DECIMAL(5,2)) > 0",
-           "CAST(s AS DATE) > '2000-01-01'", "CAST(dt AS STRING) LIKE '19%'", "length(bin) > 0", "bin = bin",
-           "s || s2 = 'abcabc'", "-i > 0", "i % 2 = 0", "d % 3 > 0", "f / 2 > 1", "d / 3 > 1"]
-    out += ["b BETWEEN NULL AND b div i", "(i > 0) AND (1 div 0 > 0) AND FALSE", "ok AND NULL AND b div i > 0",
-            "(NULL OR ok) AND b div i > 0", "CASE WHEN b div i > 0 THEN NULL ELSE NULL END", "if(ok, NULL, NULL)",
-            "NOT NULL", "ok AND NULL", "i IN (NULL) OR b div i > 0", "if(b div i > 0, NULL, FALSE)",
-            "CASE WHEN ok THEN NULL ELSE b div i > 0 END", "if(ok, NULL, b div i > 0)", "coalesce(NULL, b div i > 0)",
-            "(b div i > 0) OR NULL", "NULL OR (b div i > 0)", "b < 9223372036854775808", "ix > 0 AND i > 0",
-            "bx + 1 > 0", "CAST(s2 AS BOOLEAN)", "CAST(s2 AS DATE) IS NULL", "s2 = ''"]
+    out = [
+        "NULL",
+        "TRUE",
+        "FALSE",
+        "ok",
+        "NOT ok",
+        "ok IS NULL",
+        "i > 0",
+        "i >= 0 AND i < 100",
+        "b <> 0",
+        "t < 0 OR sm > 0",
+        "f > 0",
+        "f = f",
+        "f <> f",
+        "f < 0",
+        "r > 0.1",
+        "f = 0",
+        "f <=> -0.0",
+        "f > 1e308",
+        "r < f",
+        "d > 0",
+        "d BETWEEN -1 AND 1",
+        "d2 < 0",
+        "d4 = 0.5",
+        "d5 > 1e20",
+        "s LIKE 'a%'",
+        "s NOT LIKE '%b'",
+        "s = ''",
+        "s < s2",
+        "s IS NULL OR length(s) > 3",
+        "upper(s) = 'ABC'",
+        "trim(s) = '12'",
+        "substring(s, 1, 2) = 'ab'",
+        "big = 'x'",
+        "i IN (1, 2, NULL)",
+        "i NOT IN (1, NULL)",
+        "i NOT IN (1, 2)",
+        "dt = '2024-02-29'",
+        "dt < '1970-01-01'",
+        "ts >= '2020-01-02'",
+        "ts < dt",
+        "ntz > ts",
+        "ts = TIMESTAMP '1970-01-01 00:00:00'",
+        "dt BETWEEN '2000-01-01' AND '2024-12-31'",
+        "__data_event_type__ IN ('+I', '+U')",
+        "__data_event_type__ <> '-D'",
+        "__table_name__ = 'orders'",
+        "__schema_name__ = 'shop' AND __namespace_name__ = 'shop'",
+        "coalesce(i, 0) > 0",
+        "CASE WHEN ok THEN i > 0 ELSE f > 0 END",
+        "if(ok, d > 0, s = 'abc')",
+        "i <> 0 AND b / i > 1",
+        "i = 0 OR b div i > 1",
+        "CAST(s AS INT) > 10",
+        "ok AND CAST(s AS INT) > 10",
+        "CAST(d AS INT) = 1",
+        "i + 1 > 0",
+        "i * 2 > 0",
+        "abs(i) > 5",
+        "round(f, 1) = 2.5",
+        "CAST(f AS DECIMAL(5,2)) > 0",
+        "CAST(s AS DATE) > '2000-01-01'",
+        "CAST(dt AS STRING) LIKE '19%'",
+        "length(bin) > 0",
+        "bin = bin",
+        "s || s2 = 'abcabc'",
+        "-i > 0",
+        "i % 2 = 0",
+        "d % 3 > 0",
+        "f / 2 > 1",
+        "d / 3 > 1",
+    ]
+    out += [
+        "b BETWEEN NULL AND b div i",
+        "(i > 0) AND (1 div 0 > 0) AND FALSE",
+        "ok AND NULL AND b div i > 0",
+        "(NULL OR ok) AND b div i > 0",
+        "CASE WHEN b div i > 0 THEN NULL ELSE NULL END",
+        "if(ok, NULL, NULL)",
+        "NOT NULL",
+        "ok AND NULL",
+        "i IN (NULL) OR b div i > 0",
+        "if(b div i > 0, NULL, FALSE)",
+        "CASE WHEN ok THEN NULL ELSE b div i > 0 END",
+        "if(ok, NULL, b div i > 0)",
+        "coalesce(NULL, b div i > 0)",
+        "(b div i > 0) OR NULL",
+        "NULL OR (b div i > 0)",
+        "b < 9223372036854775808",
+        "ix > 0 AND i > 0",
+        "bx + 1 > 0",
+        "CAST(s2 AS BOOLEAN)",
+        "CAST(s2 AS DATE) IS NULL",
+        "s2 = ''",
+    ]
     for fail in FAILING.values():
-        out += [f"({fail} > 0) AND FALSE", f"FALSE AND {fail} > 0", f"NULL AND {fail} > 0", f"{fail} > 0 AND NULL",
-                f"({fail} > 0) OR TRUE", f"{fail} = NULL", f"{fail} <=> {fail}", f"({fail}) IS NULL",
-                f"CASE WHEN {fail} > 0 THEN TRUE ELSE TRUE END", f"if(NULL, {fail} > 0, FALSE)",
-                f"CASE WHEN NULL THEN {fail} > 0 END", f"NOT ({fail} > 0 AND NULL)", f"{fail} IN (NULL)"]
+        out += [
+            f"({fail} > 0) AND FALSE",
+            f"FALSE AND {fail} > 0",
+            f"NULL AND {fail} > 0",
+            f"{fail} > 0 AND NULL",
+            f"({fail} > 0) OR TRUE",
+            f"{fail} = NULL",
+            f"{fail} <=> {fail}",
+            f"({fail}) IS NULL",
+            f"CASE WHEN {fail} > 0 THEN TRUE ELSE TRUE END",
+            f"if(NULL, {fail} > 0, FALSE)",
+            f"CASE WHEN NULL THEN {fail} > 0 END",
+            f"NOT ({fail} > 0 AND NULL)",
+            f"{fail} IN (NULL)",
+        ]
     return list(dict.fromkeys(out))
 
 
@@ -442,8 +1324,10 @@ def _compile(kind: str, expr: str, view: str) -> Any:
 
 
 def build_cases() -> tuple[list[Case], list[Case], list[Case], list[Case]]:
-    checked = [Case("projection", expr, "checked", CHECKED_IDS[k], expected=list(values))
-               for k, (expr, _, values) in enumerate(SPARK_CHECKED_CASES)]
+    checked = [
+        Case("projection", expr, "checked", CHECKED_IDS[k], expected=list(values))
+        for k, (expr, _, values) in enumerate(SPARK_CHECKED_CASES)
+    ]
     typed = [Case("projection", expr, "edge", expected_type=t) for expr, t in SPARK_CHECKED_TYPES]
     for c in checked + typed:  # these must compile: the unit tests say so
         c.compiled = _compile(c.kind, c.expr, c.view)
@@ -504,8 +1388,16 @@ def spark_condition(e: BaseException) -> str:
 
 
 def eval_condition(message: str) -> str:
-    for cond in ("BINARY_ARITHMETIC_OVERFLOW", "ARITHMETIC_OVERFLOW", "DIVIDE_BY_ZERO", "REMAINDER_BY_ZERO",
-                 "NUMERIC_VALUE_OUT_OF_RANGE", "CAST_OVERFLOW", "CAST_INVALID_INPUT", "UNSUPPORTED_VALUE"):
+    for cond in (
+        "BINARY_ARITHMETIC_OVERFLOW",
+        "ARITHMETIC_OVERFLOW",
+        "DIVIDE_BY_ZERO",
+        "REMAINDER_BY_ZERO",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+        "CAST_OVERFLOW",
+        "CAST_INVALID_INPUT",
+        "UNSUPPORTED_VALUE",
+    ):
         if cond in message:
             return cond
     return "OTHER"
@@ -541,11 +1433,19 @@ class Differential:
         self.stats: dict[str, int] = defaultdict(int)
         self.lock = threading.Lock()
         for name, (table, ops) in self.tables.items():
-            ddl = ", ".join(f"`{f.name}` {_SPARK_DDL[f.type] if not pa.types.is_decimal(f.type) else str(f.type)}"
-                            .replace("decimal128", "DECIMAL") for f in table.schema)
+            ddl = ", ".join(
+                f"`{f.name}` {_SPARK_DDL[f.type] if not pa.types.is_decimal(f.type) else str(f.type)}".replace(
+                    "decimal128", "DECIMAL"
+                )
+                for f in table.schema
+            )
             ddl += ", " + ", ".join(f"`{m}` STRING" for m in META)
-            meta = {"__namespace_name__": [DATABASE] * table.num_rows, "__schema_name__": [DATABASE] * table.num_rows,
-                    "__table_name__": [TABLE] * table.num_rows, "__data_event_type__": ops}
+            meta = {
+                "__namespace_name__": [DATABASE] * table.num_rows,
+                "__schema_name__": [DATABASE] * table.num_rows,
+                "__table_name__": [TABLE] * table.num_rows,
+                "__data_event_type__": ops,
+            }
             data = table
             for m in META:
                 data = data.append_column(m, pa.array(meta[m], pa.string()))
@@ -597,8 +1497,9 @@ class Differential:
     def spark_types(self, view: str, exprs: list[str]) -> list[Any]:
         """Each expression's Spark type name, or the analysis error."""
         if len(exprs) > self.BATCH:
-            return [t for k in range(0, len(exprs), self.BATCH)
-                    for t in self.spark_types(view, exprs[k:k + self.BATCH])]
+            return [
+                t for k in range(0, len(exprs), self.BATCH) for t in self.spark_types(view, exprs[k : k + self.BATCH])
+            ]
         if not exprs:
             return []
         try:
@@ -647,8 +1548,9 @@ class Differential:
                 if case.kind == "projection":
                     groups[(case.view, case.rows)].append(case)
             # 1. the types (an analysis of many expressions at once) and the evaluator over every row
-            types = {key: pool.submit(self.spark_types, key[0], [c.expr for c in cases])
-                     for key, cases in groups.items()}
+            types = {
+                key: pool.submit(self.spark_types, key[0], [c.expr for c in cases]) for key, cases in groups.items()
+            }
             full = {c.key: self.evaluate(c) for c in ALL_CASES}
             # 2. Spark over every row where the evaluator succeeds (projections in batches); where it
             #    fails, the rows it fails on (one query per condition it names, which Spark must fail
@@ -673,7 +1575,7 @@ class Differential:
                 ids = list(rows) if rows is not None else None
                 ok = [c for c in cases if c.key not in refused and full[c.key].error is None]
                 for start in range(0, len(ok), self.BATCH):
-                    chunk = ok[start:start + self.BATCH]
+                    chunk = ok[start : start + self.BATCH]
                     jobs.append((chunk, None, pool.submit(self.spark_values, view, [c.expr for c in chunk], ids)))
                 for c in cases:
                     if c.key in refused or full[c.key].error is None:
@@ -688,9 +1590,10 @@ class Differential:
                         jobs.append(([c], None, pool.submit(self.spark_values, view, [c.expr], ids)))
             for (view, good), cases in subsets.items():
                 for start in range(0, len(cases), self.BATCH):
-                    chunk = cases[start:start + self.BATCH]
-                    jobs.append((chunk, list(good), pool.submit(self.spark_values, view, [c.expr for c in chunk],
-                                                                list(good))))
+                    chunk = cases[start : start + self.BATCH]
+                    jobs.append(
+                        (chunk, list(good), pool.submit(self.spark_values, view, [c.expr for c in chunk], list(good)))
+                    )
             # 3. the judgements
             for chunk, good, future in jobs:
                 for case, spark in zip(chunk, future.result()):
@@ -713,8 +1616,10 @@ class Differential:
             out = self.outcomes[case.key]
             if not isinstance(spark_type, str):
                 refused.add(case.key)
-                out.problems.append(f"Spark refuses it ({spark_condition(spark_type)}: "
-                                    f"{str(spark_type).splitlines()[0]}), the compiler accepted it")
+                out.problems.append(
+                    f"Spark refuses it ({spark_condition(spark_type)}: "
+                    f"{str(spark_type).splitlines()[0]}), the compiler accepted it"
+                )
                 continue
             sink = case.compiled.output_schema().field(0).type
             if spark_type_name(sink) != spark_type:
@@ -731,8 +1636,9 @@ class Differential:
         if ev.error is None:
             self.compare_values(case, ev, spark)
         elif isinstance(spark, BaseException):
-            self.outcomes[case.key].problems.append(f"Spark raises ({spark_condition(spark)}), the unit test expects "
-                                                    f"{case.expected}")
+            self.outcomes[case.key].problems.append(
+                f"Spark raises ({spark_condition(spark)}), the unit test expects {case.expected}"
+            )
         else:
             self.check_expected(case, ev.ids, spark)
 
@@ -758,8 +1664,10 @@ class Differential:
         if isinstance(spark, BaseException):
             if ev.error is not None:
                 return
-            out.problems.append(f"Spark raises{where} ({spark_condition(spark)}: {str(spark).splitlines()[0]}), "
-                                f"the evaluator gives {ev.values[:8]!r}")
+            out.problems.append(
+                f"Spark raises{where} ({spark_condition(spark)}: {str(spark).splitlines()[0]}), "
+                f"the evaluator gives {ev.values[:8]!r}"
+            )
             return
         if ev.error is not None:
             out.problems.append(f"the evaluator raised{where} ({ev.error}), Spark gives {spark[:8]!r}")
@@ -773,24 +1681,30 @@ class Differential:
     def check_expected(self, case: Case, ids: list[int], spark: list[Any]) -> None:
         diff = differences(ids, case.expected or [], spark)
         if diff:
-            self.outcomes[case.key].problems.append("the unit test's expectation differs from Spark: " +
-                                                    "; ".join(d.replace("evaluator", "expected") for d in diff))
+            self.outcomes[case.key].problems.append(
+                "the unit test's expectation differs from Spark: "
+                + "; ".join(d.replace("evaluator", "expected") for d in diff)
+            )
 
     def judge_filter(self, case: Case, ev: EvalResult, spark: Any) -> None:
         """Over every row (where the evaluator fails, the rows are judged in ``judge_failing``)."""
         if ev.error is None:
             out = self.outcomes[case.key]
             if isinstance(spark, BaseException):
-                out.problems.append(f"Spark raises ({spark_condition(spark)}: {str(spark).splitlines()[0]}), the "
-                                    f"evaluator keeps ids {ev.values}")
+                out.problems.append(
+                    f"Spark raises ({spark_condition(spark)}: {str(spark).splitlines()[0]}), the "
+                    f"evaluator keeps ids {ev.values}"
+                )
             elif ev.values != spark:
                 out.problems.append(f"kept rows differ: evaluator {ev.values}, Spark {spark}")
 
     def judge_filter_subset(self, case: Case, good: list[int], spark: Any) -> None:
         out, ev = self.outcomes[case.key], self.evaluate(case, good)
         if isinstance(spark, BaseException):
-            out.problems.append(f"Spark raises on the rows the evaluator accepts ({spark_condition(spark)}), the "
-                                f"evaluator keeps ids {ev.values}")
+            out.problems.append(
+                f"Spark raises on the rows the evaluator accepts ({spark_condition(spark)}), the "
+                f"evaluator keeps ids {ev.values}"
+            )
         elif ev.error is not None or ev.values != spark:
             out.problems.append(f"on the rows the evaluator accepts: evaluator {ev.values or ev.error}, Spark {spark}")
 
@@ -807,9 +1721,12 @@ def differential(spark):
     # run (constant folding, null propagation, boolean simplification, operator reordering...). Over
     # a real table every rule runs, and some change the result (an error becomes a value): the
     # conversion is switched off so that the queries here run the way they run on a table.
-    conf = {"spark.sql.session.timeZone": "UTC", "spark.sql.ansi.enabled": "true",
-            "spark.sql.optimizer.excludedRules": "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation",
-            "spark.sql.leafNodeDefaultParallelism": "1"}  # one task per query: the table is 24 rows
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.ansi.enabled": "true",
+        "spark.sql.optimizer.excludedRules": "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation",
+        "spark.sql.leafNodeDefaultParallelism": "1",
+    }  # one task per query: the table is 24 rows
     before = {k: spark.conf.get(k, None) for k in conf}
     loggers = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
     levels = [lg.level for lg in loggers]
@@ -860,14 +1777,64 @@ def test_filter_corpus(differential: Differential, case: Case) -> None:
 
 def test_the_corpus_covers_every_construct_and_refusals_say_how_to_fix() -> None:
     accepted = " ".join(c.expr.lower() for c in PROJECTION_CASES + FILTER_CASES)
-    for construct in ("__namespace_name__", "__schema_name__", "__table_name__", "__data_event_type__", " div ",
-                      " % ", "<=>", " and ", " or ", "not ", "is not null", "isnull(", "isnotnull(", " not in (",
-                      " not between ", " not like ", "||", "case when", "case i when", "if(", "coalesce(", "nvl(",
-                      "ifnull(", "concat(", "upper(", "ucase(", "lower(", "lcase(", "trim(", "ltrim(", "rtrim(",
-                      "length(", "char_length(", "character_length(", "substring(", "substr(", "abs(", "round(",
-                      "as string)", "as tinyint)", "as smallint)", "as int)", "as bigint)", "as float)",
-                      "as double)", "as decimal(", "as date)", "as timestamp)", "as boolean)", "date '",
-                      "timestamp '", "1.5e3", "1.5d", "null", "true", "false"):
+    for construct in (
+        "__namespace_name__",
+        "__schema_name__",
+        "__table_name__",
+        "__data_event_type__",
+        " div ",
+        " % ",
+        "<=>",
+        " and ",
+        " or ",
+        "not ",
+        "is not null",
+        "isnull(",
+        "isnotnull(",
+        " not in (",
+        " not between ",
+        " not like ",
+        "||",
+        "case when",
+        "case i when",
+        "if(",
+        "coalesce(",
+        "nvl(",
+        "ifnull(",
+        "concat(",
+        "upper(",
+        "ucase(",
+        "lower(",
+        "lcase(",
+        "trim(",
+        "ltrim(",
+        "rtrim(",
+        "length(",
+        "char_length(",
+        "character_length(",
+        "substring(",
+        "substr(",
+        "abs(",
+        "round(",
+        "as string)",
+        "as tinyint)",
+        "as smallint)",
+        "as int)",
+        "as bigint)",
+        "as float)",
+        "as double)",
+        "as decimal(",
+        "as date)",
+        "as timestamp)",
+        "as boolean)",
+        "date '",
+        "timestamp '",
+        "1.5e3",
+        "1.5d",
+        "null",
+        "true",
+        "false",
+    ):
         assert construct in accepted, construct
     assert len(PROJECTION_CASES) > 1000 and len(FILTER_CASES) > 80
     for kind, expr, message in REFUSED:
@@ -882,8 +1849,11 @@ CLAIMS = [(kind, expr) for kind, expr, message in REFUSED if any(c in message fo
 
 @pytest.mark.parametrize("kind, expr", CLAIMS, ids=[f"{k}:{e}" for k, e in CLAIMS])
 def test_what_is_refused_as_failing_in_spark_fails_in_spark(differential: Differential, kind: str, expr: str) -> None:
-    query = f"SELECT id, {expr} AS c FROM tx_edge WHERE id < 0" if kind == "projection" else \
-        f"SELECT * FROM (SELECT * FROM tx_edge WHERE id < 0) WHERE {expr}"
+    query = (
+        f"SELECT id, {expr} AS c FROM tx_edge WHERE id < 0"
+        if kind == "projection"
+        else f"SELECT * FROM (SELECT * FROM tx_edge WHERE id < 0) WHERE {expr}"
+    )
     with pytest.raises(differential.spark_errors):
         differential.spark.sql(query).collect()
 

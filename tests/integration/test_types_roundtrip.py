@@ -17,7 +17,12 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.types import map_table, row_normalizer
 from airflow_provider_mysqlcdc.spark.types import (
-    finalize_columns, jdbc_custom_schema, jdbc_url, rows_to_dataframe, snapshot_select, struct_type,
+    finalize_columns,
+    jdbc_custom_schema,
+    jdbc_url,
+    rows_to_dataframe,
+    snapshot_select,
+    struct_type,
 )
 from tests.support.mariadb import ROOT_PASSWORD
 
@@ -40,7 +45,7 @@ DDL = """CREATE TABLE t (
   bn BINARY(4), vb VARBINARY(10), bl BLOB
 )"""
 
-EMOJI = "h\U0001F600llo \u4e2d"
+EMOJI = "h\U0001f600llo \u4e2d"
 LATIN = "caf\u00e9 \u00e0 \u00fc\u00df"
 ROWS = [
     # extremes, DST-gap DATETIME, negative TIME, emoji, latin1
@@ -73,12 +78,24 @@ def _schema(mariadb, db: str) -> TableSchema:
         "SELECT column_name, ordinal_position, data_type, column_type, is_nullable, character_set_name,"
         " collation_name, character_maximum_length, numeric_precision, numeric_scale, datetime_precision"
         " FROM information_schema.columns WHERE table_schema=%s AND table_name='t' ORDER BY ordinal_position",
-        (db,))
+        (db,),
+    )
     columns = tuple(
-        Column(name=r[0], ordinal=r[1], data_type=r[2], column_type=r[3], nullable=r[4] == "YES",
-               charset=r[5], collation=r[6], char_max_length=r[7], numeric_precision=r[8],
-               numeric_scale=r[9], datetime_precision=r[10])
-        for r in cols)
+        Column(
+            name=r[0],
+            ordinal=r[1],
+            data_type=r[2],
+            column_type=r[3],
+            nullable=r[4] == "YES",
+            charset=r[5],
+            collation=r[6],
+            char_max_length=r[7],
+            numeric_precision=r[8],
+            numeric_scale=r[9],
+            datetime_precision=r[10],
+        )
+        for r in cols
+    )
     return TableSchema(TableId(db, "t"), columns, ("id",), ("id",), ("id",))
 
 
@@ -106,13 +123,17 @@ def _local_zone_everywhere(spark):
 
 
 def _snapshot(spark, mariadb, db, mappings, ids):
-    df = (spark.read.format("jdbc")
-          # the session zone of the connection must not matter either
-          .option("url", jdbc_url("127.0.0.1", mariadb.port, db, "sessionVariables=time_zone='-05:00'"))
-          .option("driver", "org.mariadb.jdbc.Driver")
-          .option("dbtable", snapshot_select(mappings, f"`{db}`.`t`", f"id IN ({','.join(map(str, ids))})"))
-          .option("customSchema", jdbc_custom_schema(mappings))
-          .option("user", "root").option("password", ROOT_PASSWORD).load())
+    df = (
+        spark.read.format("jdbc")
+        # the session zone of the connection must not matter either
+        .option("url", jdbc_url("127.0.0.1", mariadb.port, db, "sessionVariables=time_zone='-05:00'"))
+        .option("driver", "org.mariadb.jdbc.Driver")
+        .option("dbtable", snapshot_select(mappings, f"`{db}`.`t`", f"id IN ({','.join(map(str, ids))})"))
+        .option("customSchema", jdbc_custom_schema(mappings))
+        .option("user", "root")
+        .option("password", ROOT_PASSWORD)
+        .load()
+    )
     return finalize_columns(df, mappings)
 
 
@@ -126,8 +147,9 @@ def _binlog_rows(mariadb, db, start, normalize):
     t = TableId(db, "t")
     stop = BinlogOffset(*mariadb.master_status())
     out = []
-    with BinlogReader(mariadb.source_config(), 9001, BinlogOffset(*start), stop=stop, tables=[t],
-                      normalizers={t: normalize}) as reader:
+    with BinlogReader(
+        mariadb.source_config(), 9001, BinlogOffset(*start), stop=stop, tables=[t], normalizers={t: normalize}
+    ) as reader:
         for ch in reader:
             if isinstance(ch, RowChange) and ch.after is not None:
                 out.append(dict(ch.after))
@@ -139,8 +161,12 @@ def _stable(df):
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampType
 
-    return df.select(*[F.unix_micros(F.col(f.name)).alias(f.name) if isinstance(f.dataType, TimestampType)
-                       else F.col(f.name) for f in df.schema.fields])
+    return df.select(
+        *[
+            F.unix_micros(F.col(f.name)).alias(f.name) if isinstance(f.dataType, TimestampType) else F.col(f.name)
+            for f in df.schema.fields
+        ]
+    )
 
 
 def _assert_same(snap_df, binlog_df):
@@ -173,10 +199,12 @@ def test_every_type_identical_via_jdbc_and_binlog(mariadb, fresh_db, spark):
         _check_expected_values(got, {r["id"]: r for r in inserted})
 
         # a row changed after the snapshot: its after-image equals a re-read
-        mariadb.execute("SET SESSION sql_mode = ''",
-                        "UPDATE t SET dt = '2026-03-08 02:59:59', ts = '2026-11-01 06:30:00', tm6 = '-00:00:00.000001',"
-                        " s = 'b', v = 'x\U0001F680', l = '\u00c5ngstr\u00f6m', bu = 9223372036854775808 WHERE id = 3",
-                        database=db)
+        mariadb.execute(
+            "SET SESSION sql_mode = ''",
+            "UPDATE t SET dt = '2026-03-08 02:59:59', ts = '2026-11-01 06:30:00', tm6 = '-00:00:00.000001',"
+            " s = 'b', v = 'x\U0001f680', l = '\u00c5ngstr\u00f6m', bu = 9223372036854775808 WHERE id = 3",
+            database=db,
+        )
         changed = [r for r in _binlog_rows(mariadb, db, start, normalize)[4:]]
         assert [r["id"] for r in changed] == [3]
         got2 = _assert_same(_snapshot(spark, mariadb, db, mappings, [3]), rows_to_dataframe(spark, changed, mappings))
@@ -190,7 +218,7 @@ def _check_expected_values(got, normalized):
     """Absolute values, so both paths being wrong the same way still fails."""
     r1, r2, r3, r4 = got[1], got[2], got[3], got[4]
     assert r1["ti1"] == 5 and r1["ti"] == -128 and r1["tiu"] == 255 and r1["iu"] == 4294967295
-    assert r1["bu"] == Decimal("18446744073709551615") and r1["bi"] == -2**63
+    assert r1["bu"] == Decimal("18446744073709551615") and r1["bi"] == -(2**63)
     assert r1["f"] == 1.2345677614212036 and r1["d"] == 0.30000000000000004
     assert r1["dec10"] == Decimal("-12345678.91")
     assert r1["dec65"] == "-12345678901234567890123456789012345.123456789012345678901234567891"
@@ -243,12 +271,17 @@ def test_every_type_identical_via_the_arrow_reader_and_binlog(mariadb, fresh_db)
     source = mariadb.source_config()
 
     def read(where):
-        return read_rows(source, db, mappings, select_sql(schema, mappings, where),
-                         select_sql(schema, mappings, where, raw_dates=False))
+        return read_rows(
+            source,
+            db,
+            mappings,
+            select_sql(schema, mappings, where),
+            select_sql(schema, mappings, where, raw_dates=False),
+        )
 
-    clean, used_text = read("id IN (1, 2, 3)")          # no zero date: the fast form reads them
+    clean, used_text = read("id IN (1, 2, 3)")  # no zero date: the fast form reads them
     assert not used_text
-    everything, used_text = read("id >= 1")             # row 4's zero dates: read again as text
+    everything, used_text = read("id >= 1")  # row 4's zero dates: read again as text
     assert used_text
     for got in (clean, everything):
         assert got.schema == arrow_schema(mappings)
@@ -259,8 +292,9 @@ def test_every_type_identical_via_the_arrow_reader_and_binlog(mariadb, fresh_db)
                 assert value == want[k][name] and type(value) is type(want[k][name]), (k, name, value, want[k][name])
     assert sorted(r["id"] for r in everything.to_pylist()) == [1, 2, 3, 4]
 
-    def stable(v):   # as _stable() gives them from Spark: a TIMESTAMP as epoch microseconds
+    def stable(v):  # as _stable() gives them from Spark: a TIMESTAMP as epoch microseconds
         if isinstance(v, dt.datetime) and v.tzinfo is not None:
             return (v - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(microseconds=1)
         return v
+
     _check_expected_values({r["id"]: {k: stable(v) for k, v in r.items()} for r in everything.to_pylist()}, inserted)

@@ -6,7 +6,10 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError, ServerCheckError
 from airflow_provider_mysqlcdc.cdc.validation import (
-    ServerInfo, ServerValidationError, check_server, validate_server,
+    ServerInfo,
+    ServerValidationError,
+    check_server,
+    validate_server,
 )
 
 pytestmark = pytest.mark.integration
@@ -47,13 +50,16 @@ def test_correctly_configured_server_passes(mariadb):
         assert check_server(conn, mariadb.source_config()) == []
 
 
-@pytest.mark.parametrize("name, bad, needed", [
-    ("binlog_format", "STATEMENT", "ROW"),
-    ("binlog_format", "MIXED", "ROW"),
-    ("binlog_row_image", "MINIMAL", "FULL"),
-    ("binlog_row_image", "NOBLOB", "FULL"),
-    ("binlog_row_metadata", "MINIMAL", "FULL"),
-])
+@pytest.mark.parametrize(
+    "name, bad, needed",
+    [
+        ("binlog_format", "STATEMENT", "ROW"),
+        ("binlog_format", "MIXED", "ROW"),
+        ("binlog_row_image", "MINIMAL", "FULL"),
+        ("binlog_row_image", "NOBLOB", "FULL"),
+        ("binlog_row_metadata", "MINIMAL", "FULL"),
+    ],
+)
 def test_runtime_misconfiguration_is_reported(mariadb, name, bad, needed):
     with global_setting(mariadb, name, bad):
         with pytest.raises(ServerValidationError) as ei:
@@ -120,14 +126,28 @@ def test_connection_failures_are_told_apart(mariadb):
 
     good = mariadb.source_config()
     cases = [
-        (SourceConfig(host="127.0.0.1", port=1, user="root", password="x"), SourceUnreachableError,
-         "nothing accepts connections at 127.0.0.1:1"),
-        (SourceConfig(host="no-such-host.invalid", port=3306, user="root", password="x"), ConfigError,
-         "'no-such-host.invalid' does not resolve"),
-        (SourceConfig(host="127.0.0.1", port=good.port, user="root", password="x",
-                      ssl={"ca": "/etc/ssl/certs/ca-certificates.crt"}), ConfigError, "TLS with"),
-        (SourceConfig(host="127.0.0.1", port=good.port, user="root", password="wrong"), ConfigError,
-         "access denied"),
+        (
+            SourceConfig(host="127.0.0.1", port=1, user="root", password="x"),
+            SourceUnreachableError,
+            "nothing accepts connections at 127.0.0.1:1",
+        ),
+        (
+            SourceConfig(host="no-such-host.invalid", port=3306, user="root", password="x"),
+            ConfigError,
+            "'no-such-host.invalid' does not resolve",
+        ),
+        (
+            SourceConfig(
+                host="127.0.0.1",
+                port=good.port,
+                user="root",
+                password="x",
+                ssl={"ca": "/etc/ssl/certs/ca-certificates.crt"},
+            ),
+            ConfigError,
+            "TLS with",
+        ),
+        (SourceConfig(host="127.0.0.1", port=good.port, user="root", password="wrong"), ConfigError, "access denied"),
     ]
     for source, kind, says in cases:
         with pytest.raises(kind, match=says) as e:
@@ -145,7 +165,7 @@ def test_the_servers_binlog_retention_is_read_from_whichever_variable_it_has(mar
             before = cur.fetchone()
             try:
                 cur.execute("SET GLOBAL binlog_expire_logs_seconds = 0")
-                assert binlog_retention_s(conn) is None            # 0: kept forever
+                assert binlog_retention_s(conn) is None  # 0: kept forever
                 cur.execute("SET GLOBAL binlog_expire_logs_seconds = 5400")
                 assert binlog_retention_s(conn) == 5400
             finally:

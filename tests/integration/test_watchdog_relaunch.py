@@ -33,29 +33,54 @@ from tests.support.writer import ConcurrentWriter
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
 
-def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(mariadb, postgres, fresh_db, tmp_dir,
-                                                                            monkeypatch):
+def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(
+    mariadb, postgres, fresh_db, tmp_dir, monkeypatch
+):
     from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
 
     monkeypatch.delenv("PGPASSWORD", raising=False)  # the sink's password must come from its connection
     spec = create_int_table(mariadb, fresh_db, 1, "orders")
     mariadb.execute("DELETE FROM orders", database=fresh_db)
     t = TableId(fresh_db, "orders")
-    airflow_env.set_connection("wd_src", "mysql_cdc", host="127.0.0.1", port=mariadb.port, login="root",
-                               password=ROOT_PASSWORD, extra={"server_id_range": "6800-6820"})
+    airflow_env.set_connection(
+        "wd_src",
+        "mysql_cdc",
+        host="127.0.0.1",
+        port=mariadb.port,
+        login="root",
+        password=ROOT_PASSWORD,
+        extra={"server_id_range": "6800-6820"},
+    )
     airflow_env.set_connection("wd_spark", "spark", host="local[2]")
-    airflow_env.set_connection("wd_pg", "postgres", host="127.0.0.1", port=postgres.port, login=SUPERUSER,
-                               password=postgres.password, schema=DATABASE)
+    airflow_env.set_connection(
+        "wd_pg",
+        "postgres",
+        host="127.0.0.1",
+        port=postgres.port,
+        login=SUPERUSER,
+        password=postgres.password,
+        schema=DATABASE,
+    )
     schema = postgres.fresh_schema()
     state = StateStore(str(tmp_dir / "state"))
     config = PipelineConfig(
-        name="watchdog", source=mariadb.source_config(server_id_range="6800-6820"), include=(str(t),),
+        name="watchdog",
+        source=mariadb.source_config(server_id_range="6800-6820"),
+        include=(str(t),),
         state_location=state.location,
-        sink=SinkConfig("postgres", {"dsn": {"host": "127.0.0.1", "port": postgres.port, "dbname": DATABASE,
-                                             "user": SUPERUSER}, "schema": schema}),
-        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5))
+        sink=SinkConfig(
+            "postgres",
+            {
+                "dsn": {"host": "127.0.0.1", "port": postgres.port, "dbname": DATABASE, "user": SUPERUSER},
+                "schema": schema,
+            },
+        ),
+        stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     write_config(state, config)
-    state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))])
+    state.write_finished(
+        [FinishedBatch("all", (KeyRange(t, None, None, True),), BinlogOffset(*mariadb.master_status()))]
+    )
     cols = ["id", *VALUE_COLS]
     pg_table = f"{fresh_db}__orders"
 
@@ -70,14 +95,17 @@ def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(mar
             while running_local_stream(state) is not None and time.time() < deadline:
                 time.sleep(0.2)
             time.sleep(2)
-        sensor = MySqlCdcStreamSensor(task_id="stream_health", state_location=state.location, relaunch=True,
-                                      start_timeout_s=240)
+        sensor = MySqlCdcStreamSensor(
+            task_id="stream_health", state_location=state.location, relaunch=True, start_timeout_s=240
+        )
         result = sensor.poke({})
         assert result.is_done and result.xcom_value["running"], result
         assert running_local_stream(state).pid != first.pid
-        problem = wait_until_equal(lambda: mysql_rows(mariadb, t, cols, ("id",)),
-                                   lambda: postgres_rows(postgres, pg_table, cols, ("id",), schema=schema),
-                                   timeout_s=180)
+        problem = wait_until_equal(
+            lambda: mysql_rows(mariadb, t, cols, ("id",)),
+            lambda: postgres_rows(postgres, pg_table, cols, ("id",), schema=schema),
+            timeout_s=180,
+        )
         assert not problem, problem
     except AssertionError as e:
         raise AssertionError(f"{e}\njob log:\n{log_tail(state.path('stream', 'stream.log'), 60)}") from None

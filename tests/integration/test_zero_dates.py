@@ -28,12 +28,14 @@ from airflow_provider_mysqlcdc.cdc.types import map_table
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, postgres_rows, postgres_for, sink_config, wait_until_equal
+from tests.support.sink_compare import delta_rows, postgres_for, postgres_rows, sink_config, wait_until_equal
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-DDL = ("CREATE TABLE d (id INT PRIMARY KEY, da DATE, dt DATETIME, dt3 DATETIME(3), dt6 DATETIME(6), "
-       "ts TIMESTAMP NULL, ts3 TIMESTAMP(3) NULL, nn DATE NOT NULL DEFAULT '0000-00-00')")
+DDL = (
+    "CREATE TABLE d (id INT PRIMARY KEY, da DATE, dt DATETIME, dt3 DATETIME(3), dt6 DATETIME(6), "
+    "ts TIMESTAMP NULL, ts3 TIMESTAMP(3) NULL, nn DATE NOT NULL DEFAULT '0000-00-00')"
+)
 ROWS = [
     "(1, '2024-02-29', '2026-03-08 02:30:00', '1000-01-01 00:00:00.001', '9999-12-31 23:59:59.999999', "
     "'2038-01-19 03:14:07', '1970-01-01 00:00:01.500', '2024-01-02')",
@@ -44,10 +46,24 @@ ROWS = [
     "(4, NULL, NULL, NULL, NULL, NULL, NULL, '1999-12-31')",
 ]
 TEXT = {
-    1: ("2024-02-29", "2026-03-08 02:30:00", "1000-01-01 00:00:00.001", "9999-12-31 23:59:59.999999",
-        "2038-01-19 03:14:07", "1970-01-01 00:00:01.500", "2024-01-02"),
-    2: ("0000-00-00", "0000-00-00 00:00:00", "0000-00-00 00:00:00.000", "0000-00-00 00:00:00.000000",
-        "0000-00-00 00:00:00", "0000-00-00 00:00:00.000", "0000-00-00"),
+    1: (
+        "2024-02-29",
+        "2026-03-08 02:30:00",
+        "1000-01-01 00:00:00.001",
+        "9999-12-31 23:59:59.999999",
+        "2038-01-19 03:14:07",
+        "1970-01-01 00:00:01.500",
+        "2024-01-02",
+    ),
+    2: (
+        "0000-00-00",
+        "0000-00-00 00:00:00",
+        "0000-00-00 00:00:00.000",
+        "0000-00-00 00:00:00.000000",
+        "0000-00-00 00:00:00",
+        "0000-00-00 00:00:00.000",
+        "0000-00-00",
+    ),
     3: ("2020-00-15", "2020-02-00 10:11:12", "0000-05-06 07:08:09.120", None, None, None, "2020-01-00"),
     4: (None, None, None, None, None, None, "1999-12-31"),
 }
@@ -56,8 +72,12 @@ COLS = ["id", "da", "dt", "dt3", "dt6", "ts", "ts3", "nn"]
 
 def _fill(mariadb, db: str) -> None:
     # sql_mode '' lets zero and zero-in-date values in; TIMESTAMPs are given in UTC
-    mariadb.execute("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'",
-                    *[f"INSERT INTO d VALUES {r}" for r in ROWS], database=db)
+    mariadb.execute(
+        "SET SESSION sql_mode = ''",
+        "SET SESSION time_zone = '+00:00'",
+        *[f"INSERT INTO d VALUES {r}" for r in ROWS],
+        database=db,
+    )
 
 
 def test_text_dates_are_the_same_through_the_snapshot_and_every_binlog_decoder(mariadb, fresh_db, spark):
@@ -80,8 +100,14 @@ def test_text_dates_are_the_same_through_the_snapshot_and_every_binlog_decoder(m
     with contextlib.closing(source.connect()) as conn:
         schema = read_table_schema(conn, t, zero_dates="text")
     assert [m.kind for m in map_table(schema, "UTC")][1:] == [
-        "date_text", "datetime_text", "datetime_text", "datetime_text", "timestamp_text", "timestamp_text",
-        "date_text"]
+        "date_text",
+        "datetime_text",
+        "datetime_text",
+        "datetime_text",
+        "timestamp_text",
+        "timestamp_text",
+        "date_text",
+    ]
 
     # the snapshot's SELECTs
     reader = ConsistentBatchReader(spark, source, {t: schema})
@@ -117,17 +143,22 @@ def test_an_unknown_zero_dates_value_is_refused_naming_the_choices():
 
 @pytest.mark.parametrize("mode", ["text", "null"])
 @pytest.mark.parametrize("sink_type", ["delta", "postgres", "changelog"])
-def test_zero_dates_through_snapshot_and_stream_into_every_sink(mariadb, fresh_db, spark, tmp_dir, request,
-                                                                monkeypatch, sink_type, mode):
+def test_zero_dates_through_snapshot_and_stream_into_every_sink(
+    mariadb, fresh_db, spark, tmp_dir, request, monkeypatch, sink_type, mode
+):
     mariadb.execute(DDL, database=fresh_db)
     _fill(mariadb, fresh_db)
     t = TableId(fresh_db, "d")
     src = dataclasses.replace(mariadb.source_config(), zero_dates=mode)
-    config = PipelineConfig(name=f"zd-{sink_type}-{mode}", source=src, include=(str(t),),
-                            state_location=str(tmp_dir / "state"),
-                            sink=sink_config(sink_type, tmp_dir, postgres_for(request, sink_type), monkeypatch),
-                            split=SplitOptions(chunk_size=2),
-                            stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5))
+    config = PipelineConfig(
+        name=f"zd-{sink_type}-{mode}",
+        source=src,
+        include=(str(t),),
+        state_location=str(tmp_dir / "state"),
+        sink=sink_config(sink_type, tmp_dir, postgres_for(request, sink_type), monkeypatch),
+        split=SplitOptions(chunk_size=2),
+        stream=StreamOptions(max_events_per_batch=1000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
     plan = build_plan(src, config.include, split=config.split)
     assert all(s.zero_dates == mode for s in plan.schemas.values())
     state = StateStore(config.state_location)
@@ -140,19 +171,30 @@ def test_zero_dates_through_snapshot_and_stream_into_every_sink(mariadb, fresh_d
     query = start_stream(spark, config, sink, list(plan.schemas.values()))
     try:
         time.sleep(2)
-        mariadb.execute("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'",
-                        f"INSERT INTO d VALUES {ROWS[1].replace('(2,', '(12,', 1)}",
-                        f"INSERT INTO d VALUES {ROWS[2].replace('(3,', '(13,', 1)}",
-                        "UPDATE d SET dt = '0000-00-00 00:00:00', ts = '2001-02-03 04:05:06', nn = '0000-00-00' "
-                        "WHERE id = 1", "DELETE FROM d WHERE id = 4", database=fresh_db)
+        mariadb.execute(
+            "SET SESSION sql_mode = ''",
+            "SET SESSION time_zone = '+00:00'",
+            f"INSERT INTO d VALUES {ROWS[1].replace('(2,', '(12,', 1)}",
+            f"INSERT INTO d VALUES {ROWS[2].replace('(3,', '(13,', 1)}",
+            "UPDATE d SET dt = '0000-00-00 00:00:00', ts = '2001-02-03 04:05:06', nn = '0000-00-00' WHERE id = 1",
+            "DELETE FROM d WHERE id = 4",
+            database=fresh_db,
+        )
         want = _want(mariadb, fresh_db, mode)
         if sink_type == "delta":
-            actual = lambda: {k: {c: r[c] for c in COLS} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
+
+            def actual():
+                return {k: {c: r[c] for c in COLS} for k, r in delta_rows(tmp_dir / "lake", t, ("id",)).items()}
         elif sink_type == "postgres":
             pg = request.getfixturevalue("postgres")
-            actual = lambda: postgres_rows(pg, f"{fresh_db}__d", COLS, ("id",), schema=config.sink.options["schema"])
+
+            def actual():
+                return postgres_rows(pg, f"{fresh_db}__d", COLS, ("id",), schema=config.sink.options["schema"])
         else:
-            actual = lambda: _changelog_rows(tmp_dir / "lake" / fresh_db / "d")
+
+            def actual():
+                return _changelog_rows(tmp_dir / "lake" / fresh_db / "d")
+
         problem = wait_until_equal(lambda: want, lambda: _comparable(actual(), mode), timeout_s=90)
         assert not problem, problem
         assert query.exception() is None
@@ -190,7 +232,7 @@ def _comparable(rows: dict, mode: str) -> dict:
                 if v.tzinfo is not None:
                     v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
                 text = v.strftime("%Y-%m-%d %H:%M:%S")
-                rec[c] = text + ("." + f"{v.microsecond:06d}"[:fsp[c]] if fsp[c] else "")
+                rec[c] = text + ("." + f"{v.microsecond:06d}"[: fsp[c]] if fsp[c] else "")
             elif isinstance(v, dt.date):
                 rec[c] = v.isoformat()
         out[(int(rec["id"]),)] = rec
@@ -212,7 +254,7 @@ def _changelog_rows(table_dir: Path) -> dict:
 
 
 def _changelog_value(v):
-    if isinstance(v, str) and len(v) >= 20 and v.endswith("Z") and "T" in v:   # an instant in UTC
+    if isinstance(v, str) and len(v) >= 20 and v.endswith("Z") and "T" in v:  # an instant in UTC
         import datetime as dt
 
         return dt.datetime.fromisoformat(v.replace("Z", "+00:00"))

@@ -26,16 +26,18 @@ def configure() -> Path:
         return _HOME
     home = Path(os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="mysqlcdc-airflow-"))
     home.mkdir(parents=True, exist_ok=True)
-    os.environ.update({
-        "MYSQLCDC_TEST_AIRFLOW_HOME": str(home),  # child processes share this Airflow
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
-    })
+    os.environ.update(
+        {
+            "MYSQLCDC_TEST_AIRFLOW_HOME": str(home),  # child processes share this Airflow
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
+        }
+    )
     _HOME = home
     return home
 
@@ -53,10 +55,26 @@ def migrate() -> None:
     stamp.touch()
 
 
-def set_connection(conn_id: str, conn_type: str, *, host: str, port: int | None = None, login: str | None = None,
-                   password: str | None = None, schema: str | None = None, extra: dict[str, Any] | None = None) -> None:
-    body = {"conn_type": conn_type, "host": host, "port": port, "login": login, "password": password,
-            "schema": schema, "extra": extra or {}}
+def set_connection(
+    conn_id: str,
+    conn_type: str,
+    *,
+    host: str,
+    port: int | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    schema: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    body = {
+        "conn_type": conn_type,
+        "host": host,
+        "port": port,
+        "login": login,
+        "password": password,
+        "schema": schema,
+        "extra": extra or {},
+    }
     os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps({k: v for k, v in body.items() if v is not None})
 
 
@@ -64,7 +82,9 @@ def load_template_dag(dag_id: str = "mysql_cdc_pipeline"):
     """The template DAG file as users copy it, imported fresh."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("mysql_cdc_pipeline_under_test", REPO / "dags" / "mysql_cdc_pipeline.py")
+    spec = importlib.util.spec_from_file_location(
+        "mysql_cdc_pipeline_under_test", REPO / "dags" / "mysql_cdc_pipeline.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {d.dag_id: d for d in vars(module).values() if type(d).__name__ == "DAG"}[dag_id]
@@ -92,11 +112,11 @@ def xcom_values(dag_id: str, run_id: str, task_id: str, key: str = "return_value
 def clear_and_run(dag, run_id: str, task_ids: Sequence[Any]):
     """Clear ``task_ids`` (names or ``(name, map_index)``) of a run and run them to the end."""
     from airflow.models.dagrun import DagRun
+    from airflow.sdk import timezone
+    from airflow.sdk.definitions.dag import _run_task
     from airflow.serialization.serialized_objects import DagSerialization
     from airflow.utils.session import create_session
     from airflow.utils.state import DagRunState, TaskInstanceState
-    from airflow.sdk import timezone
-    from airflow.sdk.definitions.dag import _run_task
 
     scheduler_dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
     scheduler_dag.clear(task_ids=list(task_ids), run_id=run_id, dag_run_state=DagRunState.RUNNING)
@@ -112,8 +132,7 @@ def clear_and_run(dag, run_id: str, task_ids: Sequence[Any]):
                 ti.state = TaskInstanceState.SCHEDULED
                 ti.scheduled_dttm = timezone.utcnow()
             session.commit()
-            scheduled = [ti for ti in dr.get_task_instances(session=session)
-                         if ti.state == TaskInstanceState.SCHEDULED]
+            scheduled = [ti for ti in dr.get_task_instances(session=session) if ti.state == TaskInstanceState.SCHEDULED]
             for ti in scheduled:
                 try:
                     _run_task(ti=ti, task=dag.task_dict[ti.task_id])
@@ -127,8 +146,9 @@ def clear_and_run(dag, run_id: str, task_ids: Sequence[Any]):
                     dr.update_state(session=session)
                     session.commit()
                     if dr.state == DagRunState.RUNNING and not any(
-                            ti.state in (TaskInstanceState.SCHEDULED, None, TaskInstanceState.UP_FOR_RETRY)
-                            for ti in dr.get_task_instances(session=session)):
+                        ti.state in (TaskInstanceState.SCHEDULED, None, TaskInstanceState.UP_FOR_RETRY)
+                        for ti in dr.get_task_instances(session=session)
+                    ):
                         break
         return dr
 
@@ -137,9 +157,15 @@ def run_template(action: Sequence[str], log_path: Path, timeout_s: float = 1500)
     """``tests/support/airflow_runner.py`` in a subprocess, output appended to ``log_path``;
     returns ``{"run_id", "state"}`` and a handle to the run for queries."""
     with open(log_path, "ab") as out:
-        p = subprocess.run([sys.executable, "-m", "tests.support.airflow_runner", *action], cwd=str(REPO),
-                           env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
-    lines = [l for l in Path(log_path).read_text(errors="replace").splitlines() if l.startswith("RESULT ")]
+        p = subprocess.run(
+            [sys.executable, "-m", "tests.support.airflow_runner", *action],
+            cwd=str(REPO),
+            env=dict(os.environ),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+        )
+    lines = [ln for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.startswith("RESULT ")]
     if p.returncode != 0 or not lines:
         tail = "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-60:])
         raise RuntimeError(f"airflow runner {action[0]} exited with {p.returncode}:\n{tail}")
@@ -177,7 +203,10 @@ def asset_events(uri_prefix: str) -> list[dict[str, Any]]:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        rows = (session.query(AssetModel.uri, AssetEvent.extra, AssetEvent.source_task_id)
-                .join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
-                .filter(AssetModel.uri.like(f"{uri_prefix}%")).all())
+        rows = (
+            session.query(AssetModel.uri, AssetEvent.extra, AssetEvent.source_task_id)
+            .join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetModel.uri.like(f"{uri_prefix}%"))
+            .all()
+        )
         return [{"uri": u, "extra": dict(e or {}), "task_id": t} for u, e, t in rows]

@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
         dr = dag.test()
     elif argv[0] == "test":
         dr = dag.test(run_conf=json.loads(argv[1]))
-    elif argv[0] == "dag-file-clear":   # dag-file-clear <path> <dag id> <run id> <task ids as JSON>
+    elif argv[0] == "dag-file-clear":  # dag-file-clear <path> <dag id> <run id> <task ids as JSON>
         ids = [tuple(x) if isinstance(x, list) else x for x in json.loads(argv[4])]
         dr = airflow_env.clear_and_run(dag, argv[3], ids)
     elif argv[0] == "clear":
@@ -56,7 +56,7 @@ def _from_dag_file(path: str, dag_id: str):
     bag = DagBag(dag_folder=path, bundle_path=Path(folder), bundle_name="dags-folder")
     if bag.import_errors:
         raise SystemExit(f"{path}: import errors {bag.import_errors}")
-    DagBundlesManager().sync_bundles_to_db()   # the bundle row the DAG's row refers to
+    DagBundlesManager().sync_bundles_to_db()  # the bundle row the DAG's row refers to
     sync_bag_to_db(bag, "dags-folder", None)
     return bag.dags[dag_id]
 

@@ -81,12 +81,16 @@ class AirflowServicesError(RuntimeError):
 class AirflowServices:
     """Airflow's four services on a free port; ``start()`` returns when all are healthy."""
 
-    def __init__(self, dags_folder: str | os.PathLike | None = None, *,
-                 extra_env: Mapping[str, str] | None = None,
-                 home: str | os.PathLike | None = None,
-                 dags_paused_at_creation: bool = False,
-                 parallelism: int = 8,
-                 keep_home: bool = False) -> None:
+    def __init__(
+        self,
+        dags_folder: str | os.PathLike | None = None,
+        *,
+        extra_env: Mapping[str, str] | None = None,
+        home: str | os.PathLike | None = None,
+        dags_paused_at_creation: bool = False,
+        parallelism: int = 8,
+        keep_home: bool = False,
+    ) -> None:
         self.dags_folder = Path(dags_folder or REPO / "dags").resolve()
         self.extra_env = dict(extra_env or {})
         self._own_home = home is None
@@ -112,53 +116,59 @@ class AirflowServices:
     def _build_env(self) -> dict[str, str]:
         from cryptography.fernet import Fernet
 
-        env = {k: v for k, v in os.environ.items()
-               if not (k.startswith("AIRFLOW") or k.startswith("_AIRFLOW") or k == "MYSQLCDC_TEST_AIRFLOW_HOME")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not (k.startswith("AIRFLOW") or k.startswith("_AIRFLOW") or k == "MYSQLCDC_TEST_AIRFLOW_HOME")
+        }
         passwords = self.home / "simple_auth_manager_passwords.json"
         passwords.write_text(json.dumps({self.user: self.password}))
         venv_bin = str(Path(sys.executable).parent)
         env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
         # The repository on the path, as for the tests: DAG files may import tests.support helpers.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-        env.update({
-            MARKER: self.instance_id,
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(self.dags_paused_at_creation),
-            "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
-            "AIRFLOW__CORE__AUTH_MANAGER":
-                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.user}:admin",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(self.port),
-            "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API__BASE_URL": f"{self.base_url}/",
-            "AIRFLOW__API__SECRET_KEY": uuid.uuid4().hex,
-            "AIRFLOW__API__EXPOSE_CONFIG": "True",
-            "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex + uuid.uuid4().hex,
-            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.task_logs_dir),
-            "AIRFLOW__LOGGING__DAG_PROCESSOR_CHILD_PROCESS_LOG_DIRECTORY": str(self.task_logs_dir / "dag_processor"),
-            # Both serve task logs over HTTP; free ports, so two instances never clash.
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
-            # New DAG files are listed within seconds, changed ones re-parsed soon.
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
-            "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "2",
-            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-            "AIRFLOW__DAG_PROCESSOR__PRINT_STATS_INTERVAL": "300",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
-            "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
-            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
-            "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "True",
-        })
+        env.update(
+            {
+                MARKER: self.instance_id,
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(self.dags_paused_at_creation),
+                "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+                "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.user}:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__API__BASE_URL": f"{self.base_url}/",
+                "AIRFLOW__API__SECRET_KEY": uuid.uuid4().hex,
+                "AIRFLOW__API__EXPOSE_CONFIG": "True",
+                "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex + uuid.uuid4().hex,
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.task_logs_dir),
+                "AIRFLOW__LOGGING__DAG_PROCESSOR_CHILD_PROCESS_LOG_DIRECTORY": str(
+                    self.task_logs_dir / "dag_processor"
+                ),
+                # Both serve task logs over HTTP; free ports, so two instances never clash.
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
+                # New DAG files are listed within seconds, changed ones re-parsed soon.
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+                "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "2",
+                "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+                "AIRFLOW__DAG_PROCESSOR__PRINT_STATS_INTERVAL": "300",
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+                "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
+                "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+                "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "True",
+            }
+        )
         env.update({k: str(v) for k, v in self.extra_env.items()})
         return env
 
@@ -173,11 +183,13 @@ class AirflowServices:
 
     def airflow(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         """Run an ``airflow`` CLI command in the services' environment."""
-        p = subprocess.run([AIRFLOW_BIN, *args], env=self.env, cwd=str(self.home), capture_output=True,
-                           text=True, timeout=timeout)
+        p = subprocess.run(
+            [AIRFLOW_BIN, *args], env=self.env, cwd=str(self.home), capture_output=True, text=True, timeout=timeout
+        )
         if check and p.returncode != 0:
             raise AirflowServicesError(
-                f"airflow {' '.join(args[:2])} exited with {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+                f"airflow {' '.join(args[:2])} exited with {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+            )
         return p
 
     def start(self, timeout: float = 180) -> "AirflowServices":
@@ -204,9 +216,16 @@ class AirflowServices:
             args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
         out = open(self.logs_dir / f"{name}.log", "ab", buffering=0)
         self._log_files[name] = out
-        self.procs[name] = subprocess.Popen(args, env=self.env, cwd=str(self.home), stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                            preexec_fn=_term_with_parent)
+        self.procs[name] = subprocess.Popen(
+            args,
+            env=self.env,
+            cwd=str(self.home),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_term_with_parent,
+        )
 
     def kill_service(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Signal one service's whole process group (its own session), e.g. to crash the
@@ -236,8 +255,9 @@ class AirflowServices:
         return self.logs_dir / f"{name}.log"
 
     def logs_tail(self, lines: int = 40) -> str:
-        return "\n".join(f"----- {name} ({self.log_path(name)}) -----\n{_tail(self.log_path(name), lines)}"
-                         for name in SERVICES)
+        return "\n".join(
+            f"----- {name} ({self.log_path(name)}) -----\n{_tail(self.log_path(name), lines)}" for name in SERVICES
+        )
 
     def health(self) -> dict[str, Any] | None:
         try:
@@ -259,17 +279,21 @@ class AirflowServices:
             for name, p in self.procs.items():
                 if p.poll() is not None:
                     raise AirflowServicesError(
-                        f"airflow {name} exited with {p.returncode} while starting\n{self.logs_tail()}")
+                        f"airflow {name} exited with {p.returncode} while starting\n{self.logs_tail()}"
+                    )
             last = self.health()
-            if last and all((last.get(k) or {}).get("status") == "healthy"
-                            for k in ("metadatabase", "scheduler", "dag_processor", "triggerer")):
+            if last and all(
+                (last.get(k) or {}).get("status") == "healthy"
+                for k in ("metadatabase", "scheduler", "dag_processor", "triggerer")
+            ):
                 key = self._HEALTH_KEYS.get(fresh or "")
                 beat = (last.get(key) or {}).get(f"latest_{key}_heartbeat") if key else None
                 if key is None or (beat and datetime.fromisoformat(beat).timestamp() > (since or 0)):
                     return
             if time.monotonic() > deadline:
-                raise AirflowServicesError(f"Airflow services not healthy in time; last health: {last}\n"
-                                           f"{self.logs_tail()}")
+                raise AirflowServicesError(
+                    f"Airflow services not healthy in time; last health: {last}\n{self.logs_tail()}"
+                )
             time.sleep(0.5)
 
     def _marked_processes(self) -> list:
@@ -350,9 +374,19 @@ class AirflowServices:
 
     # ---- helpers -----------------------------------------------------------------------
 
-    def add_connection(self, conn_id: str, conn_type: str, *, host: str | None = None, port: int | None = None,
-                       login: str | None = None, password: str | None = None, schema: str | None = None,
-                       extra: Mapping[str, Any] | None = None, replace: bool = True) -> None:
+    def add_connection(
+        self,
+        conn_id: str,
+        conn_type: str,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        login: str | None = None,
+        password: str | None = None,
+        schema: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        replace: bool = True,
+    ) -> None:
         """A connection stored in the metadata DB (visible in the UI), via ``airflow connections add``.
 
         Given as ``--conn-json``: with ``--conn-type``, the CLI silently stores a type no
@@ -360,10 +394,18 @@ class AirflowServices:
         """
         if replace:
             self.airflow("connections", "delete", conn_id, check=False)
-        body: dict[str, Any] = {"conn_type": conn_type, "host": host, "port": port, "login": login,
-                                "password": password, "schema": schema, "extra": dict(extra) if extra else None}
-        self.airflow("connections", "add", conn_id,
-                     "--conn-json", json.dumps({k: v for k, v in body.items() if v is not None}))
+        body: dict[str, Any] = {
+            "conn_type": conn_type,
+            "host": host,
+            "port": port,
+            "login": login,
+            "password": password,
+            "schema": schema,
+            "extra": dict(extra) if extra else None,
+        }
+        self.airflow(
+            "connections", "add", conn_id, "--conn-json", json.dumps({k: v for k, v in body.items() if v is not None})
+        )
 
     def api(self) -> "AirflowApi":
         return AirflowApi(self.base_url, self.user, self.password, services=self)
@@ -393,17 +435,26 @@ class AirflowApi:
 
     def token(self) -> str:
         if self._token is None:
-            body = self._request("POST", "/auth/token", {"username": self.user, "password": self.password},
-                                 auth=False)
+            body = self._request("POST", "/auth/token", {"username": self.user, "password": self.password}, auth=False)
             self._token = body["access_token"]
         return self._token
 
-    def _request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
-                 auth: bool = True, accept: str = "application/json", raw: bool = False) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        auth: bool = True,
+        accept: str = "application/json",
+        raw: bool = False,
+    ) -> Any:
         url = self.base_url + path
         if params:
             url += "?" + urllib.parse.urlencode(
-                [(k, x) for k, v in params.items() if v is not None for x in (v if isinstance(v, list) else [v])])
+                [(k, x) for k, v in params.items() if v is not None for x in (v if isinstance(v, list) else [v])]
+            )
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(2):
             req = urllib.request.Request(url, data=data, method=method)
@@ -455,8 +506,9 @@ class AirflowApi:
                 if e.status != 404:
                     raise
             if time.monotonic() > deadline:
-                errors = "\n".join(f"{e.get('filename')}: {e.get('stack_trace', '')[-1500:]}"
-                                   for e in self.import_errors())
+                errors = "\n".join(
+                    f"{e.get('filename')}: {e.get('stack_trace', '')[-1500:]}" for e in self.import_errors()
+                )
                 tail = self.services.logs_tail(20) if self.services else ""
                 raise TimeoutError(f"DAG {dag_id} not listed after {timeout}s; import errors:\n{errors}\n{tail}")
             time.sleep(0.5)
@@ -467,8 +519,9 @@ class AirflowApi:
     def pause(self, dag_id: str) -> dict[str, Any]:
         return self.patch(f"/dags/{self._q(dag_id)}", {"is_paused": True})
 
-    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                note: str | None = None) -> str:
+    def trigger(
+        self, dag_id: str, conf: Mapping[str, Any] | None = None, *, run_id: str | None = None, note: str | None = None
+    ) -> str:
         body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {})}
         if run_id:
             body["dag_run_id"] = run_id
@@ -482,8 +535,14 @@ class AirflowApi:
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         return self.get(f"/dags/{self._q(dag_id)}/dagRuns", limit=100, order_by="-run_after")["dag_runs"]
 
-    def wait_for_run(self, dag_id: str, run_id: str, states: Iterable[str] = ("success", "failed"),
-                     timeout: float = 120, poll_s: float = 0.5) -> dict[str, Any]:
+    def wait_for_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        states: Iterable[str] = ("success", "failed"),
+        timeout: float = 120,
+        poll_s: float = 0.5,
+    ) -> dict[str, Any]:
         """Until the run is in one of ``states``; returns the run. Raises on timeout (with the
         task states), or when it ends in a final state not asked for. ``poll_s``: between two
         requests (a benchmark polls slowly: each request costs the api-server CPU)."""
@@ -510,8 +569,13 @@ class AirflowApi:
         out: list[dict[str, Any]] = []
         offset = 0
         while True:
-            page = self.get(f"/dags/{self._q(dag_id)}/dagRuns/{self._q(run_id)}/taskInstances",
-                            task_id=task_id, limit=100, offset=offset, order_by="map_index")
+            page = self.get(
+                f"/dags/{self._q(dag_id)}/dagRuns/{self._q(run_id)}/taskInstances",
+                task_id=task_id,
+                limit=100,
+                offset=offset,
+                order_by="map_index",
+            )
             out += page["task_instances"]
             offset += len(page["task_instances"])
             if not page["task_instances"] or offset >= page["total_entries"]:
@@ -521,27 +585,45 @@ class AirflowApi:
         path = f"/dags/{self._q(dag_id)}/dagRuns/{self._q(run_id)}/taskInstances/{self._q(task_id)}"
         return self.get(path if map_index < 0 else f"{path}/{map_index}")
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
-                 try_number: int | None = None) -> str:
+    def task_log(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1, try_number: int | None = None
+    ) -> str:
         """The task's log as text, one line per event (``timestamp level event key=value``)."""
         if try_number is None:
             try_number = max(1, self.task_instance(dag_id, run_id, task_id, map_index)["try_number"])
-        body = self.get(f"/dags/{self._q(dag_id)}/dagRuns/{self._q(run_id)}/taskInstances/"
-                        f"{self._q(task_id)}/logs/{try_number}", map_index=map_index, full_content="true")
+        body = self.get(
+            f"/dags/{self._q(dag_id)}/dagRuns/{self._q(run_id)}/taskInstances/{self._q(task_id)}/logs/{try_number}",
+            map_index=map_index,
+            full_content="true",
+        )
         lines = []
         for item in body.get("content", []):
             if isinstance(item, str):
                 lines.append(item)
                 continue
-            extra = " ".join(f"{k}={v}" for k, v in item.items()
-                             if k not in ("timestamp", "level", "event", "logger", "sources"))
-            lines.append(" ".join(str(x) for x in (item.get("timestamp"), item.get("level"), item.get("event"),
-                                                    extra) if x not in (None, "")))
+            extra = " ".join(
+                f"{k}={v}" for k, v in item.items() if k not in ("timestamp", "level", "event", "logger", "sources")
+            )
+            lines.append(
+                " ".join(
+                    str(x)
+                    for x in (item.get("timestamp"), item.get("level"), item.get("event"), extra)
+                    if x not in (None, "")
+                )
+            )
         return "\n".join(lines)
 
-    def patch_task_instance_state(self, dag_id: str, run_id: str, task_id: str, new_state: str = "failed",
-                                  map_index: int | None = None, *, note: str | None = None,
-                                  include_downstream: bool = False) -> list[dict[str, Any]]:
+    def patch_task_instance_state(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        new_state: str = "failed",
+        map_index: int | None = None,
+        *,
+        note: str | None = None,
+        include_downstream: bool = False,
+    ) -> list[dict[str, Any]]:
         """Mark a task instance (one map index, or all of a mapped task) ``failed``/``success``/``skipped``."""
         path = f"/dags/{self._q(dag_id)}/dagRuns/{self._q(run_id)}/taskInstances/{self._q(task_id)}"
         if map_index is not None:
@@ -551,11 +633,24 @@ class AirflowApi:
             body["note"] = note
         return self.patch(path, body)["task_instances"]
 
-    def clear_task_instances(self, dag_id: str, run_id: str, task_ids: Iterable[str | tuple[str, int]], *,
-                             only_failed: bool = False, include_downstream: bool = False,
-                             dry_run: bool = False, reset_dag_runs: bool = True) -> list[dict[str, Any]]:
+    def clear_task_instances(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_ids: Iterable[str | tuple[str, int]],
+        *,
+        only_failed: bool = False,
+        include_downstream: bool = False,
+        dry_run: bool = False,
+        reset_dag_runs: bool = True,
+    ) -> list[dict[str, Any]]:
         """Clear task instances of a run (``task_id`` or ``(task_id, map_index)``) so the scheduler runs them again."""
-        body = {"dag_run_id": run_id, "dry_run": dry_run, "only_failed": only_failed,
-                "reset_dag_runs": reset_dag_runs, "include_downstream": include_downstream,
-                "task_ids": [list(t) if isinstance(t, tuple) else t for t in task_ids]}
+        body = {
+            "dag_run_id": run_id,
+            "dry_run": dry_run,
+            "only_failed": only_failed,
+            "reset_dag_runs": reset_dag_runs,
+            "include_downstream": include_downstream,
+            "task_ids": [list(t) if isinstance(t, tuple) else t for t in task_ids],
+        }
         return self.post(f"/dags/{self._q(dag_id)}/clearTaskInstances", body)["task_instances"]

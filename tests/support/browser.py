@@ -67,9 +67,13 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
-                                        NoSuchElementException, StaleElementReferenceException,
-                                        TimeoutException)
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    ElementNotInteractableException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -81,9 +85,17 @@ from selenium.webdriver.support.ui import WebDriverWait
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROME_ARGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--no-first-run", "--window-size=1600,1000")
+CHROME_ARGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1600,1000",
+)
 
 DIALOG = "[data-scope=dialog][data-part=content]"
 DATETIME_PLACEHOLDER = "Select date and time"  # the English UI's text of an empty date-time param
@@ -100,8 +112,9 @@ def chrome(user_data_dir: str | os.PathLike) -> webdriver.Chrome:
     """Debian's chromium through Debian's chromedriver (same version; nothing is downloaded)."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
     if missing:
-        raise RuntimeError(f"{', '.join(missing)} missing: `make bootstrap` installs the Debian packages "
-                           "chromium and chromium-driver")
+        raise RuntimeError(
+            f"{', '.join(missing)} missing: `make bootstrap` installs the Debian packages chromium and chromium-driver"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in CHROME_ARGS:
@@ -122,8 +135,14 @@ class TriggerRejected(AssertionError):
 
 
 class Browser:
-    def __init__(self, driver: webdriver.Chrome, *, artifacts: Path | None = None, timeout: float = 20,
-                 profile_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        driver: webdriver.Chrome,
+        *,
+        artifacts: Path | None = None,
+        timeout: float = 20,
+        profile_dir: str | None = None,
+    ) -> None:
         self.driver = driver
         self.artifacts = artifacts or artifacts_dir()
         self.timeout = timeout
@@ -151,8 +170,12 @@ class Browser:
     # ---- basics ------------------------------------------------------------------------
 
     def wait(self, timeout: float | None = None) -> WebDriverWait:
-        return WebDriverWait(self.driver, self.timeout if timeout is None else timeout, poll_frequency=0.1,
-                             ignored_exceptions=(StaleElementReferenceException,))
+        return WebDriverWait(
+            self.driver,
+            self.timeout if timeout is None else timeout,
+            poll_frequency=0.1,
+            ignored_exceptions=(StaleElementReferenceException,),
+        )
 
     def until(self, condition, timeout: float | None = None, message: str = ""):
         try:
@@ -203,21 +226,31 @@ class Browser:
         """Through the simple auth manager's login page."""
         self.base_url = base_url.rstrip("/")
         self.driver.get(self.base_url + "/")
-        self.until(lambda d: d.find_elements(By.NAME, "username")
-                   or d.find_elements(By.CSS_SELECTOR, "[data-testid=nav-sidebar]"), message="login page")
+        self.until(
+            lambda d: (
+                d.find_elements(By.NAME, "username") or d.find_elements(By.CSS_SELECTOR, "[data-testid=nav-sidebar]")
+            ),
+            message="login page",
+        )
         if not self.driver.find_elements(By.NAME, "username"):
             return  # already logged in
         username = self.driver.find_element(By.NAME, "username")
         username.send_keys(user)
         self.driver.find_element(By.NAME, "password").send_keys(password)
         self.driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        self.until(lambda d: "/auth/login" not in d.current_url
-                   and d.find_elements(By.CSS_SELECTOR, "[data-testid=nav-sidebar]"), message="logged in")
+        self.until(
+            lambda d: (
+                "/auth/login" not in d.current_url and d.find_elements(By.CSS_SELECTOR, "[data-testid=nav-sidebar]")
+            ),
+            message="logged in",
+        )
 
     def open_dag(self, dag_id: str) -> None:
         self.driver.get(self.url(f"/dags/{self.q(dag_id)}"))
-        self.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=trigger-dag-button]")),
-                   message=f"DAG page of {dag_id}")
+        self.until(
+            EC.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=trigger-dag-button]")),
+            message=f"DAG page of {dag_id}",
+        )
 
     # ---- trigger form ------------------------------------------------------------------
 
@@ -236,9 +269,14 @@ class Browser:
         if button.get_attribute("aria-haspopup") == "menu":  # on run/task pages: Trigger / ...again with config
             item = self.until(lambda d: self.visible("[role=menuitem]"))[0]
             self.click(item)
-        self.until(lambda d: any(e.find_elements(By.CSS_SELECTOR, "[data-testid=trigger-dag-submit]")
-                                 and e.find_elements(By.CSS_SELECTOR, "[data-testid=config-form]")
-                                 for e in self.visible(DIALOG)), message="trigger form")
+        self.until(
+            lambda d: any(
+                e.find_elements(By.CSS_SELECTOR, "[data-testid=trigger-dag-submit]")
+                and e.find_elements(By.CSS_SELECTOR, "[data-testid=config-form]")
+                for e in self.visible(DIALOG)
+            ),
+            message="trigger form",
+        )
         return self.dialog()
 
     def sections(self) -> list[dict[str, Any]]:
@@ -246,34 +284,55 @@ class Browser:
         ``advancedOptions``), ``expanded``, ``has_error`` (a field in it is invalid)."""
         out = []
         for item in self.dialog().find_elements(
-                By.CSS_SELECTOR, "[data-testid=config-form] > [data-scope=accordion][data-part=item]"):
+            By.CSS_SELECTOR, "[data-testid=config-form] > [data-scope=accordion][data-part=item]"
+        ):
             trigger = item.find_element(By.CSS_SELECTOR, "[data-part=item-trigger]")
             key = trigger.get_attribute("aria-controls").split(":content:", 1)[1]
             content = item.find_element(By.CSS_SELECTOR, "[data-part=item-content]")
-            out.append({"name": trigger.text.strip(), "key": key,
-                        "expanded": trigger.get_attribute("aria-expanded") == "true",
-                        "has_error": bool(content.find_elements(
-                            By.CSS_SELECTOR, "[data-scope=field][data-part=root][data-invalid]"))})
+            out.append(
+                {
+                    "name": trigger.text.strip(),
+                    "key": key,
+                    "expanded": trigger.get_attribute("aria-expanded") == "true",
+                    "has_error": bool(
+                        content.find_elements(By.CSS_SELECTOR, "[data-scope=field][data-part=root][data-invalid]")
+                    ),
+                }
+            )
         return out
 
     def open_section(self, name: str) -> WebElement:
         """Expands a section (by its title, or ``advancedOptions``); returns its content."""
         dialog = self.dialog()
         triggers = dialog.find_elements(By.CSS_SELECTOR, "[data-testid=config-form] [data-part=item-trigger]")
-        trigger = next((t for t in triggers if t.get_attribute("aria-controls").endswith(f":content:{name}")
-                        or t.text.strip() == name), None)
+        trigger = next(
+            (
+                t
+                for t in triggers
+                if t.get_attribute("aria-controls").endswith(f":content:{name}") or t.text.strip() == name
+            ),
+            None,
+        )
         if trigger is None:
             raise NoSuchElementException(f"no section {name!r}; sections: {[s['name'] for s in self.sections()]}")
         content_id = trigger.get_attribute("aria-controls")
         if trigger.get_attribute("aria-expanded") != "true":
             self.click(trigger)
-        return self.until(lambda d: (lambda c: c if c.is_displayed() else False)(d.find_element(By.ID, content_id)),
-                          message=f"section {name} open")
+        return self.until(
+            lambda d: (lambda c: c if c.is_displayed() else False)(d.find_element(By.ID, content_id)),
+            message=f"section {name} open",
+        )
 
     def _field_element(self, name: str) -> WebElement | None:
-        css = ", ".join(f'[{attr}="{value}"]' for attr, value in (
-            ("name", f"element_{name}"), ("id", f"element_{name}"), ("id", f"number-input:element_{name}"),
-            ("id", f"switch:element_{name}")))
+        css = ", ".join(
+            f'[{attr}="{value}"]'
+            for attr, value in (
+                ("name", f"element_{name}"),
+                ("id", f"element_{name}"),
+                ("id", f"number-input:element_{name}"),
+                ("id", f"switch:element_{name}"),
+            )
+        )
         found = self.dialog().find_elements(By.CSS_SELECTOR, css)
         return found[0] if found else None
 
@@ -286,7 +345,8 @@ class Browser:
         else:
             root = None
             for label in self.dialog().find_elements(
-                    By.CSS_SELECTOR, "[data-testid=config-form] [data-scope=field][data-part=label]"):
+                By.CSS_SELECTOR, "[data-testid=config-form] [data-scope=field][data-part=label]"
+            ):
                 text = (label.get_attribute("textContent") or "").replace("*", "").strip()
                 if text == name:
                     root = label.find_element(By.XPATH, FIELD_ROOT)
@@ -294,7 +354,9 @@ class Browser:
             if root is None:
                 raise NoSuchElementException(f"no param {name!r} in the trigger form")
         if show and not root.is_displayed():
-            content = root.find_element(By.XPATH, "./ancestor::*[@data-scope='accordion' and @data-part='item-content'][1]")
+            content = root.find_element(
+                By.XPATH, "./ancestor::*[@data-scope='accordion' and @data-part='item-content'][1]"
+            )
             self.open_section(content.get_attribute("id").split(":content:", 1)[1])
             self.until(lambda d: root.is_displayed(), message=f"param {name} visible")
         if show:
@@ -306,11 +368,12 @@ class Browser:
         name in the DOM and is listed by its label (which ``field`` also accepts)."""
         names = []
         for root in self.dialog().find_elements(
-                By.CSS_SELECTOR, "[data-testid=config-form] [data-scope=field][data-part=root]"):
+            By.CSS_SELECTOR, "[data-testid=config-form] [data-scope=field][data-part=root]"
+        ):
             named = root.find_elements(By.CSS_SELECTOR, "[name^=element_], [id^=element_]")
             if named:
                 n = named[0].get_attribute("name") or named[0].get_attribute("id")
-                n = n[len("element_"):]
+                n = n[len("element_") :]
             elif root.find_elements(By.CSS_SELECTOR, "[data-testid=datetime-input]"):
                 label = root.find_element(By.CSS_SELECTOR, "[data-part=label]")
                 n = (label.get_attribute("textContent") or "").replace("*", "").strip()
@@ -337,7 +400,9 @@ class Browser:
         if has("[data-mode-id=json], [data-uri^='inmemory://']"):
             return "json"
         if has("textarea[name^=element_]"):
-            placeholder = root.find_element(By.CSS_SELECTOR, "textarea[name^=element_]").get_attribute("placeholder") or ""
+            placeholder = (
+                root.find_element(By.CSS_SELECTOR, "textarea[name^=element_]").get_attribute("placeholder") or ""
+            )
             return "array" if "line" in placeholder else "textarea"
         if has("input[type=hidden][name^=element_]") and has("input[role=combobox]"):
             combo = root.find_element(By.CSS_SELECTOR, "input[role=combobox]")
@@ -350,8 +415,15 @@ class Browser:
     def _monaco_text(self, container: WebElement) -> str:
         """The lines Monaco renders (all of them for the small editors of the form)."""
         lines = container.find_elements(By.CSS_SELECTOR, ".view-lines .view-line")
-        ordered = sorted(((int(re.search(r"top:\s*(-?\d+)", l.get_attribute("style") or "top:0").group(1)),
-                           l.get_attribute("textContent")) for l in lines))
+        ordered = sorted(
+            (
+                (
+                    int(re.search(r"top:\s*(-?\d+)", ln.get_attribute("style") or "top:0").group(1)),
+                    ln.get_attribute("textContent"),
+                )
+                for ln in lines
+            )
+        )
         return "\n".join(t for _, t in ordered).replace("\u00a0", " ")
 
     def _monaco_set(self, container: WebElement, text: str) -> None:
@@ -362,8 +434,9 @@ class Browser:
         ActionChains(self.driver).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).perform()
         if text:
             self.driver.execute_cdp_cmd("Input.insertText", {"text": text})
-            ActionChains(self.driver).key_down(Keys.CONTROL).key_down(Keys.SHIFT).send_keys(Keys.END) \
-                .key_up(Keys.SHIFT).key_up(Keys.CONTROL).send_keys(Keys.DELETE).perform()
+            ActionChains(self.driver).key_down(Keys.CONTROL).key_down(Keys.SHIFT).send_keys(Keys.END).key_up(
+                Keys.SHIFT
+            ).key_up(Keys.CONTROL).send_keys(Keys.DELETE).perform()
         else:
             ActionChains(self.driver).send_keys(Keys.DELETE).perform()
 
@@ -388,8 +461,11 @@ class Browser:
             raw = root.find_element(By.CSS_SELECTOR, "input[type=hidden][name^=element_]").get_attribute("value")
             return raw or None
         if kind == "multiselect":
-            return [h.get_attribute("value") for h in root.find_elements(By.CSS_SELECTOR, "input[type=hidden][name^=element_]")
-                    if h.get_attribute("value")]
+            return [
+                h.get_attribute("value")
+                for h in root.find_elements(By.CSS_SELECTOR, "input[type=hidden][name^=element_]")
+                if h.get_attribute("value")
+            ]
         if kind == "json":
             text = self._monaco_text(root)
             try:
@@ -397,8 +473,9 @@ class Browser:
             except ValueError:
                 return text
         if kind == "datetime":  # as shown, e.g. "Jan 02, 2026 03:04" (UTC); None when empty
-            text = (root.find_element(By.CSS_SELECTOR, "[data-testid=datetime-input]")
-                    .get_attribute("textContent") or "").strip()
+            text = (
+                root.find_element(By.CSS_SELECTOR, "[data-testid=datetime-input]").get_attribute("textContent") or ""
+            ).strip()
             return None if not text or text == DATETIME_PLACEHOLDER else text
         return root.find_element(By.CSS_SELECTOR, "input[name^=element_]").get_attribute("value")
 
@@ -422,8 +499,10 @@ class Browser:
                 if attempt == attempts - 1:
                     raise
             time.sleep(0.3)
-        raise AssertionError(f"param {name}: typed {text!r}, the field holds "
-                             f"{self.field(name).find_element(By.CSS_SELECTOR, css).get_attribute('value')!r}")
+        raise AssertionError(
+            f"param {name}: typed {text!r}, the field holds "
+            f"{self.field(name).find_element(By.CSS_SELECTOR, css).get_attribute('value')!r}"
+        )
 
     def set_field(self, name: str, value: Any) -> None:
         """Sets a param as a user would. Arrays: a list (one line each); JSON editors: any JSON
@@ -458,8 +537,11 @@ class Browser:
         raise NotImplementedError(f"param {name}: cannot set a {kind} field")
 
     def _menu_options(self) -> list[WebElement]:
-        return [o for o in self.driver.find_elements(By.CSS_SELECTOR, "[id^=react-select-][id*='-option-']")
-                if o.is_displayed()]
+        return [
+            o
+            for o in self.driver.find_elements(By.CSS_SELECTOR, "[id^=react-select-][id*='-option-']")
+            if o.is_displayed()
+        ]
 
     def _select_option(self, name: str, root: WebElement, value: Any) -> None:
         hidden = root.find_element(By.CSS_SELECTOR, "input[type=hidden][name^=element_]")
@@ -504,15 +586,18 @@ class Browser:
 
     def _set_datetime(self, root: WebElement, value: Any) -> None:
         self.click(root.find_element(By.CSS_SELECTOR, "[data-testid=datetime-input]"))
-        pop = self.until(lambda d: self.visible("[data-scope=popover][data-part=content] input[placeholder='YYYY/MM/DD']"),
-                         message="date-time popover")[0].find_element(
-            By.XPATH, "./ancestor::*[@data-scope='popover' and @data-part='content'][1]")
+        pop = self.until(
+            lambda d: self.visible("[data-scope=popover][data-part=content] input[placeholder='YYYY/MM/DD']"),
+            message="date-time popover",
+        )[0].find_element(By.XPATH, "./ancestor::*[@data-scope='popover' and @data-part='content'][1]")
         date_in = pop.find_element(By.CSS_SELECTOR, "input[placeholder='YYYY/MM/DD']")
         time_in = pop.find_element(By.CSS_SELECTOR, "input[placeholder='HH:mm']")
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
-        for element, text in ((date_in, value.strftime("%Y/%m/%d") if value else ""),
-                              (time_in, value.strftime("%H:%M") if value else "")):
+        for element, text in (
+            (date_in, value.strftime("%Y/%m/%d") if value else ""),
+            (time_in, value.strftime("%H:%M") if value else ""),
+        ):
             self.click(element)
             element.send_keys(Keys.CONTROL, "a")
             element.send_keys(Keys.BACKSPACE)
@@ -555,8 +640,11 @@ class Browser:
             alerts = self.dialog().find_elements(By.CSS_SELECTOR, "[data-testid=error-alert]")
         except NoSuchElementException:
             return None
-        texts = [(a.get_attribute("textContent") or "").strip() for a in alerts
-                 if not (new_only and a.get_attribute("data-mysqlcdc-seen"))]
+        texts = [
+            (a.get_attribute("textContent") or "").strip()
+            for a in alerts
+            if not (new_only and a.get_attribute("data-mysqlcdc-seen"))
+        ]
         return "\n".join(t for t in texts if t) or None
 
     def submit_trigger(self, *, expect_success: bool = True, timeout: float = 30) -> str | None:
@@ -566,13 +654,17 @@ class Browser:
         before = self.driver.current_url
         button = self.submit_button()
         if not button.is_enabled():
-            raise TriggerRejected("the Trigger button is disabled: "
-                                  + str({n: self.field_error_text(n) for n in self.field_names() if self.field_invalid(n)}))
+            raise TriggerRejected(
+                "the Trigger button is disabled: "
+                + str({n: self.field_error_text(n) for n in self.field_names() if self.field_invalid(n)})
+            )
         # An error of an earlier submit stays until this one's request starts: mark it as seen
         # (a new error is a new element, the mutation unmounts the old one).
         self.driver.execute_script(
             "arguments[0].querySelectorAll('[data-testid=error-alert]')"
-            ".forEach(e => e.setAttribute('data-mysqlcdc-seen', '1'))", self.dialog())
+            ".forEach(e => e.setAttribute('data-mysqlcdc-seen', '1'))",
+            self.dialog(),
+        )
         self.click(button)
 
         def outcome(d):
@@ -600,49 +692,75 @@ class Browser:
     def open_run(self, dag_id: str, run_id: str) -> None:
         """The run's page: the grid on the left, its task instances on the right."""
         self.driver.get(self.url(f"/dags/{self.q(dag_id)}/runs/{self.q(run_id)}"))
-        self.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=header-card]")
-                   and d.find_elements(By.CSS_SELECTOR, f"a[id^='grid-{run_id}-']"), message=f"run {run_id}")
+        self.until(
+            lambda d: (
+                d.find_elements(By.CSS_SELECTOR, "[data-testid=header-card]")
+                and d.find_elements(By.CSS_SELECTOR, f"a[id^='grid-{run_id}-']")
+            ),
+            message=f"run {run_id}",
+        )
 
     def grid_cell(self, run_id: str, task_id: str) -> WebElement:
-        return self.until(EC.presence_of_element_located((By.ID, f"grid-{run_id}-{task_id}")),
-                          message=f"grid cell of {task_id}")
+        return self.until(
+            EC.presence_of_element_located((By.ID, f"grid-{run_id}-{task_id}")), message=f"grid cell of {task_id}"
+        )
 
-    def open_task_instance(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
-                           try_number: int | None = None) -> None:
+    def open_task_instance(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1, try_number: int | None = None
+    ) -> None:
         path = f"/dags/{self.q(dag_id)}/runs/{self.q(run_id)}/tasks/{self.q(task_id)}"
         if map_index >= 0:
             path += f"/mapped/{map_index}"
         if try_number is not None:
             path += f"?try_number={try_number}"
         self.driver.get(self.url(path))
-        self.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list]"),
-                   message=f"task instance {task_id}[{map_index}] log")
+        self.until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list]"),
+            message=f"task instance {task_id}[{map_index}] log",
+        )
 
     def open_mapped_instance_from_grid(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
         """Clicks through like a user: the run's grid cell of a mapped task, then one map index."""
         self.open_run(dag_id, run_id)
         self.click(self.grid_cell(run_id, task_id))
-        link = self.until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"a[href$='/tasks/{task_id}/mapped/{map_index}']")),
-                          message=f"mapped instance {map_index} of {task_id}")
+        link = self.until(
+            EC.element_to_be_clickable((By.CSS_SELECTOR, f"a[href$='/tasks/{task_id}/mapped/{map_index}']")),
+            message=f"mapped instance {map_index} of {task_id}",
+        )
         self.click(link)
-        self.until(lambda d: d.current_url.rstrip("/").endswith(f"/mapped/{map_index}")
-                   and d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list]"),
-                   message=f"task instance {task_id}[{map_index}]")
+        self.until(
+            lambda d: (
+                d.current_url.rstrip("/").endswith(f"/mapped/{map_index}")
+                and d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list]")
+            ),
+            message=f"task instance {task_id}[{map_index}]",
+        )
 
     def _expand_log_groups(self) -> None:
         if not self.driver.find_elements(By.CSS_SELECTOR, "[data-testid^=group-header-]"):
             return
-        collapsed = [e for e in self.driver.find_elements(By.CSS_SELECTOR, "[data-testid^=summary-]")
-                     if (e.text or "").lstrip().startswith("\u25b6")]  # ▶
+        collapsed = [
+            e
+            for e in self.driver.find_elements(By.CSS_SELECTOR, "[data-testid^=summary-]")
+            if (e.text or "").lstrip().startswith("\u25b6")
+        ]  # ▶
         if not collapsed:
             return
         self.click(self.driver.find_element(By.CSS_SELECTOR, "[data-testid=log-settings-button]"))
-        item = self.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=log-settings-expand]")),
-                          message="log settings menu")
+        item = self.until(
+            EC.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=log-settings-expand]")),
+            message="log settings menu",
+        )
         self.click(item)
-        self.until(lambda d: not any((e.text or "").lstrip().startswith("\u25b6")
-                                     for e in d.find_elements(By.CSS_SELECTOR, "[data-testid^=summary-]")),
-                   message="log groups expanded")
+        self.until(
+            lambda d: (
+                not any(
+                    (e.text or "").lstrip().startswith("\u25b6")
+                    for e in d.find_elements(By.CSS_SELECTOR, "[data-testid^=summary-]")
+                )
+            ),
+            message="log groups expanded",
+        )
 
     _LOG_ROWS_JS = """
         const s = arguments[0], want = arguments[1], out = [];
@@ -672,8 +790,9 @@ class Browser:
             position["top"], position["height"] = top, height
             return {i: t for i, t in found}, top + height >= total - 2
 
-        seen, at_end = self.until(lambda d: (lambda r: r if (not r[0] or 0 in r[0]) else False)(read(0)),
-                                  message="first log rows")
+        seen, at_end = self.until(
+            lambda d: (lambda r: r if (not r[0] or 0 in r[0]) else False)(read(0)), message="first log rows"
+        )
         rows.update(seen)
         while not at_end:
             last = max(rows)
@@ -703,8 +822,11 @@ class Browser:
         text = ""
         while True:
             try:
-                self.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list] [data-index]"),
-                           max(1.0, deadline - time.monotonic()), message="log rows")
+                self.until(
+                    lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=virtualized-list] [data-index]"),
+                    max(1.0, deadline - time.monotonic()),
+                    message="log rows",
+                )
                 self._expand_log_groups()
                 text = self._log_rows()
             except (StaleElementReferenceException, TimeoutException):  # the list re-rendered (log reloaded)
@@ -716,48 +838,76 @@ class Browser:
             time.sleep(1)
             self.driver.refresh()
 
-    def read_task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
-                      try_number: int | None = None, wait_for: str | None = None, timeout: float = 30) -> str:
+    def read_task_log(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        try_number: int | None = None,
+        wait_for: str | None = None,
+        timeout: float = 30,
+    ) -> str:
         self.open_task_instance(dag_id, run_id, task_id, map_index, try_number)
         return self.task_log_text(wait_for=wait_for, timeout=timeout)
 
     def _ti_action_dialog(self) -> WebElement:
-        return self.until(lambda d: next((e for e in self.visible(DIALOG)
-                                          if e.find_elements(By.CSS_SELECTOR, "[data-testid=table-list]")), False),
-                          message="task instance dialog")
+        return self.until(
+            lambda d: next(
+                (e for e in self.visible(DIALOG) if e.find_elements(By.CSS_SELECTOR, "[data-testid=table-list]")), False
+            ),
+            message="task instance dialog",
+        )
 
     def affected_tasks(self) -> list[tuple[str, int, str]]:
         """The (task_id, map_index, state) rows of an open clear/mark dialog."""
         dialog = self._ti_action_dialog()
-        self.until(lambda d: dialog.find_elements(By.CSS_SELECTOR, "[data-testid=table-list] tbody tr"),
-                   message="affected tasks")
+        self.until(
+            lambda d: dialog.find_elements(By.CSS_SELECTOR, "[data-testid=table-list] tbody tr"),
+            message="affected tasks",
+        )
         out = []
         for row in dialog.find_elements(By.CSS_SELECTOR, "[data-testid=table-list] tbody tr"):
-            cell = {c.get_attribute("data-testid")[len("table-cell-"):]: c.text.strip()
-                    for c in row.find_elements(By.CSS_SELECTOR, "td[data-testid^=table-cell-]")}
+            cell = {
+                c.get_attribute("data-testid")[len("table-cell-") :]: c.text.strip()
+                for c in row.find_elements(By.CSS_SELECTOR, "td[data-testid^=table-cell-]")
+            }
             mi = cell.get("map_index", "")
             out.append((cell.get("task_id", ""), int(mi) if mi.lstrip("-").isdigit() else -1, cell.get("state", "")))
         return out
 
     def open_clear_dialog(self) -> WebElement:
         """On a task instance page: its Clear dialog."""
-        self.click(self.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "[aria-label*='to clear']")),
-                              message="clear button"))
+        self.click(
+            self.until(
+                EC.element_to_be_clickable((By.CSS_SELECTOR, "[aria-label*='to clear']")), message="clear button"
+            )
+        )
         return self._ti_action_dialog()
 
     def open_mark_as_dialog(self, state: str = "failed") -> WebElement:
         """On a task instance page: Mark as ``failed``/``success`` and its dialog."""
-        self.click(self.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "[aria-label='Mark Task Instance as...']")),
-                              message="mark-as button"))
-        self.click(self.until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"[role=menuitem][data-value={state}]")),
-                              message=f"mark as {state}"))
+        self.click(
+            self.until(
+                EC.element_to_be_clickable((By.CSS_SELECTOR, "[aria-label='Mark Task Instance as...']")),
+                message="mark-as button",
+            )
+        )
+        self.click(
+            self.until(
+                EC.element_to_be_clickable((By.CSS_SELECTOR, f"[role=menuitem][data-value={state}]")),
+                message=f"mark as {state}",
+            )
+        )
         return self._ti_action_dialog()
 
     def toggle_dialog_option(self, label: str) -> None:
         """Past / Future / Upstream / Downstream / Clear only failed tasks."""
         dialog = self._ti_action_dialog()
-        button = next((b for b in dialog.find_elements(By.CSS_SELECTOR, "button[data-group-item]")
-                       if b.text.strip() == label), None)
+        button = next(
+            (b for b in dialog.find_elements(By.CSS_SELECTOR, "button[data-group-item]") if b.text.strip() == label),
+            None,
+        )
         if button is None:
             raise NoSuchElementException(f"no option {label!r} in the dialog")
         self.click(button)

@@ -83,11 +83,10 @@ def image_decoder(mappings: Sequence[ColumnMapping]) -> Callable[[Mapping[str, A
             if name not in image:
                 raise SchemaMismatchError(
                     f"change image lacks column {name!r} (has {sorted(image)}): the table's schema "
-                    "changed since the stream started. Fix: restart the stream job so it reads the new schema.")
+                    "changed since the stream started. Fix: restart the stream job so it reads the new schema."
+                )
             v = image[name]
             out[name] = None if v is None else dec(v)
         return out
 
     return decode
-
-

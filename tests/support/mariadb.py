@@ -65,9 +65,13 @@ class MariaDB:
         if (self.datadir / "mysql").exists():
             return
         cmd = [
-            _find("mariadb-install-db"), "--no-defaults", f"--datadir={self.datadir}",
-            f"--user={getpass.getuser()}", "--auth-root-authentication-method=normal",
-            "--skip-test-db", "--skip-name-resolve",
+            _find("mariadb-install-db"),
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--user={getpass.getuser()}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--skip-name-resolve",
         ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -75,17 +79,30 @@ class MariaDB:
 
     def args(self) -> list[str]:
         return [
-            _find("mariadbd"), "--no-defaults", f"--datadir={self.datadir}",
-            f"--user={getpass.getuser()}", f"--port={self.port}", "--bind-address=127.0.0.1",
-            f"--socket={self.socket_path}", f"--pid-file={self.base_dir / 'mysqld.pid'}",
-            f"--log-error={self.log_path}", f"--server-id={self.server_id}",
-            f"--log-bin={self.datadir / 'mysql-bin'}", "--binlog-format=ROW",
-            "--binlog-row-image=FULL", "--binlog-row-metadata=FULL",
-            "--skip-name-resolve", "--innodb-buffer-pool-size=512M",
-            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
-            "--max-connections=400", "--character-set-server=utf8mb4",
-            "--collation-server=utf8mb4_general_ci", "--default-time-zone=+00:00",
-            "--innodb-log-file-size=256M", "--max-allowed-packet=64M",
+            _find("mariadbd"),
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--user={getpass.getuser()}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={self.socket_path}",
+            f"--pid-file={self.base_dir / 'mysqld.pid'}",
+            f"--log-error={self.log_path}",
+            f"--server-id={self.server_id}",
+            f"--log-bin={self.datadir / 'mysql-bin'}",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--binlog-row-metadata=FULL",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=512M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--sync-binlog=0",
+            "--max-connections=400",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+            "--default-time-zone=+00:00",
+            "--innodb-log-file-size=256M",
+            "--max-allowed-packet=64M",
             *self.extra_args,
         ]
 
@@ -93,8 +110,9 @@ class MariaDB:
         self.install()
         if not self.port:
             self.port = free_port()
-        self.proc = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.time() + 60
         while True:
             if self.proc.poll() is not None:
@@ -167,8 +185,9 @@ class MariaDB:
         return SourceConfig(host="127.0.0.1", port=self.port, user=user, password=password, **kw)
 
     def connect(self, database: str | None = None, **kw: Any) -> pymysql.connections.Connection:
-        params = dict(host="127.0.0.1", port=self.port, user="root", password=ROOT_PASSWORD,
-                      autocommit=True, charset="utf8mb4")
+        params = dict(
+            host="127.0.0.1", port=self.port, user="root", password=ROOT_PASSWORD, autocommit=True, charset="utf8mb4"
+        )
         if database:
             params["database"] = database
         params.update(kw)

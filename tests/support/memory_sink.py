@@ -19,8 +19,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 from airflow_provider_mysqlcdc.cdc.types import map_table
-from tests.support.json_values import encode_value, image_decoder
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP, META_SEQ, Sink, SnapshotWrite
+from tests.support.json_values import encode_value, image_decoder
 
 BATCH_KEY = "_batch_id"
 
@@ -48,13 +48,14 @@ class MemorySink(Sink):
 
     @staticmethod
     def _write(target: Path, rows: list[Mapping[str, Any]]) -> None:
-        text = "".join(json.dumps({k: encode_value(v) for k, v in r.items()}, sort_keys=True) + "\n"
-                       for r in rows)
+        text = "".join(json.dumps({k: encode_value(v) for k, v in r.items()}, sort_keys=True) + "\n" for r in rows)
         if target.exists():
             old = target.read_text()
             if old != text:
-                raise AssertionError(f"replayed micro-batch {target.name} differs from the stored one:\n"
-                                     f"stored {old[:500]}\nnew    {text[:500]}")
+                raise AssertionError(
+                    f"replayed micro-batch {target.name} differs from the stored one:\n"
+                    f"stored {old[:500]}\nnew    {text[:500]}"
+                )
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")

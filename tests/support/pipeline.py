@@ -44,8 +44,14 @@ def offset_now(source: SourceConfig) -> BinlogOffset:
         return current_offset(conn, server_version(conn))
 
 
-def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = None, lake: str | None = None,
-             writer: str = "auto") -> tuple[dict[tuple, dict], list[FinishedBatch]]:
+def snapshot(
+    spark,
+    source: SourceConfig,
+    plan: Plan,
+    staging_dir: str | None = None,
+    lake: str | None = None,
+    writer: str = "auto",
+) -> tuple[dict[tuple, dict], list[FinishedBatch]]:
     """Read every batch; return the union of their rows and the finished-batch list. With
     ``lake``, each batch's SELECTs write a Delta table's files themselves and the window's
     corrections are applied to those files (rows written once); its rows are then read back
@@ -69,8 +75,9 @@ def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = 
         reader = ConsistentBatchReader(spark, source, {t: plan.schema}, staging_dir=staging_dir, materializer=files)
         got = reader.read(b)
         if files is not None:
-            sink.commit_chunk_files(spark, plan.schema, b.batch_id, files.records[t], got.tables[t].corrections,
-                                    b.ranges())
+            sink.commit_chunk_files(
+                spark, plan.schema, b.batch_id, files.records[t], got.tables[t].corrections, b.ranges()
+            )
             from deltalake import DeltaTable
 
             prefix = "/" + sink.snapshot_prefix(b.batch_id)
@@ -86,15 +93,27 @@ def snapshot(spark, source: SourceConfig, plan: Plan, staging_dir: str | None = 
     return rows, finished
 
 
-def stream_into(rows: dict[tuple, dict], source: SourceConfig, schema: TableSchema,
-                finished: Sequence[FinishedBatch], stop: BinlogOffset, server_id: int = 5499) -> int:
+def stream_into(
+    rows: dict[tuple, dict],
+    source: SourceConfig,
+    schema: TableSchema,
+    finished: Sequence[FinishedBatch],
+    stop: BinlogOffset,
+    server_id: int = 5499,
+) -> int:
     """Binlog from the minimum HW to ``stop``, handoff-filtered, applied to ``rows``."""
     t = schema.table_id
     handoff = HandoffFilter(finished, {t: key_order_for(schema, source)}, {t: schema})
     start = min(f.high_watermark for f in finished)
     applied = 0
-    with BinlogReader(source, server_id, start, stop=stop, tables=[t],
-                      normalizers={t: row_normalizer(schema, source.server_time_zone)}) as reader:
+    with BinlogReader(
+        source,
+        server_id,
+        start,
+        stop=stop,
+        tables=[t],
+        normalizers={t: row_normalizer(schema, source.server_time_zone)},
+    ) as reader:
         for ev in reader:
             applied += apply_changes(rows, handoff.apply(ev), schema.row_identity)
     return applied
@@ -120,10 +139,20 @@ class CaseResult:
     problem: str
 
 
-def run_consistency_case(server, spark, database: str, variant: str, seed: int, rows: int,
-                         chunk_size: int, chunks_per_batch: int, threads: int = 2,
-                         staging_dir: str | None = None, lake: str | None = None,
-                         delta_writer: str = "auto") -> CaseResult:
+def run_consistency_case(
+    server,
+    spark,
+    database: str,
+    variant: str,
+    seed: int,
+    rows: int,
+    chunk_size: int,
+    chunks_per_batch: int,
+    threads: int = 2,
+    staging_dir: str | None = None,
+    lake: str | None = None,
+    delta_writer: str = "auto",
+) -> CaseResult:
     """One seeded run of the contract: snapshot under writers, stream, compare row by row.
 
     Writers start before the first batch and stop after the last, aiming half their
@@ -140,11 +169,15 @@ def run_consistency_case(server, spark, database: str, variant: str, seed: int, 
     plan = plan_table(source, TableId(database, spec.table), chunk_size, chunks_per_batch)
     keys = ", ".join(f"`{c}`" for c in spec.key_columns)
     desc = ", ".join(f"`{c}` DESC" for c in spec.key_columns)
-    edges = server.query(f"(SELECT {keys} FROM `{spec.table}` ORDER BY {keys} LIMIT 3) UNION ALL "
-                         f"(SELECT {keys} FROM `{spec.table}` ORDER BY {desc} LIMIT 3)", database=database)
+    edges = server.query(
+        f"(SELECT {keys} FROM `{spec.table}` ORDER BY {keys} LIMIT 3) UNION ALL "
+        f"(SELECT {keys} FROM `{spec.table}` ORDER BY {desc} LIMIT 3)",
+        database=database,
+    )
     hot = [c.start for c in plan.chunks if c.start is not None] + [tuple(r) for r in edges]
-    writer = ConcurrentWriter(lambda: server.connect(database), spec, seed=seed, threads=threads,
-                              hot_keys=hot, hot_ratio=0.5)
+    writer = ConcurrentWriter(
+        lambda: server.connect(database), spec, seed=seed, threads=threads, hot_keys=hot, hot_ratio=0.5
+    )
     with writer:
         time.sleep(0.3)
         got, finished = snapshot(spark, source, plan, staging_dir, lake, delta_writer)

@@ -88,18 +88,38 @@ class PostgreSQL:
             os.chown(pwfile, pw.pw_uid, pw.pw_gid)
         os.chmod(pwfile, 0o600)
         try:
-            _run([str(PG_BIN / "initdb"), "-D", str(self.datadir), "-U", SUPERUSER, f"--pwfile={pwfile}",
-                  "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--locale=C.UTF-8",
-                  "--no-sync"], "initdb")
+            _run(
+                [
+                    str(PG_BIN / "initdb"),
+                    "-D",
+                    str(self.datadir),
+                    "-U",
+                    SUPERUSER,
+                    f"--pwfile={pwfile}",
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C.UTF-8",
+                    "--no-sync",
+                ],
+                "initdb",
+            )
         finally:
             pwfile.unlink(missing_ok=True)
 
     def _server_options(self) -> str:
         opts = {
-            "listen_addresses": "127.0.0.1", "port": str(self.port),
-            "unix_socket_directories": str(self.socket_dir), "fsync": "off",
-            "synchronous_commit": "off", "full_page_writes": "off", "shared_buffers": "128MB",
-            "max_connections": "100", "timezone": "UTC", "log_timezone": "UTC",
+            "listen_addresses": "127.0.0.1",
+            "port": str(self.port),
+            "unix_socket_directories": str(self.socket_dir),
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "shared_buffers": "128MB",
+            "max_connections": "100",
+            "timezone": "UTC",
+            "log_timezone": "UTC",
         }
         return " ".join(f"-c {k}={v}" for k, v in opts.items())
 
@@ -107,8 +127,22 @@ class PostgreSQL:
         self.install()
         if not self.port:
             self.port = free_port()
-        _run([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-w", "-t", "60",
-              "-o", self._server_options(), "start"], f"pg_ctl start (log: {self.log_path})")
+        _run(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.log_path),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                self._server_options(),
+                "start",
+            ],
+            f"pg_ctl start (log: {self.log_path})",
+        )
         self._create_database()
         return self
 

@@ -15,8 +15,9 @@ class CommandLineWatcher:
     """Records the command line of every process whose argv mentions one of ``needles``
     (polled every ``every_s``); ``on_new`` may act on a new one (e.g. kill it)."""
 
-    def __init__(self, needles: Sequence[str], every_s: float = 0.2,
-                 on_new: Callable[[int, str], None] | None = None) -> None:
+    def __init__(
+        self, needles: Sequence[str], every_s: float = 0.2, on_new: Callable[[int, str], None] | None = None
+    ) -> None:
         self.needles = tuple(needles)
         self.every_s = every_s
         self.on_new = on_new
@@ -43,8 +44,9 @@ class CommandLineWatcher:
         may exec several command lines: spark-submit -> spark-class -> java). A child seen
         between its fork and its exec shows its parent's command line (the JVM starting its
         Python driver or workers does this); it is not counted as a process of its own."""
+
         def runs(lines: list[str]) -> bool:
-            return any(all(n in l for n in needles) and (unless is None or unless not in l) for l in lines)
+            return any(all(n in ln for n in needles) and (unless is None or unless not in ln) for ln in lines)
 
         return [pid for pid, lines in self.by_pid.items() if runs(lines) and not self._fork_copy(pid)]
 

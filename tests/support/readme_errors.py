@@ -26,13 +26,14 @@ def error_table_first_cells(readme: Path) -> list[str]:
     text = readme.read_text(encoding="utf-8")
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
-    rows = [line.strip() for line in text[start:end if end != -1 else None].splitlines()
-            if line.strip().startswith("|")]
+    rows = [
+        line.strip() for line in text[start : end if end != -1 else None].splitlines() if line.strip().startswith("|")
+    ]
     cells = []
     for row in rows:
         body = row[1:-1] if row.endswith("|") else row[1:]
         if not body.strip() or set(body) <= set("-| :"):
-            continue   # the separator row
+            continue  # the separator row
         cells.append(body.rsplit(" | ", 1)[0].strip())
     return cells[1:]
 
@@ -45,7 +46,7 @@ def message_regex(pattern: str) -> re.Pattern[str]:
     out: list[str] = []
     pos = 0
     for m in _PLACEHOLDER.finditer(pattern):
-        out.append(re.escape(pattern[pos:m.start()]))
+        out.append(re.escape(pattern[pos : m.start()]))
         token = m.group(0)
         if token == "...":
             out.append(".*?")

@@ -36,8 +36,12 @@ def s3_server(log_dir: Path) -> Iterator[dict[str, Any]]:
     port = _free_port()
     log = log_dir / "moto.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -48,8 +52,13 @@ def s3_server(log_dir: Path) -> Iterator[dict[str, Any]]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError(f"moto server did not start: {log.read_text(errors='replace')[-2000:]}")
                 time.sleep(0.2)
-        info = {"endpoint": f"http://127.0.0.1:{port}", "key_id": KEY_ID,
-                "secret": f"s3cr3t-{uuid.uuid4().hex}", "region": REGION, "bucket": BUCKET}
+        info = {
+            "endpoint": f"http://127.0.0.1:{port}",
+            "key_id": KEY_ID,
+            "secret": f"s3cr3t-{uuid.uuid4().hex}",
+            "region": REGION,
+            "bucket": BUCKET,
+        }
         with aws_env(info):
             import boto3
 

@@ -24,8 +24,9 @@ def mysql_rows(server, table_id: TableId, columns: Sequence[str], identity: Sequ
     return out
 
 
-def postgres_rows(pg, pg_table: str, columns: Sequence[str], identity: Sequence[str],
-                  schema: str = "public") -> dict[tuple, dict]:
+def postgres_rows(
+    pg, pg_table: str, columns: Sequence[str], identity: Sequence[str], schema: str = "public"
+) -> dict[tuple, dict]:
     cols = ", ".join(f'"{c}"' for c in columns)
     out = {}
     for r in pg.query(f'SELECT {cols} FROM "{schema}"."{pg_table}"'):
@@ -67,5 +68,7 @@ def sink_config(kind: str, tmp_dir: Path, postgres, monkeypatch, **options):
     if kind == "changelog":
         return SinkConfig("changelog", {"root": str(tmp_dir / "lake"), **options})
     monkeypatch.setenv("PGPASSWORD", postgres.password)
-    return SinkConfig("postgres", {"dsn": postgres.dsn, "schema": postgres.fresh_schema(),
-                                   "direct_write": kind == "postgres", **options})
+    return SinkConfig(
+        "postgres",
+        {"dsn": postgres.dsn, "schema": postgres.fresh_schema(), "direct_write": kind == "postgres", **options},
+    )

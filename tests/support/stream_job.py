@@ -15,26 +15,49 @@ from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_job(cfg_path: Path, log: Path, password: str, extra_args: Sequence[str] = (),
-              extra_env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def start_job(
+    cfg_path: Path, log: Path, password: str, extra_args: Sequence[str] = (), extra_env: Mapping[str, str] | None = None
+) -> subprocess.Popen:
     """The stream job in its own process group, password only in its environment."""
     env = dict(os.environ, MYSQLCDC_PASSWORD=password, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable)
     env.update(extra_env or {})
-    return subprocess.Popen([sys.executable, str(REPO / "airflow_provider_mysqlcdc" / "jobs" / "binlog_stream.py"),
-                             "--config", str(cfg_path), *extra_args],
-                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "airflow_provider_mysqlcdc" / "jobs" / "binlog_stream.py"),
+            "--config",
+            str(cfg_path),
+            *extra_args,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
-def start_snapshot_job(cfg_path: Path, batch_id: str, log: Path, password: str,
-                       extra_env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def start_snapshot_job(
+    cfg_path: Path, batch_id: str, log: Path, password: str, extra_env: Mapping[str, str] | None = None
+) -> subprocess.Popen:
     """The snapshot job of one batch, as the operator submits it, in its own process group."""
     env = dict(os.environ, MYSQLCDC_PASSWORD=password, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable)
     env.update(extra_env or {})
-    return subprocess.Popen([sys.executable, str(REPO / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"),
-                             "--config", str(cfg_path), "--batch-id", batch_id],
-                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "airflow_provider_mysqlcdc" / "jobs" / "snapshot_chunks.py"),
+            "--config",
+            str(cfg_path),
+            "--batch-id",
+            batch_id,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def kill_job(proc: subprocess.Popen) -> None:

@@ -16,9 +16,9 @@ from tests.support.writer import TableSpec
 
 def _values(rng: random.Random):
     return (
-        rng.randint(-2**31, 2**31 - 1),
+        rng.randint(-(2**31), 2**31 - 1),
         "".join(rng.choices(string.ascii_letters + "éü€😀 ", k=rng.randint(0, 20))),
-        decimal.Decimal(rng.randint(-10**9, 10**9)) / 100,
+        decimal.Decimal(rng.randint(-(10**9), 10**9)) / 100,
         dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**14) // 1000 * 1000),
     )
 
@@ -38,7 +38,10 @@ def create_int_table(server, db: str, rows: int, table: str = "orders") -> Table
     top = rows * 2 + 1000
 
     return TableSpec(
-        db, table, ("id",), VALUE_COLS,
+        db,
+        table,
+        ("id",),
+        VALUE_COLS,
         new_key=lambda rng: (rng.randint(1, top),),
         values=_values,
         near=lambda k, rng: (max(1, k[0] + rng.randint(-3, 3)),),
@@ -57,7 +60,10 @@ def create_composite_table(server, db: str, rows: int, table: str = "tenant_item
         database=db,
     )
     return TableSpec(
-        db, table, ("tenant", "id"), VALUE_COLS,
+        db,
+        table,
+        ("tenant", "id"),
+        VALUE_COLS,
         new_key=lambda rng: (rng.randint(1, tenants + 1), rng.randint(1, per + 500)),
         values=_values,
         near=lambda k, rng: (k[0], max(1, k[1] + rng.randint(-3, 3))),

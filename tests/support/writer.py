@@ -114,8 +114,9 @@ class ConcurrentWriter:
     def start(self) -> "ConcurrentWriter":
         self._load_keys()
         for i in range(self.threads):
-            t = threading.Thread(target=self._run, args=(random.Random(self.seed * 1000 + i),),
-                                 name=f"writer-{i}", daemon=True)
+            t = threading.Thread(
+                target=self._run, args=(random.Random(self.seed * 1000 + i),), name=f"writer-{i}", daemon=True
+            )
             t.start()
             self._threads.append(t)
         return self

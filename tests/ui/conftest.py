@@ -63,8 +63,11 @@ def airflow_ui(request, ui_dags_folder, ui_extra_env):
         services.start()
         out = _module_artifacts(request)
         (out / "service-timings.json").write_text(json.dumps(services.timings, indent=2))
-        print(f"\nAirflow services up at {services.base_url} in {services.timings['start_total_s']:.1f}s "
-              f"(db migrate {services.timings['db_migrate_s']:.1f}s); logs {services.logs_dir}", file=sys.stderr)
+        print(
+            f"\nAirflow services up at {services.base_url} in {services.timings['start_total_s']:.1f}s "
+            f"(db migrate {services.timings['db_migrate_s']:.1f}s); logs {services.logs_dir}",
+            file=sys.stderr,
+        )
         yield services
     finally:
         services.stop()
@@ -79,8 +82,9 @@ def airflow_api(airflow_ui):
 
 @pytest.fixture(scope="module")
 def browser(request, airflow_ui):
-    b = open_browser_logged_in(airflow_ui.base_url, airflow_ui.user, airflow_ui.password,
-                               artifacts=_module_artifacts(request))
+    b = open_browser_logged_in(
+        airflow_ui.base_url, airflow_ui.user, airflow_ui.password, artifacts=_module_artifacts(request)
+    )
     try:
         yield b
     finally:

@@ -57,9 +57,16 @@ def source(mariadb, airflow_ui, work):
     db = f"ui_{int(time.time()) % 100000}"
     mariadb.execute(f"CREATE DATABASE `{db}`")
     spec = create_int_table(mariadb, db, 30_000, "orders")
-    airflow_ui.add_connection("mysql_cdc_default", "mysql_cdc", host="127.0.0.1", port=mariadb.port,
-                              login="root", password=ROOT_PASSWORD, schema=db,
-                              extra={"server_id_range": "5600-5620"})
+    airflow_ui.add_connection(
+        "mysql_cdc_default",
+        "mysql_cdc",
+        host="127.0.0.1",
+        port=mariadb.port,
+        login="root",
+        password=ROOT_PASSWORD,
+        schema=db,
+        extra={"server_id_range": "5600-5620"},
+    )
     airflow_ui.add_connection("spark_default", "spark", host="local[2]")
     yield {"db": db, "spec": spec, "server": mariadb}
     from airflow_provider_mysqlcdc.cdc.state import StateStore
@@ -127,8 +134,12 @@ def test_initial_load_from_the_form_with_a_batch_failed_and_cleared(airflow_api,
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             snap = [t for k, t in _state_of(airflow_api, run_id).items() if k[0] == "snapshot" and k[1] >= 0]
-            if (snap and snap[0]["state"] == "running" and "rows" in (snap[0].get("rendered_map_index") or "")
-                    and "Spark" in airflow_api.task_log(DAG_ID, run_id, "snapshot", snap[0]["map_index"])):
+            if (
+                snap
+                and snap[0]["state"] == "running"
+                and "rows" in (snap[0].get("rendered_map_index") or "")
+                and "Spark" in airflow_api.task_log(DAG_ID, run_id, "snapshot", snap[0]["map_index"])
+            ):
                 break  # running, named after its chunks and size (the label Airflow shows), Spark started
             time.sleep(1)
         else:
@@ -169,8 +180,11 @@ def test_initial_load_from_the_form_with_a_batch_failed_and_cleared(airflow_api,
 
     t = TableId(db, "orders")
     cols = list(spec.key_columns) + list(VALUE_COLS)
-    problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns),
-                               lambda: delta_rows(work / "lake", t, spec.key_columns), timeout_s=180)
+    problem = wait_until_equal(
+        lambda: mysql_rows(server, t, cols, spec.key_columns),
+        lambda: delta_rows(work / "lake", t, spec.key_columns),
+        timeout_s=180,
+    )
     assert not problem, problem
 
 
@@ -198,7 +212,7 @@ def test_an_alter_table_reaches_the_sink_through_the_stream_the_dag_started(sour
 
     problem = wait_until_equal(lambda: mysql_rows(server, t, cols, spec.key_columns), sink, timeout_s=180)
     assert not problem, problem
-    server.execute("ALTER TABLE orders DROP COLUMN extra", database=db)   # the next tests see the first shape
+    server.execute("ALTER TABLE orders DROP COLUMN extra", database=db)  # the next tests see the first shape
 
 
 def test_clearing_a_finished_batch_while_the_stream_runs_replaces_its_range(airflow_api, browser, source, work):
@@ -223,7 +237,7 @@ def test_clearing_a_finished_batch_while_the_stream_runs_replaces_its_range(airf
     DeltaTable(str(work / "lake" / db / "orders")).update(updates={"s": "'garbled'"}, predicate="id % 10 = 0")
     writer = ConcurrentWriter(lambda: server.connect(db), spec, seed=13, threads=1, pause_s=0.01).start()
     try:
-        browser.open_task_instance(DAG_ID, run_id, "stream")   # its Clear starts the stream again
+        browser.open_task_instance(DAG_ID, run_id, "stream")  # its Clear starts the stream again
         browser.open_clear_dialog()
         browser.confirm_dialog()
         deadline = time.monotonic() + 240
@@ -265,7 +279,7 @@ def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
     airflow_api.wait_for_run(WATCHDOG, run_id, ["success"], timeout=180)
     log = browser.read_task_log(WATCHDOG, run_id, "stream_health", wait_for="stream alive")
     browser.screenshot("watchdog-lag")
-    line = next(l for l in log.splitlines() if "stream alive" in l)
+    line = next(ln for ln in log.splitlines() if "stream alive" in ln)
     assert "lag" in line and "last commit: micro-batch" in line, line
     (ti,) = airflow_api.task_instances(WATCHDOG, run_id)
     assert ti["state"] == "success"

@@ -28,33 +28,40 @@ def m(name, data_type, column_type, **kw):
 
 def test_values_the_binary_protocol_carries_exactly_are_selected_as_stored():
     assert ar.wire_sql(m("a", "int", "int(11)")) == "`a`"
-    assert ar.wire_sql(m("f", "float", "float")) == "`f`"            # float32 exactly, not a DOUBLE cast
+    assert ar.wire_sql(m("f", "float", "float")) == "`f`"  # float32 exactly, not a DOUBLE cast
     assert ar.wire_sql(m("c", "char", "char(5)", charset="latin1")) == "`c`"
     assert ar.wire_sql(m("d", "datetime", "datetime(3)", datetime_precision=3)) == "`d`"
     assert "DATE_FORMAT" in ar.wire_sql(m("d", "datetime", "datetime(3)", datetime_precision=3), raw_dates=False)
-    assert "UNIX_TIMESTAMP" in ar.wire_sql(m("ts", "timestamp", "timestamp"))   # the wire value is zoned
+    assert "UNIX_TIMESTAMP" in ar.wire_sql(m("ts", "timestamp", "timestamp"))  # the wire value is zoned
     assert "TIME_TO_SEC" in ar.wire_sql(m("tm", "time", "time"))
 
 
-@pytest.mark.parametrize("p,s,native", [(12, 2, True), (18, 0, True), (28, 10, True), (20, 0, False),
-                                        (20, 11, False), (65, 30, False), (29, 10, False)])
+@pytest.mark.parametrize(
+    "p,s,native",
+    [(12, 2, True), (18, 0, True), (28, 10, True), (20, 0, False), (20, 11, False), (65, 30, False), (29, 10, False)],
+)
 def test_a_decimal_goes_as_text_unless_connectorx_holds_it_exactly(p, s, native):
     mapping = m("x", "decimal", f"decimal({p},{s})", numeric_precision=p, numeric_scale=s)
     assert (ar.wire_sql(mapping) == "`x`") is native
 
 
 def test_conform_casts_into_the_sink_types_and_nulls_year_zero_dates():
-    maps = [m("id", "int", "int(10) unsigned"),
-            m("x", "decimal", "decimal(12,2)", numeric_precision=12, numeric_scale=2),
-            m("d", "datetime", "datetime"), m("da", "date", "date"),
-            m("b", "varbinary", "varbinary(4)")]
-    raw = pa.table({
-        "id": pa.array([1, 4294967295], pa.uint32()),
-        "x": pa.array([Decimal("-1.5"), None], pa.decimal128(38, 10)),
-        "d": pa.array([dt.datetime(2026, 3, 8, 2, 30), None], pa.timestamp("us")),
-        "da": pa.array(["0000-05-06", "2020-02-30"]),           # text form: year 0 and no such day -> NULL
-        "b": pa.array([b"\x00", b""], pa.large_binary()),
-    })
+    maps = [
+        m("id", "int", "int(10) unsigned"),
+        m("x", "decimal", "decimal(12,2)", numeric_precision=12, numeric_scale=2),
+        m("d", "datetime", "datetime"),
+        m("da", "date", "date"),
+        m("b", "varbinary", "varbinary(4)"),
+    ]
+    raw = pa.table(
+        {
+            "id": pa.array([1, 4294967295], pa.uint32()),
+            "x": pa.array([Decimal("-1.5"), None], pa.decimal128(38, 10)),
+            "d": pa.array([dt.datetime(2026, 3, 8, 2, 30), None], pa.timestamp("us")),
+            "da": pa.array(["0000-05-06", "2020-02-30"]),  # text form: year 0 and no such day -> NULL
+            "b": pa.array([b"\x00", b""], pa.large_binary()),
+        }
+    )
     got = ar.conform(raw, maps)
     assert got.schema == arrow_schema(maps)
     assert got.column("id").to_pylist() == [1, 4294967295]
@@ -104,9 +111,12 @@ def test_the_jvm_runs_light_only_when_the_rows_bypass_it():
 def test_groups_split_into_contiguous_runs_and_records_add_up():
     assert split_parts(5, 2) == [[0, 1], [2, 3, 4]]
     assert split_parts(2, 5) == [[0], [1]]
-    records, per_group = records_of([
-        {"path": "a.parquet", "size": 10, "num_rows": 3, "stats": "{}", "counts": '{"0": 1, "1": 2}'},
-        {"path": "", "size": 0, "num_rows": 0, "stats": None, "counts": '{"2": 0}'}])
+    records, per_group = records_of(
+        [
+            {"path": "a.parquet", "size": 10, "num_rows": 3, "stats": "{}", "counts": '{"0": 1, "1": 2}'},
+            {"path": "", "size": 0, "num_rows": 0, "stats": None, "counts": '{"2": 0}'},
+        ]
+    )
     assert [r.path for r in records] == ["a.parquet"] and per_group == {0: 1, 1: 2, 2: 0}
 
 
@@ -119,7 +129,13 @@ def test_select_reads_the_chunk_range_of_the_stored_key():
 def test_a_dictionary_only_for_columns_with_few_distinct_values():
     from airflow_provider_mysqlcdc.spark.snapshot.arrow_tasks import dictionary_columns
 
-    rows = pa.table({"id": list(range(1000)), "state": ["a", "b"] * 500, "s": [f"r{i}" for i in range(1000)],
-                     "few": [i % 3 for i in range(1000)]})
+    rows = pa.table(
+        {
+            "id": list(range(1000)),
+            "state": ["a", "b"] * 500,
+            "s": [f"r{i}" for i in range(1000)],
+            "few": [i % 3 for i in range(1000)],
+        }
+    )
     assert dictionary_columns(rows) == ["state", "few"]
     assert dictionary_columns(rows, ("state",)) == ["few"]

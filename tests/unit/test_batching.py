@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_provider_mysqlcdc.cdc.batching import BatchSizing, batch_label, pack_batches
 from airflow_provider_mysqlcdc.cdc.chunks import Chunk
@@ -38,16 +39,17 @@ def test_a_big_table_is_cut_into_whole_waves_of_about_equal_batches():
 
 def test_a_table_smaller_than_one_wave_still_uses_every_slot_while_batches_stay_worth_their_cost():
     sizing = BatchSizing(rows_per_batch=5_000_000, parallelism=2)
-    assert len(pack_batches({A: _chunks(A, 250)}, {A: 2_000_000}, sizing)) == 2      # not one 2M batch on one core
-    assert len(pack_batches({A: _chunks(A, 250)}, {A: 700_000}, sizing)) == 1        # two of 350k: not worth it
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 2_000_000}, sizing)) == 2  # not one 2M batch on one core
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 700_000}, sizing)) == 1  # two of 350k: not worth it
     assert len(pack_batches({A: _chunks(A, 250)}, {A: 3_000_000}, BatchSizing(5_000_000, 4))) == 4
     assert len(pack_batches({A: _chunks(A, 250)}, {A: 1_600_000}, BatchSizing(5_000_000, 4))) == 4  # 3 -> a wave
-    assert len(pack_batches({A: _chunks(A, 250)}, {A: 20_000_000}, sizing)) == 4     # rows_per_batch still caps
+    assert len(pack_batches({A: _chunks(A, 250)}, {A: 20_000_000}, sizing)) == 4  # rows_per_batch still caps
 
 
 def test_the_batch_count_never_exceeds_max_batches_or_the_chunks():
-    assert len(pack_batches({A: _chunks(A, 5000)}, {A: 10**9}, BatchSizing(rows_per_batch=1000,
-                                                                            max_batches=1024))) == 1024
+    assert (
+        len(pack_batches({A: _chunks(A, 5000)}, {A: 10**9}, BatchSizing(rows_per_batch=1000, max_batches=1024))) == 1024
+    )
     assert len(pack_batches({A: _chunks(A, 3)}, {A: 10**9}, BatchSizing(rows_per_batch=10))) == 3
 
 
@@ -59,8 +61,12 @@ def test_bad_sizing_names_the_setting():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 60), st.integers(0, 5_000_000)), min_size=1, max_size=6),
-       st.integers(1, 3_000_000), st.integers(1, 8), st.integers(1, 50))
+@given(
+    st.lists(st.tuples(st.integers(1, 60), st.integers(0, 5_000_000)), min_size=1, max_size=6),
+    st.integers(1, 3_000_000),
+    st.integers(1, 8),
+    st.integers(1, 50),
+)
 def test_packing_keeps_every_chunk_once_in_order(tables, rows_per_batch, parallelism, max_batches):
     ids = [TableId("db", f"t{i}") for i in range(len(tables))]
     chunks = {t: _chunks(t, n) for t, (n, _) in zip(ids, tables)}
@@ -81,5 +87,5 @@ def test_batch_server_ids_stay_clear_of_the_stream_and_its_catchup_ranges():
     ids = ServerIdRange(5400, 5409)
     got = {plan.batch_server_id(b.batch_id, ids, reserved_top=2) for b in batches}
     assert len(batches) > 10
-    assert got == set(range(5402, 5408))       # not the stream's 5400/5401, not catch-up's 5408/5409
+    assert got == set(range(5402, 5408))  # not the stream's 5400/5401, not catch-up's 5408/5409
     assert {plan.batch_server_id(b.batch_id, ids) for b in batches} == set(range(5402, 5410))

@@ -16,20 +16,41 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
+from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 from airflow_provider_mysqlcdc.spark.sinks.arrow_files import FsSpec
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, format_micros
 from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import _TablePart, batch_tmp_dir
 from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import (
-    ChangeLines, java_double, joined_bytes, json_string, json_texts, text_buffer,
+    ChangeLines,
+    java_double,
+    joined_bytes,
+    json_string,
+    json_texts,
+    text_buffer,
 )
-from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
+from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
 
 # What Java 17's Double.toString prints (checked against the JVM in tests/integration/test_changelog_lines.py).
-JAVA = [(1e7, "1.0E7"), (9999999.0, "9999999.0"), (1e-3, "0.001"), (0.00099, "9.9E-4"), (1234567.0, "1234567.0"),
-        (12345678.0, "1.2345678E7"), (-0.0, "-0.0"), (0.0, "0.0"), (1.7976931348623157e308, "1.7976931348623157E308"),
-        (2.2250738585072014e-308, "2.2250738585072014E-308"), (100.0, "100.0"), (0.1 + 0.2, "0.30000000000000004"),
-        (123456789012345680.0, "1.2345678901234568E17"), (1e16, "1.0E16"), (4.35, "4.35"), (1e-5, "1.0E-5"), (-123456.789, "-123456.789"), (0.5, "0.5")]
+JAVA = [
+    (1e7, "1.0E7"),
+    (9999999.0, "9999999.0"),
+    (1e-3, "0.001"),
+    (0.00099, "9.9E-4"),
+    (1234567.0, "1234567.0"),
+    (12345678.0, "1.2345678E7"),
+    (-0.0, "-0.0"),
+    (0.0, "0.0"),
+    (1.7976931348623157e308, "1.7976931348623157E308"),
+    (2.2250738585072014e-308, "2.2250738585072014E-308"),
+    (100.0, "100.0"),
+    (0.1 + 0.2, "0.30000000000000004"),
+    (123456789012345680.0, "1.2345678901234568E17"),
+    (1e16, "1.0E16"),
+    (4.35, "4.35"),
+    (1e-5, "1.0E-5"),
+    (-123456.789, "-123456.789"),
+    (0.5, "0.5"),
+]
 
 
 def test_java_double_layout():
@@ -37,7 +58,7 @@ def test_java_double_layout():
         assert java_double(value) == text, value
     # Java 17 prints these with more digits than needed (5.6843418860808015E-14, 4.9E-324,
     # 1.9999999999999998E23): the changelog has the shortest digits of the same double
-    assert [java_double(v) for v in (2.0 ** -44, 5e-324, 2e23)] == ["5.684341886080802E-14", "5.0E-324", "2.0E23"]
+    assert [java_double(v) for v in (2.0**-44, 5e-324, 2e23)] == ["5.684341886080802E-14", "5.0E-324", "2.0E23"]
 
 
 def test_java_double_round_trips_random_doubles():
@@ -55,7 +76,7 @@ def test_java_double_round_trips_random_doubles():
 def test_json_strings_escape_as_jackson_does():
     assert json_string('a"b\\c') == '"a\\"b\\\\c"'
     assert json_string("\x00\x01\b\t\n\x0b\f\r\x1f\x7f") == '"\\u0000\\u0001\\b\\t\\n\\u000B\\f\\r\\u001F\x7f"'
-    assert json_string("é€\U0001F600\u2028/") == '"é€\U0001F600\u2028/"'
+    assert json_string("é€\U0001f600\u2028/") == '"é€\U0001f600\u2028/"'
     texts = json_texts(pa.array(["plain", 'q"', "tab\there", None, ""]))
     assert texts.to_pylist() == ['"plain"', '"q\\""', '"tab\\there"', "null", '""']
     for t in texts.to_pylist()[:3]:
@@ -64,7 +85,7 @@ def test_json_strings_escape_as_jackson_does():
 
 def test_timestamps_are_formatted_like_format_micros():
     rnd = random.Random(5)
-    lo, hi = -30610224000 * 10**6, 253402300799 * 10**6 + 999999   # 1000-01-01 .. 9999-12-31
+    lo, hi = -30610224000 * 10**6, 253402300799 * 10**6 + 999999  # 1000-01-01 .. 9999-12-31
     micros = [rnd.randint(lo, hi) for _ in range(5000)] + [lo, hi, 0, -1, 1]
     for tz in (None, "UTC"):
         arr = pa.array(micros + [None], pa.int64()).cast(pa.timestamp("us", tz=tz))
@@ -81,11 +102,17 @@ def test_decimals_never_in_exponent_form():
     assert json_texts(arr).to_pylist() == ['"0.0000000000"', '"0.0000000001"', '"-5.5000000000"', "null"]
 
 
-SCHEMA = TableSchema(TableId("shop", "orders"), (
-    Column("id", 1, "int", "int(11)", False),
-    Column("amount", 2, "decimal", "decimal(5,2)", True, numeric_precision=5, numeric_scale=2),
-    Column("at", 3, "timestamp", "timestamp(6)", True, datetime_precision=6),
-), ("id",), ("id",), ("id",))
+SCHEMA = TableSchema(
+    TableId("shop", "orders"),
+    (
+        Column("id", 1, "int", "int(11)", False),
+        Column("amount", 2, "decimal", "decimal(5,2)", True, numeric_precision=5, numeric_scale=2),
+        Column("at", 3, "timestamp", "timestamp(6)", True, datetime_precision=6),
+    ),
+    ("id",),
+    ("id",),
+    ("id",),
+)
 
 
 def test_change_lines_follow_the_change_row_rules():
@@ -103,9 +130,17 @@ def test_change_lines_follow_the_change_row_rules():
     assert [g["op"] for g in got] == ["+I", "-U", "+U", "-D"]
     assert [g["data"]["amount"] for g in got] == ["1.50", "1.50", None, "1.50"]
     assert got[0]["data"] == {"id": 1, "amount": "1.50", "at": "2024-05-06T07:08:09.123456Z"}
-    assert got[0]["meta"] == {"database": "shop", "table": "orders", "binlog_file": "b.000002", "binlog_pos": 100,
-                              "binlog_row": 0, "gtid": "0-1-7", "event_time": "2023-11-14T22:13:20.000000Z",
-                              "seq": 2 * (100 << 20), "batch": 9}
+    assert got[0]["meta"] == {
+        "database": "shop",
+        "table": "orders",
+        "binlog_file": "b.000002",
+        "binlog_pos": 100,
+        "binlog_row": 0,
+        "gtid": "0-1-7",
+        "event_time": "2023-11-14T22:13:20.000000Z",
+        "seq": 2 * (100 << 20),
+        "batch": 9,
+    }
     assert [g["meta"]["seq"] for g in got] == seq.tolist()
     assert seq.tolist() == [2 * (100 << 20), 2 * (200 << 20 | 1), 2 * (200 << 20 | 1) + 1, 2 * (1 << 52 | 50 << 20)]
     assert got[1]["meta"]["gtid"] is None and got[1]["meta"]["binlog_row"] == 1
@@ -132,13 +167,17 @@ def test_a_layout_id_changes_with_names_types_and_nullability_only(tmp_path):
     assert len(base) == 12 and schema_id([replace(c) for c in cols]) == base
     assert schema_id([replace(cols[0], ordinal=9, charset="x")] + cols[1:]) == base  # not part of the layout
     assert schema_id([replace(cols[0], name="id2")] + cols[1:]) != base
-    assert schema_id([replace(cols[1], column_type="decimal(20,2)") if i == 1 else c for i, c in enumerate(cols)]) != base
-    assert schema_id([replace(cols[1], nullable=not cols[1].nullable) if i == 1 else c
-                      for i, c in enumerate(cols)]) != base
+    assert (
+        schema_id([replace(cols[1], column_type="decimal(20,2)") if i == 1 else c for i, c in enumerate(cols)]) != base
+    )
+    assert (
+        schema_id([replace(cols[1], nullable=not cols[1].nullable) if i == 1 else c for i, c in enumerate(cols)])
+        != base
+    )
     assert schema_id(cols[::-1]) != base
     fs, prefix = FsSpec("uri", str(tmp_path)).open()
     assert register(fs, prefix, str(tmp_path), SCHEMA.table_id, cols) == base
-    assert register(fs, prefix, str(tmp_path), SCHEMA.table_id, cols) == base   # idempotent
+    assert register(fs, prefix, str(tmp_path), SCHEMA.table_id, cols) == base  # idempotent
     doc = read_schema(fs, prefix, SCHEMA.table_id, base)
     assert [c["name"] for c in doc["columns"]] == list(SCHEMA.column_names)
     assert sorted(p.name for p in (tmp_path / "shop" / "orders" / "_schemas").iterdir()) == [f"{base}.json"]
@@ -166,7 +205,7 @@ def test_table_part_streams_ordered_input_and_sorts_the_rest(tmp_path):
 
     part = _part(tmp_path)
     part.add(*_lines([10, 20, 30]), 3)
-    part.add(*_lines([15, 25]), 2)     # e.g. rows python-mysql-replication read, after the rest
+    part.add(*_lines([15, 25]), 2)  # e.g. rows python-mysql-replication read, after the rest
     part.add(*_lines([40]), 1)
     rec = part.close()
     text = (tmp_path / rec["path"]).read_text()
@@ -185,8 +224,16 @@ def _write_part(root: Path, t: TableId, batch_id: int, name: str, seqs: list[int
     data = joined_bytes(_lines(seqs, newline=False)[0])
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_bytes(data)
-    return {"database": t.database, "table": t.table, "path": path, "size": len(data), "lines": len(seqs),
-            "changes": len(seqs), "first_seq": seqs[0], "last_seq": seqs[-1]}
+    return {
+        "database": t.database,
+        "table": t.table,
+        "path": path,
+        "size": len(data),
+        "lines": len(seqs),
+        "changes": len(seqs),
+        "first_seq": seqs[0],
+        "last_seq": seqs[-1],
+    }
 
 
 def _rows_step(*records: dict):
@@ -200,7 +247,7 @@ def test_publish_joins_parts_in_seq_order_and_removes_the_batch_tmp_dir(tmp_path
     t = SCHEMA.table_id
     later = _write_part(tmp_path, t, 4, "part-0001-a-a0.jsonl", [50, 60])
     first = _write_part(tmp_path, t, 4, "part-0000-a-a0.jsonl", [10, 20])
-    _write_part(tmp_path, t, 4, "part-0000-b-a1.jsonl", [10])   # a failed attempt's leftover
+    _write_part(tmp_path, t, 4, "part-0000-b-a1.jsonl", [10])  # a failed attempt's leftover
     assert sink.publish_steps(t, [_rows_step(later, first)], 4) == 4
     final = tmp_path / sink.stream_file(t, 4)
     assert [json.loads(x)["seq"] for x in final.read_text().splitlines()] == [10, 20, 50, 60]
@@ -228,7 +275,7 @@ def test_publish_refuses_a_truncated_part(tmp_path):
 
 def test_rows_written_are_reported_once_per_batch():
     note_rows_written("q1", 3, 1234)
-    note_rows_written(None, 4, 1)            # no query id: nothing noted
+    note_rows_written(None, 4, 1)  # no query id: nothing noted
     assert rows_written("q1", 3) == 1234
     assert rows_written("q1", 3) is None and rows_written("q1", 4) is None
 

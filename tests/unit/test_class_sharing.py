@@ -22,13 +22,15 @@ def cds_dir(tmp_path, monkeypatch):
 
 def test_records_classes_until_an_archive_exists(cds_dir, tmp_path):
     key = class_sharing.archive_key()
-    assert key is not None   # this machine has java and pyspark's jars
+    assert key is not None  # this machine has java and pyspark's jars
     lst = tmp_path / "classes.lst"
     assert class_sharing.java_options(key, lst) == [f"-XX:DumpLoadedClassList={lst}"]
     class_sharing.archive_path(key).parent.mkdir(parents=True)
     class_sharing.archive_path(key).write_bytes(b"x")
     assert class_sharing.java_options(key, lst) == [
-        f"-XX:SharedArchiveFile={class_sharing.archive_path(key)}", "-Xshare:auto"]
+        f"-XX:SharedArchiveFile={class_sharing.archive_path(key)}",
+        "-Xshare:auto",
+    ]
 
 
 def test_switched_off(cds_dir, tmp_path, monkeypatch):
@@ -43,23 +45,40 @@ def test_key_follows_the_jars(cds_dir):
 
 
 def test_dump_command_keeps_the_class_path_and_drops_the_main_class():
-    argv = ["/usr/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx2g", "-XX:DumpLoadedClassList=/r/c.lst",
-            "--add-opens=java.base/java.lang=ALL-UNNAMED", "org.apache.spark.deploy.SparkSubmit", "--master",
-            "local[2]", "--conf", "spark.x=1"]
+    argv = [
+        "/usr/bin/java",
+        "-cp",
+        "/spark/conf:/spark/jars/*",
+        "-Xmx2g",
+        "-XX:DumpLoadedClassList=/r/c.lst",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "org.apache.spark.deploy.SparkSubmit",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.x=1",
+    ]
     cmd = class_sharing.dump_command(argv, Path("/a/list"), Path("/a/out.jsa"))
-    assert cmd == ["/usr/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx2g",
-                   "--add-opens=java.base/java.lang=ALL-UNNAMED", "-Xshare:dump",
-                   "-XX:SharedClassListFile=/a/list", "-XX:SharedArchiveFile=/a/out.jsa"]
+    assert cmd == [
+        "/usr/bin/java",
+        "-cp",
+        "/spark/conf:/spark/jars/*",
+        "-Xmx2g",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "-Xshare:dump",
+        "-XX:SharedClassListFile=/a/list",
+        "-XX:SharedArchiveFile=/a/out.jsa",
+    ]
 
 
 def test_one_builder_at_a_time(cds_dir, tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr(class_sharing.subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
     lst = tmp_path / "classes.lst"
-    assert not class_sharing.start_build("k1", ["java"], lst)   # nothing recorded
+    assert not class_sharing.start_build("k1", ["java"], lst)  # nothing recorded
     lst.write_text("java/lang/Object\n")
     assert class_sharing.start_build("k1", ["java", "-cp", "x", "Main"], lst)
-    assert not class_sharing.start_build("k1", ["java"], lst)   # the first one holds the lock
+    assert not class_sharing.start_build("k1", ["java"], lst)  # the first one holds the lock
     assert len(started) == 1
     assert not any("Main" in a for a in started[0]), "the builder's command line names no main class"
     jvm = Path(started[0][started[0].index("--jvm") + 1])

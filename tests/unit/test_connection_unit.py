@@ -17,8 +17,8 @@ def _deferred(**kw) -> connection.Connection:
 
 def test_tls_context_is_shared_between_connections_with_the_same_settings():
     a, b = _deferred(), _deferred()
-    assert isinstance(a.ctx, ssl.SSLContext) and a.ctx is b.ctx   # PREFERRED TLS: built once
-    assert a._ssl_required is False                                # and still only preferred
+    assert isinstance(a.ctx, ssl.SSLContext) and a.ctx is b.ctx  # PREFERRED TLS: built once
+    assert a._ssl_required is False  # and still only preferred
     c = _deferred(ssl={"check_hostname": False})
     assert c.ctx is not a.ctx and c._ssl_required is True and c.ctx.check_hostname is False
     assert _deferred(ssl={"check_hostname": False}).ctx is c.ctx

@@ -11,7 +11,15 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
 from airflow_provider_mysqlcdc.cdc.consistency import (
-    MASK64, RangeSums, WindowSums, canonical_value, int_hash, int_hash_array, key_hash, sums_of_keys, table_layouts,
+    MASK64,
+    RangeSums,
+    WindowSums,
+    canonical_value,
+    int_hash,
+    int_hash_array,
+    key_hash,
+    sums_of_keys,
+    table_layouts,
 )
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
@@ -39,30 +47,43 @@ def test_int_hash_array_agrees_with_int_hash_at_the_extremes():
     assert all(0 <= int_hash(v) <= MASK64 for v in EXTREMES_SIGNED + EXTREMES_UNSIGNED)
 
 
-@pytest.mark.parametrize("column,a,b", [
-    (col("k", "bigint", "bigint unsigned"), 2**64 - 1, decimal.Decimal(2**64 - 1)),
-    (col("k", "decimal", numeric_scale=2), decimal.Decimal("1.50"), decimal.Decimal("1.5")),
-    (col("k", "datetime", datetime_precision=6), dt.datetime(2024, 1, 1, 12, 0, 0, 5),
-     dt.datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=dt.timezone.utc)),
-    (col("k", "timestamp"), dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2)))),
-    (col("k", "date"), dt.date(2024, 2, 29), dt.datetime(2024, 2, 29)),
-    (col("k", "time"), -dt.timedelta(hours=838, minutes=59, seconds=59), -3_020_399_000_000),
-    (col("k", "time"), dt.timedelta(microseconds=1), "00:00:00.000001"),
-    (col("k", "bit", "bit(16)"), b"\x01\x00", 256),
-    (col("k", "binary", "binary(4)", char_max_length=4, charset="binary"), b"a", b"a\x00\x00\x00"),
-    (col("k", "varchar", charset="latin1"), "caf\u00e9", "caf\u00e9".encode("latin1")),
-])
+@pytest.mark.parametrize(
+    "column,a,b",
+    [
+        (col("k", "bigint", "bigint unsigned"), 2**64 - 1, decimal.Decimal(2**64 - 1)),
+        (col("k", "decimal", numeric_scale=2), decimal.Decimal("1.50"), decimal.Decimal("1.5")),
+        (
+            col("k", "datetime", datetime_precision=6),
+            dt.datetime(2024, 1, 1, 12, 0, 0, 5),
+            dt.datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=dt.timezone.utc),
+        ),
+        (
+            col("k", "timestamp"),
+            dt.datetime(2024, 1, 1, 10),
+            dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+        ),
+        (col("k", "date"), dt.date(2024, 2, 29), dt.datetime(2024, 2, 29)),
+        (col("k", "time"), -dt.timedelta(hours=838, minutes=59, seconds=59), -3_020_399_000_000),
+        (col("k", "time"), dt.timedelta(microseconds=1), "00:00:00.000001"),
+        (col("k", "bit", "bit(16)"), b"\x01\x00", 256),
+        (col("k", "binary", "binary(4)", char_max_length=4, charset="binary"), b"a", b"a\x00\x00\x00"),
+        (col("k", "varchar", charset="latin1"), "caf\u00e9", "caf\u00e9".encode("latin1")),
+    ],
+)
 def test_one_value_from_different_readers_has_one_encoding(column, a, b):
     assert canonical_value(column, a) == canonical_value(column, b)
 
 
-@pytest.mark.parametrize("column,a,b", [
-    (col("k", "varchar", collation="utf8mb4_general_ci"), "a", "A"),      # equal keys, different values
-    (col("k", "varchar", collation="utf8mb4_general_ci"), "a", "a "),
-    (col("k", "varbinary", charset="binary"), b"\x00", b""),
-    (col("k", "decimal", numeric_scale=2), decimal.Decimal("-0.01"), decimal.Decimal("0.01")),
-    (col("k", "datetime", datetime_precision=6), dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 1, 0, 0, 0, 1)),
-])
+@pytest.mark.parametrize(
+    "column,a,b",
+    [
+        (col("k", "varchar", collation="utf8mb4_general_ci"), "a", "A"),  # equal keys, different values
+        (col("k", "varchar", collation="utf8mb4_general_ci"), "a", "a "),
+        (col("k", "varbinary", charset="binary"), b"\x00", b""),
+        (col("k", "decimal", numeric_scale=2), decimal.Decimal("-0.01"), decimal.Decimal("0.01")),
+        (col("k", "datetime", datetime_precision=6), dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 1, 0, 0, 0, 1)),
+    ],
+)
 def test_values_the_sink_must_keep_apart_are_hashed_apart(column, a, b):
     assert canonical_value(column, a) != canonical_value(column, b)
 
@@ -93,24 +114,31 @@ def test_the_sink_side_counts_and_sums_per_range_with_numpy_as_the_row_path_does
 
 
 def _change(kind, before, after, pos, row=0):
-    return RowChange(kind, T, None if before is None else {"k": before}, None if after is None else {"k": after},
-                     BinlogOffset("mysql-bin.000001", pos, None, row))
+    return RowChange(
+        kind,
+        T,
+        None if before is None else {"k": before},
+        None if after is None else {"k": after},
+        BinlogOffset("mysql-bin.000001", pos, None, row),
+    )
 
 
 def test_the_window_moves_sums_forward_and_back_between_checkpoints():
     lay = _layout(unsigned=False, bounds=(100,))
     start, mid, end = (BinlogOffset("mysql-bin.000001", p) for p in (4, 500, 900))
     w = WindowSums(start, {T: lay}, {T: [start, mid, end]})
-    w.feed([
-        _change("insert", None, 5, 100),
-        _change("update", 5, 150, 200, 0),       # a key move across ranges
-        _change("delete", 7, None, 200, 1),
-        _change("insert", None, 7, 600),          # delete-and-reinsert the same key, after mid
-        _change("update", 150, 150, 700),         # a value update: nothing moves
-    ])
+    w.feed(
+        [
+            _change("insert", None, 5, 100),
+            _change("update", 5, 150, 200, 0),  # a key move across ranges
+            _change("delete", 7, None, 200, 1),
+            _change("insert", None, 7, 600),  # delete-and-reinsert the same key, after mid
+            _change("update", 150, 150, 700),  # a value update: nothing moves
+        ]
+    )
     w.finish()
     before_mid = w.between(T, start, mid)
-    assert before_mid.counts == [-1, 1]          # 5 in, 5 out, 7 out (range 0); 150 in (range 1)
+    assert before_mid.counts == [-1, 1]  # 5 in, 5 out, 7 out (range 0); 150 in (range 1)
     assert before_mid.sums == [(-int_hash(7)) & MASK64, int_hash(150)]
     after_mid = w.between(T, mid, end)
     assert after_mid.counts == [1, 0] and after_mid.sums == [int_hash(7), 0]
@@ -129,7 +157,7 @@ def test_many_ranges_sum_as_few_do(ranges):
     keys = sorted(set(rng.randrange(-(2**63), 2**63) for _ in range(5000)) | {-(2**63), 2**63 - 1, *bounds})
     got = sums_of_keys(lay, pa.table({"k": pa.array(keys, pa.int64())}))
     step = len(keys) // 7 + 1
-    pieces = pa.chunked_array([pa.array(keys[i:i + step], pa.int64()) for i in range(0, len(keys), step)])
+    pieces = pa.chunked_array([pa.array(keys[i : i + step], pa.int64()) for i in range(0, len(keys), step)])
     assert sums_of_keys(lay, pa.table({"k": pieces})) == got
     expected = RangeSums.zeros(ranges)
     import bisect

@@ -116,8 +116,15 @@ def test_key_moved_into_the_batch_range_is_only_an_insert():
 
 def test_changes_outside_the_ranges_or_tables_are_ignored():
     other = TableId("db", "other")
-    log = (Log().ins(T, id=0, v=1).ins(T, id=10, v=1).ins(T, id=5, v=1)
-           .ins(U, id=5, v=1).ins(other, id=5, v=1).dele(T, id=11, v=1))
+    log = (
+        Log()
+        .ins(T, id=0, v=1)
+        .ins(T, id=10, v=1)
+        .ins(T, id=5, v=1)
+        .ins(U, id=5, v=1)
+        .ins(other, id=5, v=1)
+        .dele(T, id=11, v=1)
+    )
     out = reduce_changes(log.changes, batch((T, (1,), (10,), False)), SCHEMAS, ORDERS)
     assert set(out) == {T}
     assert out[T].upserts == {(5,): {"id": 5, "v": 1}} and out[T].deleted == set()
@@ -150,11 +157,14 @@ def test_composite_keys():
     sch = {c: schema(c, cols=("a", "b", "v"), chunk_key=("a", "b"))}
     orders = {c: FakeKeyOrder()}
     b = batch((c, (1, "m"), (2, "c"), False))
-    log = (Log().ins(c, a=1, b="z", v=1)       # in: (1,'z') >= (1,'m')
-           .ins(c, a=1, b="a", v=1)            # out: before start
-           .ins(c, a=2, b="b", v=1)            # in: (2,'b') < (2,'c')
-           .ins(c, a=2, b="c", v=1)            # out: at end
-           .upd(c, {"a": 2, "b": "b", "v": 1}, a=2, b="b", v=9))
+    log = (
+        Log()
+        .ins(c, a=1, b="z", v=1)  # in: (1,'z') >= (1,'m')
+        .ins(c, a=1, b="a", v=1)  # out: before start
+        .ins(c, a=2, b="b", v=1)  # in: (2,'b') < (2,'c')
+        .ins(c, a=2, b="c", v=1)  # out: at end
+        .upd(c, {"a": 2, "b": "b", "v": 1}, a=2, b="b", v=9)
+    )
     out = reduce_changes(log.changes, b, sch, orders)[c]
     assert out.upserts == {(1, "z"): {"a": 1, "b": "z", "v": 1}, (2, "b"): {"a": 2, "b": "b", "v": 9}}
     assert out.deleted == set()

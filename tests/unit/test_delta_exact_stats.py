@@ -23,12 +23,18 @@ T = TableId("shop", "u")
 TOP = 2**64 - 1
 
 KEYS = {
-    "bigint unsigned": (Column("id", 1, "bigint", "bigint(20) unsigned", False), [D(TOP - i) for i in range(40)]
-                        + [D(i) for i in range(40)] + [D(2**63 + i) for i in range(-3, 3)]),
-    "decimal(38,0)": (Column("id", 1, "decimal", "decimal(38,0)", False, numeric_precision=38, numeric_scale=0),
-                      [D(10**37 - i) for i in range(20)] + [D(-10**37 + i) for i in range(20)]),
-    "decimal(17,4)": (Column("id", 1, "decimal", "decimal(17,4)", False, numeric_precision=17, numeric_scale=4),
-                      [D("1234567890123.4567") + D(i) / 10**4 for i in range(20)]),
+    "bigint unsigned": (
+        Column("id", 1, "bigint", "bigint(20) unsigned", False),
+        [D(TOP - i) for i in range(40)] + [D(i) for i in range(40)] + [D(2**63 + i) for i in range(-3, 3)],
+    ),
+    "decimal(38,0)": (
+        Column("id", 1, "decimal", "decimal(38,0)", False, numeric_precision=38, numeric_scale=0),
+        [D(10**37 - i) for i in range(20)] + [D(-(10**37) + i) for i in range(20)],
+    ),
+    "decimal(17,4)": (
+        Column("id", 1, "decimal", "decimal(17,4)", False, numeric_precision=17, numeric_scale=4),
+        [D("1234567890123.4567") + D(i) / 10**4 for i in range(20)],
+    ),
 }
 
 
@@ -37,8 +43,13 @@ def _schema(key: Column) -> TableSchema:
 
 
 def _merge(sink: DeltaSink, schema: TableSchema, keys, op: str, note: str, batch_id: int) -> None:
-    rows = pa.table({"id": pa.array(keys, table_arrow_schema(schema).field("id").type), "note": [note] * len(keys),
-                     META_OP: [op] * len(keys)})
+    rows = pa.table(
+        {
+            "id": pa.array(keys, table_arrow_schema(schema).field("id").type),
+            "note": [note] * len(keys),
+            META_OP: [op] * len(keys),
+        }
+    )
     table = sink._unapplied(T, batch_id)
     sink._merge(table, schema, sink._merge_source(schema, rows), batch_id)
 
@@ -48,8 +59,11 @@ def _rows(sink: DeltaSink) -> list[tuple]:
 
 
 def _load(sink: DeltaSink, schema: TableSchema, keys) -> None:
-    write_deltalake(sink.table_uri(T), pa.table({"id": pa.array(keys, table_arrow_schema(schema).field("id").type),
-                                                 "note": ["a"] * len(keys)}), mode="append")
+    write_deltalake(
+        sink.table_uri(T),
+        pa.table({"id": pa.array(keys, table_arrow_schema(schema).field("id").type), "note": ["a"] * len(keys)}),
+        mode="append",
+    )
 
 
 @pytest.mark.parametrize("kind", list(KEYS))
@@ -58,7 +72,7 @@ def test_updates_and_deletes_of_keys_delta_rs_cannot_hold_in_stats_reach_the_tab
     key, keys = KEYS[kind]
     schema = _schema(key)
     sink = DeltaSink(str(tmp_path))
-    if existing:   # as an earlier release made it: no property, delta-rs' wrong stats in the log
+    if existing:  # as an earlier release made it: no property, delta-rs' wrong stats in the log
         DeltaTable.create(sink.table_uri(T), table_arrow_schema(schema))
         _load(sink, schema, keys)
         assert STATS_COLUMNS not in (sink.open_table(T).metadata().configuration or {})
@@ -67,8 +81,17 @@ def test_updates_and_deletes_of_keys_delta_rs_cannot_hold_in_stats_reach_the_tab
         _load(sink, schema, keys)
     expected = {k: "a" for k in keys}
     # several micro-batches: each MERGE rewrites the file with delta-rs' writer (its stats), the next prunes by them
-    for batch_id, (picked, op) in enumerate([(keys[:1], "+U"), (keys[1:3], "-D"), (keys[-2:], "-D"),
-                                             (keys[3:4], "+U"), (keys[4:6], "-D"), (keys[-4:-2], "+U")], start=1):
+    for batch_id, (picked, op) in enumerate(
+        [
+            (keys[:1], "+U"),
+            (keys[1:3], "-D"),
+            (keys[-2:], "-D"),
+            (keys[3:4], "+U"),
+            (keys[4:6], "-D"),
+            (keys[-4:-2], "+U"),
+        ],
+        start=1,
+    ):
         _merge(sink, schema, picked, op, f"b{batch_id}", batch_id)
         for k in picked:
             if op == "-D":

@@ -11,8 +11,13 @@ from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
 from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
 
 T = TableId("shop", "orders")
-SCHEMA = TableSchema(T, (Column("id", 1, "bigint", "bigint", False), Column("s", 2, "varchar", "varchar(20)", True)),
-                     ("id",), ("id",), ("id",))
+SCHEMA = TableSchema(
+    T,
+    (Column("id", 1, "bigint", "bigint", False), Column("s", 2, "varchar", "varchar(20)", True)),
+    ("id",),
+    ("id",),
+    ("id",),
+)
 
 
 class _Conflicting:
@@ -28,10 +33,12 @@ class _Conflicting:
             def __getattr__(self, name):
                 inner = getattr(builder, name)
                 if name == "execute":
+
                     def fail():
                         raise CommitFailedError("a concurrent transaction has written data")
+
                     return fail
-                return lambda *x, **y: (setattr(Once, "_b", inner(*x, **y)) or self)
+                return lambda *x, **y: setattr(Once, "_b", inner(*x, **y)) or self
 
         return Once()
 

@@ -40,16 +40,16 @@ COLS = [
     Col(C.T_LONGLONG, name="big", unsigned=True),
     Col(C.T_TINY, name="tiny"),
     Col(C.T_INT24, name="med"),
-    Col(C.T_VARCHAR, struct.pack("<H", 400), name="v", collation=UTF8MB4),   # 2-byte length prefix
+    Col(C.T_VARCHAR, struct.pack("<H", 400), name="v", collation=UTF8MB4),  # 2-byte length prefix
     Col(C.T_STRING, bytes([0xFE ^ ((600 & 0x300) >> 4), 600 & 0xFF]), name="ch", collation=UTF8MB4),
     Col(C.T_VARCHAR, struct.pack("<H", 20), name="l1", collation=LATIN1),
-    Col(C.T_STRING, bytes([0xFE, 4]), name="bn", collation=BINARY),          # BINARY(4)
+    Col(C.T_STRING, bytes([0xFE, 4]), name="bn", collation=BINARY),  # BINARY(4)
     Col(C.T_NEWDECIMAL, bytes([14, 4]), name="d"),
     Col(C.T_DATETIME2, bytes([3]), name="dt"),
     Col(C.T_STRING, bytes([C.T_ENUM, 1]), name="e", members=(b"x", b"y")),
     Col(C.T_STRING, bytes([C.T_SET, 1]), name="s", members=(b"a", b"b", b"c")),
     Col(C.T_BLOB, bytes([2]), name="tx", collation=UTF8MB4),
-    Col(C.T_BIT, bytes([2, 1]), name="bits"),                                  # BIT(10)
+    Col(C.T_BIT, bytes([2, 1]), name="bits"),  # BIT(10)
     Col(C.T_YEAR, name="y"),
     Col(C.T_DOUBLE, bytes([8]), name="dbl"),
     Col(C.T_FLOAT, bytes([4]), name="flt"),
@@ -105,10 +105,10 @@ def _image(values: dict, nulls: set[str] = frozenset()) -> bytes:
 
 VALUES = {
     "id": struct.pack("<i", -5),
-    "big": struct.pack("<Q", 2 ** 64 - 1),
+    "big": struct.pack("<Q", 2**64 - 1),
     "tiny": struct.pack("<b", -128),
     "med": (-8388608).to_bytes(3, "little", signed=True),
-    "v": struct.pack("<H", 5) + "h\U0001F600".encode(),
+    "v": struct.pack("<H", 5) + "h\U0001f600".encode(),
     "ch": struct.pack("<H", 2) + b"ab",
     "l1": bytes([4]) + "caf\u00e9".encode("cp1252"),
     "bn": bytes([2]) + b"\x01\x02",
@@ -124,10 +124,23 @@ VALUES = {
 }
 
 EXPECTED = {
-    "id": -5, "big": decimal.Decimal(2 ** 64 - 1), "tiny": -128, "med": -8388608, "v": "h\U0001F600", "ch": "ab",
-    "l1": "caf\u00e9", "bn": b"\x01\x02\x00\x00", "d": decimal.Decimal("-1234567890.1234"),
-    "dt": dt.datetime(1000, 1, 1, 0, 0, 0, 1000), "e": "y", "s": "a,c", "tx": "txt", "bits": 0b1000000001,
-    "y": 0, "dbl": 0.1, "flt": struct.unpack("<f", struct.pack("<f", 1.1))[0],
+    "id": -5,
+    "big": decimal.Decimal(2**64 - 1),
+    "tiny": -128,
+    "med": -8388608,
+    "v": "h\U0001f600",
+    "ch": "ab",
+    "l1": "caf\u00e9",
+    "bn": b"\x01\x02\x00\x00",
+    "d": decimal.Decimal("-1234567890.1234"),
+    "dt": dt.datetime(1000, 1, 1, 0, 0, 0, 1000),
+    "e": "y",
+    "s": "a,c",
+    "tx": "txt",
+    "bits": 0b1000000001,
+    "y": 0,
+    "dbl": 0.1,
+    "flt": struct.unpack("<f", struct.pack("<f", 1.1))[0],
 }
 
 
@@ -152,8 +165,12 @@ def test_columnar_decoding_equals_row_decoding():
     """Several events, one or two images each, NULLs in places: both decoders, identical arrays."""
     dec = plan(COLS)
     assert columnar_reason(dec) is None
-    variants = [_image(VALUES), _image(VALUES, {"tiny", "v", "tx", "y"}), _image(VALUES, {c.name for c in COLS}),
-                _image(VALUES, {"d", "dt", "e", "s", "bn", "bits", "big", "l1"})]
+    variants = [
+        _image(VALUES),
+        _image(VALUES, {"tiny", "v", "tx", "y"}),
+        _image(VALUES, {c.name for c in COLS}),
+        _image(VALUES, {"d", "dt", "e", "s", "bn", "bits", "big", "l1"}),
+    ]
     events = [variants[0], variants[1] + variants[2], variants[3], variants[2] + variants[0] + variants[3]]
     pad = b"HEAD"
     blob = b"".join(pad + e + b"TAIL" for e in events)
@@ -179,7 +196,9 @@ def test_columnar_long_multi_row_events_use_the_row_decoder_for_the_tail():
     dec = plan(COLS)
     images = [_image(VALUES, {"v"} if i % 3 else set()) for i in range(40)]
     blob = b"".join(images) + _image(VALUES)
-    got = decode_events(dec, blob, np.array([0, len(blob) - len(images[0])]), np.array([len(blob) - len(images[0]), len(blob)]))
+    got = decode_events(
+        dec, blob, np.array([0, len(blob) - len(images[0])]), np.array([len(blob) - len(images[0]), len(blob)])
+    )
     assert got.event.tolist() == [0] * 40 + [1] and got.image.tolist() == list(range(40)) + [0]
     rows = pa.StructArray.from_arrays(got.columns, fields=list(dec.image_type)).to_pylist()
     assert rows[0] == EXPECTED and rows[1]["v"] is None and rows[40] == EXPECTED
@@ -191,20 +210,23 @@ def test_decimal_text_above_38_digits_and_bit64():
     raw = bytes.fromhex("7f439eb1ca484078caf1cb3fd0f8a086f8a432eaff439eb1ca484078fc84")
     img = b"\x00" + raw + b"\xff" * 8
     images, _ = dec.decode_rows(img, 0, len(img))
-    assert dec.image_struct(images).to_pylist() == [{
-        "d": "-12345678901234567890123456789012345.123456789012345678901234567891",
-        "b": decimal.Decimal(2 ** 64 - 1)}]
+    assert dec.image_struct(images).to_pylist() == [
+        {"d": "-12345678901234567890123456789012345.123456789012345678901234567891", "b": decimal.Decimal(2**64 - 1)}
+    ]
 
 
-@pytest.mark.parametrize("cols,kw,reason", [
-    ([Col(C.T_LONG, name="a")], {"names": False}, "no column names"),
-    ([Col(C.T_LONG, name="a")], {"signedness": False}, "no signedness"),
-    ([Col(C.T_VARCHAR, struct.pack("<H", 10), name="a")], {"charsets": False}, "no character set"),
-    ([Col(C.T_VARCHAR, struct.pack("<H", 10), name="a", collation=2000)], {}, "unknown collation id 2000"),
-    ([Col(C.T_TIME, name="a")], {}, "pre-MySQL-5.6"),
-    ([Col(C.T_DATETIME, name="a")], {}, "pre-MySQL-5.6"),
-    ([Col(C.T_STRING, bytes([C.T_ENUM, 1]), name="a", members=None)], {}, "member strings"),
-])
+@pytest.mark.parametrize(
+    "cols,kw,reason",
+    [
+        ([Col(C.T_LONG, name="a")], {"names": False}, "no column names"),
+        ([Col(C.T_LONG, name="a")], {"signedness": False}, "no signedness"),
+        ([Col(C.T_VARCHAR, struct.pack("<H", 10), name="a")], {"charsets": False}, "no character set"),
+        ([Col(C.T_VARCHAR, struct.pack("<H", 10), name="a", collation=2000)], {}, "unknown collation id 2000"),
+        ([Col(C.T_TIME, name="a")], {}, "pre-MySQL-5.6"),
+        ([Col(C.T_DATETIME, name="a")], {}, "pre-MySQL-5.6"),
+        ([Col(C.T_STRING, bytes([C.T_ENUM, 1]), name="a", members=None)], {}, "member strings"),
+    ],
+)
 def test_unsupported_tables_say_why(cols, kw, reason):
     got = plan(cols, **kw)
     assert isinstance(got, Unsupported)
@@ -241,8 +263,12 @@ def test_mysql_binary_json_column_in_both_decoders():
     images.append(b"\x02" + struct.pack("<i", 9))  # j NULL
     blob = b"".join(images)
     got_rows, _ = dec.decode_rows(blob, 0, len(blob))
-    want = [{"id": 0, "j": '{"a": [1, "x"], "b": null}'}, {"id": 1, "j": "[]"}, {"id": 2, "j": None},
-            {"id": 9, "j": None}]
+    want = [
+        {"id": 0, "j": '{"a": [1, "x"], "b": null}'},
+        {"id": 1, "j": "[]"},
+        {"id": 2, "j": None},
+        {"id": 9, "j": None},
+    ]
     assert dec.image_struct(got_rows).to_pylist() == want
     bounds = np.cumsum([0] + [len(i) for i in images])
     got = decode_events(dec, blob, bounds[:-1], bounds[1:])
@@ -259,12 +285,24 @@ def test_gather_slices_equals_slicing(case, order, monkeypatch):
     data = bytes(rng.randrange(256) for _ in range(5000))
     starts, lengths, at = [], [], 3
     while at < 4800:
-        n = {"dense": rng.randint(20, 60), "sparse": rng.randint(1, 4), "adjacent": 7,
-             "empty-slices": rng.choice([0, 0, 9]), "one": 4000, "many-short": rng.randint(1, 30)}[case]
+        n = {
+            "dense": rng.randint(20, 60),
+            "sparse": rng.randint(1, 4),
+            "adjacent": 7,
+            "empty-slices": rng.choice([0, 0, 9]),
+            "one": 4000,
+            "many-short": rng.randint(1, 30),
+        }[case]
         starts.append(at)
         lengths.append(n)
-        gap = {"dense": rng.randint(1, 5), "sparse": rng.randint(30, 90), "adjacent": 0,
-               "empty-slices": rng.randint(0, 3), "one": 5000, "many-short": rng.randint(0, 9)}[case]
+        gap = {
+            "dense": rng.randint(1, 5),
+            "sparse": rng.randint(30, 90),
+            "adjacent": 0,
+            "empty-slices": rng.randint(0, 3),
+            "one": 5000,
+            "many-short": rng.randint(0, 9),
+        }[case]
         at += n + gap
     if order == "shuffled":
         pairs = list(zip(starts, lengths))
@@ -274,4 +312,4 @@ def test_gather_slices_equals_slicing(case, order, monkeypatch):
         starts = [max(0, s - 5) for s in starts]
     B = np.frombuffer(data, dtype=np.uint8)
     got = gather_slices(B, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64))
-    assert got.tobytes() == b"".join(data[s:s + n] for s, n in zip(starts, lengths))
+    assert got.tobytes() == b"".join(data[s : s + n] for s, n in zip(starts, lengths))

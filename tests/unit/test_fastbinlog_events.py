@@ -19,8 +19,16 @@ def lenenc(n: int) -> bytes:
     return b"\xfe" + n.to_bytes(8, "little")
 
 
-def event(typ: int, body: bytes, log_pos: int, *, flags: int = 0, server_id: int = 1, ts: int = 1_700_000_000,
-          crc: bool = True) -> bytes:
+def event(
+    typ: int,
+    body: bytes,
+    log_pos: int,
+    *,
+    flags: int = 0,
+    server_id: int = 1,
+    ts: int = 1_700_000_000,
+    crc: bool = True,
+) -> bytes:
     size = 19 + len(body) + (4 if crc else 0)
     ev = struct.pack("<IBIIIH", ts, typ, server_id, size, log_pos, flags) + body
     return ev + struct.pack("<I", zlib.crc32(ev)) if crc else ev
@@ -33,20 +41,38 @@ class Col:
     name: str = "c"
     nullable: bool = True
     unsigned: bool = False
-    collation: int | None = None      # character columns
+    collation: int | None = None  # character columns
     members: tuple[bytes, ...] | None = None
 
 
-NUMERIC = {C.T_TINY, C.T_SHORT, C.T_INT24, C.T_LONG, C.T_LONGLONG, C.T_NEWDECIMAL, C.T_FLOAT, C.T_DOUBLE,
-           C.T_YEAR}  # YEAR has a signedness bit (MariaDB 10.11 writes one)
+NUMERIC = {
+    C.T_TINY,
+    C.T_SHORT,
+    C.T_INT24,
+    C.T_LONG,
+    C.T_LONGLONG,
+    C.T_NEWDECIMAL,
+    C.T_FLOAT,
+    C.T_DOUBLE,
+    C.T_YEAR,
+}  # YEAR has a signedness bit (MariaDB 10.11 writes one)
 
 
 def real_type(c: Col) -> int:
     return c.meta[0] | 0x30 if c.type == C.T_STRING and c.meta else c.type
 
 
-def table_map_body(table_id: int, db: str, table: str, cols: list[Col], *, names: bool = True,
-                   signedness: bool = True, charsets: bool = True, extra_tlv: bytes = b"") -> bytes:
+def table_map_body(
+    table_id: int,
+    db: str,
+    table: str,
+    cols: list[Col],
+    *,
+    names: bool = True,
+    signedness: bool = True,
+    charsets: bool = True,
+    extra_tlv: bytes = b"",
+) -> bytes:
     body = table_id.to_bytes(6, "little") + b"\x01\x00"
     body += bytes([len(db)]) + db.encode() + b"\x00" + bytes([len(table)]) + table.encode() + b"\x00"
     body += lenenc(len(cols)) + bytes(c.type for c in cols)
@@ -84,8 +110,15 @@ def table_map_body(table_id: int, db: str, table: str, cols: list[Col], *, names
     return body + tlv + extra_tlv
 
 
-def rows_body(table_id: int, ncols: int, images: list[bytes], *, update: bool = False, version: int = 1,
-              present: bytes | None = None) -> bytes:
+def rows_body(
+    table_id: int,
+    ncols: int,
+    images: list[bytes],
+    *,
+    update: bool = False,
+    version: int = 1,
+    present: bytes | None = None,
+) -> bytes:
     body = table_id.to_bytes(6, "little") + b"\x01\x00"
     if version == 2:
         body += b"\x02\x00"
@@ -103,8 +136,14 @@ def fde_body(checksum: int = C.CHECKSUM_CRC32) -> bytes:
     post[C.TABLE_MAP_EVENT - 1] = 8
     for t in (C.WRITE_ROWS_EVENT_V1, C.UPDATE_ROWS_EVENT_V1, C.DELETE_ROWS_EVENT_V1):
         post[t - 1] = 8
-    return (struct.pack("<H", 4) + b"10.11.0-MariaDB-test".ljust(50, b"\x00") + struct.pack("<I", 0)
-            + bytes([19]) + bytes(post) + bytes([checksum]))
+    return (
+        struct.pack("<H", 4)
+        + b"10.11.0-MariaDB-test".ljust(50, b"\x00")
+        + struct.pack("<I", 0)
+        + bytes([19])
+        + bytes(post)
+        + bytes([checksum])
+    )
 
 
 def rotate_body(file: str, position: int = 4) -> bytes:
@@ -117,8 +156,7 @@ def gtid_body(seq_no: int, domain: int = 0, flags: int = 0) -> bytes:
 
 def query_body(sql: str, db: str = "") -> bytes:
     status = b""
-    return (struct.pack("<IIBHH", 1, 0, len(db), 0, len(status)) + status + db.encode() + b"\x00"
-            + sql.encode())
+    return struct.pack("<IIBHH", 1, 0, len(db), 0, len(status)) + status + db.encode() + b"\x00" + sql.encode()
 
 
 @dataclass
@@ -138,8 +176,7 @@ class Binlog:
         return start
 
     def fake_rotate(self, file: str, position: int) -> None:
-        self.events.append(event(C.ROTATE_EVENT, rotate_body(file, position), 0, flags=C.LOG_EVENT_ARTIFICIAL_F,
-                                 ts=0))
+        self.events.append(event(C.ROTATE_EVENT, rotate_body(file, position), 0, flags=C.LOG_EVENT_ARTIFICIAL_F, ts=0))
 
     def rotate_to(self, file: str) -> None:
         self.add(C.ROTATE_EVENT, rotate_body(file))

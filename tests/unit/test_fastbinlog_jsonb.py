@@ -46,9 +46,14 @@ def scalar(v) -> tuple[int, bytes]:
     if v is None or isinstance(v, bool):
         return LITERAL, bytes([0 if v is None else (1 if v else 2)])
     if isinstance(v, int):
-        for t, fmt, lo, hi in ((INT16, "<h", -2**15, 2**15 - 1), (UINT16, "<H", 0, 2**16 - 1),
-                               (INT32, "<i", -2**31, 2**31 - 1), (UINT32, "<I", 0, 2**32 - 1),
-                               (INT64, "<q", -2**63, 2**63 - 1), (UINT64, "<Q", 0, 2**64 - 1)):
+        for t, fmt, lo, hi in (
+            (INT16, "<h", -(2**15), 2**15 - 1),
+            (UINT16, "<H", 0, 2**16 - 1),
+            (INT32, "<i", -(2**31), 2**31 - 1),
+            (UINT32, "<I", 0, 2**32 - 1),
+            (INT64, "<q", -(2**63), 2**63 - 1),
+            (UINT64, "<Q", 0, 2**64 - 1),
+        ):
             if lo <= v <= hi:
                 return t, struct.pack(fmt, v)
         raise ValueError(v)
@@ -123,13 +128,20 @@ def fast(doc: bytes):
         return type(e)
 
 
-scalars = (st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
-           | st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-10**20, max_value=10**20)
-           | st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31)) | st.times()
-           | st.binary(max_size=6))
-json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4),
-                           max_leaves=12)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-(10**20), max_value=10**20)
+    | st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31))
+    | st.times()
+    | st.binary(max_size=6)
+)
+json_values = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4), max_leaves=12
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -139,14 +151,17 @@ def test_random_documents_decode_like_the_library(value, large):
     assert fast(doc) == reference(doc)
 
 
-@pytest.mark.parametrize("value,text", [
-    ({"b": [1, 2.5], "a": None}, '{"b": [1, 2.5], "a": null}'),
-    ([], "[]"),
-    ("caf\u00e9", '"caf\u00e9"'),
-    (decimal.Decimal("-1.50"), "-1.5"),
-    (dt.datetime(2024, 2, 29, 12, 0, 0, 5), '"2024-02-29 12:00:00.000005"'),
-    (2**64 - 1, "18446744073709551615"),
-])
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        ({"b": [1, 2.5], "a": None}, '{"b": [1, 2.5], "a": null}'),
+        ([], "[]"),
+        ("caf\u00e9", '"caf\u00e9"'),
+        (decimal.Decimal("-1.50"), "-1.5"),
+        (dt.datetime(2024, 2, 29, 12, 0, 0, 5), '"2024-02-29 12:00:00.000005"'),
+        (2**64 - 1, "18446744073709551615"),
+    ],
+)
 def test_known_documents(value, text):
     doc = document(value)
     assert jsonb_text(doc) == text == reference(doc)

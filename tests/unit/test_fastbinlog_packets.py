@@ -7,7 +7,6 @@ import struct
 import zlib
 
 import numpy as np
-
 import pymysql
 import pytest
 
@@ -15,7 +14,10 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog.connection import binlog_dump_payl
 from airflow_provider_mysqlcdc.cdc.fastbinlog.constants import MAX_PACKET_LEN
 from airflow_provider_mysqlcdc.cdc.fastbinlog.errors import ChecksumError, ProtocolError
 from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import (
-    PacketReader, checksums_valid, frame_packets, verify_checksum,
+    PacketReader,
+    checksums_valid,
+    frame_packets,
+    verify_checksum,
 )
 
 
@@ -26,7 +28,7 @@ def stream(data: bytes, chunk: int | None = None):
     def read_into(view: memoryview) -> int:
         nonlocal pos
         n = min(len(view), len(data) - pos, chunk or len(data))
-        view[:n] = data[pos:pos + n]
+        view[:n] = data[pos : pos + n]
         pos += n
         return n
 
@@ -59,8 +61,9 @@ def test_small_packets_in_any_read_sizes(chunk):
     assert r.read_event() is None  # EOF packet: a non-blocking dump is caught up
 
 
-@pytest.mark.parametrize("size", [MAX_PACKET_LEN - 1, MAX_PACKET_LEN, MAX_PACKET_LEN + 1,
-                                  2 * MAX_PACKET_LEN, 2 * MAX_PACKET_LEN + 5])
+@pytest.mark.parametrize(
+    "size", [MAX_PACKET_LEN - 1, MAX_PACKET_LEN, MAX_PACKET_LEN + 1, 2 * MAX_PACKET_LEN, 2 * MAX_PACKET_LEN + 5]
+)
 def test_payloads_around_16mb_join_their_continuation_packets(size):
     big = b"\x00" + bytes(range(256)) * (size // 256) + b"z" * (size % 256 - 1 if size % 256 else 0)
     big = big[:size]
@@ -146,7 +149,7 @@ def test_checksums_valid_checks_every_event_in_one_call():
     for k in (0, 17, 49):  # one bit anywhere in any one event -- its data or its stored CRC
         for at in (0, 3, 4, len(events[k]) // 2, len(events[k]) - 1):
             bad = list(events)
-            bad[k] = bad[k][:at] + bytes([bad[k][at] ^ (1 << (at % 8))]) + bad[k][at + 1:]
+            bad[k] = bad[k][:at] + bytes([bad[k][at] ^ (1 << (at % 8))]) + bad[k][at + 1 :]
             assert not checksums_valid(*_events_back_to_back(bad)), (k, at)
     # two events swapping their stored CRCs: each alone is wrong, so the run is
     a, b = events[3], events[4]
@@ -156,7 +159,8 @@ def test_checksums_valid_checks_every_event_in_one_call():
 
 def test_command_payloads():
     assert binlog_dump_payload(7, "mysql-bin.000002", 1234, non_block=True) == (
-        struct.pack("<IHI", 1234, 1, 7) + b"mysql-bin.000002")
+        struct.pack("<IHI", 1234, 1, 7) + b"mysql-bin.000002"
+    )
     assert binlog_dump_payload(7, "b.000001", 4, non_block=False)[4:6] == b"\x00\x00"
     with pytest.raises(ValueError):
         binlog_dump_payload(7, "b.000001", 2, non_block=False)

@@ -16,8 +16,15 @@ from pymysql import charset as pc
 from airflow_provider_mysqlcdc.cdc.errors import CdcError
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
 from airflow_provider_mysqlcdc.cdc.fastbinlog import (
-    ChangeBatch, ChecksumError, CompressedEventError, FastBinlogReader, PartialImageError, ProtocolError,
-    UnknownEventError, UnsupportedRows, UnsupportedTableError,
+    ChangeBatch,
+    ChecksumError,
+    CompressedEventError,
+    FastBinlogReader,
+    PartialImageError,
+    ProtocolError,
+    UnknownEventError,
+    UnsupportedRows,
+    UnsupportedTableError,
 )
 from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
 from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import PacketReader, frame_packets
@@ -25,7 +32,14 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import _packet_chain
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from tests.unit.test_fastbinlog_events import (
-    Binlog, Col, event, fde_body, gtid_body, query_body, rows_body, table_map_body,
+    Binlog,
+    Col,
+    event,
+    fde_body,
+    gtid_body,
+    query_body,
+    rows_body,
+    table_map_body,
 )
 
 T = TableId("db", "t")
@@ -54,7 +68,7 @@ class FakeConn:
         def read_into(view):
             nonlocal pos
             n = min(len(view), len(data) - pos, chunk or len(data))
-            view[:n] = data[pos:pos + n]
+            view[:n] = data[pos : pos + n]
             pos += n
             return n
 
@@ -64,8 +78,11 @@ class FakeConn:
 MODE = {"columnar": True, "bulk_min_events": 1}
 
 
-@pytest.fixture(autouse=True, params=[(True, 1), (False, 1), (True, 0), (False, 0)],
-                ids=["columnar-bulk", "rows-bulk", "columnar", "rows"])
+@pytest.fixture(
+    autouse=True,
+    params=[(True, 1), (False, 1), (True, 0), (False, 0)],
+    ids=["columnar-bulk", "rows-bulk", "columnar", "rows"],
+)
 def decode_mode(request):
     """Every walk runs with the columnar and the row decoder, with and without the numpy walk
     (``bulk_min_events=1``: every stretch of plain events, however short, goes through it)."""
@@ -179,8 +196,12 @@ def test_ddl_is_ordered_after_earlier_rows_and_filtered_by_table():
     _, got = walk(b.events, start, BinlogOffset(b.file, b.pos))
     assert [type(x).__name__ for x in got] == ["RowChange", "SchemaChange", "RowChange"]
     sc = got[1]
-    assert (sc.sql, sc.table_id, sc.offset, sc.gtid) == ("ALTER TABLE t ADD COLUMN x INT", T,
-                                                         BinlogOffset(b.file, alter), "0-1-2")
+    assert (sc.sql, sc.table_id, sc.offset, sc.gtid) == (
+        "ALTER TABLE t ADD COLUMN x INT",
+        T,
+        BinlogOffset(b.file, alter),
+        "0-1-2",
+    )
 
 
 def test_batches_are_arrow_with_metadata_columns():
@@ -236,8 +257,10 @@ def test_mariadb_compressed_events_are_inflated():
         b_.add(C.MARIADB_GTID_EVENT, gtid_body(1))
         b_.add(C.TABLE_MAP_EVENT, table_map_body(10, "db", "t", COLS))
         if compressed:
-            at = [b_.add(C.WRITE_ROWS_COMPRESSED_EVENT_V1, compressed_rows_body(10, 2, rows)),
-                  b_.add(C.UPDATE_ROWS_COMPRESSED_EVENT_V1, compressed_rows_body(10, 2, upd, update=True))]
+            at = [
+                b_.add(C.WRITE_ROWS_COMPRESSED_EVENT_V1, compressed_rows_body(10, 2, rows)),
+                b_.add(C.UPDATE_ROWS_COMPRESSED_EVENT_V1, compressed_rows_body(10, 2, upd, update=True)),
+            ]
         else:
             b_.add(C.WRITE_ROWS_EVENT_V1, rows_body(10, 2, rows))
             b_.add(C.UPDATE_ROWS_EVENT_V1, rows_body(10, 2, upd, update=True))
@@ -246,14 +269,21 @@ def test_mariadb_compressed_events_are_inflated():
         sql = "ALTER TABLE t ADD COLUMN x INT"
         if compressed:
             q = query_body(sql, "db")
-            b_.add(C.QUERY_COMPRESSED_EVENT, q[:len(q) - len(sql)] + compress(sql.encode()))
+            b_.add(C.QUERY_COMPRESSED_EVENT, q[: len(q) - len(sql)] + compress(sql.encode()))
         else:
             b_.add(C.QUERY_EVENT, query_body(sql, "db"))
     _, want = walk(plain.events, start, BinlogOffset(plain.file, plain.pos))
     r, got = walk(comp.events, start, BinlogOffset(comp.file, comp.pos))
+
     def same(x):  # (the compressed binlog's positions differ: its events are smaller)
-        return (type(x).__name__, getattr(x, "kind", None), getattr(x, "before", None), getattr(x, "after", None),
-                x.offset.row, x.gtid)
+        return (
+            type(x).__name__,
+            getattr(x, "kind", None),
+            getattr(x, "before", None),
+            getattr(x, "after", None),
+            x.offset.row,
+            x.gtid,
+        )
 
     assert [same(x) for x in got] == [same(x) for x in want]
     assert [x.offset.position for x in got[:3]] == [at[0], at[0], at[1]]
@@ -325,8 +355,7 @@ def test_unsupported_table_raises_or_reports():
     with pytest.raises(UnsupportedTableError, match="pre-MySQL-5.6"):
         walk(b.events, start)
     r, got = walk(b.events, start, on_unsupported="report")
-    assert got == [UnsupportedRows(T, BinlogOffset(b.file, at), BinlogOffset(b.file, start.position),
-                                   got[0].reason)]
+    assert got == [UnsupportedRows(T, BinlogOffset(b.file, at), BinlogOffset(b.file, start.position), got[0].reason)]
     assert T in r.unsupported
 
 
@@ -394,15 +423,15 @@ def test_packet_chain_is_not_fooled_by_packets_inside_row_values():
     offsets, o = [], 0
     while o < len(data):
         offsets.append(o)
-        o += 4 + int.from_bytes(data[o:o + 3], "little")
+        o += 4 + int.from_bytes(data[o : o + 3], "little")
     B = np.frombuffer(data, dtype=np.uint8)
-    fake = offsets[2 + 4 * 4 + 2] + 5 + data[offsets[2 + 4 * 4 + 2] + 5:].index(FAKE_PACKET.encode())
+    fake = offsets[2 + 4 * 4 + 2] + 5 + data[offsets[2 + 4 * 4 + 2] + 5 :].index(FAKE_PACKET.encode())
     assert fake in _packet_chain(B, fake, len(data))  # the test does take it for a packet by itself
     # from the first GTID (after the rotate and FDE, which the walk does not take)
     chain = _packet_chain(B, offsets[2], len(data)).tolist()
-    rows4 = 2 + 4 * 4 + 2   # the rows event holding the fake packet ends the stretch
-    assert chain == offsets[2:rows4 + 1]
-    assert _packet_chain(B, offsets[rows4 + 1], len(data)).tolist() == offsets[rows4 + 1:]
+    rows4 = 2 + 4 * 4 + 2  # the rows event holding the fake packet ends the stretch
+    assert chain == offsets[2 : rows4 + 1]
+    assert _packet_chain(B, offsets[rows4 + 1], len(data)).tolist() == offsets[rows4 + 1 :]
 
 
 def test_the_numpy_walk_agrees_when_row_values_look_like_packets():
@@ -429,7 +458,9 @@ def test_a_corrupt_event_in_a_numpy_stretch_is_named(which):
     at = stop.position - sum(len(ev) for ev in b.events[k:])
     ev = b.events[k]
     b.events[k] = ev[:1] + bytes([ev[1] ^ 0x40]) + ev[2:]  # the timestamp: only the CRC can tell
-    r = FastBinlogReader(None, 1, start, stop, tables=(T,), blocking=False, bulk_min_events=8, columnar=MODE["columnar"])
+    r = FastBinlogReader(
+        None, 1, start, stop, tables=(T,), blocking=False, bulk_min_events=8, columnar=MODE["columnar"]
+    )
     r._charsets = CHARSETS
     with pytest.raises(ChecksumError, match=f"checksum mismatch at {b.file}:{at}:") as raised:
         for _ in r._loop(FakeConn(b.events)):

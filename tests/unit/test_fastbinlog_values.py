@@ -66,20 +66,26 @@ def test_datetime2_caches_agree_with_the_plain_decoder():
             assert (days * 86400 + secs) * US + frac == expected
 
 
-@pytest.mark.parametrize("fsp,hexbytes,expected", [
-    (3, "7fffffff2706", 2147483647 * US + 999_000),
-    (0, "00000001", 1 * US),
-    (0, "00000000", None),  # TIMESTAMP '0000-00-00 00:00:00' is epoch 0 -> NULL
-])
+@pytest.mark.parametrize(
+    "fsp,hexbytes,expected",
+    [
+        (3, "7fffffff2706", 2147483647 * US + 999_000),
+        (0, "00000001", 1 * US),
+        (0, "00000000", None),  # TIMESTAMP '0000-00-00 00:00:00' is epoch 0 -> NULL
+    ],
+)
 def test_timestamp2(fsp, hexbytes, expected):
     assert V.read_timestamp2(bytes.fromhex(hexbytes), 0, fsp) == expected
 
 
-@pytest.mark.parametrize("hexbytes,expected", [
-    ("5dd00f", (dt.date(2024, 2, 29) - EPOCH.date()).days),
-    ("000000", None),
-    ("21d007", (dt.date(1000, 1, 1) - EPOCH.date()).days),
-])
+@pytest.mark.parametrize(
+    "hexbytes,expected",
+    [
+        ("5dd00f", (dt.date(2024, 2, 29) - EPOCH.date()).days),
+        ("000000", None),
+        ("21d007", (dt.date(1000, 1, 1) - EPOCH.date()).days),
+    ],
+)
 def test_date(hexbytes, expected):
     assert V.read_date(bytes.fromhex(hexbytes), 0) == expected
 
@@ -91,8 +97,12 @@ def test_year():
 
 
 DECIMAL_FIXTURES = [
-    (65, 30, "7f439eb1ca484078caf1cb3fd0f8a086f8a432eaff439eb1ca484078fc84",
-     "-12345678901234567890123456789012345.123456789012345678901234567891"),
+    (
+        65,
+        30,
+        "7f439eb1ca484078caf1cb3fd0f8a086f8a432eaff439eb1ca484078fc84",
+        "-12345678901234567890123456789012345.123456789012345678901234567891",
+    ),
     (14, 4, "810dfb38d204d2", "1234567890.1234"),
     (14, 4, "7ef204c72dfb2d", "-1234567890.1234"),
     (5, 5, "7ffffe", "-0.00001"),
@@ -127,7 +137,7 @@ def _encode_decimal(value: decimal.Decimal, p: int, s: int) -> bytes:
     out = bytearray()
     pos = 0
     for ndig in sizes:
-        out += int(text[pos:pos + ndig]).to_bytes(_DIG2BYTES[ndig], "big")
+        out += int(text[pos : pos + ndig]).to_bytes(_DIG2BYTES[ndig], "big")
         pos += ndig
     if sign:
         out = bytearray(b ^ 0xFF for b in out)
@@ -140,7 +150,7 @@ def _encode_decimal(value: decimal.Decimal, p: int, s: int) -> bytes:
 def test_decimal_round_trip(data):
     p = data.draw(st.integers(1, 65))
     s = data.draw(st.integers(0, min(p, 30)))
-    unscaled = data.draw(st.integers(-(10 ** p - 1), 10 ** p - 1))
+    unscaled = data.draw(st.integers(-(10**p - 1), 10**p - 1))
     value = decimal.Decimal(unscaled).scaleb(-s, decimal.Context(prec=100))
     b = _encode_decimal(value, p, s)
     assert len(b) == V.decimal_size(p, s)
@@ -214,4 +224,4 @@ def test_time2_fixtures_round_trip_through_the_encoder():
 
 def test_bit():
     assert V.bit_value(bytes.fromhex("0201"), 0, 2) == 0b1000000001
-    assert V.bit_value(b"\xff" * 8, 0, 8) == 2 ** 64 - 1
+    assert V.bit_value(b"\xff" * 8, 0, 8) == 2**64 - 1

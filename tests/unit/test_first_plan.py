@@ -15,7 +15,8 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs, first_plan
+from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs
+from airflow_provider_mysqlcdc.spark.stream import first_plan
 from airflow_provider_mysqlcdc.spark.stream.batch_planning import CatchupPlan
 from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
@@ -56,10 +57,10 @@ def test_the_plan_is_taken_only_for_its_start_and_its_directory_goes():
     _wait_for(where, first_plan.PLAN_FILE)
     assert first_plan.take(where, _at(4)) == _plan(4, 9_000, 4_500)
     assert not os.path.exists(where)
-    assert first_plan.take(where, _at(4)) is None                  # taken once
+    assert first_plan.take(where, _at(4)) is None  # taken once
     where = _begin(lambda: (_at(4), _plan(4, 9_000)))
     _wait_for(where, first_plan.PLAN_FILE)
-    assert first_plan.take(where, _at(5)) is None and not os.path.exists(where)   # made from another start
+    assert first_plan.take(where, _at(5)) is None and not os.path.exists(where)  # made from another start
 
 
 def test_the_source_waits_while_the_plan_is_being_made():
@@ -76,8 +77,11 @@ def test_the_source_waits_while_the_plan_is_being_made():
     assert time.monotonic() - began >= 0.15
 
 
-@pytest.mark.parametrize("make", [lambda: None, lambda: (_ for _ in ()).throw(OSError("server gone"))],
-                         ids=["no start known", "planning failed"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: None, lambda: (_ for _ in ()).throw(OSError("server gone"))],
+    ids=["no start known", "planning failed"],
+)
 def test_no_plan_is_said_at_once(make):
     where = _begin(make)
     _wait_for(where, first_plan.FAILED_FILE)
@@ -102,14 +106,16 @@ def _offsets_entry(checkpoint, batch_id: int, end: StreamOffset) -> None:
 def test_a_restart_is_expected_at_the_last_offsets_entry_committed_or_not(tmp_path):
     settings = SimpleNamespace(startup_mode="timestamp", startup_offset=None)
     _offsets_entry(tmp_path, 0, _at(500))
-    _offsets_entry(tmp_path, 1, _at(900))   # not committed: Spark replays it, then asks from its end
+    _offsets_entry(tmp_path, 1, _at(900))  # not committed: Spark replays it, then asks from its end
     (tmp_path / "commits").mkdir()
     (tmp_path / "commits" / "0").write_text("v1\n{}")
     assert first_plan.expected_start(settings, str(tmp_path)) == _at(900)
 
 
-@pytest.mark.parametrize("mode, offset", [("timestamp", None), ("latest-offset", None), ("earliest-offset", None),
-                                          ("specific-offset", {"gtid": "0-1-5"})])
+@pytest.mark.parametrize(
+    "mode, offset",
+    [("timestamp", None), ("latest-offset", None), ("earliest-offset", None), ("specific-offset", {"gtid": "0-1-5"})],
+)
 def test_a_new_query_whose_start_needs_a_scan_or_moves_is_left_to_the_source(tmp_path, mode, offset):
     settings = SimpleNamespace(startup_mode=mode, startup_offset=offset)
     assert first_plan.expected_start(settings, str(tmp_path / "checkpoint")) is None
@@ -117,9 +123,18 @@ def test_a_new_query_whose_start_needs_a_scan_or_moves_is_left_to_the_source(tmp
 
 def _settings(**kw) -> StreamSettings:
     schema = TableSchema(TableId("db", "t"), (Column("id", 1, "int", "int", False),), ("id",), ("id",), ("id",))
-    d = dict(source=SourceConfig(password="pw"), schemas=(schema,), finished=(), max_events_per_batch=50,
-             heartbeat_s=5.0, reconnect_timeout_s=1.0, startup_mode="latest-offset", startup_offset=None,
-             startup_timestamp=None, state_location="/tmp/x")
+    d = dict(
+        source=SourceConfig(password="pw"),
+        schemas=(schema,),
+        finished=(),
+        max_events_per_batch=50,
+        heartbeat_s=5.0,
+        reconnect_timeout_s=1.0,
+        startup_mode="latest-offset",
+        startup_offset=None,
+        startup_timestamp=None,
+        state_location="/tmp/x",
+    )
     d.update(kw)
     return StreamSettings(**d)
 
@@ -141,9 +156,9 @@ def test_the_first_latest_offset_takes_the_launchers_plan(monkeypatch):
     _wait_for(where, first_plan.PLAN_FILE)
     r = bs.BinlogStreamReader(_settings(first_plan_dir=where))
     end = r.latestOffset(_at(4).to_dict(), ReadMaxRows(10))
-    assert end["position"] == 7_000 and 4 not in calls               # the launcher's plan
+    assert end["position"] == 7_000 and 4 not in calls  # the launcher's plan
     assert [p.start["position"] for p in r.partitions(_at(4).to_dict(), end)] == [4, 3_500]
-    assert r.latestOffset(end, ReadMaxRows(10))["position"] == 17_000   # planned ahead from its end
+    assert r.latestOffset(end, ReadMaxRows(10))["position"] == 17_000  # planned ahead from its end
     # a plan that ends past the head the call sees is made again
     where = _begin(lambda: (_at(4), _plan(4, 200_000)))
     _wait_for(where, first_plan.PLAN_FILE)

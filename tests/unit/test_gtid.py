@@ -5,7 +5,10 @@ import json
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.gtid import (
-    MariadbGtidSet, MysqlGtidSet, canonical_gtid, parse_gtid_set,
+    MariadbGtidSet,
+    MysqlGtidSet,
+    canonical_gtid,
+    parse_gtid_set,
 )
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"

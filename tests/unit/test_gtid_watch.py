@@ -12,9 +12,9 @@ def test_consecutive_numbers_per_domain_pass_and_a_jump_stops_naming_where_and_t
     w = GtidWatch()
     for seq in (5, 6, 7):
         w.seen(0, seq, "mysql-bin.000002", 100 * seq)
-    w.seen(1, 40, "mysql-bin.000002", 800)        # another domain starts where it is
+    w.seen(1, 40, "mysql-bin.000002", 800)  # another domain starts where it is
     w.seen(0, 8, "mysql-bin.000002", 900)
-    w.seen(0, 3, "mysql-bin.000002", 950)         # read again (or out of order): not a gap
+    w.seen(0, 3, "mysql-bin.000002", 950)  # read again (or out of order): not a gap
     with pytest.raises(GtidGapError) as e:
         w.seen(0, 11, "mysql-bin.000002", 1000)
     msg = str(e.value)
@@ -41,7 +41,7 @@ def test_a_stretch_checked_with_numpy_agrees_with_one_by_one():
     for _ in range(200):
         n = int(rng.integers(1, 30))
         domains = rng.integers(0, 3, n).astype(np.uint32)
-        steps = rng.choice([0, 1, 1, 1, 1, 2], n)   # 0: a repeat, 2: a gap
+        steps = rng.choice([0, 1, 1, 1, 1, 2], n)  # 0: a repeat, 2: a gap
         seqs = np.zeros(n, np.uint64)
         counters = {0: 10, 1: 20, 2: 30}
         for i, d in enumerate(domains.tolist()):

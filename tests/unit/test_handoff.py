@@ -68,9 +68,9 @@ def test_design_example():
     f = design_example()
     assert f.start_offset == off(800)
     e1 = upd(T, 123, 123, 900)
-    assert f.apply(e1) == [e1]                      # 900 > 800
-    assert f.apply(upd(T, 250, 250, 1200)) == []    # its chunk already holds it: 1200 <= 1500
-    assert f.apply(upd(T, 50, 50, 900)) == []       # 900 < 1000
+    assert f.apply(e1) == [e1]  # 900 > 800
+    assert f.apply(upd(T, 250, 250, 1200)) == []  # its chunk already holds it: 1200 <= 1500
+    assert f.apply(upd(T, 50, 50, 900)) == []  # 900 < 1000
     e2 = upd(T, 50, 50, 1100)
     assert f.apply(e2) == [e2]
 
@@ -87,9 +87,9 @@ def test_event_exactly_at_hw_is_emitted_and_one_byte_before_is_not():
 def test_boundary_keys_use_half_open_ranges():
     f = design_example()
     assert f.apply(ins(T, 101, 900)) == [ins(T, 101, 900)]  # [101,201) HW 800
-    assert f.apply(ins(T, 100, 900)) == []                  # [1,101)   HW 1000
+    assert f.apply(ins(T, 100, 900)) == []  # [1,101)   HW 1000
     assert f.apply(ins(T, 200, 900)) == [ins(T, 200, 900)]  # [101,201) HW 800
-    assert f.apply(ins(T, 201, 900)) == []                  # [201,301) HW 1500
+    assert f.apply(ins(T, 201, 900)) == []  # [201,301) HW 1500
 
 
 def test_offsets_compare_across_files():
@@ -126,8 +126,8 @@ def test_fast_path_after_the_largest_hw_skips_the_lookup():
 
 def test_unknown_tables_and_uncovered_keys_are_emitted():
     f = design_example()
-    assert f.apply(ins(U, 5, 10)) == [ins(U, 5, 10)]      # table in no batch
-    assert f.apply(ins(T, 0, 900)) == [ins(T, 0, 900)]    # below every range
+    assert f.apply(ins(U, 5, 10)) == [ins(U, 5, 10)]  # table in no batch
+    assert f.apply(ins(T, 0, 900)) == [ins(T, 0, 900)]  # below every range
     assert f.apply(ins(T, 999, 900)) == [ins(T, 999, 900)]  # above every range
 
 
@@ -166,8 +166,15 @@ def test_many_ranges_bisect():
 
 def test_composite_keys():
     c = TableId("db", "c")
-    sch = {c: TableSchema(c, (Column("a", 1, "int", "int", False), Column("b", 2, "varchar", "varchar(5)", False)),
-                          ("a", "b"), ("a", "b"), ("a", "b"))}
+    sch = {
+        c: TableSchema(
+            c,
+            (Column("a", 1, "int", "int", False), Column("b", 2, "varchar", "varchar(5)", False)),
+            ("a", "b"),
+            ("a", "b"),
+            ("a", "b"),
+        )
+    }
     finished = [fb("x", off(100), (c, None, (1, "m"), False)), fb("y", off(200), (c, (1, "m"), None, False))]
     f = HandoffFilter(finished, {c: FakeKeyOrder()}, sch)
     e = RowChange("insert", c, None, {"a": 1, "b": "c"}, off(150))

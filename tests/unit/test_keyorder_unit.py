@@ -68,13 +68,19 @@ def test_padkey():
 def test_contains_and_locate_composite():
     ko = KeyOrder([col("a", "int"), col("b", "varchar", "utf8mb4", "utf8mb4_bin")])
     assert ko.contains((1, "b"), (2, "a"), False, (1, "c"))
-    assert ko.contains((1, "b"), (2, "a"), False, (1, "b "))      # PAD SPACE: equal to the start
+    assert ko.contains((1, "b"), (2, "a"), False, (1, "b "))  # PAD SPACE: equal to the start
     assert not ko.contains((1, "b"), (2, "a"), False, (2, "a"))
     assert not ko.contains((1, "b"), (2, "a"), False, (1, "a\t"))
     assert ko.contains(None, None, False, (5, "x"))
     bounds = [(1, "m"), (2, "a"), (3, "")]
-    assert [ko.locate(bounds, k) for k in [(0, "z"), (1, "m"), (1, "z"), (2, "a"), (3, ""), (9, "")]] == \
-        [0, 1, 1, 2, 3, 3]
+    assert [ko.locate(bounds, k) for k in [(0, "z"), (1, "m"), (1, "z"), (2, "a"), (3, ""), (9, "")]] == [
+        0,
+        1,
+        1,
+        2,
+        3,
+        3,
+    ]
 
 
 def test_null_keys_only_in_the_null_chunk():

@@ -10,19 +10,27 @@ import pytest
 from airflow_provider_mysqlcdc.spark.sinks.change_arrow import OP_CODES, explode_changes, last_per_identity
 from airflow_provider_mysqlcdc.spark.sinks.direct import spec_from_json
 from airflow_provider_mysqlcdc.spark.sinks.last_change import (
-    LastChange, _Reduced, change_table, from_ipc, merged_rows, to_ipc,
+    LastChange,
+    _Reduced,
+    change_table,
+    from_ipc,
+    merged_rows,
+    to_ipc,
 )
 
 IMAGE = pa.struct([("id", pa.int64()), ("k", pa.string()), ("f", pa.float64()), ("v", pa.int64())])
 
 
 def _source_batch(rows: list[tuple[str, dict | None, dict | None]], seq0: int = 0) -> pa.RecordBatch:
-    return pa.record_batch({
-        "op": pa.array([r[0] for r in rows]),
-        "seq": pa.array(range(seq0, seq0 + len(rows)), pa.int64()),
-        "t0": pa.array([{"before": r[1], "after": r[2]} for r in rows],
-                       pa.struct([("before", IMAGE), ("after", IMAGE)])),
-    })
+    return pa.record_batch(
+        {
+            "op": pa.array([r[0] for r in rows]),
+            "seq": pa.array(range(seq0, seq0 + len(rows)), pa.int64()),
+            "t0": pa.array(
+                [{"before": r[1], "after": r[2]} for r in rows], pa.struct([("before", IMAGE), ("after", IMAGE)])
+            ),
+        }
+    )
 
 
 def _window_reference(rows: pa.Table, identity: list[str]) -> list[dict]:
@@ -60,7 +68,7 @@ def test_reduction_equals_the_window_for_random_changes(identity):
         if key in rows and rnd.random() < 0.2:
             ops.append(("delete", rows.pop(key), None))
         elif key in rows:
-            ops.append(("update", rows[key], new))   # identity may change: -U and +U differ
+            ops.append(("update", rows[key], new))  # identity may change: -U and +U differ
             rows[key] = new
         else:
             ops.append(("insert", None, new))
@@ -96,8 +104,12 @@ def test_merged_rows_reduce_across_ranges_in_seq_order():
 
     schema = TableSchema(TableId("d", "t"), (Column("id", 1, "bigint", "bigint", False),), ("id",), ("id",), ("id",))
     r1 = pa.table({"id": pa.array([1, 2], pa.int64()), "_op": ["+U", "+I"], "_seq": pa.array([3, 7], pa.int64())})
-    r2 = pa.table({"id": pa.array([2, 3, 1], pa.int64()), "_op": ["-D", "+I", "-U"],
-                   "_seq": pa.array([11, 12, 20], pa.int64())})
+    r2 = pa.table(
+        {"id": pa.array([2, 3, 1], pa.int64()), "_op": ["-D", "+I", "-U"], "_seq": pa.array([11, 12, 20], pa.int64())}
+    )
     out = merged_rows(schema, [to_ipc(r2), to_ipc(r1)])
-    assert out.to_pylist() == [{"id": 2, "_op": "-D", "_seq": 11}, {"id": 3, "_op": "+I", "_seq": 12},
-                               {"id": 1, "_op": "-U", "_seq": 20}]
+    assert out.to_pylist() == [
+        {"id": 2, "_op": "-D", "_seq": 11},
+        {"id": 3, "_op": "+I", "_seq": 12},
+        {"id": 1, "_op": "-U", "_seq": 20},
+    ]

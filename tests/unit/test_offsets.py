@@ -27,10 +27,18 @@ def test_row_orders_inside_one_event_and_gtid_does_not_take_part():
 
 
 def test_sorting_a_mixed_list():
-    offs = [BinlogOffset("mysql-bin.000010", 4), BinlogOffset("mysql-bin.000002", 900),
-            BinlogOffset("mysql-bin.000009", 120), BinlogOffset("mysql-bin.000002", 1200)]
+    offs = [
+        BinlogOffset("mysql-bin.000010", 4),
+        BinlogOffset("mysql-bin.000002", 900),
+        BinlogOffset("mysql-bin.000009", 120),
+        BinlogOffset("mysql-bin.000002", 1200),
+    ]
     assert [str(o) for o in sorted(offs)] == [
-        "mysql-bin.000002:900", "mysql-bin.000002:1200", "mysql-bin.000009:120", "mysql-bin.000010:4"]
+        "mysql-bin.000002:900",
+        "mysql-bin.000002:1200",
+        "mysql-bin.000009:120",
+        "mysql-bin.000010:4",
+    ]
     assert min(offs) == BinlogOffset("mysql-bin.000002", 900)
     assert max(offs) == BinlogOffset("mysql-bin.000010", 4)
 

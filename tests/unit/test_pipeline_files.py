@@ -26,7 +26,12 @@ from airflow_provider_mysqlcdc.pipelines.__main__ import main
 from airflow_provider_mysqlcdc.pipelines.dagfiles import MARKER, check_dag_files, write_dag_files
 from airflow_provider_mysqlcdc.pipelines.loader import load_file, load_pipelines, read_file, refuse_unapplied_rules
 from airflow_provider_mysqlcdc.pipelines.spec import (
-    FILE_KEYS, RUN_ONLY, PipelineFileError, RouteRule, TransformRule, watchdog_dag_id,
+    FILE_KEYS,
+    RUN_ONLY,
+    PipelineFileError,
+    RouteRule,
+    TransformRule,
+    watchdog_dag_id,
 )
 from tests.support import airflow_env
 
@@ -82,8 +87,11 @@ def test_every_run_setting_has_one_place_in_a_file():
             section = FILE_KEYS[s.name][0]
             assert section == {SOURCE: "source", SINK: "sink"}.get(s.section, "pipeline"), s.name
     assert FILE_KEYS["mysql_conn_id"] == ("source", "conn_id") and FILE_KEYS["sink_options"] == ("sink", "options")
-    fields = {**spec_module.SourceSection.model_fields, **spec_module.SinkSection.model_fields,
-              **spec_module.PipelineSection.model_fields}
+    fields = {
+        **spec_module.SourceSection.model_fields,
+        **spec_module.SinkSection.model_fields,
+        **spec_module.PipelineSection.model_fields,
+    }
     assert {key for _, key in FILE_KEYS.values()} <= set(fields)
 
 
@@ -91,8 +99,13 @@ def test_a_minimal_file_takes_the_settings_defaults(tmp_path):
     spec = load_file(write(tmp_path, "shop.yaml", BASE))
     settings = spec.settings()
     defaults = {s.name: s.default for s in SETTINGS if s.name in FILE_KEYS}
-    assert settings == {**defaults, "mysql_conn_id": "shop_db", "tables": ["shop.orders"],
-                        "sink_options": {"root": "/lake"}, "state_location": "/state/shop"}
+    assert settings == {
+        **defaults,
+        "mysql_conn_id": "shop_db",
+        "tables": ["shop.orders"],
+        "sink_options": {"root": "/lake"},
+        "state_location": "/state/shop",
+    }
     assert (spec.dag_id, spec.watchdog_dag_id) == ("shop", "shop_stream_watchdog")
     assert watchdog_dag_id("mysql_cdc_pipeline") == "mysql_cdc_stream_watchdog"
     assert spec.route == () and spec.transform == ()
@@ -100,7 +113,10 @@ def test_a_minimal_file_takes_the_settings_defaults(tmp_path):
 
 def test_yaml_reads_date_times_as_text_and_flink_style_sections_are_typed(tmp_path):
     data = changed({"pipeline.startup_mode": "timestamp"})
-    text = yaml.safe_dump(data, sort_keys=False) + "  startup_timestamp: 2026-11-25T08:00:00Z\n" + r"""
+    text = (
+        yaml.safe_dump(data, sort_keys=False)
+        + "  startup_timestamp: 2026-11-25T08:00:00Z\n"
+        + r"""
 route:
   - source_table: shop\.orders_\d+
     sink_table: shop.orders
@@ -111,10 +127,14 @@ transform:
     filter: status <> 'deleted' AND amount > 0
     primary_keys: [id]
 """
+    )
     spec = load_file(write(tmp_path, "shop.yaml", text))
     assert spec.pipeline.startup_timestamp == "2026-11-25T08:00:00Z"
-    assert spec.route == (RouteRule(source_table=r"shop\.orders_\d+", sink_table="shop.orders",
-                                    description="the order shards into one table"),)
+    assert spec.route == (
+        RouteRule(
+            source_table=r"shop\.orders_\d+", sink_table="shop.orders", description="the order shards into one table"
+        ),
+    )
     assert isinstance(spec.transform[0], TransformRule) and spec.transform[0].primary_keys == ("id",)
     assert spec.transform[0].filter == "status <> 'deleted' AND amount > 0"
 
@@ -142,13 +162,22 @@ ERROR_CASES = [
     ({"source.type": "mysql"}, "source.type", '"mysql"'),
     ({"sink.type": "mysql"}, "sink.type", '"mysql"'),
     ({"sink.options": {"root": "/lake", "password": "x"}}, "sink.options", "password"),
-    ({"sink.options": {"root": "s3://lake", "storage_options": {"AWS_SECRET_ACCESS_KEY": "k"}}},
-     "sink.options.storage_options", "AWS_SECRET_ACCESS_KEY"),
+    (
+        {"sink.options": {"root": "s3://lake", "storage_options": {"AWS_SECRET_ACCESS_KEY": "k"}}},
+        "sink.options.storage_options",
+        "AWS_SECRET_ACCESS_KEY",
+    ),
     ({"sink.options": {"storage_options": {}}}, "sink.options.root", "found an empty value"),
-    ({"sink.type": "postgres", "sink.options": {"dsn": "host=pg user=w password=pw-1"}}, "sink.options.dsn",
-     "found a password"),
-    ({"sink.type": "postgres", "sink.options": {"dsn": {"host": "pg", "password": "pw-1"}}}, "sink.options.dsn",
-     "found password"),
+    (
+        {"sink.type": "postgres", "sink.options": {"dsn": "host=pg user=w password=pw-1"}},
+        "sink.options.dsn",
+        "found a password",
+    ),
+    (
+        {"sink.type": "postgres", "sink.options": {"dsn": {"host": "pg", "password": "pw-1"}}},
+        "sink.options.dsn",
+        "found password",
+    ),
     ({"sink.conn_id": "lake_pg"}, "sink.conn_id", '"lake_pg"'),
     ({"sink.type": "postgres", "sink.options": {"schema": "cdc"}}, "sink.conn_id", "found none"),
     ({"sink.sink_type": "delta"}, "sink.sink_type", '"delta"'),
@@ -162,11 +191,13 @@ ERROR_CASES = [
     ({"pipeline.tags": "team-a"}, "pipeline.tags", '"team-a"'),
     ({"pipeline.startup_mode": "now"}, "pipeline.startup_mode", '"now"'),
     ({"pipeline.startup_mode": "specific-offset"}, "pipeline.startup_mode", '"specific-offset"'),
-    ({"pipeline.startup_mode": "timestamp", "pipeline.startup_timestamp": "next tuesday"},
-     "pipeline.startup_timestamp", '"next tuesday"'),
+    (
+        {"pipeline.startup_mode": "timestamp", "pipeline.startup_timestamp": "next tuesday"},
+        "pipeline.startup_timestamp",
+        '"next tuesday"',
+    ),
     ({"pipeline.stream_options": {"max_events": 5}}, "pipeline.stream_options", "max_events"),
-    ({"pipeline.stream_options": {"catchup_parallelism": 100}}, "pipeline.stream_options.catchup_parallelism",
-     "100"),
+    ({"pipeline.stream_options": {"catchup_parallelism": 100}}, "pipeline.stream_options.catchup_parallelism", "100"),
     ({"pipeline.schema_change_behavior": "yolo"}, "pipeline.schema_change_behavior", '"yolo"'),
     ({"pipeline.spark_runtime": "yarn"}, "pipeline.spark_runtime", '"yarn"'),
     ({"pipeline.chunk_sise": 500}, "pipeline.chunk_sise", "500"),
@@ -177,28 +208,43 @@ ERROR_CASES = [
     ({"sinks": {"type": "delta"}}, "sinks", '{"type": "delta"}'),
     ({"source": "shop.orders"}, "source", '"shop.orders"'),
     ({"route": "shop.orders"}, "route", '"shop.orders"'),
-    ({"route": [{"source_table": r"shop\.orders_\d+", "sink_table": "orders"}]}, "route[0].sink_table",
-     '"orders"'),
-    ({"route": [{"source_table": r"shop\.orders_\d+", "sink_table": r"shop\.o.*"}]}, "route[0].sink_table",
-     r'"shop\\.o.*"'),
+    ({"route": [{"source_table": r"shop\.orders_\d+", "sink_table": "orders"}]}, "route[0].sink_table", '"orders"'),
+    (
+        {"route": [{"source_table": r"shop\.orders_\d+", "sink_table": r"shop\.o.*"}]},
+        "route[0].sink_table",
+        r'"shop\\.o.*"',
+    ),
     ({"route": [{"source_table": "shop.(x", "sink_table": "shop.x"}]}, "route[0].source_table", '"shop.(x"'),
-    ({"route": [{"source-table": "shop.x", "source_table": "shop.x", "sink_table": "shop.y"}]},
-     "route[0].source-table", '"shop.x"'),
+    (
+        {"route": [{"source-table": "shop.x", "source_table": "shop.x", "sink_table": "shop.y"}]},
+        "route[0].source-table",
+        '"shop.x"',
+    ),
     ({"route": [{"sink_table": "shop.y"}]}, "route[0].source_table", "found nothing"),
     ({"transform": [{"source_table": "shop.orders"}]}, "transform[0]", '"shop.orders"'),
-    ({"transform": [{"source_table": "shop.orders", "projection": "id,, name"}]}, "transform[0].projection",
-     '"id,, name"'),
-    ({"transform": [{"source_table": "shop.orders", "projection": "id name x"}]}, "transform[0].projection",
-     '"id name x"'),
-    ({"transform": [{"source_table": "shop.orders", "filter": "a = 1 ORDER BY b"}]}, "transform[0].filter",
-     '"a = 1 ORDER BY b"'),
+    (
+        {"transform": [{"source_table": "shop.orders", "projection": "id,, name"}]},
+        "transform[0].projection",
+        '"id,, name"',
+    ),
+    (
+        {"transform": [{"source_table": "shop.orders", "projection": "id name x"}]},
+        "transform[0].projection",
+        '"id name x"',
+    ),
+    (
+        {"transform": [{"source_table": "shop.orders", "filter": "a = 1 ORDER BY b"}]},
+        "transform[0].filter",
+        '"a = 1 ORDER BY b"',
+    ),
     ({"transform": [{"source_table": "shop.orders", "filter": "a ="}]}, "transform[0].filter", '"a ="'),
-    ({"transform": [{"source_table": "shop.orders", "primary_keys": []}]}, "transform[0].primary_keys",
-     "found []"),
-    ({"transform": [{"source_table": "shop.orders", "primary_keys": "id"}]}, "transform[0].primary_keys",
-     '"id"'),
-    ({"transform": [{"source_table": "shop.orders", "projection": "id", "primary-keys": ["id"]}]},
-     "transform[0].primary-keys", '["id"]'),
+    ({"transform": [{"source_table": "shop.orders", "primary_keys": []}]}, "transform[0].primary_keys", "found []"),
+    ({"transform": [{"source_table": "shop.orders", "primary_keys": "id"}]}, "transform[0].primary_keys", '"id"'),
+    (
+        {"transform": [{"source_table": "shop.orders", "projection": "id", "primary-keys": ["id"]}]},
+        "transform[0].primary-keys",
+        '["id"]',
+    ),
 ]
 
 
@@ -214,14 +260,19 @@ def test_each_error_names_the_file_the_key_the_value_and_the_fix(tmp_path, chang
     assert "s3cret" not in line and "pw-1" not in line, "a credential is never echoed"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("source: {tables: [shop.orders]\npipeline: x\n", "line"),
-    ("source:\n  tables: [shop.orders]\n  tables: [shop.items]\npipeline: {name: a, state_location: /s}\n",
-     "twice"),
-    ("", "empty file"),
-    ("- source\n- pipeline\n", "found a list"),
-    ("42\n", "found a int"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("source: {tables: [shop.orders]\npipeline: x\n", "line"),
+        (
+            "source:\n  tables: [shop.orders]\n  tables: [shop.items]\npipeline: {name: a, state_location: /s}\n",
+            "twice",
+        ),
+        ("", "empty file"),
+        ("- source\n- pipeline\n", "found a list"),
+        ("42\n", "found a int"),
+    ],
+)
 def test_a_file_that_is_no_pipeline_is_one_problem_of_the_whole_file(tmp_path, text, words):
     path = write(tmp_path, "x.yaml", text)
     lines = problem_lines(path)
@@ -230,8 +281,13 @@ def test_a_file_that_is_no_pipeline_is_one_problem_of_the_whole_file(tmp_path, t
 
 
 def test_a_file_names_every_problem_at_once(tmp_path):
-    path = write(tmp_path, "shop.yaml", changed({"pipeline.chunk_size": 0, "sink.type": "mysql",
-                                                 "source.password": "pw", "pipeline.state_location": ...}))
+    path = write(
+        tmp_path,
+        "shop.yaml",
+        changed(
+            {"pipeline.chunk_size": 0, "sink.type": "mysql", "source.password": "pw", "pipeline.state_location": ...}
+        ),
+    )
     keys = [line.split(": ")[1] for line in problem_lines(path)]
     assert sorted(keys) == ["pipeline.chunk_size", "pipeline.state_location", "sink.type", "source.password"]
     with pytest.raises(PipelineFileError) as e:
@@ -247,36 +303,65 @@ def test_two_files_with_one_name_or_state_location_both_fail_naming_each_other(t
     result = load_pipelines([tmp_path])
     assert result.pipelines == []
     lines = {str(p) for p in result.problems}
-    assert any(l.startswith(f"{a}: pipeline.name: ") and str(b) in l for l in lines)
-    assert any(l.startswith(f"{b}: pipeline.name: ") and str(a) in l for l in lines)
-    assert any(l.startswith(f"{a}: pipeline.state_location: ") and str(c) in l for l in lines)
-    assert any(l.startswith(f"{c}: pipeline.state_location: ") and str(a) in l for l in lines)
-    assert any(l.startswith(f"{d}: pipeline.name: ") and "shop_stream_watchdog" in l for l in lines)
-    assert all("Fix: " in l for l in lines)
+    assert any(ln.startswith(f"{a}: pipeline.name: ") and str(b) in ln for ln in lines)
+    assert any(ln.startswith(f"{b}: pipeline.name: ") and str(a) in ln for ln in lines)
+    assert any(ln.startswith(f"{a}: pipeline.state_location: ") and str(c) in ln for ln in lines)
+    assert any(ln.startswith(f"{c}: pipeline.state_location: ") and str(a) in ln for ln in lines)
+    assert any(ln.startswith(f"{d}: pipeline.name: ") and "shop_stream_watchdog" in ln for ln in lines)
+    assert all("Fix: " in ln for ln in lines)
     # the factory's view of one file: it checks itself against its folder
     with pytest.raises(PipelineFileError, match=f"{b}"):
         load_file(a, siblings=True)
 
 
 def test_route_and_transform_reach_the_plan_task_and_are_refused_with_sinks_that_do_not_apply_them(tmp_path):
-    rules = {"route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
-             "transform": [{"source_table": "shop.orders", "filter": "amount > 0"}]}
+    rules = {
+        "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
+        "transform": [{"source_table": "shop.orders", "filter": "amount > 0"}],
+    }
     path = write(tmp_path, "shop.yaml", changed(rules))
     spec = load_file(path)
     assert refuse_unapplied_rules(str(path), spec) == []
     args = spec.dag_arguments()
     assert args["route"] == rules["route"] and args["transform"] == rules["transform"]
-    log = write(tmp_path, "log.yaml", changed({**rules, "sink.type": "console", "pipeline.name": "log",
-                                              "pipeline.state_location": "/state/log"}))
+    log = write(
+        tmp_path,
+        "log.yaml",
+        changed({**rules, "sink.type": "console", "pipeline.name": "log", "pipeline.state_location": "/state/log"}),
+    )
     problems = refuse_unapplied_rules(str(log), load_file(log))
     assert [p.key for p in problems] == ["sink.type"]
-    assert str(problems[0]).startswith(f"{log}: ") and "route and transform are applied by the delta, " \
-        "postgres, changelog sinks only" in problems[0].message and "Fix: " in problems[0].message
-    parquet = write(tmp_path, "pq.yaml", changed({**rules, "sink.type": "changelog", "sink.options.format": "parquet",
-                                                 "pipeline.name": "pq", "pipeline.state_location": "/state/pq"}))
+    assert (
+        str(problems[0]).startswith(f"{log}: ")
+        and "route and transform are applied by the delta, postgres, changelog sinks only" in problems[0].message
+        and "Fix: " in problems[0].message
+    )
+    parquet = write(
+        tmp_path,
+        "pq.yaml",
+        changed(
+            {
+                **rules,
+                "sink.type": "changelog",
+                "sink.options.format": "parquet",
+                "pipeline.name": "pq",
+                "pipeline.state_location": "/state/pq",
+            }
+        ),
+    )
     assert [p.key for p in refuse_unapplied_rules(str(parquet), load_file(parquet))] == ["sink.options.format"]
-    row = write(tmp_path, "row.yaml", changed({**rules, "sink.options.direct_write": False, "pipeline.name": "row",
-                                              "pipeline.state_location": "/state/row"}))
+    row = write(
+        tmp_path,
+        "row.yaml",
+        changed(
+            {
+                **rules,
+                "sink.options.direct_write": False,
+                "pipeline.name": "row",
+                "pipeline.state_location": "/state/row",
+            }
+        ),
+    )
     assert [p.key for p in refuse_unapplied_rules(str(row), load_file(row))] == ["sink.options.direct_write"]
     assert refuse_unapplied_rules(str(path), load_file(write(tmp_path, "plain.yaml", BASE))) == []
 
@@ -355,8 +440,11 @@ def test_a_files_values_reach_the_dags():
     dag, watchdog = pipeline_dags(EXAMPLE / "pipelines" / "billing.yaml", {})
     params = {k: dag.params.get_param(k).value for k in dag.params.keys()}
     assert params["tables"] == ["billing.invoices", r"billing\.payment_\d+"]
-    assert (params["sink_type"], params["sink_conn_id"], params["mysql_conn_id"]) == ("postgres", "lake_postgres",
-                                                                                       "billing_mysql")
+    assert (params["sink_type"], params["sink_conn_id"], params["mysql_conn_id"]) == (
+        "postgres",
+        "lake_postgres",
+        "billing_mysql",
+    )
     assert params["stream_options"] == {"max_events_per_batch": 50000} and params["reset"] is False
     assert dag.dag_id == "billing" and watchdog.dag_id == "billing_stream_watchdog"
     assert dag.description.startswith("Billing") and {"mysqlcdc", "cdc", "team-billing"} <= set(dag.tags)
@@ -365,7 +453,9 @@ def test_a_files_values_reach_the_dags():
     assert watchdog.params.get_param("state_location").value == "s3://cdc-state/billing"
     assert watchdog.params.get_param("aws_conn_id").value == "cdc_s3"
     assert [getattr(o, "uri", None) or o.name for o in watchdog.tasks[0].outlets] == [
-        "mysqlcdc://billing/stream_health", "billing_sink_tables"]
+        "mysqlcdc://billing/stream_health",
+        "billing_sink_tables",
+    ]
     assert [o.name for o in dag.get_task("snapshot").partial_kwargs["outlets"]] == ["billing_sink_tables"]
     assert _serialized(dag)["dag"]["timetable"]["__var"]["expression"] == "0 6 * * *"
     dag.params.validate()
@@ -375,17 +465,39 @@ def _broken_repo(tmp_path: Path) -> Path:
     """The example repo, plus a broken pipeline file and one with a route, each with its DAG file."""
     repo = tmp_path / "repo"
     shutil.copytree(EXAMPLE, repo)
-    write(repo / "pipelines", "broken.yaml", changed({"pipeline.name": "broken", "pipeline.state_location": "/b",
-                                                      "pipeline.chunk_size": 0}))
-    write(repo / "pipelines", "routed.yaml", changed({
-        "pipeline.name": "routed", "pipeline.state_location": "/r", "sink.type": "console",
-        "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]}))
-    write(repo / "pipelines", "merged.yaml", changed({
-        "pipeline.name": "merged", "pipeline.state_location": "/m",
-        "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
-        "transform": [{"source_table": r"shop\.orders_\d+", "projection": "id, amount", "filter": "amount > 0"}]}))
+    write(
+        repo / "pipelines",
+        "broken.yaml",
+        changed({"pipeline.name": "broken", "pipeline.state_location": "/b", "pipeline.chunk_size": 0}),
+    )
+    write(
+        repo / "pipelines",
+        "routed.yaml",
+        changed(
+            {
+                "pipeline.name": "routed",
+                "pipeline.state_location": "/r",
+                "sink.type": "console",
+                "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
+            }
+        ),
+    )
+    write(
+        repo / "pipelines",
+        "merged.yaml",
+        changed(
+            {
+                "pipeline.name": "merged",
+                "pipeline.state_location": "/m",
+                "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
+                "transform": [
+                    {"source_table": r"shop\.orders_\d+", "projection": "id, amount", "filter": "amount > 0"}
+                ],
+            }
+        ),
+    )
     lines = write_dag_files(repo / "pipelines", repo / "dags")
-    assert sorted(l.split()[0] for l in lines) == ["unchanged", "unchanged", "wrote", "wrote", "wrote"], lines
+    assert sorted(ln.split()[0] for ln in lines) == ["unchanged", "unchanged", "wrote", "wrote", "wrote"], lines
     return repo
 
 
@@ -397,8 +509,14 @@ def _dagbag(folder: Path):
     return DagBag(dag_folder=str(folder), bundle_path=folder)
 
 
-GOOD_DAGS = {"mysql_cdc_pipeline", "mysql_cdc_stream_watchdog", "billing", "billing_stream_watchdog", "merged",
-             "merged_stream_watchdog"}
+GOOD_DAGS = {
+    "mysql_cdc_pipeline",
+    "mysql_cdc_stream_watchdog",
+    "billing",
+    "billing_stream_watchdog",
+    "merged",
+    "merged_stream_watchdog",
+}
 
 
 def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_path):
@@ -410,13 +528,14 @@ def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_pat
     assert "pipeline file pipelines/broken.yaml has 1 problem" in broken
     assert "pipelines/broken.yaml: pipeline.chunk_size: found 0" in broken and "Fix: " in broken
     routed = bag.import_errors["mysqlcdc_routed.py"]
-    assert 'pipelines/routed.yaml: sink.type: found "console": route is applied by the delta, postgres, ' \
+    assert (
+        'pipelines/routed.yaml: sink.type: found "console": route is applied by the delta, postgres, '
         "changelog sinks only" in routed
-    assert "`shop\\.orders_\\d+` → `shop.orders`" in bag.dags["merged"].doc_md   # shown on the DAG page
-    plan = bag.dags["merged"].get_task("plan")   # the rules reach the task that checks and stores them
+    )
+    assert "`shop\\.orders_\\d+` → `shop.orders`" in bag.dags["merged"].doc_md  # shown on the DAG page
+    plan = bag.dags["merged"].get_task("plan")  # the rules reach the task that checks and stores them
     assert plan.route == [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]
-    assert plan.transform == [{"source_table": r"shop\.orders_\d+", "projection": "id, amount",
-                               "filter": "amount > 0"}]
+    assert plan.transform == [{"source_table": r"shop\.orders_\d+", "projection": "id, amount", "filter": "amount > 0"}]
     assert bag.dags["billing"].params.get_param("chunk_size").value == 20000
 
 
@@ -427,15 +546,21 @@ def test_in_airflows_metadata_db_only_the_broken_files_dag_file_has_an_error(tmp
     triggered)."""
     repo = _broken_repo(tmp_path)
     home = tmp_path / "home"
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
-           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs")}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+    }
     for command in (["db", "migrate"], ["dags", "reserialize"]):
         p = subprocess.run([AIRFLOW, *command], env=env, capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    p = subprocess.run([AIRFLOW, "dags", "list-import-errors", "-o", "json"], env=env, capture_output=True,
-                       text=True, timeout=300)
-    listed = json.loads(next(l for l in p.stdout.splitlines() if l.startswith("[")))
+    p = subprocess.run(
+        [AIRFLOW, "dags", "list-import-errors", "-o", "json"], env=env, capture_output=True, text=True, timeout=300
+    )
+    listed = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("[")))
     assert sorted(e["filepath"] for e in listed) == ["mysqlcdc_broken.py", "mysqlcdc_routed.py"]
     assert any("pipelines/broken.yaml: pipeline.chunk_size: found 0" in e["error"] for e in listed)
     with sqlite3.connect(home / "airflow.db") as db:
@@ -450,13 +575,20 @@ def test_in_airflows_metadata_db_only_the_broken_files_dag_file_has_an_error(tmp
 
 def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
     write(tmp_path, "a.yaml", BASE)
-    write(tmp_path, "b.yaml", changed({"pipeline.name": "b", "pipeline.state_location": "/b",
-                                       "pipeline.chunk_size": 0, "sink.type": "mysql"}))
+    write(
+        tmp_path,
+        "b.yaml",
+        changed(
+            {"pipeline.name": "b", "pipeline.state_location": "/b", "pipeline.chunk_size": 0, "sink.type": "mysql"}
+        ),
+    )
     out, err = io.StringIO(), io.StringIO()
     assert main(["validate", str(tmp_path)], out=out, err=err) == 1
     lines = out.getvalue().splitlines()
-    assert [l.split(": ")[:2] for l in lines] == [[str(tmp_path / "b.yaml"), "sink.type"],
-                                                  [str(tmp_path / "b.yaml"), "pipeline.chunk_size"]]
+    assert [ln.split(": ")[:2] for ln in lines] == [
+        [str(tmp_path / "b.yaml"), "sink.type"],
+        [str(tmp_path / "b.yaml"), "pipeline.chunk_size"],
+    ]
     assert "2 pipeline files checked: 1 ok, 2 problems" in err.getvalue()
     out = io.StringIO()
     assert main(["validate", str(tmp_path / "a.yaml")], out=out, err=io.StringIO()) == 0 and out.getvalue() == ""
@@ -468,11 +600,21 @@ def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
 def test_validate_reports_route_and_transform_as_the_factory_does(tmp_path):
     write(tmp_path, "a.yaml", changed({"transform": [{"source_table": "shop.orders", "filter": "id > 0"}]}))
     assert main(["validate", str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 0
-    write(tmp_path, "b.yaml", changed({"transform": [{"source_table": "shop.orders", "filter": "id > 0"}],
-                                       "sink.type": "console", "pipeline.name": "b", "pipeline.state_location": "/b"}))
+    write(
+        tmp_path,
+        "b.yaml",
+        changed(
+            {
+                "transform": [{"source_table": "shop.orders", "filter": "id > 0"}],
+                "sink.type": "console",
+                "pipeline.name": "b",
+                "pipeline.state_location": "/b",
+            }
+        ),
+    )
     out = io.StringIO()
     assert main(["validate", str(tmp_path)], out=out, err=io.StringIO()) == 1
-    assert out.getvalue().startswith(f"{tmp_path / 'b.yaml'}: sink.type: found \"console\": transform is applied")
+    assert out.getvalue().startswith(f'{tmp_path / "b.yaml"}: sink.type: found "console": transform is applied')
 
 
 def test_dag_files_are_written_kept_in_step_and_checked(tmp_path):
@@ -491,8 +633,10 @@ def test_dag_files_are_written_kept_in_step_and_checked(tmp_path):
     assert check_dag_files([(pipelines / "shop-orders.yaml", "x")], dags) == []
     # a DAG file a person wrote for a pipeline file is theirs: kept, and it counts
     (dags / "mysqlcdc_shop_orders.py").unlink()
-    (dags / "shop.py").write_text("from airflow_provider_mysqlcdc.pipelines.factory import pipeline_dags\n"
-                                  "pipeline_dags('../pipelines/shop-orders.yaml', globals())  # ours\n")
+    (dags / "shop.py").write_text(
+        "from airflow_provider_mysqlcdc.pipelines.factory import pipeline_dags\n"
+        "pipeline_dags('../pipelines/shop-orders.yaml', globals())  # ours\n"
+    )
     assert write_dag_files(pipelines, dags)[0].startswith(f"kept {dags / 'shop.py'}")
     assert main(["validate", str(pipelines), "--dags", str(dags)], out=io.StringIO(), err=io.StringIO()) == 0
     # two DAG files for one pipeline file; a DAG file whose pipeline file is gone
@@ -513,25 +657,40 @@ def test_check_source_runs_the_validate_task_against_each_source(tmp_path):
     """Through the real entry point: a server nothing listens on, and a connection that does not
     exist, are each a problem of their file (a live server: tests/integration covers validate)."""
     write(tmp_path, "a.yaml", BASE)
-    write(tmp_path, "b.yaml", changed({"source.conn_id": "no_such_conn", "pipeline.name": "b",
-                                       "pipeline.state_location": "/b"}))
-    env = {**os.environ, "AIRFLOW_CONN_SHOP_DB": json.dumps({"conn_type": "mysql_cdc", "host": "127.0.0.1",
-                                                             "port": 9, "login": "cdc", "password": "pw-12345"})}
-    p = subprocess.run([sys.executable, "-m", "airflow_provider_mysqlcdc.pipelines", "validate", str(tmp_path),
-                        "--check-source"], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    write(
+        tmp_path,
+        "b.yaml",
+        changed({"source.conn_id": "no_such_conn", "pipeline.name": "b", "pipeline.state_location": "/b"}),
+    )
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_SHOP_DB": json.dumps(
+            {"conn_type": "mysql_cdc", "host": "127.0.0.1", "port": 9, "login": "cdc", "password": "pw-12345"}
+        ),
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_mysqlcdc.pipelines", "validate", str(tmp_path), "--check-source"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     assert len(lines) == 2, p.stdout
     assert lines[0].startswith(f"{tmp_path / 'a.yaml'}: source: ") and "127.0.0.1:9" in lines[0]
     assert lines[1].startswith(f"{tmp_path / 'b.yaml'}: source: found no connection 'no_such_conn'")
-    assert all("Fix: " in l for l in lines) and "pw-12345" not in p.stdout + p.stderr
+    assert all("Fix: " in ln for ln in lines) and "pw-12345" not in p.stdout + p.stderr
 
 
 def test_the_file_checks_import_no_airflow():
-    code = ("import sys\n"
-            "from airflow_provider_mysqlcdc.pipelines import __main__, loader, spec, dagfiles\n"
-            f"r = loader.load_pipelines([{str(EXAMPLE / 'pipelines')!r}])\n"
-            "assert not r.problems, r.problems\n"
-            "assert not [m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')]\n")
+    code = (
+        "import sys\n"
+        "from airflow_provider_mysqlcdc.pipelines import __main__, loader, spec, dagfiles\n"
+        f"r = loader.load_pipelines([{str(EXAMPLE / 'pipelines')!r}])\n"
+        "assert not r.problems, r.problems\n"
+        "assert not [m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')]\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert p.returncode == 0, p.stderr

@@ -37,16 +37,19 @@ def test_an_unwritable_location_fails_with_a_fix_as_root_too(tmp_path):
         probe_writable("nosuchscheme://bucket/x", "state_location")
 
 
-@pytest.mark.parametrize("spec, message", [
-    (None, "needs startup_offset"),
-    ({}, "needs startup_offset"),
-    ({"file": "mysql-bin.000003", "pos": 4}, "unknown key"),
-    ({"file": "mysql-bin", "position": 4}, "need a binlog file name"),
-    ({"file": "mysql-bin.000003", "position": "4"}, "need an integer >= 4"),
-    ({"file": "mysql-bin.000003", "position": 1}, "need an integer >= 4"),
-    ({"gtid": ""}, "need a GTID set"),
-    ({"file": "mysql-bin.000001", "position": 4}, "is not on the server"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (None, "needs startup_offset"),
+        ({}, "needs startup_offset"),
+        ({"file": "mysql-bin.000003", "pos": 4}, "unknown key"),
+        ({"file": "mysql-bin", "position": 4}, "need a binlog file name"),
+        ({"file": "mysql-bin.000003", "position": "4"}, "need an integer >= 4"),
+        ({"file": "mysql-bin.000003", "position": 1}, "need an integer >= 4"),
+        ({"gtid": ""}, "need a GTID set"),
+        ({"file": "mysql-bin.000001", "position": 4}, "is not on the server"),
+    ],
+)
 def test_bad_startup_offsets_name_the_fix(spec, message):
     with pytest.raises(ConfigError, match=message) as e:
         check_startup_offset(spec, ["mysql-bin.000002", "mysql-bin.000003"])
@@ -62,10 +65,15 @@ def test_good_startup_offsets_pass():
 def test_a_malformed_pipeline_file_names_the_file_and_the_fix(tmp_path):
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config
 
-    for text, message in (("{not json", "is not valid JSON"), ("[1, 2]", "found a JSON list"),
-                          ('{"name": "x"}', "lacks the key 'source'"),
-                          ('{"name": "x", "source": {}, "include": ["a.b"], "state_location": "/s", '
-                           '"stream": {"bogus": 1}}', "unknown key 'bogus'")):
+    for text, message in (
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "found a JSON list"),
+        ('{"name": "x"}', "lacks the key 'source'"),
+        (
+            '{"name": "x", "source": {}, "include": ["a.b"], "state_location": "/s", "stream": {"bogus": 1}}',
+            "unknown key 'bogus'",
+        ),
+    ):
         f = tmp_path / "pipeline.json"
         f.write_text(text)
         with pytest.raises(ConfigError, match=message) as e:

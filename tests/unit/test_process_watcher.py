@@ -10,14 +10,16 @@ import time
 
 from tests.support.processes import CommandLineWatcher
 
-FORKS = ("import os, sys, time\n"
-         "time.sleep(0.6)\n"
-         "pid = os.fork()\n"
-         "if pid == 0:\n"
-         "    time.sleep(1.0)\n"
-         "    os._exit(0)\n"
-         "os.waitpid(pid, 0)\n"
-         "time.sleep(0.3)\n")
+FORKS = (
+    "import os, sys, time\n"
+    "time.sleep(0.6)\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    time.sleep(1.0)\n"
+    "    os._exit(0)\n"
+    "os.waitpid(pid, 0)\n"
+    "time.sleep(0.3)\n"
+)
 
 
 def test_a_fork_child_before_its_exec_is_not_a_process_of_its_own():

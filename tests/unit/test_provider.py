@@ -23,26 +23,39 @@ def test_airflow_lists_the_provider_and_its_connection_form_fields():
 
     pm = ProvidersManager()
     assert pm.hooks["mysql_cdc"].hook_class_name == "airflow_provider_mysqlcdc.hooks.mysql_cdc.MySqlCdcHook"
-    from packaging.version import Version
-
     from airflow import __version__ as airflow_version
+    from packaging.version import Version
 
     if Version(airflow_version) < Version("3.2"):
         return  # Airflow 3.1 does not read a provider's conn-fields: extras go in the Extra JSON (README)
     fields = {k for k in pm.connection_form_widgets if k.startswith("extra__mysql_cdc__")}
-    assert {"extra__mysql_cdc__server_id_range", "extra__mysql_cdc__server_time_zone",
-            "extra__mysql_cdc__ssl_ca"} <= fields
+    assert {
+        "extra__mysql_cdc__server_id_range",
+        "extra__mysql_cdc__server_time_zone",
+        "extra__mysql_cdc__ssl_ca",
+    } <= fields
     assert pm.field_behaviours["mysql_cdc"]["relabeling"]["schema"] == "Default database"
 
 
 def test_hook_turns_a_connection_into_the_engine_config():
     from airflow_provider_mysqlcdc.hooks.mysql_cdc import MySqlCdcHook
 
-    airflow_env.set_connection("cdc_hook_test", "mysql_cdc", host="db.example.com", port=3307, login="cdc",
-                               password="pw-1", schema="shop",
-                               extra={"server_id_range": "6000-6009", "server_time_zone": "Europe/Berlin",
-                                      "ssl_ca": "/etc/ca.pem", "ssl_verify_identity": False,
-                                      "jdbc_fetch_size": 5000})
+    airflow_env.set_connection(
+        "cdc_hook_test",
+        "mysql_cdc",
+        host="db.example.com",
+        port=3307,
+        login="cdc",
+        password="pw-1",
+        schema="shop",
+        extra={
+            "server_id_range": "6000-6009",
+            "server_time_zone": "Europe/Berlin",
+            "ssl_ca": "/etc/ca.pem",
+            "ssl_verify_identity": False,
+            "jdbc_fetch_size": 5000,
+        },
+    )
     hook = MySqlCdcHook("cdc_hook_test")
     src = hook.get_source_config()
     assert (src.host, src.port, src.user, src.password) == ("db.example.com", 3307, "cdc", "pw-1")
@@ -56,8 +69,9 @@ def test_hook_turns_a_connection_into_the_engine_config():
 def test_a_plain_mysql_connection_works_too():
     from airflow_provider_mysqlcdc.hooks.mysql_cdc import MySqlCdcHook
 
-    airflow_env.set_connection("plain_mysql_test", "mysql", host="10.0.0.5", login="u", password="p",
-                               extra={"ssl": {"ca": "/ca.pem"}})
+    airflow_env.set_connection(
+        "plain_mysql_test", "mysql", host="10.0.0.5", login="u", password="p", extra={"ssl": {"ca": "/ca.pem"}}
+    )
     src = MySqlCdcHook("plain_mysql_test").get_source_config()
     assert (src.host, src.port, src.ssl) == ("10.0.0.5", 3306, {"ca": "/ca.pem"})
 
@@ -72,27 +86,84 @@ def test_client_certificates_are_refused_for_jdbc_with_a_fix():
 def test_passwords_go_through_the_environment_only_where_it_stays_private():
     from airflow_provider_mysqlcdc.operators._spark import secret_env
 
-    env = secret_env(master="local[2]", deploy_mode=None, mysql_password="s3", sink_password="pg",
-                     password_file=None, cluster_provides_password=False)
+    env = secret_env(
+        master="local[2]",
+        deploy_mode=None,
+        mysql_password="s3",
+        sink_password="pg",
+        password_file=None,
+        cluster_provides_password=False,
+    )
     assert env == {"MYSQLCDC_PASSWORD": "s3", "PGPASSWORD": "pg"}
-    assert secret_env(master="spark://m:7077", deploy_mode="client", mysql_password="s3", sink_password=None,
-                      password_file=None, cluster_provides_password=False) == {"MYSQLCDC_PASSWORD": "s3"}
-    for master, mode in (("yarn", "cluster"), ("yarn", "client"), ("k8s://https://k:443", "cluster"),
-                         ("spark://m:7077", "cluster")):
+    assert secret_env(
+        master="spark://m:7077",
+        deploy_mode="client",
+        mysql_password="s3",
+        sink_password=None,
+        password_file=None,
+        cluster_provides_password=False,
+    ) == {"MYSQLCDC_PASSWORD": "s3"}
+    for master, mode in (
+        ("yarn", "cluster"),
+        ("yarn", "client"),
+        ("k8s://https://k:443", "cluster"),
+        ("spark://m:7077", "cluster"),
+    ):
         with pytest.raises(ConfigError, match="password_file"):
-            secret_env(master=master, deploy_mode=mode, mysql_password="s3", sink_password=None,
-                       password_file=None, cluster_provides_password=False)
-    assert secret_env(master="yarn", deploy_mode="cluster", mysql_password="s3", sink_password=None,
-                      password_file="/secrets/mysql", cluster_provides_password=False) == {}
+            secret_env(
+                master=master,
+                deploy_mode=mode,
+                mysql_password="s3",
+                sink_password=None,
+                password_file=None,
+                cluster_provides_password=False,
+            )
+    assert (
+        secret_env(
+            master="yarn",
+            deploy_mode="cluster",
+            mysql_password="s3",
+            sink_password=None,
+            password_file="/secrets/mysql",
+            cluster_provides_password=False,
+        )
+        == {}
+    )
     # object-storage credentials ride along where the environment is private, and only there
     aws = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
-    assert secret_env(master="local[2]", deploy_mode=None, mysql_password="s3", sink_password=None,
-                      password_file=None, cluster_provides_password=False,
-                      storage_env=aws) == {"MYSQLCDC_PASSWORD": "s3", **aws}
-    assert secret_env(master="local[2]", deploy_mode=None, mysql_password="s3", sink_password=None,
-                      password_file="/secrets/mysql", cluster_provides_password=False, storage_env=aws) == aws
-    assert secret_env(master="yarn", deploy_mode="cluster", mysql_password="s3", sink_password=None,
-                      password_file="/secrets/mysql", cluster_provides_password=False, storage_env=aws) == {}
+    assert secret_env(
+        master="local[2]",
+        deploy_mode=None,
+        mysql_password="s3",
+        sink_password=None,
+        password_file=None,
+        cluster_provides_password=False,
+        storage_env=aws,
+    ) == {"MYSQLCDC_PASSWORD": "s3", **aws}
+    assert (
+        secret_env(
+            master="local[2]",
+            deploy_mode=None,
+            mysql_password="s3",
+            sink_password=None,
+            password_file="/secrets/mysql",
+            cluster_provides_password=False,
+            storage_env=aws,
+        )
+        == aws
+    )
+    assert (
+        secret_env(
+            master="yarn",
+            deploy_mode="cluster",
+            mysql_password="s3",
+            sink_password=None,
+            password_file="/secrets/mysql",
+            cluster_provides_password=False,
+            storage_env=aws,
+        )
+        == {}
+    )
 
 
 def test_table_names_from_the_trigger_form():
@@ -123,8 +194,9 @@ def test_sink_settings_never_hold_a_password():
         sink_config("postgres", {"dsn": "host=x", "password": "p"}, None)
     with pytest.raises(ConfigError, match="root"):
         sink_config("delta", {}, None)
-    airflow_env.set_connection("pg_sink_test", "postgres", host="pg", port=5433, login="w", password="pgpw",
-                               schema="lake")
+    airflow_env.set_connection(
+        "pg_sink_test", "postgres", host="pg", port=5433, login="w", password="pgpw", schema="lake"
+    )
     cfg = sink_config("postgres", {"schema": "cdc"}, "pg_sink_test")
     assert cfg.options["dsn"] == {"host": "pg", "port": 5433, "dbname": "lake", "user": "w"}
     assert "pgpw" not in json.dumps(dict(cfg.options))
@@ -135,9 +207,12 @@ def test_the_dag_template_parses_with_its_params_and_shape():
     assert [t.task_id for t in dag.topological_sort()] == ["validate", "plan", "snapshot", "stream"]
     assert dag.doc_md and "Clear" in dag.doc_md and "Downstream" in dag.doc_md
     watchdog = airflow_env.load_template_dag("mysql_cdc_stream_watchdog")
-    assert [t.task_id for t in watchdog.tasks] == ["stream_health"]
+    assert [t.task_id for t in watchdog.topological_sort()] == ["stream_health", "consistency_check"]
     assert watchdog.is_paused_upon_creation is False
-    assert watchdog.tasks[0].outlets, "the watchdog records the stream's health as asset events"
+    assert watchdog.task_dict["stream_health"].outlets, "the watchdog records the stream's health as asset events"
+    check = watchdog.task_dict["consistency_check"]
+    assert check.retries == 0 and watchdog.params["consistency_every_s"] == 3600
+    assert "consistency_every_s" in check.min_interval_s
 
 
 def test_the_trigger_form_offers_every_setting_with_a_section_and_help():
@@ -157,7 +232,8 @@ def test_the_trigger_form_offers_every_setting_with_a_section_and_help():
         param.resolve()  # the default validates
     assert "values_display" in dag.params.get_param("sink_type").schema
     assert set(dag.params.get_param("startup_mode").schema["values_display"]) == set(
-        dag.params.get_param("startup_mode").schema["enum"])
+        dag.params.get_param("startup_mode").schema["enum"]
+    )
     assert "Destructive" in dag.params.get_param("reset").schema["description_md"]
     dag.params.validate()
 
@@ -169,9 +245,17 @@ def test_the_form_rejects_what_the_engine_would_refuse():
         from airflow.exceptions import ParamValidationError
 
     dag = airflow_env.load_template_dag()
-    for name, bad in (("chunk_size", 0), ("chunk_size", -5), ("rows_per_batch", 0), ("tables", []),
-                      ("tables", [" shop.orders"]), ("tables", [""]), ("sink_type", "mysql"),
-                      ("startup_mode", "now"), ("state_location", "")):
+    for name, bad in (
+        ("chunk_size", 0),
+        ("chunk_size", -5),
+        ("rows_per_batch", 0),
+        ("tables", []),
+        ("tables", [" shop.orders"]),
+        ("tables", [""]),
+        ("sink_type", "mysql"),
+        ("startup_mode", "now"),
+        ("state_location", ""),
+    ):
         with pytest.raises(ParamValidationError):
             dag.params.get_param(name).resolve(bad)
     assert dag.params.get_param("sink_conn_id").resolve(None) is None
@@ -200,13 +284,15 @@ def test_operator_argument_names_match_the_settings():
 
     from airflow_provider_mysqlcdc.cdc.settings import SETTINGS
     from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
-
     from airflow_provider_mysqlcdc.operators.snapshot import MySqlCdcSnapshotOperator
 
     accepted = set(inspect.signature(MySqlCdcPlanOperator.__init__).parameters)
     # the connection is the operator's mysql_cdc_conn_id; reread_batches and the Spark runtime are the snapshot tasks'
-    snapshot_only = {"reread_batches": "reread_batches", "spark_runtime": "spark_runtime",
-                     "spark_connect_conn_id": "connect_conn_id"}
+    snapshot_only = {
+        "reread_batches": "reread_batches",
+        "spark_runtime": "spark_runtime",
+        "spark_connect_conn_id": "connect_conn_id",
+    }
     missing = {s.name for s in SETTINGS} - accepted - {"mysql_conn_id"} - set(snapshot_only)
     assert not missing, missing
     snapshot_args = set(inspect.signature(MySqlCdcSnapshotOperator.__init__).parameters)
@@ -232,11 +318,13 @@ def test_unknown_stream_options_name_the_accepted_ones():
 def test_error_messages_read_well_in_the_task_log():
     from airflow_provider_mysqlcdc.operators._fail_fast import readable_lines
 
-    lines = readable_lines("the table list has 2 problems. Fix: correct each.\n  - table 'a.b' matches no table. "
-                           "Fix: " + "check the name " * 12 + "\n  - table c.d has no key. Fix: set it.")
+    lines = readable_lines(
+        "the table list has 2 problems. Fix: correct each.\n  - table 'a.b' matches no table. "
+        "Fix: " + "check the name " * 12 + "\n  - table c.d has no key. Fix: set it."
+    )
     assert lines[:2] == ["the table list has 2 problems.", "Fix: correct each."]
     assert lines[2] == "  - table 'a.b' matches no table." and lines[3].startswith("    Fix: check the name")
-    assert all(len(l) <= 120 for l in lines) and lines[4].startswith("        the name")
+    assert all(len(ln) <= 120 for ln in lines) and lines[4].startswith("        the name")
     assert lines[-2:] == ["  - table c.d has no key.", "    Fix: set it."]
 
 
@@ -244,7 +332,6 @@ def test_config_errors_fail_the_task_at_once_with_the_fix_first():
     import logging
 
     from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
-
     from airflow_provider_mysqlcdc.cdc.errors import SourceUnreachableError
     from airflow_provider_mysqlcdc.operators._fail_fast import config_errors_fail_at_once
 

@@ -10,7 +10,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-
 from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode as pb
 
 MOD = "def where():\n    return 'mod'\n\ndef boom():\n    raise ValueError('from the zip')\n"
@@ -33,8 +32,9 @@ def _import_from(zip_path: Path, code: str) -> str:
 
 
 def test_bytecode_is_added_used_and_reported(tmp_path):
-    home = _spark_home(tmp_path, {"pkg/__init__.py": "", "pkg/mod.py": MOD, "pkg/data.txt": "kept",
-                                  "pkg/bad.py": "def (:\n"})
+    home = _spark_home(
+        tmp_path, {"pkg/__init__.py": "", "pkg/mod.py": MOD, "pkg/data.txt": "kept", "pkg/bad.py": "def (:\n"}
+    )
     zip_path = home / "python" / "lib" / "pyspark.zip"
     # Before: zipimport compiles the source (the module's file is the .py entry)
     assert _import_from(zip_path, "import pkg.mod; print(pkg.mod.__file__)").endswith("mod.py")
@@ -44,13 +44,16 @@ def test_bytecode_is_added_used_and_reported(tmp_path):
     result = pb.add_bytecode(zip_path)
     assert result.compiled == 2 and result.failed == ["pkg/bad.py"]
     state = pb.zip_state(zip_path)
-    assert (state.current, state.missing) == (2, 1)   # the broken source stays as it was
+    assert (state.current, state.missing) == (2, 1)  # the broken source stays as it was
     with zipfile.ZipFile(zip_path) as zf:
         assert zf.read("pkg/data.txt") == b"kept" and zf.read("pkg/mod.py").decode() == MOD
 
     # After: the module comes from the .pyc entry, and tracebacks still show the source lines
-    out = _import_from(zip_path, "import traceback, pkg.mod\nprint(pkg.mod.__file__, pkg.mod.where())\n"
-                                 "try:\n    pkg.mod.boom()\nexcept ValueError:\n    print(traceback.format_exc().replace(chr(10), '|'))")
+    out = _import_from(
+        zip_path,
+        "import traceback, pkg.mod\nprint(pkg.mod.__file__, pkg.mod.where())\n"
+        "try:\n    pkg.mod.boom()\nexcept ValueError:\n    print(traceback.format_exc().replace(chr(10), '|'))",
+    )
     first, tb = out.splitlines()
     assert first.endswith("mod.pyc mod"), first
     assert f"{zip_path}{os.sep}pkg/mod.py" in tb and "raise ValueError('from the zip')" in tb
@@ -108,7 +111,7 @@ def test_cli_check_compile_and_errors(tmp_path, capsys, monkeypatch):
     assert "pyspark.zip: compiled 2 modules" in out and "py4j-0.10.9.9-src.zip: compiled 1 modules" in out
     assert pb.main(["--spark-home", str(home), "--check"]) == 0
     assert pb.main(["--spark-home", str(home), "--quiet"]) == 0
-    assert capsys.readouterr().out.count("all with bytecode") == 2   # from --check; --quiet printed nothing
+    assert capsys.readouterr().out.count("all with bytecode") == 2  # from --check; --quiet printed nothing
 
     monkeypatch.setenv("SPARK_HOME", str(home))
     assert pb.missing_bytecode_note() is None
@@ -127,7 +130,7 @@ def test_an_unwritable_installation_gets_a_clear_error(tmp_path, capsys, monkeyp
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(pb.tempfile, "mkstemp", refuse)   # as for a non-root user under /opt/spark
+    monkeypatch.setattr(pb.tempfile, "mkstemp", refuse)  # as for a non-root user under /opt/spark
     assert pb.main(["--spark-home", str(home)]) == 2
     err = capsys.readouterr().err
     assert "cannot write beside" in err and "run this as the user that owns the Spark installation" in err
@@ -143,6 +146,9 @@ def test_the_real_pyspark_zip_compiles_and_imports_from_bytecode(tmp_path):
     pb.remove_bytecode(copy)
     result = pb.add_bytecode(copy)
     assert result.failed == [] and result.compiled > 1000
-    out = _import_from(copy, "import pyspark.sql.streaming.python_streaming_source_runner as r, pyspark.sql.session as s\n"
-                             "print(r.__file__); print(s.__file__)")
+    out = _import_from(
+        copy,
+        "import pyspark.sql.streaming.python_streaming_source_runner as r, pyspark.sql.session as s\n"
+        "print(r.__file__); print(s.__file__)",
+    )
     assert all(line.startswith(str(copy)) and line.endswith(".pyc") for line in out.splitlines()), out

@@ -37,18 +37,36 @@ UTC = dt.timezone.utc
 # (arrow type, strategy of values): each type's extremes drawn often
 KEY_TYPES: dict[str, tuple[pa.DataType, Any]] = {
     "int8": (pa.int8(), st.sampled_from([-128, -1, 0, 1, 127])),
-    "int64": (pa.int64(), st.sampled_from([-2**63, -1, 0, 1, 2**63 - 1]) | st.integers(-2**63, 2**63 - 1)),
-    "uint64": (pa.decimal128(20, 0), st.sampled_from([D(0), D(1), D(2**63 - 1), D(2**63), D(2**63 + 1), D(2**64 - 2),
-                                                      D(2**64 - 1)]) | st.integers(0, 2**64 - 1).map(D)),
-    "decimal38": (pa.decimal128(38, 10), st.sampled_from([D("-9999999999999999999999999999.9999999999"), D("0E-10"),
-                                                          D("1.5000000000"), D("9999999999999999999999999999.9999999999")])),
-    "string": (pa.string(), st.sampled_from(["", " ", "a", "a ", "A", "\u00e9", "e\u0301", "\U0001F600"])),
+    "int64": (pa.int64(), st.sampled_from([-(2**63), -1, 0, 1, 2**63 - 1]) | st.integers(-(2**63), 2**63 - 1)),
+    "uint64": (
+        pa.decimal128(20, 0),
+        st.sampled_from([D(0), D(1), D(2**63 - 1), D(2**63), D(2**63 + 1), D(2**64 - 2), D(2**64 - 1)])
+        | st.integers(0, 2**64 - 1).map(D),
+    ),
+    "decimal38": (
+        pa.decimal128(38, 10),
+        st.sampled_from(
+            [
+                D("-9999999999999999999999999999.9999999999"),
+                D("0E-10"),
+                D("1.5000000000"),
+                D("9999999999999999999999999999.9999999999"),
+            ]
+        ),
+    ),
+    "string": (pa.string(), st.sampled_from(["", " ", "a", "a ", "A", "\u00e9", "e\u0301", "\U0001f600"])),
     "binary": (pa.binary(), st.sampled_from([b"", b"\x00", b"\x00\x00", b"\xff", b"\xff\x00", b"a"])),
     "double": (pa.float64(), st.sampled_from([-0.0, 0.0, 1.5, -math.inf, math.inf, 1.7976931348623157e308])),
-    "timestamp": (pa.timestamp("us", tz="UTC"),
-                  st.sampled_from([dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC),
-                                   dt.datetime(2038, 1, 19, 3, 14, 7, 999999, tzinfo=UTC),
-                                   dt.datetime(2000, 1, 1, 0, 0, 0, 1, tzinfo=UTC)])),
+    "timestamp": (
+        pa.timestamp("us", tz="UTC"),
+        st.sampled_from(
+            [
+                dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC),
+                dt.datetime(2038, 1, 19, 3, 14, 7, 999999, tzinfo=UTC),
+                dt.datetime(2000, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+            ]
+        ),
+    ),
 }
 
 
@@ -73,7 +91,7 @@ def scenarios(draw):
     key = st.tuples(*key_values)
     state: dict[tuple, dict] = {}
     before_state = {}
-    for _ in range(draw(st.integers(0, 4))):   # rows present before the range
+    for _ in range(draw(st.integers(0, 4))):  # rows present before the range
         k = draw(key)
         ik = tuple(_ident(v) for v in k)
         if ik not in before_state:
@@ -117,18 +135,28 @@ def scenarios(draw):
 def _batch(names, key_cols, events, first_seq: int) -> pa.RecordBatch:
     fields = [pa.field(c, KEY_TYPES[n][0]) for c, n in zip(key_cols, names)] + [pa.field("v", pa.int64())]
     image = pa.struct(fields)
-    rows = {"op": [e[0] for e in events], "seq": list(range(first_seq, first_seq + len(events))),
-            "pair": [{"before": e[1], "after": e[2]} for e in events]}
-    return pa.RecordBatch.from_pydict(rows, schema=pa.schema([
-        ("op", pa.string()), ("seq", pa.int64()), ("pair", pa.struct([("before", image), ("after", image)]))]))
+    rows = {
+        "op": [e[0] for e in events],
+        "seq": list(range(first_seq, first_seq + len(events))),
+        "pair": [{"before": e[1], "after": e[2]} for e in events],
+    }
+    return pa.RecordBatch.from_pydict(
+        rows,
+        schema=pa.schema(
+            [("op", pa.string()), ("seq", pa.int64()), ("pair", pa.struct([("before", image), ("after", image)]))]
+        ),
+    )
 
 
 def _reference(key_cols, events) -> dict[tuple, tuple]:
     """identity -> (op, row, _seq) of the last change row, the row path's way."""
     last: dict[tuple, tuple] = {}
     for seq, (op, before, after) in enumerate(events):
-        rows = {"insert": [("+I", after, 0)], "delete": [("-D", before, 0)],
-                "update": [("-U", before, 0), ("+U", after, 1)]}[op]
+        rows = {
+            "insert": [("+I", after, 0)],
+            "delete": [("-D", before, 0)],
+            "update": [("-U", before, 0), ("+U", after, 1)],
+        }[op]
         for code, image, half in rows:
             last[tuple(_ident(image[c]) for c in key_cols)] = (code, image, 2 * seq + half)
     return last
@@ -143,8 +171,8 @@ def _fast(names, key_cols, events, cuts) -> pa.Table:
         if lo == hi:
             continue
         reduced = _Reduced(key_cols)
-        for start in range(lo, hi, 3):   # a task gets its range's rows in several batches
-            piece = events[start:min(hi, start + 3)]
+        for start in range(lo, hi, 3):  # a task gets its range's rows in several batches
+            piece = events[start : min(hi, start + 3)]
             table = change_table(explode_changes(_batch(names, key_cols, piece, start), "pair"), columns)
             reduced.add(table, len(piece))
         payloads.append(to_ipc(reduced.result()))

@@ -14,14 +14,28 @@ from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import RESNAPSHOT_SEQ
 from airflow_provider_mysqlcdc.spark.stream.resnapshots import _in_range, _keys_not_in
 
 T = TableId("shop", "orders")
-SCHEMA = TableSchema(T, (Column("id", 1, "bigint", "bigint", False), Column("s", 2, "varchar", "varchar(20)", True)),
-                     ("id",), ("id",), ("id",))
+SCHEMA = TableSchema(
+    T,
+    (Column("id", 1, "bigint", "bigint", False), Column("s", 2, "varchar", "varchar(20)", True)),
+    ("id",),
+    ("id",),
+    ("id",),
+)
 
 
 def _handoff(hid: str, created: float) -> Handoff:
     batch = Batch("batch-0001", (Chunk(T, 1, (100,), (200,)),))
-    return Handoff(hid, batch, BinlogOffset("mysql-bin.000002", 500), BinlogOffset("mysql-bin.000002", 400),
-                   {T: SCHEMA}, {T: f"handoffs/{hid}/rows/shop.orders"}, {T: 7}, 5405, created)
+    return Handoff(
+        hid,
+        batch,
+        BinlogOffset("mysql-bin.000002", 500),
+        BinlogOffset("mysql-bin.000002", 400),
+        {T: SCHEMA},
+        {T: f"handoffs/{hid}/rows/shop.orders"},
+        {T: 7},
+        5405,
+        created,
+    )
 
 
 def test_a_manifest_round_trips_and_pending_lists_unapplied_ones_oldest_first(tmp_path):
@@ -52,17 +66,23 @@ def test_the_health_check_lists_waiting_and_taken_over_handoffs(tmp_path):
 
 def test_a_table_read_request_lives_until_it_is_forgotten_and_carries_its_last_error(tmp_path):
     from airflow_provider_mysqlcdc.cdc.resnapshot import (
-        forget_table_read, note_table_read, request_table_read, status, table_read_requests,
+        forget_table_read,
+        note_table_read,
+        request_table_read,
+        status,
+        table_read_requests,
     )
 
     state = StateStore(str(tmp_path))
-    odd = TableId("my.db", "t/1`x")   # a name that is no file name as it is
+    odd = TableId("my.db", "t/1`x")  # a name that is no file name as it is
     request_table_read(state, odd, {"file": "b.000001", "position": 4}, "RENAME TABLE a TO t")
     request_table_read(state, T, {"file": "b.000001", "position": 9}, "RENAME TABLE b TO t")
-    assert [(r["database"], r["name"]) for r in table_read_requests(state)] == [("my.db", "t/1`x"),
-                                                                                 (T.database, T.table)]
+    assert [(r["database"], r["name"]) for r in table_read_requests(state)] == [
+        ("my.db", "t/1`x"),
+        (T.database, T.table),
+    ]
     note_table_read(state, odd, error="OperationalError: gone")
-    note_table_read(state, TableId("x", "never"), error="ignored")   # no request: nothing written
+    note_table_read(state, TableId("x", "never"), error="ignored")  # no request: nothing written
     assert [r.get("error") for r in status(state)["table_reads"]] == ["OperationalError: gone", None]
     forget_table_read(state, odd)
     assert [r["table"] for r in table_read_requests(state)] == [str(T)]
@@ -87,12 +107,14 @@ def test_the_replacement_rows_come_after_every_change_in_the_sinks_layout():
     gone = pa.table({"id": pa.array([1], pa.int64())})
     t = replacement_table(image, rows, gone, RESNAPSHOT_SEQ)
     assert t.schema.names == ["id", "s", "_op", "_seq"] and t.schema.field("id").type == pa.int64()
-    assert t.to_pylist() == [{"id": 2, "s": "b", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
-                             {"id": 4, "s": "d", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
-                             {"id": 1, "s": None, "_op": "-D", "_seq": RESNAPSHOT_SEQ}]
+    assert t.to_pylist() == [
+        {"id": 2, "s": "b", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
+        {"id": 4, "s": "d", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
+        {"id": 1, "s": None, "_op": "-D", "_seq": RESNAPSHOT_SEQ},
+    ]
     from airflow_provider_mysqlcdc.spark.stream.change_rows import seq_of
 
-    last = seq_of("mysql-bin.000511", (1 << 32) - 1, (1 << 20) - 1, 0)   # 512 files into a micro-batch
+    last = seq_of("mysql-bin.000511", (1 << 32) - 1, (1 << 20) - 1, 0)  # 512 files into a micro-batch
     assert RESNAPSHOT_SEQ > 2 * last + 1
 
 
@@ -104,9 +126,11 @@ def test_changelog_lines_name_the_ranges_and_where_the_rows_are_exact():
     head, line = [json.loads(x) for x in resnapshot_lines(T, rows, KeyRange(T, (100,), (200,)), info, 12, "abc")]
     assert head["op"] == "RS" and head["resnapshot"]["ranges"] == [KeyRange(T, (100,), (200,)).to_dict()]
     assert head["resnapshot"]["exact_at"] == info["exact_at"] and head["resnapshot"]["rows"] == 1
-    assert line == {"data": {"id": 2, "s": "b"}, "op": "r",
-                    "meta": {"database": "shop", "table": "orders", "batch": 12, "resnapshot": "h1",
-                             "schema_id": "abc"}}
+    assert line == {
+        "data": {"id": 2, "s": "b"},
+        "op": "r",
+        "meta": {"database": "shop", "table": "orders", "batch": 12, "resnapshot": "h1", "schema_id": "abc"},
+    }
 
 
 def test_a_batch_is_handed_over_in_pieces_of_consecutive_chunks_per_table():
@@ -114,14 +138,15 @@ def test_a_batch_is_handed_over_in_pieces_of_consecutive_chunks_per_table():
 
     u = TableId("shop", "items")
     chunks = tuple(Chunk(T, i, (i * 10,) if i else None, ((i + 1) * 10,)) for i in range(5)) + (
-        Chunk(u, 5, None, None),)
+        Chunk(u, 5, None, None),
+    )
     batch = Batch("batch-0003", chunks)
-    pieces = split_batch(batch, estimated_rows=600, piece_rows=250)   # ~100 rows a chunk: 2 chunks a piece
+    pieces = split_batch(batch, estimated_rows=600, piece_rows=250)  # ~100 rows a chunk: 2 chunks a piece
     assert [[c.chunk_id for c in p.chunks] for p in pieces] == [[0, 1], [2, 3], [4], [5]]
     assert all(p.batch_id == "batch-0003" and len(p.tables) == 1 for p in pieces)
     assert pieces[1].ranges() == (KeyRange(T, (20,), (40,)),)
-    assert [len(p.chunks) for p in split_batch(batch, 0, 250)] == [5, 1]   # no estimate: one piece a table
-    assert len(split_batch(batch, 6_000_000, 100_000)) == 6                 # never less than a chunk
+    assert [len(p.chunks) for p in split_batch(batch, 0, 250)] == [5, 1]  # no estimate: one piece a table
+    assert len(split_batch(batch, 6_000_000, 100_000)) == 6  # never less than a chunk
 
 
 def test_a_created_table_counts_when_the_list_matches_it_and_it_is_no_schema_change_helper():
@@ -148,7 +173,9 @@ def test_taken_over_rows_and_old_orphans_leave_the_state(tmp_path):
     write_manifest(state, _handoff("a", 1.0))
     (tmp_path / "handoffs" / "a" / "rows" / "shop.orders").mkdir(parents=True)
     forget_rows(state, "a")
-    assert not (tmp_path / "handoffs" / "a" / "rows").exists() and (tmp_path / "handoffs" / "a" / "manifest.json").exists()
+    assert (
+        not (tmp_path / "handoffs" / "a" / "rows").exists() and (tmp_path / "handoffs" / "a" / "manifest.json").exists()
+    )
     old, young = tmp_path / "handoffs" / "dead-old" / "rows", tmp_path / "handoffs" / "dead-young" / "rows"
     old.mkdir(parents=True)
     young.mkdir(parents=True)
@@ -167,9 +194,9 @@ def test_a_sink_reads_only_an_integer_ranges_keys(tmp_path):
 
     assert integer_bounds(SCHEMA, KeyRange(T, (100,), (200,))) == ("id", 100, 200)
     assert integer_bounds(SCHEMA, KeyRange(T, None, (200,))) == ("id", None, 200)
-    assert integer_bounds(SCHEMA, KeyRange(T, None, (200,), True)) is None          # NULL keys: read all
+    assert integer_bounds(SCHEMA, KeyRange(T, None, (200,), True)) is None  # NULL keys: read all
     text_key = replace(SCHEMA, chunk_key=("s",))
-    assert integer_bounds(text_key, KeyRange(T, ("a",), ("m",))) is None            # collations: read all
+    assert integer_bounds(text_key, KeyRange(T, ("a",), ("m",))) is None  # collations: read all
     sink = DeltaSink(str(tmp_path))
     sink.prepare([SCHEMA])
     rows = pa.table({"id": pa.array(range(0, 300, 10), pa.int64()), "s": ["x"] * 30, META_OP: ["+I"] * 30})

@@ -16,6 +16,6 @@ def test_retention_shorter_than_the_snapshot_with_its_margin_is_warned_about_wit
 
 def test_enough_retention_none_at_all_or_nothing_to_read_says_nothing():
     assert retention_warning(7 * 86400, 360_000_000, 100_000) is None
-    assert retention_warning(None, 10**12, 1) is None          # binlogs are never purged
-    assert retention_warning(60, 0, 100_000) is None            # every batch is done
-    assert retention_warning(10_800, 360_000_000, 100_000) is None   # exactly the margin
+    assert retention_warning(None, 10**12, 1) is None  # binlogs are never purged
+    assert retention_warning(60, 0, 100_000) is None  # every batch is done
+    assert retention_warning(10_800, 360_000_000, 100_000) is None  # exactly the margin

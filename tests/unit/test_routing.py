@@ -10,17 +10,32 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.routing import (DELETE, INSERT, UPDATE, Routing, filtered_changes, resolve_routing,
-                                                   sink_table_id)
+from airflow_provider_mysqlcdc.cdc.routing import (
+    DELETE,
+    INSERT,
+    UPDATE,
+    Routing,
+    filtered_changes,
+    resolve_routing,
+    sink_table_id,
+)
 from airflow_provider_mysqlcdc.cdc.transform_exprs import compile_filter
 from airflow_provider_mysqlcdc.pipelines.spec import RouteRule, TransformRule
 
 
-def table(name: str, columns: tuple[str, ...] = ("id", "amount"), key: tuple[str, ...] = ("id",),
-          identity: Optional[tuple[str, ...]] = None) -> TableSchema:
+def table(
+    name: str,
+    columns: tuple[str, ...] = ("id", "amount"),
+    key: tuple[str, ...] = ("id",),
+    identity: Optional[tuple[str, ...]] = None,
+) -> TableSchema:
     db, tbl = name.split(".")
-    cols = tuple(Column(c, i + 1, "varchar", "varchar(20)", c not in key, charset="utf8mb4") if c == "name" else
-                 Column(c, i + 1, "bigint", "bigint", c not in key) for i, c in enumerate(columns))
+    cols = tuple(
+        Column(c, i + 1, "varchar", "varchar(20)", c not in key, charset="utf8mb4")
+        if c == "name"
+        else Column(c, i + 1, "bigint", "bigint", c not in key)
+        for i, c in enumerate(columns)
+    )
     return TableSchema(TableId(db, tbl), cols, key, key or columns, identity or key or columns)
 
 
@@ -62,15 +77,20 @@ def test_an_exact_route_renames_without_merging() -> None:
 
 
 def test_two_exact_routes_into_one_sink_merge() -> None:
-    rules = [RouteRule(source_table="shop.orders_1", sink_table="shop.orders"),
-             RouteRule(source_table="shop.orders_2", sink_table="shop.orders")]
+    rules = [
+        RouteRule(source_table="shop.orders_1", sink_table="shop.orders"),
+        RouteRule(source_table="shop.orders_2", sink_table="shop.orders"),
+    ]
     sink = resolve_routing(rules, SHARDS[:2]).sinks[tid("shop.orders")]
     assert sink.merged and sink.sources == (tid("shop.orders_1"), tid("shop.orders_2"))
 
 
 def test_the_first_matching_route_wins() -> None:
-    rules = [RouteRule(source_table="shop.orders_3", sink_table="archive.orders_3"), SHARD_ROUTE,
-             RouteRule(source_table=r"shop\..*", sink_table="shop.everything")]
+    rules = [
+        RouteRule(source_table="shop.orders_3", sink_table="archive.orders_3"),
+        SHARD_ROUTE,
+        RouteRule(source_table=r"shop\..*", sink_table="shop.everything"),
+    ]
     routing = resolve_routing(rules, SHARDS + OTHERS)
     assert routing.sink_of[tid("shop.orders_3")] == tid("archive.orders_3")
     assert routing.sink_of[tid("shop.orders_1")] == tid("shop.orders")
@@ -80,8 +100,10 @@ def test_the_first_matching_route_wins() -> None:
 
 def test_table_entry_forms() -> None:
     tables = [table("my db.t$1"), table("shop.customers", ("id", "name"))]
-    rules = [RouteRule(source_table="`my db`.`t$1`", sink_table="`lake db`.`t 1`"),
-             RouteRule(source_table="customers", sink_table="crm.customers")]
+    rules = [
+        RouteRule(source_table="`my db`.`t$1`", sink_table="`lake db`.`t 1`"),
+        RouteRule(source_table="customers", sink_table="crm.customers"),
+    ]
     routing = resolve_routing(rules, tables, default_database="shop")
     assert routing.sink_of[TableId("my db", "t$1")] == TableId("lake db", "t 1")
     assert routing.sink_of[tid("shop.customers")] == tid("crm.customers")
@@ -108,8 +130,10 @@ def test_a_sink_that_is_an_unrouted_captured_table_is_refused() -> None:
 
 
 def test_a_table_moved_away_frees_its_name() -> None:
-    rules = [RouteRule(source_table="shop.customers", sink_table="crm.customers"),
-             RouteRule(source_table="crm.orders_9", sink_table="shop.customers")]
+    rules = [
+        RouteRule(source_table="shop.customers", sink_table="crm.customers"),
+        RouteRule(source_table="crm.orders_9", sink_table="shop.customers"),
+    ]
     routing = resolve_routing(rules, OTHERS)
     assert routing.sink_of[tid("crm.orders_9")] == tid("shop.customers")
 
@@ -139,11 +163,18 @@ def test_tables_without_a_key_use_every_column() -> None:
 
 def test_primary_keys_of_a_transform_replace_the_identity() -> None:
     tables = [table("shop.orders_1"), table("shop.orders_2", ("order_id", "amount"), ("order_id",))]
-    transforms = [TransformRule(source_table=r"shop\.orders_1", projection="id AS oid, amount, __table_name__ AS src",
-                                primary_keys=["src", "oid"]),
-                  TransformRule(source_table=r"shop\.orders_2",
-                                projection="order_id AS oid, amount, __table_name__ AS src",
-                                primary_keys=["src", "oid"])]
+    transforms = [
+        TransformRule(
+            source_table=r"shop\.orders_1",
+            projection="id AS oid, amount, __table_name__ AS src",
+            primary_keys=["src", "oid"],
+        ),
+        TransformRule(
+            source_table=r"shop\.orders_2",
+            projection="order_id AS oid, amount, __table_name__ AS src",
+            primary_keys=["src", "oid"],
+        ),
+    ]
     sink = resolve_routing([SHARD_ROUTE], tables, transforms=transforms).sinks[tid("shop.orders")]
     assert sink.merged and sink.row_identity == ("src", "oid") and sink.source_column == "_source_table"
 
@@ -179,8 +210,10 @@ def test_a_projection_dropping_identity_columns_needs_primary_keys() -> None:
 
 
 def test_the_first_matching_transform_applies() -> None:
-    rules = [TransformRule(source_table="shop.customers", projection="id, name"),
-             TransformRule(source_table=r"shop\..*", projection="name")]
+    rules = [
+        TransformRule(source_table="shop.customers", projection="id, name"),
+        TransformRule(source_table=r"shop\..*", projection="name"),
+    ]
     assert resolve_routing([], OTHERS, transforms=rules).sinks[tid("shop.customers")].row_identity == ("id",)
 
 
@@ -209,31 +242,40 @@ def test_projections_read_the_tables_arrow_schema() -> None:
 FILTER_TABLE = [
     # updates: both images
     (True, True, True, True, UPDATE),
-    (True, True, True, False, DELETE),   # the row left the filtered set: delete its before image
-    (True, True, False, True, INSERT),   # the row entered the filtered set: insert its after image
+    (True, True, True, False, DELETE),  # the row left the filtered set: delete its before image
+    (True, True, False, True, INSERT),  # the row entered the filtered set: insert its after image
     (True, True, False, False, None),
-    (True, True, None, True, INSERT),    # NULL counts as not passing, as in SQL WHERE
+    (True, True, None, True, INSERT),  # NULL counts as not passing, as in SQL WHERE
     (True, True, True, None, DELETE),
     (True, True, None, None, None),
     # inserts: the after image only
-    (False, True, None, True, INSERT), (False, True, None, False, None), (False, True, True, None, None),
+    (False, True, None, True, INSERT),
+    (False, True, None, False, None),
+    (False, True, True, None, None),
     (False, True, True, True, INSERT),  # a before verdict without a before image is ignored
     # deletes: the before image only
-    (True, False, True, None, DELETE), (True, False, False, None, None), (True, False, True, True, DELETE),
+    (True, False, True, None, DELETE),
+    (True, False, False, None, None),
+    (True, False, True, True, DELETE),
     (True, False, None, True, None),
 ]
 
 
 @pytest.mark.parametrize("has_before, has_after, before_in, after_in, expected", FILTER_TABLE)
-def test_filtered_change(has_before: bool, has_after: bool, before_in: Optional[bool], after_in: Optional[bool],
-                         expected: Optional[str]) -> None:
+def test_filtered_change(
+    has_before: bool, has_after: bool, before_in: Optional[bool], after_in: Optional[bool], expected: Optional[str]
+) -> None:
     assert filtered_changes([has_before], [has_after], [before_in], [after_in]).to_pylist() == [expected]
 
 
 def test_filtered_changes_is_vectorized_over_arrow_masks() -> None:
     rows = FILTER_TABLE
-    got = filtered_changes(pa.array([r[0] for r in rows]), pa.chunked_array([[r[1] for r in rows]]),
-                           pa.array([r[2] for r in rows], pa.bool_()), pa.array([r[3] for r in rows], pa.bool_()))
+    got = filtered_changes(
+        pa.array([r[0] for r in rows]),
+        pa.chunked_array([[r[1] for r in rows]]),
+        pa.array([r[2] for r in rows], pa.bool_()),
+        pa.array([r[3] for r in rows], pa.bool_()),
+    )
     assert got.type == pa.string() and got.to_pylist() == [r[4] for r in rows]
     assert filtered_changes([], [], [], []).to_pylist() == []
 
@@ -243,10 +285,13 @@ def test_a_filter_over_before_and_after_images() -> None:
     column sees -U for before images and +U for after images."""
     schema = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
     f = compile_filter("amount > 10 AND __data_event_type__ <> '-D'", schema, "shop.orders_1")
-    before = pa.RecordBatch.from_pylist([{"id": 1, "amount": 5}, {"id": 2, "amount": 50}, {"id": 3, "amount": 70},
-                                         {"id": 4, "amount": 20}], schema=schema)
-    after = pa.RecordBatch.from_pylist([{"id": 1, "amount": 50}, {"id": 2, "amount": 5}, {"id": 3, "amount": 80},
-                                        {"id": 4}], schema=schema)
+    before = pa.RecordBatch.from_pylist(
+        [{"id": 1, "amount": 5}, {"id": 2, "amount": 50}, {"id": 3, "amount": 70}, {"id": 4, "amount": 20}],
+        schema=schema,
+    )
+    after = pa.RecordBatch.from_pylist(
+        [{"id": 1, "amount": 50}, {"id": 2, "amount": 5}, {"id": 3, "amount": 80}, {"id": 4}], schema=schema
+    )
     ops_before = pa.array(["-U", "-U", "-U", "-D"])
     before_in = f.evaluate(before, database="shop", table="orders_1", op=ops_before)
     after_in = f.evaluate(after, database="shop", table="orders_1", op="+U")

@@ -13,12 +13,24 @@ import pytest
 import yaml
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.schema.ddl import (
-    DdlParseError, might_touch, parse_ddl, unwrap_executable_comments)
+from airflow_provider_mysqlcdc.cdc.schema.ddl import DdlParseError, might_touch, parse_ddl, unwrap_executable_comments
 from airflow_provider_mysqlcdc.cdc.schema.events import (
-    AddColumn, AlterColumnType, AlterKey, ConvertCharset, CreateTable, DropColumn, DropDatabase,
-    DropTable, EVENT_TYPES, RenameColumn, RenameTable, SetColumnDefault, SetDefaultCharset, TruncateTable,
-    change_from_dict)
+    EVENT_TYPES,
+    AddColumn,
+    AlterColumnType,
+    AlterKey,
+    ConvertCharset,
+    CreateTable,
+    DropColumn,
+    DropDatabase,
+    DropTable,
+    RenameColumn,
+    RenameTable,
+    SetColumnDefault,
+    SetDefaultCharset,
+    TruncateTable,
+    change_from_dict,
+)
 from airflow_provider_mysqlcdc.cdc.schema.evolve import SchemaChangeError, apply_change, apply_to_tables
 from airflow_provider_mysqlcdc.cdc.version import ServerVersion
 
@@ -95,22 +107,25 @@ def test_corpus_statement(entry):
 # --- might_touch -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sql, captured, expected", [
-    ("ALTER TABLE orders ADD x INT", {"orders"}, True),
-    ("ALTER TABLE `Orders` ADD x INT", {"orders"}, True),
-    ("ALTER TABLE shop.`orders` ADD x INT", {"items", "orders"}, True),
-    ("ALTER TABLE `we``ird` ADD x INT", {"we`ird"}, True),
-    ('ALTER TABLE "q""t" ADD x INT', {'q"t'}, True),
-    ("ALTER TABLE `bestellungen_ü` ADD x INT", {"bestellungen_ü"}, True),
-    ("RENAME TABLE _orders_gho TO orders", {"orders"}, True),
-    ("ALTER TABLE customers ADD x INT", {"orders"}, False),
-    ("CREATE TABLE audit_log (id INT)", {"orders", "items"}, False),
-    ("DROP DATABASE shop", {"orders"}, True),
-    ("/*!40000 DROP SCHEMA IF EXISTS `shop`*/", {"orders"}, True),
-    ("CREATE DATABASE shop", {"orders"}, False),
-    ("COMMIT", {"orders"}, False),
-    ("ALTER TABLE customers ADD x INT", set(), False),
-])
+@pytest.mark.parametrize(
+    "sql, captured, expected",
+    [
+        ("ALTER TABLE orders ADD x INT", {"orders"}, True),
+        ("ALTER TABLE `Orders` ADD x INT", {"orders"}, True),
+        ("ALTER TABLE shop.`orders` ADD x INT", {"items", "orders"}, True),
+        ("ALTER TABLE `we``ird` ADD x INT", {"we`ird"}, True),
+        ('ALTER TABLE "q""t" ADD x INT', {'q"t'}, True),
+        ("ALTER TABLE `bestellungen_ü` ADD x INT", {"bestellungen_ü"}, True),
+        ("RENAME TABLE _orders_gho TO orders", {"orders"}, True),
+        ("ALTER TABLE customers ADD x INT", {"orders"}, False),
+        ("CREATE TABLE audit_log (id INT)", {"orders", "items"}, False),
+        ("DROP DATABASE shop", {"orders"}, True),
+        ("/*!40000 DROP SCHEMA IF EXISTS `shop`*/", {"orders"}, True),
+        ("CREATE DATABASE shop", {"orders"}, False),
+        ("COMMIT", {"orders"}, False),
+        ("ALTER TABLE customers ADD x INT", set(), False),
+    ],
+)
 def test_might_touch(sql, captured, expected):
     assert might_touch(sql, captured) is expected
 
@@ -132,18 +147,21 @@ MYSQL8 = ServerVersion.parse("8.0.36")
 MYSQL57 = ServerVersion.parse("5.7.44-log")
 
 
-@pytest.mark.parametrize("server, sql, runs", [
-    (None, "/*!80023 X */", True),
-    (MYSQL8, "/*!80023 X */", True),
-    (MYSQL57, "/*!80023 X */", False),
-    (MARIADB, "/*!80023 X */", False),   # MariaDB skips 50700..99999
-    (MARIADB, "/*!50100 X */", True),
-    (MARIADB, "/*!100301 X */", True),
-    (MARIADB, "/*!110400 X */", False),
-    (MARIADB, "/*M!100301 X */", True),
-    (MYSQL8, "/*M!100301 X */", False),  # MySQL: an ordinary comment
-    (MYSQL8, "/*! X */", True),
-])
+@pytest.mark.parametrize(
+    "server, sql, runs",
+    [
+        (None, "/*!80023 X */", True),
+        (MYSQL8, "/*!80023 X */", True),
+        (MYSQL57, "/*!80023 X */", False),
+        (MARIADB, "/*!80023 X */", False),  # MariaDB skips 50700..99999
+        (MARIADB, "/*!50100 X */", True),
+        (MARIADB, "/*!100301 X */", True),
+        (MARIADB, "/*!110400 X */", False),
+        (MARIADB, "/*M!100301 X */", True),
+        (MYSQL8, "/*M!100301 X */", False),  # MySQL: an ordinary comment
+        (MYSQL8, "/*! X */", True),
+    ],
+)
 def test_executable_comment_versions(server, sql, runs):
     out = unwrap_executable_comments(sql, server)
     assert len(out) == len(sql)  # positions are kept
@@ -167,12 +185,18 @@ def test_event_dicts_are_json_and_name_their_kind():
     events = [
         CreateTable(TableId("db", "t"), (col,), ("c",), (("c",),), None, "utf8mb4"),
         CreateTable(TableId("db", "t2"), like=TableId("db", "t")),
-        AddColumn(TableId("db", "t"), col, after="x"), DropColumn(TableId("db", "t"), "c", True),
-        RenameColumn(TableId("db", "t"), "a", "b"), AlterColumnType(TableId("db", "t"), "c", col, first=True),
-        SetColumnDefault(TableId("db", "t"), "c", "'a'"), AlterKey(TableId("db", "t"), ("a", "b")),
-        ConvertCharset(TableId("db", "t"), "latin1"), SetDefaultCharset(TableId("db", "t"), "latin1", "latin1_bin"),
-        RenameTable(TableId("db", "t"), TableId("db2", "u")), TruncateTable(TableId("db", "t")),
-        DropTable(TableId("d.b", "t.x")), DropDatabase("db"),
+        AddColumn(TableId("db", "t"), col, after="x"),
+        DropColumn(TableId("db", "t"), "c", True),
+        RenameColumn(TableId("db", "t"), "a", "b"),
+        AlterColumnType(TableId("db", "t"), "c", col, first=True),
+        SetColumnDefault(TableId("db", "t"), "c", "'a'"),
+        AlterKey(TableId("db", "t"), ("a", "b")),
+        ConvertCharset(TableId("db", "t"), "latin1"),
+        SetDefaultCharset(TableId("db", "t"), "latin1", "latin1_bin"),
+        RenameTable(TableId("db", "t"), TableId("db2", "u")),
+        TruncateTable(TableId("db", "t")),
+        DropTable(TableId("d.b", "t.x")),
+        DropDatabase("db"),
     ]
     assert {type(e) for e in events} == set(EVENT_TYPES.values())
     for e in events:
@@ -216,7 +240,7 @@ def test_damaged_statements_fail_only_with_ddl_parse_error(entry):
     either events or DdlParseError, never another exception."""
     sql = entry["sql"]
     for cut in range(1, len(sql)):
-        for variant in (sql[:cut], sql[:cut] + sql[cut + 1:]):
+        for variant in (sql[:cut], sql[:cut] + sql[cut + 1 :]):
             try:
                 parse_ddl(variant, "shop")
             except DdlParseError:
@@ -234,8 +258,13 @@ def col(name, ordinal, data_type="int", column_type=None, nullable=True, charset
 
 
 def schema(*columns: Column, pk=("id",), table=T, chunk=None, identity=None) -> TableSchema:
-    return TableSchema(table, tuple(columns), tuple(pk), tuple(chunk if chunk is not None else pk),
-                       tuple(identity if identity is not None else (pk or [c.name for c in columns])))
+    return TableSchema(
+        table,
+        tuple(columns),
+        tuple(pk),
+        tuple(chunk if chunk is not None else pk),
+        tuple(identity if identity is not None else (pk or [c.name for c in columns])),
+    )
 
 
 def evolve(s: TableSchema | None, *sqls: str, charset: str | None = "utf8mb4") -> TableSchema | None:
@@ -245,8 +274,11 @@ def evolve(s: TableSchema | None, *sqls: str, charset: str | None = "utf8mb4") -
     return s
 
 
-BASE = schema(col("id", 1, nullable=False), col("note", 2, "varchar", "varchar(10)", charset="utf8mb4",
-                                                   char_max_length=10), col("qty", 3))
+BASE = schema(
+    col("id", 1, nullable=False),
+    col("note", 2, "varchar", "varchar(10)", charset="utf8mb4", char_max_length=10),
+    col("qty", 3),
+)
 
 
 def shape(s: TableSchema) -> list[tuple]:
@@ -378,36 +410,47 @@ def test_set_default_changes_no_shape():
 
 
 def test_convert_charset_widens_text_like_the_server():
-    s = schema(col("id", 1, nullable=False),
-               col("a", 2, "text", charset="latin1", char_max_length=65535),
-               col("b", 3, "varchar", "varchar(10)", charset="latin1", char_max_length=10),
-               col("c", 4, "tinytext", charset="utf8mb3", char_max_length=255),
-               col("e", 5, "enum", "enum('a')", charset="latin1", char_max_length=1),
-               col("bl", 6, "blob", char_max_length=65535))
+    s = schema(
+        col("id", 1, nullable=False),
+        col("a", 2, "text", charset="latin1", char_max_length=65535),
+        col("b", 3, "varchar", "varchar(10)", charset="latin1", char_max_length=10),
+        col("c", 4, "tinytext", charset="utf8mb3", char_max_length=255),
+        col("e", 5, "enum", "enum('a')", charset="latin1", char_max_length=1),
+        col("bl", 6, "blob", char_max_length=65535),
+    )
     u = evolve(s, "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4")
     assert [(c.name, c.data_type, c.charset) for c in u.columns] == [
-        ("id", "int", None), ("a", "mediumtext", "utf8mb4"), ("b", "varchar", "utf8mb4"),
-        ("c", "text", "utf8mb4"), ("e", "enum", "utf8mb4"), ("bl", "blob", None)]
+        ("id", "int", None),
+        ("a", "mediumtext", "utf8mb4"),
+        ("b", "varchar", "utf8mb4"),
+        ("c", "text", "utf8mb4"),
+        ("e", "enum", "utf8mb4"),
+        ("bl", "blob", None),
+    ]
     assert u.columns[1].char_max_length == 16777215
     back = evolve(u, "ALTER TABLE t CONVERT TO CHARACTER SET latin1 COLLATE latin1_bin")
     assert back.columns[1].data_type == "mediumtext" and back.columns[1].collation == "latin1_bin"
     b = evolve(back, "ALTER TABLE t CONVERT TO CHARACTER SET binary")
     assert [(c.data_type, c.column_type, c.charset) for c in b.columns[1:5]] == [
-        ("mediumblob", "mediumblob", None), ("varbinary", "varbinary(10)", None), ("blob", "blob", None),
-        ("enum", "enum('a')", "binary")]
+        ("mediumblob", "mediumblob", None),
+        ("varbinary", "varbinary(10)", None),
+        ("blob", "blob", None),
+        ("enum", "enum('a')", "binary"),
+    ]
 
 
 def test_apply_to_tables_follows_a_gh_ost_cut_over():
     orders, gho, dele = TableId(DB, "orders"), TableId(DB, "_orders_gho"), TableId(DB, "_orders_del")
     tables = {orders: schema(col("id", 1, nullable=False), col("a", 2), table=orders)}
-    for sql in ["create /* gh-ost */ table `shop`.`_orders_gho` like `shop`.`orders`",
-                "alter /* gh-ost */ table `shop`.`_orders_gho` add column b int, drop column a",
-                "create /* gh-ost */ table `shop`.`_orders_del` (id int auto_increment primary key) engine=InnoDB",
-                "drop /* gh-ost */ table if exists `shop`.`_orders_del`",
-                "create /* gh-ost */ table `shop`.`_orders_del` (id int auto_increment primary key)",
-                "rename /* gh-ost */ table `shop`.`orders` to `shop`.`_orders_del`, "
-                "`shop`.`_orders_gho` to `shop`.`orders`",
-                "drop /* gh-ost */ table if exists `shop`.`_orders_del`"]:
+    for sql in [
+        "create /* gh-ost */ table `shop`.`_orders_gho` like `shop`.`orders`",
+        "alter /* gh-ost */ table `shop`.`_orders_gho` add column b int, drop column a",
+        "create /* gh-ost */ table `shop`.`_orders_del` (id int auto_increment primary key) engine=InnoDB",
+        "drop /* gh-ost */ table if exists `shop`.`_orders_del`",
+        "create /* gh-ost */ table `shop`.`_orders_del` (id int auto_increment primary key)",
+        "rename /* gh-ost */ table `shop`.`orders` to `shop`.`_orders_del`, `shop`.`_orders_gho` to `shop`.`orders`",
+        "drop /* gh-ost */ table if exists `shop`.`_orders_del`",
+    ]:
         for change in parse_ddl(sql, DB):
             tables = apply_to_tables(tables, change, "utf8mb4")
     assert set(tables) == {orders} and tables[orders].column_names == ("id", "b")

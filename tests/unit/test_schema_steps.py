@@ -27,8 +27,8 @@ from airflow_provider_mysqlcdc.spark.sinks.direct_spec import DdlMark, columns_s
 
 # --- sinks, as the planner sees them: a name and what they can do --------------------------------
 
-PG = frozenset(B.ACTION_KINDS)                                          # PostgreSQL: everything
-DELTA = frozenset({B.ADD_COLUMN, B.TRUNCATE, B.ALTER_COLUMN_TYPE})      # delta-rs: no rename, no drop
+PG = frozenset(B.ACTION_KINDS)  # PostgreSQL: everything
+DELTA = frozenset({B.ADD_COLUMN, B.TRUNCATE, B.ALTER_COLUMN_TYPE})  # delta-rs: no rename, no drop
 NOTHING = frozenset()
 
 DB = "shop"
@@ -40,8 +40,7 @@ BINLOG = "mysql-bin.000001"
 # --- schemas ------------------------------------------------------------------------------------
 
 
-def col(name: str, data_type: str = "int", column_type: str | None = None, nullable: bool = True,
-        **kw: Any) -> Column:
+def col(name: str, data_type: str = "int", column_type: str | None = None, nullable: bool = True, **kw: Any) -> Column:
     """A column as information_schema describes it (ordinal set by ``schema``)."""
     return Column(name, 0, data_type, column_type or data_type, nullable, **kw)
 
@@ -59,8 +58,9 @@ def tinyint(name: str, nullable: bool = True) -> Column:
 
 
 def varchar(name: str, n: int = 10, nullable: bool = True) -> Column:
-    return col(name, "varchar", f"varchar({n})", nullable, charset="utf8mb4", collation="utf8mb4_0900_ai_ci",
-               char_max_length=n)
+    return col(
+        name, "varchar", f"varchar({n})", nullable, charset="utf8mb4", collation="utf8mb4_0900_ai_ci", char_max_length=n
+    )
 
 
 def text(name: str) -> Column:
@@ -74,8 +74,10 @@ def dec(name: str, p: int, s: int) -> Column:
 def schema(*columns: Column, pk: Sequence[str] = ("id",), table: TableId = T) -> TableSchema:
     """A table; ordinals 1..n, primary key columns NOT NULL, identity = the key (else every column)."""
     pk = tuple(pk)
-    cols = tuple(Column(**{**c.to_dict(), "ordinal": i + 1, "nullable": c.nullable and c.name not in pk})
-                 for i, c in enumerate(columns))
+    cols = tuple(
+        Column(**{**c.to_dict(), "ordinal": i + 1, "nullable": c.nullable and c.name not in pk})
+        for i, c in enumerate(columns)
+    )
     return TableSchema(table, cols, pk, pk, pk or tuple(c.name for c in cols))
 
 
@@ -104,8 +106,11 @@ def evolve_by(old: TableSchema, sql: str) -> tuple[TableSchema, list[tuple[str, 
         new = apply_change(new, e)
     assert new is not None
     renames = [(e.old, e.new) for e in events if isinstance(e, RenameColumn)]
-    renames += [(e.name, e.column.name) for e in events if isinstance(e, AlterColumnType)
-                and e.name.lower() == e.column.name.lower() and e.name != e.column.name]
+    renames += [
+        (e.name, e.column.name)
+        for e in events
+        if isinstance(e, AlterColumnType) and e.name.lower() == e.column.name.lower() and e.name != e.column.name
+    ]
     fills = {}
     for e in events:
         if isinstance(e, AddColumn):
@@ -114,8 +119,14 @@ def evolve_by(old: TableSchema, sql: str) -> tuple[TableSchema, list[tuple[str, 
     return new, renames, fills
 
 
-def plan(behavior: str, can: Iterable[str], old: TableSchema, sql: str, sink: TableSchema | None = None,
-         where: str = f"{BINLOG}:400") -> B.SinkPlan:
+def plan(
+    behavior: str,
+    can: Iterable[str],
+    old: TableSchema,
+    sql: str,
+    sink: TableSchema | None = None,
+    where: str = f"{BINLOG}:400",
+) -> B.SinkPlan:
     new, renames, fills = evolve_by(old, sql)
     return B.plan_columns(behavior, "testsink", frozenset(can), sink or old, old, new, renames, fills, where, sql)
 
@@ -141,8 +152,9 @@ def apply_in_order(sink: TableSchema, actions: Iterable[B.SinkAction]) -> list[s
         elif a.kind == B.RENAME_COLUMN:
             assert a.name is not None and a.new_name is not None
             assert a.name.lower() in low(), f"{a.describe()}: no such column"
-            assert a.new_name.lower() not in low() or a.new_name.lower() == a.name.lower(), \
+            assert a.new_name.lower() not in low() or a.new_name.lower() == a.name.lower(), (
                 f"{a.describe()}: column {a.new_name} already exists"
+            )
             cols[low().index(a.name.lower())] = a.new_name
         elif a.kind == B.ALTER_COLUMN_TYPE:
             assert a.name is not None and a.name.lower() in low(), f"{a.describe()}: no such column"
@@ -159,23 +171,45 @@ def offset(position: int, file: str = BINLOG, row: int = 0) -> dict[str, Any]:
 def rows(s: TableSchema, seq: int, changes: int = 1, table: TableId | None = None) -> dict[str, Any]:
     """A data record: ``changes`` row changes of ``table`` logged with the columns of ``s``."""
     t = table or s.table_id
-    return {"database": t.database, "table": t.table, "first_seq": seq, "last_seq": seq + changes - 1,
-            "changes": changes, "columns": columns_signature(s), "ddl": "",
-            "payload": f"payload-{t.table}-{seq}".encode(), "path": f"/tmp/part-{seq}"}
+    return {
+        "database": t.database,
+        "table": t.table,
+        "first_seq": seq,
+        "last_seq": seq + changes - 1,
+        "changes": changes,
+        "columns": columns_signature(s),
+        "ddl": "",
+        "payload": f"payload-{t.table}-{seq}".encode(),
+        "path": f"/tmp/part-{seq}",
+    }
 
 
 def ddl(sql: str, position: int, seq: int, table: TableId = T, database: str = DB) -> dict[str, Any]:
     """A DDL record for ``table``: the statement at ``position`` whose changes would get ``_seq`` ``seq``."""
     mark = DdlMark((table,), database, sql, offset(position), seq)
-    return {"database": table.database, "table": table.table, "first_seq": seq, "last_seq": seq, "changes": 0,
-            "columns": "", "ddl": mark.to_json(), "payload": b"", "path": ""}
+    return {
+        "database": table.database,
+        "table": table.table,
+        "first_seq": seq,
+        "last_seq": seq,
+        "changes": 0,
+        "columns": "",
+        "ddl": mark.to_json(),
+        "payload": b"",
+        "path": "",
+    }
 
 
 class Planner:
     """A StepPlanner over a fresh history, counting ``on_record`` calls."""
 
-    def __init__(self, behavior: str = "lenient", can: Iterable[str] = PG,
-                 tables: Iterable[TableSchema] = (), history: SchemaHistory | None = None) -> None:
+    def __init__(
+        self,
+        behavior: str = "lenient",
+        can: Iterable[str] = PG,
+        tables: Iterable[TableSchema] = (),
+        history: SchemaHistory | None = None,
+    ) -> None:
         self.history = history or SchemaHistory.starting_with(list(tables) or [base()])
         self.recorded = 0
         self.planner = StepPlanner(self.history, behavior, "testsink", frozenset(can), on_record=self._saved)
@@ -237,7 +271,7 @@ class TestColumnDiff:
 
     def test_swap_through_the_parsers_temporary_name(self):
         new, renames, _ = evolve_by(self.OLD, "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a")
-        assert len(renames) == 3   # a -> tmp, b -> a, tmp -> b
+        assert len(renames) == 3  # a -> tmp, b -> a, tmp -> b
         d = B.column_diff(self.OLD, new, renames)
         assert sorted(d.renamed) == [("a", "b"), ("b", "a")]
         assert (d.added, d.dropped) == ((), ())
@@ -248,14 +282,16 @@ class TestColumnDiff:
         new = schema(int_("id", False), bigint("a"), varchar("b", 50))
         d = B.column_diff(self.OLD, new)
         assert [(o.name, o.column_type, n.column_type) for o, n in d.retyped] == [
-            ("a", "int", "bigint"), ("b", "varchar(10)", "varchar(50)")]
+            ("a", "int", "bigint"),
+            ("b", "varchar(10)", "varchar(50)"),
+        ]
         assert (d.added, d.dropped, d.renamed) == ((), (), ())
 
     def test_names_compare_case_insensitively(self):
         new = schema(int_("ID", False), int_("A"), varchar("B"), pk=("ID",))
         assert B.column_diff(self.OLD, new).empty
         d = B.column_diff(self.OLD, schema(int_("id", False), int_("Alpha"), varchar("b")), [("A", "ALPHA")])
-        assert d.renamed == (("a", "Alpha"),)        # spelled as the two versions spell them
+        assert d.renamed == (("a", "Alpha"),)  # spelled as the two versions spell them
         assert (d.added, d.dropped, d.retyped) == ((), (), ())
 
     def test_rename_and_retype_in_one_change_clause(self):
@@ -287,27 +323,31 @@ class TestColumnDiff:
 # =================================================================================================
 
 
-@pytest.mark.parametrize("old, new, expected", [
-    (tinyint("c"), bigint("c"), True),
-    (int_("c"), bigint("c"), True),
-    (bigint("c"), int_("c"), False),
-    (int_("c"), dec("c", 20, 0), True),
-    (bigint("c"), dec("c", 19, 0), True),
-    (int_("c"), dec("c", 9, 0), False),          # 10 integer digits do not fit in 9
-    (int_("c"), dec("c", 12, 4), False),         # 8 integer digits
-    (dec("c", 10, 2), dec("c", 12, 2), True),
-    (dec("c", 10, 2), dec("c", 12, 1), False),   # loses a fraction digit
-    (dec("c", 10, 2), dec("c", 10, 3), False),   # loses an integer digit
-    (col("c", "float"), col("c", "double"), True),
-    (col("c", "double"), col("c", "float"), False),
-    (varchar("c", 10), varchar("c", 100), True),
-    (varchar("c", 100), varchar("c", 10), True),  # the same sink type (string)
-    (varchar("c"), text("c"), True),
-    (text("c"), int_("c"), False),
-    (int_("c"), varchar("c"), False),
-    (col("c", "varbinary", "varbinary(4)", char_max_length=4), col("c", "blob", "blob"), True),
-    (col("c", "blob", "blob"), text("c"), False),
-], ids=lambda v: v.column_type if isinstance(v, Column) else str(v))
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        (tinyint("c"), bigint("c"), True),
+        (int_("c"), bigint("c"), True),
+        (bigint("c"), int_("c"), False),
+        (int_("c"), dec("c", 20, 0), True),
+        (bigint("c"), dec("c", 19, 0), True),
+        (int_("c"), dec("c", 9, 0), False),  # 10 integer digits do not fit in 9
+        (int_("c"), dec("c", 12, 4), False),  # 8 integer digits
+        (dec("c", 10, 2), dec("c", 12, 2), True),
+        (dec("c", 10, 2), dec("c", 12, 1), False),  # loses a fraction digit
+        (dec("c", 10, 2), dec("c", 10, 3), False),  # loses an integer digit
+        (col("c", "float"), col("c", "double"), True),
+        (col("c", "double"), col("c", "float"), False),
+        (varchar("c", 10), varchar("c", 100), True),
+        (varchar("c", 100), varchar("c", 10), True),  # the same sink type (string)
+        (varchar("c"), text("c"), True),
+        (text("c"), int_("c"), False),
+        (int_("c"), varchar("c"), False),
+        (col("c", "varbinary", "varbinary(4)", char_max_length=4), col("c", "blob", "blob"), True),
+        (col("c", "blob", "blob"), text("c"), False),
+    ],
+    ids=lambda v: v.column_type if isinstance(v, Column) else str(v),
+)
 def test_widens(old, new, expected):
     assert B.widens(old, new) is expected
 
@@ -332,32 +372,35 @@ def added(decl: str) -> tuple[Any, str | None]:
     return B.fill_value(e.column.to_column(3, "utf8mb4"), e.column.default, e.column.has_default)
 
 
-@pytest.mark.parametrize("decl, value", [
-    ("INT NOT NULL DEFAULT 5", 5),
-    ("INT DEFAULT '5'", 5),                         # a quoted number in an int column is a number
-    ("VARCHAR(10) DEFAULT '5'", "5"),
-    ("INT DEFAULT -1", -1),
-    ("DECIMAL(10,2) DEFAULT -3.25", "-3.25"),       # decimals as text, no float rounding
-    ("DOUBLE NOT NULL DEFAULT 2.5", 2.5),
-    ("TINYINT(1) NOT NULL DEFAULT TRUE", 1),
-    ("ENUM('x','y') NOT NULL DEFAULT 'y'", "y"),
-    ("INT NOT NULL DEFAULT 5.7", 6),                # the server rounds, it does not truncate
-    ("INT DEFAULT -5.5", -6),
-    ("BIGINT UNSIGNED NOT NULL DEFAULT 18446744073709551615", "18446744073709551615"),
-    ("TIME NOT NULL DEFAULT '12:00:00'", 12 * 3600 * 1_000_000),
-    ("TIME DEFAULT '-1 02:03:04'", -(26 * 3600 + 3 * 60 + 4) * 1_000_000),
-    ("TIME(3) DEFAULT '00:00:01.2346'", 1_235_000),
-    ("INT DEFAULT NULL", None),
-    # NOT NULL without DEFAULT: MySQL's implicit default
-    ("INT NOT NULL", 0),
-    ("BIGINT UNSIGNED NOT NULL", "0"),
-    ("VARCHAR(20) NOT NULL", ""),
-    ("ENUM('a','b') NOT NULL", "a"),
-    ("TIME NOT NULL", 0),
-    # nullable without DEFAULT: NULL
-    ("INT", None),
-    ("VARCHAR(20)", None),
-])
+@pytest.mark.parametrize(
+    "decl, value",
+    [
+        ("INT NOT NULL DEFAULT 5", 5),
+        ("INT DEFAULT '5'", 5),  # a quoted number in an int column is a number
+        ("VARCHAR(10) DEFAULT '5'", "5"),
+        ("INT DEFAULT -1", -1),
+        ("DECIMAL(10,2) DEFAULT -3.25", "-3.25"),  # decimals as text, no float rounding
+        ("DOUBLE NOT NULL DEFAULT 2.5", 2.5),
+        ("TINYINT(1) NOT NULL DEFAULT TRUE", 1),
+        ("ENUM('x','y') NOT NULL DEFAULT 'y'", "y"),
+        ("INT NOT NULL DEFAULT 5.7", 6),  # the server rounds, it does not truncate
+        ("INT DEFAULT -5.5", -6),
+        ("BIGINT UNSIGNED NOT NULL DEFAULT 18446744073709551615", "18446744073709551615"),
+        ("TIME NOT NULL DEFAULT '12:00:00'", 12 * 3600 * 1_000_000),
+        ("TIME DEFAULT '-1 02:03:04'", -(26 * 3600 + 3 * 60 + 4) * 1_000_000),
+        ("TIME(3) DEFAULT '00:00:01.2346'", 1_235_000),
+        ("INT DEFAULT NULL", None),
+        # NOT NULL without DEFAULT: MySQL's implicit default
+        ("INT NOT NULL", 0),
+        ("BIGINT UNSIGNED NOT NULL", "0"),
+        ("VARCHAR(20) NOT NULL", ""),
+        ("ENUM('a','b') NOT NULL", "a"),
+        ("TIME NOT NULL", 0),
+        # nullable without DEFAULT: NULL
+        ("INT", None),
+        ("VARCHAR(20)", None),
+    ],
+)
 def test_fill_value_of_a_constant_or_implicit_default(decl, value):
     got, note = added(decl)
     assert note is None
@@ -389,15 +432,19 @@ def test_fill_value_without_the_parser():
 
 class TestPlanColumnsEvolve:
     OLD = schema(int_("id", False), int_("a"), varchar("b"), varchar("d"))
-    SQL = ("ALTER TABLE t RENAME COLUMN a TO a2, DROP COLUMN b, MODIFY d VARCHAR(50), "
-           "ADD COLUMN c INT NOT NULL DEFAULT 7")
+    SQL = (
+        "ALTER TABLE t RENAME COLUMN a TO a2, DROP COLUMN b, MODIFY d VARCHAR(50), ADD COLUMN c INT NOT NULL DEFAULT 7"
+    )
 
     def test_a_sink_that_can_do_everything_follows_the_source(self):
         p = plan("evolve", PG, self.OLD, self.SQL)
         new, _, _ = evolve_by(self.OLD, self.SQL)
         assert [a.describe() for a in p.actions] == [
-            "drop column b", "rename column a to a2", "change column d to varchar(50)",
-            "add column c int, existing rows 7"]
+            "drop column b",
+            "rename column a to a2",
+            "change column d to varchar(50)",
+            "add column c int, existing rows 7",
+        ]
         assert p.actions[-1].fill == 7 and p.actions[-1].copy_from is None
         assert shape(p.sink) == shape(new) == [("id", "int"), ("a2", "int"), ("d", "varchar(50)"), ("c", "int")]
         assert [c.ordinal for c in p.sink.columns] == [1, 2, 3, 4]
@@ -409,7 +456,7 @@ class TestPlanColumnsEvolve:
         add = next(a for a in p.actions if a.kind == B.ADD_COLUMN)
         assert add.column is not None and add.column.nullable
         assert p.sink.column("c").nullable
-        assert not p.sink.column("id").nullable           # untouched columns keep theirs
+        assert not p.sink.column("id").nullable  # untouched columns keep theirs
 
     def test_the_sink_keeps_the_source_identity(self):
         s = schema(int_("id", False), int_("a"))
@@ -428,11 +475,14 @@ class TestPlanColumnsEvolve:
         assert shape(p.sink) == shape(new) == [("id", "int"), ("b", "int"), ("a", "varchar(10)")]
 
     def test_drop_and_rename_onto_the_freed_name(self):
-        s = schema(int_("id", False), varchar("b"), int_("a"))    # b before a: order must not matter
+        s = schema(int_("id", False), varchar("b"), int_("a"))  # b before a: order must not matter
         sql = "ALTER TABLE t DROP COLUMN a, CHANGE b a BIGINT"
         p = plan("evolve", PG, s, sql)
         assert [a.describe() for a in p.actions] == [
-            "drop column a", "rename column b to a", "change column a to bigint"]
+            "drop column a",
+            "rename column b to a",
+            "change column a to bigint",
+        ]
         assert apply_in_order(s, p.actions) == ["id", "a"]
         assert shape(p.sink) == [("id", "int"), ("a", "bigint")]
 
@@ -441,10 +491,13 @@ class TestPlanColumnsEvolve:
         assert [a.describe() for a in p.actions] == ["rename column a to a2", "change column a2 to bigint"]
         assert shape(p.sink)[1] == ("a2", "bigint")
 
-    @pytest.mark.parametrize("sql, what", [
-        ("ALTER TABLE t RENAME COLUMN a TO a2", "rename column a to a2"),
-        ("ALTER TABLE t DROP COLUMN b", "drop column b"),
-    ])
+    @pytest.mark.parametrize(
+        "sql, what",
+        [
+            ("ALTER TABLE t RENAME COLUMN a TO a2", "rename column a to a2"),
+            ("ALTER TABLE t DROP COLUMN b", "drop column b"),
+        ],
+    )
     def test_a_sink_that_cannot_fails_naming_table_offset_and_fix(self, sql, what):
         with pytest.raises(B.SchemaEvolutionError) as e:
             plan("evolve", DELTA, self.OLD, sql, where=f"{BINLOG}:4711")
@@ -473,7 +526,7 @@ class TestPlanColumnsTryEvolve:
         old = schema(int_("id", False), int_("a"), varchar("b", nullable=False))
         p = plan("try_evolve", DELTA, old, "ALTER TABLE t DROP COLUMN b")
         assert p.actions == ()
-        assert names(p.sink) == ["id", "a", "b"] and p.sink.column("b").nullable   # new rows leave it NULL
+        assert names(p.sink) == ["id", "a", "b"] and p.sink.column("b").nullable  # new rows leave it NULL
         assert p.notes == ("testsink cannot drop column b: done the lenient way instead",)
 
     def test_what_the_sink_can_do_is_done(self):
@@ -501,7 +554,7 @@ class TestPlanColumnsLenient:
         old = schema(int_("id", False), int_("a"), varchar("b", nullable=False))
         p = plan("lenient", PG, old, "ALTER TABLE t DROP COLUMN b")
         assert p.actions == ()
-        assert names(p.sink) == ["id", "a", "b"] and p.sink.column("b").nullable   # new rows leave it NULL
+        assert names(p.sink) == ["id", "a", "b"] and p.sink.column("b").nullable  # new rows leave it NULL
         assert shape(p.sink) == shape(old)
 
     def test_rename_adds_the_new_name_with_the_old_values(self):
@@ -511,12 +564,13 @@ class TestPlanColumnsLenient:
         assert (a.kind, a.name, a.copy_from) == (B.ADD_COLUMN, "a2", "a")
         assert a.describe() == "add column a2 int, existing rows take the values of a"
         assert names(p.sink) == ["id", "a", "a2"]
-        assert p.sink.column("a").nullable and p.sink.column("a2").nullable   # new rows leave a NULL
+        assert p.sink.column("a").nullable and p.sink.column("a2").nullable  # new rows leave a NULL
 
     def test_rename_and_retype_adds_the_new_name_with_the_new_type(self):
         p = plan("lenient", PG, self.OLD, "ALTER TABLE t CHANGE a a2 BIGINT")
         assert [(a.kind, a.name, a.copy_from, a.column.column_type) for a in p.actions] == [
-            (B.ADD_COLUMN, "a2", "a", "bigint")]
+            (B.ADD_COLUMN, "a2", "a", "bigint")
+        ]
         assert shape(p.sink)[-1] == ("a2", "bigint") and shape(p.sink)[1] == ("a", "int")
 
     @pytest.mark.parametrize("can", [PG, DELTA], ids=["pg", "delta"])
@@ -566,12 +620,15 @@ class TestPlanColumnsLenient:
 class TestPlanColumnsIgnore:
     OLD = schema(int_("id", False), int_("a"), varchar("b"))
 
-    @pytest.mark.parametrize("sql", [
-        "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 3",
-        "ALTER TABLE t DROP COLUMN b",
-        "ALTER TABLE t RENAME COLUMN a TO a2",
-        "ALTER TABLE t MODIFY a BIGINT",
-    ])
+    @pytest.mark.parametrize(
+        "sql",
+        [
+            "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 3",
+            "ALTER TABLE t DROP COLUMN b",
+            "ALTER TABLE t RENAME COLUMN a TO a2",
+            "ALTER TABLE t MODIFY a BIGINT",
+        ],
+    )
     def test_no_actions_and_the_sink_keeps_its_columns(self, sql):
         p = plan("ignore", PG, self.OLD, sql)
         assert p.actions == ()
@@ -597,8 +654,7 @@ def test_identity_columns_are_never_dropped():
         assert "u" in names(p.sink), behavior
         assert ("drop_column", "u") not in [(a.kind, a.name) for a in p.actions], behavior
         assert p.sink.row_identity == ("u",)
-    assert kinds(B.plan_columns("evolve", "testsink", PG, old, old, new, (), {}, "f:1", "x").actions) == [
-        B.DROP_COLUMN]
+    assert kinds(B.plan_columns("evolve", "testsink", PG, old, old, new, (), {}, "f:1", "x").actions) == [B.DROP_COLUMN]
 
 
 def test_sink_action_round_trip_and_description():
@@ -626,8 +682,15 @@ class TestPlanTableEvent:
     SINK = base()
 
     def event(self, behavior: str, can: Iterable[str], kind: str) -> B.SinkPlan:
-        return B.plan_table_event(behavior, "testsink", frozenset(can), kind, self.SINK, f"{BINLOG}:9",
-                                  "TRUNCATE TABLE t" if kind == B.TRUNCATE else "DROP TABLE t")
+        return B.plan_table_event(
+            behavior,
+            "testsink",
+            frozenset(can),
+            kind,
+            self.SINK,
+            f"{BINLOG}:9",
+            "TRUNCATE TABLE t" if kind == B.TRUNCATE else "DROP TABLE t",
+        )
 
     @pytest.mark.parametrize("behavior", ["evolve", "try_evolve"])
     def test_truncate_is_applied_when_the_sink_can(self, behavior):
@@ -651,8 +714,7 @@ class TestPlanTableEvent:
     def test_otherwise_logged_and_not_applied(self, behavior, can, kind, what):
         p = self.event(behavior, can, kind)
         assert p.actions == () and p.sink == self.SINK
-        assert p.notes == (f"{what} of shop.t logged, not applied to the sink (schema_change_behavior "
-                           f"'{behavior}')",)
+        assert p.notes == (f"{what} of shop.t logged, not applied to the sink (schema_change_behavior '{behavior}')",)
 
 
 # =================================================================================================
@@ -660,10 +722,15 @@ class TestPlanTableEvent:
 # =================================================================================================
 
 
-def version(position: int | None, source: TableSchema | None, sink: TableSchema | None = None,
-            **kw: Any) -> TableVersion:
-    return TableVersion(None if position is None else offset(position), source,
-                        source if sink is None and source is not None else sink, **kw)
+def version(
+    position: int | None, source: TableSchema | None, sink: TableSchema | None = None, **kw: Any
+) -> TableVersion:
+    return TableVersion(
+        None if position is None else offset(position),
+        source,
+        source if sink is None and source is not None else sink,
+        **kw,
+    )
 
 
 class TestSchemaHistory:
@@ -681,16 +748,23 @@ class TestSchemaHistory:
         h = self.history()
         assert [v.offset and v.offset["position"] for v in h.versions[T]] == [None, 100, 200]
 
-    @pytest.mark.parametrize("position, expected", [
-        (50, "S0"), (100, "S0"),    # the DDL at 100 is not in force at 100: strictly earlier offsets only
-        (101, "S1"), (200, "S1"), (201, "S2")])
+    @pytest.mark.parametrize(
+        "position, expected",
+        [
+            (50, "S0"),
+            (100, "S0"),  # the DDL at 100 is not in force at 100: strictly earlier offsets only
+            (101, "S1"),
+            (200, "S1"),
+            (201, "S2"),
+        ],
+    )
     def test_before_picks_the_version_in_force_just_before_an_offset(self, position, expected):
         assert self.history().before(T, offset(position)).source == getattr(self, expected)
 
     def test_before_orders_by_file_then_position_then_row(self):
         h = self.history()
-        assert h.before(T, offset(4, file="mysql-bin.000002")).source == self.S2   # a later file
-        assert h.before(T, offset(100, row=3)).source == self.S1                   # a later row, same event
+        assert h.before(T, offset(4, file="mysql-bin.000002")).source == self.S2  # a later file
+        assert h.before(T, offset(100, row=3)).source == self.S1  # a later row, same event
         assert offset_key(offset(100, row=3)) > offset_key(offset(100)) > offset_key(None)
 
     def test_before_none_is_the_latest(self):
@@ -723,8 +797,9 @@ class TestSchemaHistory:
 
     def test_json_round_trip(self):
         h = self.history()
-        charset = apply_change(None, parse_ddl("CREATE TABLE u (id INT PRIMARY KEY, v VARCHAR(5)) CHARSET latin1",
-                                               DB)[0])
+        charset = apply_change(
+            None, parse_ddl("CREATE TABLE u (id INT PRIMARY KEY, v VARCHAR(5)) CHARSET latin1", DB)[0]
+        )
         assert charset is not None and charset.extra["default_charset"] == "latin1"
         h.add_initial([charset])
         action = B.SinkAction(B.ADD_COLUMN, "c", int_("c"), fill=0).to_dict()
@@ -746,10 +821,10 @@ class TestSchemaHistory:
         h = self.history()
         h.add_initial([base(U)])
         assert h.latest_sources() == [self.S2, base(U)]
-        h.record(U, version(500, None, sink=base(U), ddl="DROP TABLE u"))        # lenient: sink kept
+        h.record(U, version(500, None, sink=base(U), ddl="DROP TABLE u"))  # lenient: sink kept
         assert h.latest_sources() == [self.S2]
         assert h.latest_sinks() == {T: self.S2, U: base(U)}
-        h.record(U, TableVersion(offset(600), None, None, "DROP TABLE u"))      # sink dropped too
+        h.record(U, TableVersion(offset(600), None, None, "DROP TABLE u"))  # sink dropped too
         assert h.latest_sinks() == {T: self.S2}
 
     def test_add_initial_does_not_override(self):
@@ -763,7 +838,7 @@ class TestSchemaHistory:
 # StepPlanner
 # =================================================================================================
 
-AFTER_ADD = schema(int_("id", False), varchar("name"), int_("c", False))   # the source after ADD_C
+AFTER_ADD = schema(int_("id", False), varchar("name"), int_("c", False))  # the source after ADD_C
 ADD_C = "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 7"
 
 
@@ -858,8 +933,7 @@ class TestPlannerAddColumn:
     def test_a_replay_after_a_restart_from_the_saved_history(self):
         p = Planner("lenient", PG)
         first = p.steps(self.RECORDS)
-        restarted = Planner("lenient", PG, history=SchemaHistory.from_dict(json.loads(json.dumps(
-            p.history.to_dict()))))
+        restarted = Planner("lenient", PG, history=SchemaHistory.from_dict(json.loads(json.dumps(p.history.to_dict()))))
         assert restarted.steps(self.RECORDS) == first and restarted.recorded == 0
 
     def test_a_replay_takes_the_recorded_actions_not_a_new_plan(self):
@@ -888,8 +962,7 @@ class TestPlannerAddColumn:
     def test_ddl_of_another_database_default(self):
         # the statement's default database decides which table an unqualified name means
         p = Planner("lenient", PG)
-        steps = p.steps([ddl("ALTER TABLE shop.t ADD COLUMN c INT", 1000, 10, database="other"),
-                         rows(AFTER_ADD, 10)])
+        steps = p.steps([ddl("ALTER TABLE shop.t ADD COLUMN c INT", 1000, 10, database="other"), rows(AFTER_ADD, 10)])
         assert step_kinds(steps) == ["change", "rows"] and steps[1].source.column_names == ("id", "name", "c")
 
 
@@ -942,21 +1015,20 @@ class TestPlannerUnreadableDdl:
         v = p.history.at(T, offset(1000))
         assert not v.pending and v.source.column_names == ("id", "name", "c") and v.source.row_identity == ("id",)
         assert [a["kind"] for a in v.actions] == [B.ADD_COLUMN]
-        assert p.recorded == 2    # the pending version, then the settled one
+        assert p.recorded == 2  # the pending version, then the settled one
 
     def test_pending_stays_pending_while_no_rows_came(self):
         p = Planner("lenient", PG)
         p.steps([ddl(self.SQL, 1000, 10)])
         assert p.history.at(T, offset(1000)).pending
-        steps = p.steps([rows(self.LOGGED, 11)])                      # the next micro-batch settles it
+        steps = p.steps([rows(self.LOGGED, 11)])  # the next micro-batch settles it
         assert step_kinds(steps) == ["change", "rows"] and kinds(steps[0].actions) == [B.ADD_COLUMN]
         assert not p.history.at(T, offset(1000)).pending
 
     def test_a_readable_ddl_after_a_pending_one_stays_pending(self):
         p = Planner("lenient", PG)
         logged = schema(int_("id", False), varchar("name"), varchar("c", 20), int_("d"))
-        steps = p.steps([ddl(self.SQL, 1000, 10), ddl("ALTER TABLE t ADD COLUMN d INT", 2000, 20),
-                         rows(logged, 21)])
+        steps = p.steps([ddl(self.SQL, 1000, 10), ddl("ALTER TABLE t ADD COLUMN d INT", 2000, 20), rows(logged, 21)])
         assert step_kinds(steps) == ["change", "change", "change", "rows"]
         assert kinds(steps[1].actions) == [B.ADD_COLUMN] and kinds(steps[2].actions) == [B.ADD_COLUMN]
         assert steps[3].source.column_names == ("id", "name", "c", "d")
@@ -1006,7 +1078,7 @@ class TestPlannerGhostCutOver:
         steps = p.steps(self.records()[:2])
         assert step_kinds(steps) == ["rows", "change"]
         assert p.history.at(T, offset(1000)).pending
-        assert p.history.latest(T).source == base()    # the old shape until rows say otherwise
+        assert p.history.latest(T).source == base()  # the old shape until rows say otherwise
 
     def test_a_cut_over_without_a_change_of_columns(self):
         p = Planner("lenient", PG)
@@ -1049,8 +1121,9 @@ class TestPlannerOtherStatements:
         p = Planner("lenient", PG)
         (change,) = p.steps([ddl("TRUNCATE t", 1000, 10)])
         assert change.actions == () and change.sink_after == base()
-        assert change.notes == ("truncate of shop.t logged, not applied to the sink (schema_change_behavior "
-                                "'lenient')",)
+        assert change.notes == (
+            "truncate of shop.t logged, not applied to the sink (schema_change_behavior 'lenient')",
+        )
 
     def test_drop_table_under_lenient_keeps_the_sink(self):
         p = Planner("lenient", PG)
@@ -1058,8 +1131,7 @@ class TestPlannerOtherStatements:
         assert step_kinds(steps) == ["rows", "change"]
         change = steps[1]
         assert change.actions == () and change.source_after is None and change.sink_after == base()
-        assert change.notes == ("drop of shop.t logged, not applied to the sink (schema_change_behavior "
-                                "'lenient')",)
+        assert change.notes == ("drop of shop.t logged, not applied to the sink (schema_change_behavior 'lenient')",)
         assert p.history.latest_sinks() == {T: base()} and p.history.latest_sources() == []
 
     def test_drop_table_under_evolve_drops_the_sink_table(self):
@@ -1092,8 +1164,9 @@ class TestPlannerTableComesBack:
 
     def test_drop_then_create_under_evolve_creates_the_sink_table_again_empty(self):
         p = Planner("evolve", PG)
-        steps = p.steps([rows(base(), 1), ddl("DROP TABLE t", 1000, 10), ddl(self.CREATE, 2000, 20),
-                         rows(self.NEW, 21)])
+        steps = p.steps(
+            [rows(base(), 1), ddl("DROP TABLE t", 1000, 10), ddl(self.CREATE, 2000, 20), rows(self.NEW, 21)]
+        )
         assert step_kinds(steps) == ["rows", "change", "change", "rows"]
         assert kinds(steps[1].actions) == [B.DROP_TABLE] and steps[1].sink_after is None
         create = steps[2]
@@ -1112,18 +1185,23 @@ class TestPlannerTableComesBack:
     @pytest.mark.parametrize("behavior, can", [("lenient", DELTA), ("evolve", PG)])
     def test_renamed_away_and_back_is_settled_by_its_rows(self, behavior, can):
         p = Planner(behavior, can)
-        steps = p.steps([rows(base(), 1), ddl("RENAME TABLE t TO t_parked", 1000, 10),
-                         ddl("RENAME TABLE t_parked TO t", 2000, 20), rows(base(), 21)])
+        steps = p.steps(
+            [
+                rows(base(), 1),
+                ddl("RENAME TABLE t TO t_parked", 1000, 10),
+                ddl("RENAME TABLE t_parked TO t", 2000, 20),
+                rows(base(), 21),
+            ]
+        )
         assert step_kinds(steps) == ["rows", "change", "change", "change", "rows"]
         settled = steps[3]
         assert settled.actions == () and settled.sink_after == base()
-        assert steps[4].source.row_identity == ("id",)   # the key of the shape it had before it went away
+        assert steps[4].source.row_identity == ("id",)  # the key of the shape it had before it went away
         assert not p.history.latest(T).pending
 
     def test_renamed_under_the_name_after_the_sink_dropped_it_creates_the_table(self):
         p = Planner("evolve", PG)
-        steps = p.steps([ddl("DROP TABLE t", 1000, 10), ddl("RENAME TABLE t_new TO t", 2000, 20),
-                         rows(self.NEW, 21)])
+        steps = p.steps([ddl("DROP TABLE t", 1000, 10), ddl("RENAME TABLE t_new TO t", 2000, 20), rows(self.NEW, 21)])
         assert step_kinds(steps) == ["change", "change", "change", "rows"]
         assert kinds(steps[2].actions) == [B.CREATE_TABLE] and names(steps[2].sink_after) == ["id", "name", "born"]
         assert steps[2].sink_after.row_identity == ("id",)

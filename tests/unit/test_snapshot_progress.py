@@ -23,8 +23,7 @@ class _Tracker:
 
 def _progress(done):
     sc = SimpleNamespace(statusTracker=lambda: _Tracker(done))
-    return SnapshotProgress(SimpleNamespace(sparkContext=sc), "batch-0003", total_chunks=40,
-                            estimated_rows=4_000_000)
+    return SnapshotProgress(SimpleNamespace(sparkContext=sc), "batch-0003", total_chunks=40, estimated_rows=4_000_000)
 
 
 def test_chunks_rows_rate_and_time_left():

@@ -14,14 +14,22 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.operators.snapshot import MySqlCdcSnapshotOperator
 
 T = TableId("shop", "orders")
-RESULT = {"batch_id": "batch-0000", "ranges": [], "low_watermark": {"file": "b.000001", "position": 4},
-          "high_watermark": {"file": "b.000001", "position": 900}, "rows_per_chunk": {"shop.orders": {"0": 7}},
-          "chunks": [{}], "seconds": 1.0, "rows_per_s": 7}
+RESULT = {
+    "batch_id": "batch-0000",
+    "ranges": [],
+    "low_watermark": {"file": "b.000001", "position": 4},
+    "high_watermark": {"file": "b.000001", "position": 900},
+    "rows_per_chunk": {"shop.orders": {"0": 7}},
+    "chunks": [{}],
+    "seconds": 1.0,
+    "rows_per_s": 7,
+}
 
 
 def _context(run_id="run-1", map_index=0, try_number=1):
-    return {"ti": SimpleNamespace(dag_id="mysql_cdc_pipeline", run_id=run_id, map_index=map_index,
-                                  try_number=try_number)}
+    return {
+        "ti": SimpleNamespace(dag_id="mysql_cdc_pipeline", run_id=run_id, map_index=map_index, try_number=try_number)
+    }
 
 
 @pytest.fixture
@@ -33,8 +41,13 @@ def state(tmp_path):
 
 
 def _op(state, **kw):
-    return MySqlCdcSnapshotOperator(task_id="snapshot", batch_id="batch-0000", batch_label="shop.orders chunk 0",
-                                    state_location=state.location, **kw)
+    return MySqlCdcSnapshotOperator(
+        task_id="snapshot",
+        batch_id="batch-0000",
+        batch_label="shop.orders chunk 0",
+        state_location=state.location,
+        **kw,
+    )
 
 
 class Submitted(Exception):
@@ -42,22 +55,24 @@ class Submitted(Exception):
 
 
 def _no_spark(monkeypatch):
-    for runtime in ("_prepare_submit", "_run_on_connect"):   # spark-submit or Spark Connect
+    for runtime in ("_prepare_submit", "_run_on_connect"):  # spark-submit or Spark Connect
         monkeypatch.setattr(MySqlCdcSnapshotOperator, runtime, lambda self, state: (_ for _ in ()).throw(Submitted()))
 
 
 def test_a_batch_an_earlier_run_finished_is_skipped(state, monkeypatch):
     _no_spark(monkeypatch)
-    state.write_batch_owner("batch-0000", {"dag_id": "mysql_cdc_pipeline", "run_id": "run-0", "map_index": 0,
-                                           "try_number": 1})
+    state.write_batch_owner(
+        "batch-0000", {"dag_id": "mysql_cdc_pipeline", "run_id": "run-0", "map_index": 0, "try_number": 1}
+    )
     summary = _op(state).execute(_context(run_id="run-1"))
     assert summary["rows"] == 7 and summary["high_watermark"]["position"] == 900
 
 
 def test_clearing_the_task_that_wrote_it_reads_it_again_before_the_stream(state, monkeypatch):
     _no_spark(monkeypatch)
-    state.write_batch_owner("batch-0000", {"dag_id": "mysql_cdc_pipeline", "run_id": "run-1", "map_index": 0,
-                                           "try_number": 1})
+    state.write_batch_owner(
+        "batch-0000", {"dag_id": "mysql_cdc_pipeline", "run_id": "run-1", "map_index": 0, "try_number": 1}
+    )
     with pytest.raises(Submitted):
         _op(state).execute(_context(run_id="run-1", try_number=2))
     # the same try again (no clear happened) is not a request to read it again
@@ -87,9 +102,12 @@ def test_the_task_waits_for_the_stream_to_take_the_handoff_and_reports_it(state,
     from airflow_provider_mysqlcdc.cdc.resnapshot import mark_applied
 
     op = _op(state, handoff_timeout_s=5)
-    mark_applied(state, "h-1", {"micro_batch": 12, "exact_at": {"file": "mysql-bin.000002", "position": 99},
-                                "rows": 3, "deleted": 1})
-    op._wait_for_stream(state, "h-1")     # returns at once: applied
+    mark_applied(
+        state,
+        "h-1",
+        {"micro_batch": 12, "exact_at": {"file": "mysql-bin.000002", "position": 99}, "rows": 3, "deleted": 1},
+    )
+    op._wait_for_stream(state, "h-1")  # returns at once: applied
     mark_applied(state, "h-2", {"superseded": "shop.orders changed after batch batch-0000 read it"})
     with pytest.raises(Exception, match="did not apply its rows: shop.orders changed"):
         op._wait_for_stream(state, "h-2")

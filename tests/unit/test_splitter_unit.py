@@ -4,7 +4,11 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.splitter import (
-    chunks_from_boundaries, distribution_factor, even_boundaries, even_width, is_even_candidate,
+    chunks_from_boundaries,
+    distribution_factor,
+    even_boundaries,
+    even_width,
+    is_even_candidate,
 )
 
 BIGINT_MAX = 2**63 - 1
@@ -24,9 +28,14 @@ def test_even_candidates():
     assert not is_even_candidate([col("a", "int"), col("b", "int")])
 
 
-@pytest.mark.parametrize("lo,hi", [
-    (BIGINT_MAX - 100_000, BIGINT_MAX), (-(2**63), -(2**63) + 100_000), (UBIGINT_MAX - 99_999, UBIGINT_MAX),
-])
+@pytest.mark.parametrize(
+    "lo,hi",
+    [
+        (BIGINT_MAX - 100_000, BIGINT_MAX),
+        (-(2**63), -(2**63) + 100_000),
+        (UBIGINT_MAX - 99_999, UBIGINT_MAX),
+    ],
+)
 def test_boundaries_never_leave_the_type_range(lo, hi):
     width = even_width(lo, hi, rows=hi - lo + 1, chunk_size=8096)
     b = even_boundaries(lo, hi, width)
@@ -36,9 +45,9 @@ def test_boundaries_never_leave_the_type_range(lo, hi):
 
 
 def test_width_follows_flink_rule():
-    assert even_width(1, 1000, 1000, 100) == 100          # factor 1
-    assert even_width(1, 10_000, 1000, 100) == 1000       # factor 10
-    assert even_width(1, 10, 1000, 1) == 1                # never below 1
+    assert even_width(1, 1000, 1000, 100) == 100  # factor 1
+    assert even_width(1, 10_000, 1000, 100) == 1000  # factor 10
+    assert even_width(1, 10, 1000, 1) == 1  # never below 1
     assert distribution_factor(1, 1000, 0) == float("inf")
 
 
@@ -47,5 +56,8 @@ def test_chunks_from_boundaries_are_contiguous():
     schema = TableSchema(t, (col("k", "int"),), ("k",), ("k",), ("k",))
     cs = chunks_from_boundaries(schema, [(10,), (20,)], includes_null=True)
     assert [(c.chunk_id, c.start, c.end, c.includes_null) for c in cs] == [
-        (0, None, (10,), True), (1, (10,), (20,), False), (2, (20,), None, False)]
+        (0, None, (10,), True),
+        (1, (10,), (20,), False),
+        (2, (20,), None, False),
+    ]
     assert [(c.start, c.end) for c in chunks_from_boundaries(schema, [], False)] == [(None, None)]

@@ -52,13 +52,16 @@ def test_unencodable_text_falls_back_to_a_server_conversion_with_the_column_coll
 def test_bytes_and_temporal_literals():
     assert sql_literal(b"\x00\xff", col(data_type="varbinary")) == "X'00FF'"
     assert sql_literal(dt.date(2024, 2, 29), col(data_type="date")) == "DATE'2024-02-29'"
-    assert sql_literal(dt.datetime(2024, 1, 1, 12, 0, 0, 5), col(data_type="datetime")) == \
-        "TIMESTAMP'2024-01-01 12:00:00.000005'"
+    assert (
+        sql_literal(dt.datetime(2024, 1, 1, 12, 0, 0, 5), col(data_type="datetime"))
+        == "TIMESTAMP'2024-01-01 12:00:00.000005'"
+    )
     aware = dt.datetime(2024, 1, 1, 14, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     assert sql_literal(aware, col(data_type="timestamp")) == "TIMESTAMP'2024-01-01 12:00:00.000000'"
     assert sql_literal(dt.timedelta(hours=-1, seconds=-1), col(data_type="time")) == "TIME'-01:00:01.000000'"
-    assert sql_literal(dt.timedelta(hours=838, minutes=59, seconds=59), col(data_type="time")) == \
-        "TIME'838:59:59.000000'"
+    assert (
+        sql_literal(dt.timedelta(hours=838, minutes=59, seconds=59), col(data_type="time")) == "TIME'838:59:59.000000'"
+    )
 
 
 def test_single_column_range():
@@ -72,10 +75,13 @@ def test_single_column_range():
 
 def test_composite_range_is_expanded_row_value_order():
     cols = [col("a"), col("b"), col("c")]
-    assert key_compare(cols, (1, 2, 3), ">=") == \
-        "`a` > 1 OR (`a` = 1 AND `b` > 2) OR (`a` = 1 AND `b` = 2 AND `c` >= 3)"
-    assert range_predicate(cols[:2], (1, 2), (3, 4)) == \
-        "(`a` > 1 OR (`a` = 1 AND `b` >= 2)) AND (`a` < 3 OR (`a` = 3 AND `b` < 4))"
+    assert (
+        key_compare(cols, (1, 2, 3), ">=") == "`a` > 1 OR (`a` = 1 AND `b` > 2) OR (`a` = 1 AND `b` = 2 AND `c` >= 3)"
+    )
+    assert (
+        range_predicate(cols[:2], (1, 2), (3, 4))
+        == "(`a` > 1 OR (`a` = 1 AND `b` >= 2)) AND (`a` < 3 OR (`a` = 3 AND `b` < 4))"
+    )
 
 
 def test_schema_and_column_sql_aliases():

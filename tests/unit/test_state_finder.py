@@ -19,12 +19,12 @@ def test_state_locations_are_found_up_to_the_depth_and_never_inside_one(tmp_path
     _state(tmp_path / "team" / "b")
     _state(tmp_path / "x" / "y" / "c")
     _state(tmp_path / "x" / "y" / "z" / "too_deep")
-    _state(tmp_path / "a" / "stream" / "nested")   # inside a state location: not searched
+    _state(tmp_path / "a" / "stream" / "nested")  # inside a state location: not searched
     (tmp_path / "empty").mkdir()
     found = find_state_locations([str(tmp_path)])
     assert found == [str(tmp_path / "a"), str(tmp_path / "team" / "b"), str(tmp_path / "x" / "y" / "c")]
     assert find_state_locations([str(tmp_path)], depth=1) == [str(tmp_path / "a")]
-    assert find_state_locations([str(tmp_path / "a")]) == [str(tmp_path / "a")]   # a root that is one
+    assert find_state_locations([str(tmp_path / "a")]) == [str(tmp_path / "a")]  # a root that is one
 
 
 def test_a_missing_root_is_named_with_the_fix(tmp_path):
@@ -45,4 +45,4 @@ def test_the_streams_watchdog_maps_one_sensor_per_pipeline():
     assert sensor.map_index_template == "{{ task.state_location }}"
     assert dag.task_dict["find_pipelines"].downstream_task_ids == {"stream_health"}
     assert dag.params["search_roots"] == ["s3://lake/state"] and dag.params["state_locations"] == ["/srv/p1"]
-    assert dag.params.validate() is not None   # the defaults pass the form's schema
+    assert dag.params.validate() is not None  # the defaults pass the form's schema

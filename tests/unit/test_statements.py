@@ -6,20 +6,27 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.statements import (
-    NOT_EXACT_MARKER, StatementGuard, StatementLoggedChangeError, is_data_change)
+    NOT_EXACT_MARKER,
+    StatementGuard,
+    StatementLoggedChangeError,
+    is_data_change,
+)
 
 ORDERS = TableId("shop", "orders")
 
 
-@pytest.mark.parametrize("sql", [
-    "UPDATE orders SET a = a + 1 WHERE id = 5",
-    "/* app */ insert into shop.orders (id) values (1)",
-    "DELETE o FROM shop.orders o JOIN x.y t ON o.id = t.id",
-    "REPLACE INTO `orders` VALUES (1)",
-    "LOAD DATA INFILE '/tmp/x' INTO TABLE orders",
-    "UPDATE LOW_PRIORITY IGNORE `shop`.`Orders` SET note = 'x'",
-    "WITH c AS (SELECT 1) UPDATE orders SET a = 1",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE orders SET a = a + 1 WHERE id = 5",
+        "/* app */ insert into shop.orders (id) values (1)",
+        "DELETE o FROM shop.orders o JOIN x.y t ON o.id = t.id",
+        "REPLACE INTO `orders` VALUES (1)",
+        "LOAD DATA INFILE '/tmp/x' INTO TABLE orders",
+        "UPDATE LOW_PRIORITY IGNORE `shop`.`Orders` SET note = 'x'",
+        "WITH c AS (SELECT 1) UPDATE orders SET a = 1",
+    ],
+)
 def test_data_changes_on_a_captured_table_stop_the_reader(sql):
     assert is_data_change(sql)
     with pytest.raises(StatementLoggedChangeError) as e:
@@ -29,10 +36,19 @@ def test_data_changes_on_a_captured_table_stop_the_reader(sql):
     assert "Fix: SET GLOBAL binlog_format = 'ROW'" in text
 
 
-@pytest.mark.parametrize("sql", [
-    "ALTER TABLE orders ADD COLUMN x INT", "COMMIT", "XA START 'x'", "SAVEPOINT a", "ROLLBACK",
-    "CREATE TABLE t2 (id INT)", "GRANT SELECT ON shop.* TO u", "FLUSH PRIVILEGES",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "ALTER TABLE orders ADD COLUMN x INT",
+        "COMMIT",
+        "XA START 'x'",
+        "SAVEPOINT a",
+        "ROLLBACK",
+        "CREATE TABLE t2 (id INT)",
+        "GRANT SELECT ON shop.* TO u",
+        "FLUSH PRIVILEGES",
+    ],
+)
 def test_ddl_and_transaction_control_are_not_data_changes(sql):
     assert not is_data_change(sql)
     StatementGuard([ORDERS]).check(sql, "shop", "f:4")

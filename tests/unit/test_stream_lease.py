@@ -21,8 +21,8 @@ def test_a_second_launcher_is_refused_naming_the_holder_until_the_lease_expires(
     assert a.acquire() == 1
     with pytest.raises(LeaseHeld, match=r"already runs \(host host-a, pid \d+, valid for another \d+ s\)"):
         b.acquire()
-    assert b.holder()["owner"]["host"] == "host-a" and a.holder() is None   # one's own lease is no holder
-    time.sleep(3.2)                        # host-a stopped renewing: expired
+    assert b.holder()["owner"]["host"] == "host-a" and a.holder() is None  # one's own lease is no holder
+    time.sleep(3.2)  # host-a stopped renewing: expired
     assert b.holder() is None
     assert b.acquire() == 2
     assert a.renew() is False, "the old holder learns it lost the lease"
@@ -36,7 +36,7 @@ def test_renewal_keeps_it_and_release_frees_it_at_once(tmp_path):
         time.sleep(1.2)
         assert a.renew() is True
     with pytest.raises(LeaseHeld):
-        b.acquire()                        # 3.6 s after taking it: renewed, still valid
+        b.acquire()  # 3.6 s after taking it: renewed, still valid
     a.release()
     assert b.acquire() == 2
 
@@ -75,13 +75,17 @@ def test_on_the_holders_own_host_a_dead_holder_frees_the_lease_at_once(tmp_path)
     try:
         import psutil
 
-        body = {"owner": {"host": host_id(), "pid": child.pid, "started_at": psutil.Process(child.pid).create_time()},
-                "token": "theirs", "expires_at": time.time() + 60, "ttl_s": 60}
+        body = {
+            "owner": {"host": host_id(), "pid": child.pid, "started_at": psutil.Process(child.pid).create_time()},
+            "token": "theirs",
+            "expires_at": time.time() + 60,
+            "ttl_s": 60,
+        }
         (tmp_path / "stream" / "lease").mkdir(parents=True)
         (tmp_path / "stream" / "lease" / f"{1:012d}.json").write_text(json.dumps(body))
         mine = StreamLease(StateStore(str(tmp_path)), ttl_s=60)
         with pytest.raises(LeaseHeld):
-            mine.acquire()                  # alive on this host: held
+            mine.acquire()  # alive on this host: held
         child.kill()
         child.wait()
         assert mine.holder() is None and mine.acquire() == 2

@@ -13,7 +13,8 @@ from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, ConfigError,
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.spark.stream import batch_planning, binlog_source as bs, reconnect, startup
+from airflow_provider_mysqlcdc.spark.stream import batch_planning, reconnect, startup
+from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs
 from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings, settings_from_options
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 
@@ -23,8 +24,9 @@ T = TableId("db", "t")
 def test_offset_json_has_fixed_keys_and_order():
     a = StreamOffset.boundary(BinlogOffset("mysql-bin.000010", 4, "0-1-5"))
     assert list(a.to_dict()) == ["file", "position", "row", "txn_file", "txn_position", "gtid"]
-    assert json.dumps(a.to_dict()) == ('{"file": "mysql-bin.000010", "position": 4, "row": 0, '
-                                       '"txn_file": null, "txn_position": null, "gtid": "0-1-5"}')
+    assert json.dumps(a.to_dict()) == (
+        '{"file": "mysql-bin.000010", "position": 4, "row": 0, "txn_file": null, "txn_position": null, "gtid": "0-1-5"}'
+    )
     mid = StreamOffset(BinlogOffset("mysql-bin.000010", 900, row=3), BinlogOffset("mysql-bin.000010", 700))
     assert list(mid.to_dict()) == list(a.to_dict())
     for o in (a, mid):
@@ -75,9 +77,18 @@ def test_with_reconnect_retries_then_gives_up(monkeypatch):
 
 def _settings(**kw) -> StreamSettings:
     schema = TableSchema(T, (Column("id", 1, "int", "int", False),), ("id",), ("id",), ("id",))
-    d = dict(source=SourceConfig(password="pw"), schemas=(schema,), finished=(), max_events_per_batch=50,
-             heartbeat_s=5.0, reconnect_timeout_s=1.0, startup_mode="latest-offset", startup_offset=None,
-             startup_timestamp=None, state_location="/tmp/x")
+    d = dict(
+        source=SourceConfig(password="pw"),
+        schemas=(schema,),
+        finished=(),
+        max_events_per_batch=50,
+        heartbeat_s=5.0,
+        reconnect_timeout_s=1.0,
+        startup_mode="latest-offset",
+        startup_offset=None,
+        startup_timestamp=None,
+        state_location="/tmp/x",
+    )
     d.update(kw)
     return StreamSettings(**d)
 
@@ -92,7 +103,7 @@ class _Fake:
         monkeypatch.setattr(bs, "head_offset", lambda src: BinlogOffset("mysql-bin.000001", self.head))
         monkeypatch.setattr(bs, "check_available", lambda *a: None)
         monkeypatch.setattr(bs, "scan_for_end", self.scan)
-        monkeypatch.setattr(bs, "plan_catchup", lambda *a: None)   # never far behind here
+        monkeypatch.setattr(bs, "plan_catchup", lambda *a: None)  # never far behind here
 
     def scan(self, settings, start, head, max_rows, gtid_watch=None):
         self.scans.append((start.at.position, max_rows))
@@ -135,16 +146,16 @@ def test_heartbeat_moves_idle_offsets_at_most_every_heartbeat_s(monkeypatch):
     monkeypatch.setattr(bs.time, "monotonic", lambda: now[0])
     r = bs.BinlogStreamReader(_settings(heartbeat_s=5.0))
     start = _off(4)
-    assert r.latestOffset(start, ReadMaxRows(10)) == start          # within heartbeat_s: stay
+    assert r.latestOffset(start, ReadMaxRows(10)) == start  # within heartbeat_s: stay
     fake.head = 2000
     now[0] += 2
     assert r.latestOffset(start, ReadMaxRows(10)) == start
-    assert fake.scans[-1][0] == 1000                                # only the new part was scanned
+    assert fake.scans[-1][0] == 1000  # only the new part was scanned
     now[0] += 4
     end = r.latestOffset(start, ReadMaxRows(10))
-    assert end["position"] == 2000                                  # moved to the head
-    assert r.partitions(start, end) == []                           # known empty: no task
-    assert len(r.partitions(_off(4), _off(2000))) == 1              # unknown (e.g. replay): one task
+    assert end["position"] == 2000  # moved to the head
+    assert r.partitions(start, end) == []  # known empty: no task
+    assert len(r.partitions(_off(4), _off(2000))) == 1  # unknown (e.g. replay): one task
 
 
 def test_captured_change_moves_at_once(monkeypatch):
@@ -163,21 +174,24 @@ def test_catchup_plan_becomes_one_partition_per_range_with_its_own_server_id(mon
     end = StreamOffset.boundary(BinlogOffset("mysql-bin.000004", 9000))
     monkeypatch.setattr(bs, "head_offset", lambda src: BinlogOffset("mysql-bin.000004", 20000))
     monkeypatch.setattr(bs, "check_available", lambda *a: None)
-    monkeypatch.setattr(bs, "plan_catchup", lambda settings, start, head: batch_planning.CatchupPlan(end, cuts, 1 << 30))
+    monkeypatch.setattr(
+        bs, "plan_catchup", lambda settings, start, head: batch_planning.CatchupPlan(end, cuts, 1 << 30)
+    )
     monkeypatch.setattr(bs, "scan_for_end", lambda *a: pytest.fail("a catch-up batch must not be scanned"))
     src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5409))
     r = bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=3))
     start = StreamOffset(BinlogOffset(f, 300, None, 2), BinlogOffset(f, 120)).to_dict()
     got = r.latestOffset(start, ReadMaxRows(10))
-    assert got == end.to_dict()                                 # not bounded by the row limit
+    assert got == end.to_dict()  # not bounded by the row limit
     parts = r.partitions(start, got)
     assert [(p.start, p.end) for p in parts] == [
         (start, StreamOffset.boundary(cuts[0]).to_dict()),
         (StreamOffset.boundary(cuts[0]).to_dict(), StreamOffset.boundary(cuts[1]).to_dict()),
-        (StreamOffset.boundary(cuts[1]).to_dict(), got)]
-    assert [p.server_id for p in parts] == [5400, 5409, 5408]    # the stream's id, then from the top
-    assert {p.first_file_index for p in parts} == {3}           # one numbering for the whole batch
-    assert len(r.partitions(start, got)) == 1                   # a replay without the plan: one range
+        (StreamOffset.boundary(cuts[1]).to_dict(), got),
+    ]
+    assert [p.server_id for p in parts] == [5400, 5409, 5408]  # the stream's id, then from the top
+    assert {p.first_file_index for p in parts} == {3}  # one numbering for the whole batch
+    assert len(r.partitions(start, got)) == 1  # a replay without the plan: one range
 
 
 def test_catchup_parallelism_needs_server_ids():
@@ -224,9 +238,11 @@ def test_the_driver_side_source_does_not_load_the_decoder():
     import subprocess
     import sys
 
-    code = ("import sys, airflow_provider_mysqlcdc.spark.stream.binlog_source; "
-            "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.fastbinlog', "
-            "'airflow_provider_mysqlcdc.spark.stream.binlog_read', 'pandas') if m in sys.modules))")
+    code = (
+        "import sys, airflow_provider_mysqlcdc.spark.stream.binlog_source; "
+        "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.fastbinlog', "
+        "'airflow_provider_mysqlcdc.spark.stream.binlog_read', 'pandas') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -248,7 +264,7 @@ def test_next_catchup_plan_is_made_while_the_micro_batch_runs(monkeypatch):
         return batch_planning.CatchupPlan(StreamOffset.boundary(BinlogOffset(f, end)), (), 1 << 30)
 
     def ahead(r, start: dict, make) -> None:
-        r._ahead.take(StreamOffset.from_dict(start))   # the one made ahead, waited for and dropped
+        r._ahead.take(StreamOffset.from_dict(start))  # the one made ahead, waited for and dropped
         r._ahead.begin(StreamOffset.from_dict(start), make)
 
     def failing(at):
@@ -264,16 +280,16 @@ def test_next_catchup_plan_is_made_while_the_micro_batch_runs(monkeypatch):
     assert first["position"] == 10_004 and calls[0] == (4, me)
     second = r.latestOffset(first, ReadMaxRows(10))
     assert second["position"] == 20_004
-    assert [c for c in calls if c[0] == 10_004] == [(10_004, "mysqlcdc-plan-ahead")]   # made ahead, once
-    pickle.loads(pickle.dumps(r))                               # the thread does not travel with the reader
+    assert [c for c in calls if c[0] == 10_004] == [(10_004, "mysqlcdc-plan-ahead")]  # made ahead, once
+    pickle.loads(pickle.dumps(r))  # the thread does not travel with the reader
     # made ahead while the head was further on; the head Spark's call sees is before its end
     ahead(r, second, lambda at: plan(None, at, BinlogOffset(f, 100_000)))
     head[0] = BinlogOffset(f, 25_000)
     third = r.latestOffset(second, ReadMaxRows(10))
-    assert third["position"] == 25_000 and (20_004, me) in calls   # planned in the call
+    assert third["position"] == 25_000 and (20_004, me) in calls  # planned in the call
     head[0] = BinlogOffset(f, 100_000)
     ahead(r, third, failing)
     fourth = r.latestOffset(third, ReadMaxRows(10))
     assert fourth["position"] == 35_000 and (25_000, me) in calls
-    ahead(r, _off(1), lambda at: plan(None, at, head[0]))       # from another start
+    ahead(r, _off(1), lambda at: plan(None, at, head[0]))  # from another start
     assert r.latestOffset(fourth, ReadMaxRows(10))["position"] == 45_000 and (35_000, me) in calls

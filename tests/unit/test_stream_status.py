@@ -11,14 +11,28 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import (
-    STATUS_REL, StatusRecorder, StreamStatus, add_head_sample, behind_bytes, compute_lag, end_offset_of,
-    last_committed, read_status)
+    STATUS_REL,
+    StatusRecorder,
+    StreamStatus,
+    add_head_sample,
+    behind_bytes,
+    compute_lag,
+    end_offset_of,
+    last_committed,
+    read_status,
+)
 
 
 def off(file_index: int, position: int, row: int = 0) -> dict:
     """A stream offset dict as the source reports it."""
-    return {"file": f"mysql-bin.{file_index:06d}", "position": position, "row": row,
-            "txn_file": None, "txn_position": None, "gtid": None}
+    return {
+        "file": f"mysql-bin.{file_index:06d}",
+        "position": position,
+        "row": row,
+        "txn_file": None,
+        "txn_position": None,
+        "gtid": None,
+    }
 
 
 def sample(file_index: int, position: int, t: float) -> list:
@@ -30,15 +44,18 @@ def sample(file_index: int, position: int, t: float) -> list:
 SAMPLES = [sample(1, 100, 10.0), sample(1, 200, 20.0), sample(1, 300, 30.0), sample(2, 50, 40.0)]
 
 
-@pytest.mark.parametrize("committed, now, lag, lower", [
-    (off(2, 50), 40.0, 0.0, False),          # at the current head
-    (off(2, 900), 41.0, 1.0, False),         # past the newest sample: that sample's age
-    (off(1, 300), 45.0, 15.0, False),        # exactly a sample: everything seen at t=30 is in
-    (off(1, 299), 45.0, 25.0, False),        # just before it: only what was seen at t=20
-    (off(1, 250, row=3), 45.0, 25.0, False),
-    (off(1, 200, row=1), 45.0, 25.0, False),  # a row inside the event at 200 is past 200:0
-    (off(1, 10), 45.0, 35.0, True),          # before every sample: lower bound from the oldest
-])
+@pytest.mark.parametrize(
+    "committed, now, lag, lower",
+    [
+        (off(2, 50), 40.0, 0.0, False),  # at the current head
+        (off(2, 900), 41.0, 1.0, False),  # past the newest sample: that sample's age
+        (off(1, 300), 45.0, 15.0, False),  # exactly a sample: everything seen at t=30 is in
+        (off(1, 299), 45.0, 25.0, False),  # just before it: only what was seen at t=20
+        (off(1, 250, row=3), 45.0, 25.0, False),
+        (off(1, 200, row=1), 45.0, 25.0, False),  # a row inside the event at 200 is past 200:0
+        (off(1, 10), 45.0, 35.0, True),  # before every sample: lower bound from the oldest
+    ],
+)
 def test_lag_is_the_age_of_the_newest_head_sample_the_stream_has_passed(committed, now, lag, lower):
     assert compute_lag(committed, SAMPLES, now) == (pytest.approx(lag), lower)
 
@@ -55,8 +72,9 @@ def test_file_index_orders_offsets_not_the_file_name_string():
 
 
 def test_lag_now_grows_while_the_stream_is_stuck():
-    st = StreamStatus(committed_offset=off(1, 200), head_samples=[list(s) for s in SAMPLES], updated_at=40.0,
-                      lag_s=20.0)
+    st = StreamStatus(
+        committed_offset=off(1, 200), head_samples=[list(s) for s in SAMPLES], updated_at=40.0, lag_s=20.0
+    )
     assert st.lag_now(now=40.0) == pytest.approx(20.0)
     assert st.lag_now(now=100.0) == pytest.approx(80.0)
     assert st.age_s(now=100.0) == pytest.approx(60.0)
@@ -181,8 +199,22 @@ def test_status_document_fields(rec):
     rec.r.started("q", "run1")
     rec.r.progress("q", "run1", 7, off(1, 400), 3)
     d = json.loads((rec.state.fs.open(rec.state.path(STATUS_REL)).read()))
-    for key in ("query_id", "run_id", "batch_id", "committed_offset", "head_offset", "updated_at", "started_at",
-                "pid", "host", "rows_last_batch", "behind_bytes", "head_samples", "lag_s", "lag_is_lower_bound"):
+    for key in (
+        "query_id",
+        "run_id",
+        "batch_id",
+        "committed_offset",
+        "head_offset",
+        "updated_at",
+        "started_at",
+        "pid",
+        "host",
+        "rows_last_batch",
+        "behind_bytes",
+        "head_samples",
+        "lag_s",
+        "lag_is_lower_bound",
+    ):
         assert key in d, key
     assert d["head_offset"] == {"file": "mysql-bin.000001", "position": 1000}
     assert d["behind_bytes"] == 600
@@ -192,7 +224,7 @@ def test_status_document_fields(rec):
 
 
 def test_lower_bound_until_the_stream_passes_a_sampled_head(rec):
-    rec.r.started("q", "run1")                    # head 1000 seen at t=1000
+    rec.r.started("q", "run1")  # head 1000 seen at t=1000
     rec.clock.t += 5
     rec.head.head = BinlogOffset("mysql-bin.000001", 2000)
     rec.r.progress("q", "run1", 0, off(1, 500), 100)
@@ -229,6 +261,7 @@ def test_head_failures_never_raise_and_the_lag_keeps_ageing(rec, caplog):
 def test_an_unwritable_state_location_never_raises(rec, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
+
     monkeypatch.setattr(rec.state, "write_json", boom)
     rec.r.started("q", "run1")
     rec.r.progress("q", "run1", 0, off(1, 1), 1)
@@ -271,8 +304,13 @@ def test_listener_adapts_pyspark_events(rec):
 
     listener = StreamStatusListener(rec.r)
     listener.onQueryStarted(SimpleNamespace(id="q", runId="run1"))
-    progress = {"id": "q", "runId": "run1", "batchId": 2, "numInputRows": 12,
-                "sources": [{"endOffset": json.dumps(off(1, 900))}]}
+    progress = {
+        "id": "q",
+        "runId": "run1",
+        "batchId": 2,
+        "numInputRows": 12,
+        "sources": [{"endOffset": json.dumps(off(1, 900))}],
+    }
     listener.onQueryProgress(SimpleNamespace(progress=progress))
     st = read_status(rec.state)
     assert (st.batch_id, st.committed_offset, st.rows_last_batch) == (2, off(1, 900), 12)
@@ -285,8 +323,10 @@ def test_listener_adapts_pyspark_events(rec):
 def test_end_offset_parsing():
     assert end_offset_of({"sources": []}) is None
     assert end_offset_of({"sources": [{"endOffset": None}]}) is None
-    assert end_offset_of({"sources": [{"endOffset": '{"file": "f.000001", "position": 4}'}]}) == \
-        {"file": "f.000001", "position": 4}
+    assert end_offset_of({"sources": [{"endOffset": '{"file": "f.000001", "position": 4}'}]}) == {
+        "file": "f.000001",
+        "position": 4,
+    }
 
 
 def test_read_status_of_an_empty_location(tmp_dir):
@@ -297,9 +337,11 @@ def test_importing_the_module_needs_no_spark():
     import subprocess
     import sys
 
-    code = ("import sys; import airflow_provider_mysqlcdc.spark.runtime.stream_status, "
-            "airflow_provider_mysqlcdc.spark.runtime.stream_launcher; "
-            "print([m for m in sys.modules if m.startswith('pyspark') or m.startswith('airflow.')])")
+    code = (
+        "import sys; import airflow_provider_mysqlcdc.spark.runtime.stream_status, "
+        "airflow_provider_mysqlcdc.spark.runtime.stream_launcher; "
+        "print([m for m in sys.modules if m.startswith('pyspark') or m.startswith('airflow.')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -361,7 +403,7 @@ def test_values_a_sink_stored_otherwise_are_counted_per_table_and_survive_a_rest
     rec.r.count_replaced("shop.t", "nul_in_text", 2)
     rec.clock.t += 2
     rec.r.count_replaced("shop.t", "nul_in_text", 3)
-    rec.r.count_replaced("shop.u", "nul_in_text", 0)   # nothing to count: no entry
+    rec.r.count_replaced("shop.u", "nul_in_text", 0)  # nothing to count: no entry
     assert read_status(rec.state).replaced_values == {"shop.t": {"nul_in_text": 5}}
     rec.r.close()
     again = StatusRecorder(rec.state, rec.head, clock=rec.clock, schedule=rec.sched)

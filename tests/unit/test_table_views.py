@@ -8,11 +8,11 @@ import decimal
 import pyarrow as pa
 import pytest
 
+from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.corrections import TableCorrections
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.table_views import Rules, apply_primary_keys, resolve_views, sink_schemas
 from airflow_provider_mysqlcdc.cdc.types import arrow_schema, map_table
 
@@ -20,15 +20,24 @@ D = decimal.Decimal
 
 
 def orders(name: str, amount_type: str = "decimal(10,2)") -> TableSchema:
-    cols = (Column("id", 1, "int", "int(11)", False),
-            Column("name", 2, "varchar", "varchar(40)", True, charset="utf8mb4", char_max_length=40),
-            Column("amount", 3, amount_type.split("(")[0], amount_type, True, numeric_precision=10, numeric_scale=2))
+    cols = (
+        Column("id", 1, "int", "int(11)", False),
+        Column("name", 2, "varchar", "varchar(40)", True, charset="utf8mb4", char_max_length=40),
+        Column("amount", 3, amount_type.split("(")[0], amount_type, True, numeric_precision=10, numeric_scale=2),
+    )
     return TableSchema(TableId("shop", name), cols, ("id",), ("id",), ("id",))
 
 
-SHARDS = Rules(route=({"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"},),
-               transform=({"source_table": r"shop\.orders_\d+", "projection": "id, upper(name) AS name_uc, amount * 2 "
-                           "AS amount2", "filter": "amount > 10"},))
+SHARDS = Rules(
+    route=({"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"},),
+    transform=(
+        {
+            "source_table": r"shop\.orders_\d+",
+            "projection": "id, upper(name) AS name_uc, amount * 2 AS amount2",
+            "filter": "amount > 10",
+        },
+    ),
+)
 
 
 def rows_of(schema: TableSchema, rows: list[dict]) -> pa.Table:
@@ -47,24 +56,48 @@ def test_merged_shards_get_the_source_column_in_their_key_and_the_projected_colu
 
 def test_snapshot_rows_are_filtered_projected_and_tagged_with_their_source():
     v = resolve_views(SHARDS, [orders("orders_1"), orders("orders_2")])[TableId("shop", "orders_2")]
-    out = v.rows(rows_of(v.source, [{"id": 1, "name": "ab", "amount": D("10.00")},
-                                    {"id": 2, "name": "cd", "amount": D("10.01")},
-                                    {"id": 3, "name": None, "amount": None}]))
+    out = v.rows(
+        rows_of(
+            v.source,
+            [
+                {"id": 1, "name": "ab", "amount": D("10.00")},
+                {"id": 2, "name": "cd", "amount": D("10.01")},
+                {"id": 3, "name": None, "amount": None},
+            ],
+        )
+    )
     assert out.to_pylist() == [{"_source_table": "shop.orders_2", "id": 2, "name_uc": "CD", "amount2": D("20.02")}]
 
 
 def test_last_changes_leaving_the_filter_become_deletes_of_their_identity():
     v = resolve_views(SHARDS, [orders("orders_1"), orders("orders_2")])[TableId("shop", "orders_1")]
-    rows = rows_of(v.source, [{"id": 1, "name": "in", "amount": D("50")},     # +U, passes: upsert
-                              {"id": 2, "name": "out", "amount": D("5")},     # +U out of the filter: delete
-                              {"id": 3, "name": "gone", "amount": D("99")},   # -D: delete
-                              {"id": 4, "name": "new", "amount": D("11")}])   # +I, passes
+    rows = rows_of(
+        v.source,
+        [
+            {"id": 1, "name": "in", "amount": D("50")},  # +U, passes: upsert
+            {"id": 2, "name": "out", "amount": D("5")},  # +U out of the filter: delete
+            {"id": 3, "name": "gone", "amount": D("99")},  # -D: delete
+            {"id": 4, "name": "new", "amount": D("11")},
+        ],
+    )  # +I, passes
     rows = rows.append_column("_op", pa.array(["+U", "+U", "-D", "+I"])).append_column("_seq", pa.array([1, 2, 3, 4]))
     out = {r["id"]: r for r in v.changes(rows, extra=["_seq"]).to_pylist()}
-    assert out[1] == {"_source_table": "shop.orders_1", "id": 1, "name_uc": "IN", "amount2": D("100.00"), "_op": "+U",
-                      "_seq": 1}
-    assert out[2] == {"_source_table": "shop.orders_1", "id": 2, "name_uc": None, "amount2": None, "_op": "-D",
-                      "_seq": 2}
+    assert out[1] == {
+        "_source_table": "shop.orders_1",
+        "id": 1,
+        "name_uc": "IN",
+        "amount2": D("100.00"),
+        "_op": "+U",
+        "_seq": 1,
+    }
+    assert out[2] == {
+        "_source_table": "shop.orders_1",
+        "id": 2,
+        "name_uc": None,
+        "amount2": None,
+        "_op": "-D",
+        "_seq": 2,
+    }
     assert out[3]["_op"] == "-D" and out[3]["name_uc"] is None
     assert out[4]["_op"] == "+I" and out[4]["name_uc"] == "NEW"
 
@@ -84,8 +117,9 @@ def test_corrections_become_sink_keys_and_rows():
     tc.upsert((9,), {"id": 9, "name": "y", "amount": D("1")})
     out = v.corrections(tc)
     assert out.deleted == {("shop.orders_1", 7), ("shop.orders_1", 9)}
-    assert out.upserts == {("shop.orders_1", 8): {"_source_table": "shop.orders_1", "id": 8, "name_uc": "X",
-                                                  "amount2": D("40.00")}}
+    assert out.upserts == {
+        ("shop.orders_1", 8): {"_source_table": "shop.orders_1", "id": 8, "name_uc": "X", "amount2": D("40.00")}
+    }
 
 
 def test_an_unrouted_untransformed_table_is_unchanged():
@@ -96,11 +130,14 @@ def test_an_unrouted_untransformed_table_is_unchanged():
     assert views[TableId("shop", "orders_1")].sink_schema.columns == orders("orders_1").columns
 
 
-@pytest.mark.parametrize("projection, words", [
-    ("name, amount", "the projection drops id of the row identity (id)"),
-    ("id + 1 AS id, name", "computes it"),
-    ("name AS id, amount", "computes it"),
-])
+@pytest.mark.parametrize(
+    "projection, words",
+    [
+        ("name, amount", "the projection drops id of the row identity (id)"),
+        ("id + 1 AS id, name", "computes it"),
+        ("name AS id, amount", "computes it"),
+    ],
+)
 def test_a_projection_must_keep_the_identity_as_it_is(projection, words):
     rules = Rules(transform=({"source_table": "shop.orders_1", "projection": projection},))
     with pytest.raises(ConfigError) as e:
@@ -138,20 +175,32 @@ def test_sinks_that_do_not_apply_views_are_refused(sink_type):
 
 
 def test_computed_boolean_and_timestamp_columns_have_sink_types():
-    rules = Rules(transform=({"source_table": "shop.orders_1",
-                              "projection": "id, amount > 10 AS big, CAST('2026-01-01' AS TIMESTAMP) AS ts, "
-                                            "CAST(id AS DOUBLE) AS d"},))
+    rules = Rules(
+        transform=(
+            {
+                "source_table": "shop.orders_1",
+                "projection": "id, amount > 10 AS big, CAST('2026-01-01' AS TIMESTAMP) AS ts, CAST(id AS DOUBLE) AS d",
+            },
+        )
+    )
     v = resolve_views(rules, [orders("orders_1")])[TableId("shop", "orders_1")]
     assert [str(f.type) for f in v.sink_arrow] == ["int32", "bool", "timestamp[us, tz=UTC]", "double"]
 
 
 def test_rules_survive_pipeline_json():
-    config = PipelineConfig(name="p", source=SourceConfig(), include=("shop.orders_1",), state_location="/tmp/x",
-                            rules=Rules.from_values(SHARDS.route, SHARDS.transform))
+    config = PipelineConfig(
+        name="p",
+        source=SourceConfig(),
+        include=("shop.orders_1",),
+        state_location="/tmp/x",
+        rules=Rules.from_values(SHARDS.route, SHARDS.transform),
+    )
     back = PipelineConfig.from_json(config.to_json())
     assert back.rules == config.rules and back.rules
-    assert "route" not in PipelineConfig(name="p", source=SourceConfig(), include=("a.b",),
-                                         state_location="/tmp/x").to_dict()
+    assert (
+        "route"
+        not in PipelineConfig(name="p", source=SourceConfig(), include=("a.b",), state_location="/tmp/x").to_dict()
+    )
 
 
 def test_rules_from_bad_text_name_the_fix():
@@ -163,16 +212,18 @@ def test_rules_from_bad_text_name_the_fix():
 
 def test_a_table_no_rule_touches_keeps_its_schema_exactly():
     plain = orders("other")
-    plain = TableSchema(plain.table_id, plain.columns, (), ("amount",), ("id",))   # a chunk key of its own
+    plain = TableSchema(plain.table_id, plain.columns, (), ("amount",), ("id",))  # a chunk key of its own
     v = resolve_views(SHARDS, [orders("orders_1"), plain])[plain.table_id]
     assert v.identity and v.sink_schema is plain
 
 
 def test_primary_keys_key_a_table_that_has_no_primary_key():
     base = orders("log_1")
-    keyless = TableSchema(base.table_id, base.columns, (), ("id",), base.column_names)   # identity: every column
-    rules = Rules(route=({"source_table": r"shop\.log_\d+", "sink_table": "shop.log"},),
-                  transform=({"source_table": r"shop\.log_\d+", "primary_keys": ["ID"]},))
+    keyless = TableSchema(base.table_id, base.columns, (), ("id",), base.column_names)  # identity: every column
+    rules = Rules(
+        route=({"source_table": r"shop\.log_\d+", "sink_table": "shop.log"},),
+        transform=({"source_table": r"shop\.log_\d+", "primary_keys": ["ID"]},),
+    )
     (keyed,) = apply_primary_keys(rules, [keyless])
     assert keyed.row_identity == ("id",) and keyed.primary_key == ()
     v = resolve_views(rules, [keyless])[keyless.table_id]
@@ -190,23 +241,31 @@ def test_a_rules_description_is_not_part_of_what_is_compared():
 def _layout_batch(v, ops, befores, afters):
     image = pa.struct(list(v.source_arrow))
     pair = pa.StructArray.from_arrays([pa.array(befores, image), pa.array(afters, image)], names=["before", "after"])
-    return pa.RecordBatch.from_arrays([pa.array(ops), pa.array(range(len(ops)), pa.int64()), pair],
-                                      names=["op", "seq", "t0"])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(ops), pa.array(range(len(ops)), pa.int64()), pair], names=["op", "seq", "t0"]
+    )
 
 
 def test_binlog_changes_become_the_sink_tables_changes_as_the_filter_makes_them():
     v = resolve_views(SHARDS, [orders("orders_1"), orders("orders_2")])[TableId("shop", "orders_1")]
     row = lambda i, amount: {"id": i, "name": f"n{i}", "amount": D(amount)}  # noqa: E731
-    batch = _layout_batch(v, ["insert", "insert", "update", "update", "update", "update", "delete", "delete"],
-                          [None, None, row(3, "20"), row(4, "20"), row(5, "1"), row(6, "1"), row(7, "20"), row(8, "1")],
-                          [row(1, "20"), row(2, "1"), row(3, "30"), row(4, "1"), row(5, "20"), row(6, "2"), None, None])
+    batch = _layout_batch(
+        v,
+        ["insert", "insert", "update", "update", "update", "update", "delete", "delete"],
+        [None, None, row(3, "20"), row(4, "20"), row(5, "1"), row(6, "1"), row(7, "20"), row(8, "1")],
+        [row(1, "20"), row(2, "1"), row(3, "30"), row(4, "1"), row(5, "20"), row(6, "2"), None, None],
+    )
     out = v.layout_rows(batch, "t0")
-    got = [(op, (b or {}).get("id"), (a or {}).get("id"), (a or b)["_source_table"], (a or b)["name_uc"])
-           for op, b, a in zip(out.column("op").to_pylist(), *[x.to_pylist() for x in out.column("t0").flatten()])]
-    assert got == [("insert", None, 1, "shop.orders_1", "N1"),        # passes: kept
-                   ("update", 3, 3, "shop.orders_1", "N3"),           # in both: an update
-                   ("delete", 4, None, "shop.orders_1", "N4"),        # left the filter: its before image goes
-                   ("insert", None, 5, "shop.orders_1", "N5"),        # entered it: its after image comes
-                   ("delete", 7, None, "shop.orders_1", "N7")]        # deleted while in it
+    got = [
+        (op, (b or {}).get("id"), (a or {}).get("id"), (a or b)["_source_table"], (a or b)["name_uc"])
+        for op, b, a in zip(out.column("op").to_pylist(), *[x.to_pylist() for x in out.column("t0").flatten()])
+    ]
+    assert got == [
+        ("insert", None, 1, "shop.orders_1", "N1"),  # passes: kept
+        ("update", 3, 3, "shop.orders_1", "N3"),  # in both: an update
+        ("delete", 4, None, "shop.orders_1", "N4"),  # left the filter: its before image goes
+        ("insert", None, 5, "shop.orders_1", "N5"),  # entered it: its after image comes
+        ("delete", 7, None, "shop.orders_1", "N7"),
+    ]  # deleted while in it
     assert out.column("seq").to_pylist() == [0, 2, 3, 4, 6]
     assert out.schema.field("t0").type.field("before").type == pa.struct(list(v.sink_arrow))

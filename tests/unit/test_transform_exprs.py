@@ -17,17 +17,38 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.cdc.transform_exprs import (METADATA_COLUMNS, CompiledFilter, CompiledProjection,
-                                                           TransformError, TransformEvalError, compile_filter,
-                                                           compile_projection)
+from airflow_provider_mysqlcdc.cdc.transform_exprs import (
+    METADATA_COLUMNS,
+    CompiledFilter,
+    CompiledProjection,
+    TransformError,
+    TransformEvalError,
+    compile_filter,
+    compile_projection,
+)
 
 D = decimal.Decimal
 UTC = dt.timezone.utc
-SCHEMA = pa.schema([("i", pa.int32()), ("b", pa.int64()), ("t", pa.int8()), ("sm", pa.int16()), ("s", pa.string()),
-                    ("s2", pa.string()), ("d", pa.decimal128(10, 2)), ("d2", pa.decimal128(38, 10)),
-                    ("f", pa.float64()), ("r", pa.float32()), ("dt", pa.date32()),
-                    ("ts", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us")), ("ok", pa.bool_()),
-                    ("bin", pa.binary()), ("big", pa.large_string())])
+SCHEMA = pa.schema(
+    [
+        ("i", pa.int32()),
+        ("b", pa.int64()),
+        ("t", pa.int8()),
+        ("sm", pa.int16()),
+        ("s", pa.string()),
+        ("s2", pa.string()),
+        ("d", pa.decimal128(10, 2)),
+        ("d2", pa.decimal128(38, 10)),
+        ("f", pa.float64()),
+        ("r", pa.float32()),
+        ("dt", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("ntz", pa.timestamp("us")),
+        ("ok", pa.bool_()),
+        ("bin", pa.binary()),
+        ("big", pa.large_string()),
+    ]
+)
 TABLE = "shop.orders"
 
 
@@ -120,9 +141,14 @@ SPARK_CHECKED_CASES: list[tuple[str, list[dict[str, Any]], list[Any]]] = [
     ("CAST(s AS INT)", [{"s": " 1\t"}], [1]),
     ("CAST(s AS BOOLEAN)", [{"s": " 1\t"}], [True]),
     # not found in the docs: a timestamp's text drops trailing zeros of the fraction
-    ("CAST(ts AS STRING)", [{"ts": dt.datetime(2020, 1, 2, 3, 4, 5, 600, tzinfo=UTC)},
-                            {"ts": dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)}],
-     ["2020-01-02 03:04:05.0006", "2020-01-02 03:04:05"]),
+    (
+        "CAST(ts AS STRING)",
+        [
+            {"ts": dt.datetime(2020, 1, 2, 3, 4, 5, 600, tzinfo=UTC)},
+            {"ts": dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)},
+        ],
+        ["2020-01-02 03:04:05.0006", "2020-01-02 03:04:05"],
+    ),
     # not found in the docs: a DOUBLE becomes a DECIMAL through its shortest text (HALF_UP)
     ("CAST(f AS DECIMAL(3,2))", [{"f": 2.675}], [D("2.68")]),
     # not found in the docs: case of one type per branch, int and decimal widen to decimal
@@ -165,20 +191,37 @@ def test_spark_checked_types(expr: str, arrow_type: pa.DataType) -> None:
 # --- literals -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("expr, arrow_type, expected", [
-    ("1", pa.int32(), 1), ("2147483648", pa.int64(), 2147483648), ("-2147483648", pa.int32(), -2147483648),
-    ("12345678901234567890", pa.decimal128(20, 0), D("12345678901234567890")),
-    ("1.50", pa.decimal128(3, 2), D("1.50")), ("-0.5", pa.decimal128(1, 1), D("-0.5")),
-    ("1.5e3", pa.float64(), 1500.0), ("1.5D", pa.float64(), 1.5), ("2Y", pa.int8(), 2), ("3S", pa.int16(), 3),
-    ("5L", pa.int64(), 5), ("10BD", pa.decimal128(2, 0), D("10")), ("1.0F", pa.float32(), 1.0),
-    ("'it' 's'", pa.string(), "its"),  # adjacent literals concatenate, as in Spark
-    ("\"dq\"", pa.string(), "dq"), ("r'raw'", pa.string(), "raw"),
-    ("TRUE", pa.bool_(), True), ("FALSE", pa.bool_(), False),
-    ("DATE '2024-02-29'", pa.date32(), dt.date(2024, 2, 29)),
-    ("TIMESTAMP '2024-02-29 10:11:12.5'", pa.timestamp("us", tz="UTC"),
-     dt.datetime(2024, 2, 29, 10, 11, 12, 500000, tzinfo=UTC)),
-    ("CAST(NULL AS STRING)", pa.string(), None), ("CAST(NULL AS DECIMAL(5,1))", pa.decimal128(5, 1), None),
-])
+@pytest.mark.parametrize(
+    "expr, arrow_type, expected",
+    [
+        ("1", pa.int32(), 1),
+        ("2147483648", pa.int64(), 2147483648),
+        ("-2147483648", pa.int32(), -2147483648),
+        ("12345678901234567890", pa.decimal128(20, 0), D("12345678901234567890")),
+        ("1.50", pa.decimal128(3, 2), D("1.50")),
+        ("-0.5", pa.decimal128(1, 1), D("-0.5")),
+        ("1.5e3", pa.float64(), 1500.0),
+        ("1.5D", pa.float64(), 1.5),
+        ("2Y", pa.int8(), 2),
+        ("3S", pa.int16(), 3),
+        ("5L", pa.int64(), 5),
+        ("10BD", pa.decimal128(2, 0), D("10")),
+        ("1.0F", pa.float32(), 1.0),
+        ("'it' 's'", pa.string(), "its"),  # adjacent literals concatenate, as in Spark
+        ('"dq"', pa.string(), "dq"),
+        ("r'raw'", pa.string(), "raw"),
+        ("TRUE", pa.bool_(), True),
+        ("FALSE", pa.bool_(), False),
+        ("DATE '2024-02-29'", pa.date32(), dt.date(2024, 2, 29)),
+        (
+            "TIMESTAMP '2024-02-29 10:11:12.5'",
+            pa.timestamp("us", tz="UTC"),
+            dt.datetime(2024, 2, 29, 10, 11, 12, 500000, tzinfo=UTC),
+        ),
+        ("CAST(NULL AS STRING)", pa.string(), None),
+        ("CAST(NULL AS DECIMAL(5,1))", pa.decimal128(5, 1), None),
+    ],
+)
 def test_literals(expr: str, arrow_type: pa.DataType, expected: Any) -> None:
     assert out_type(expr) == arrow_type
     got = value(expr)
@@ -207,7 +250,7 @@ def test_star_expands_in_table_order_and_keeps_types() -> None:
     p = compile_projection("*, upper(s) AS s_uc", SCHEMA, TABLE)
     assert p.output_names == (*SCHEMA.names, "s_uc")
     schema = p.output_schema()
-    assert [f.type for f in schema][:len(SCHEMA)] == SCHEMA.types  # large_string stays large_string
+    assert [f.type for f in schema][: len(SCHEMA)] == SCHEMA.types  # large_string stays large_string
     out = p.evaluate(batch([{"i": 1, "s": "a", "big": "x"}]), database="shop", table="orders")
     assert out.schema == schema
     assert out.to_pylist()[0]["s_uc"] == "A" and out.to_pylist()[0]["big"] == "x"
@@ -241,14 +284,17 @@ def test_metadata_database(expr: str) -> None:
 
 
 def test_metadata_table_and_op() -> None:
-    assert set(METADATA_COLUMNS) == {"__namespace_name__", "__schema_name__", "__table_name__",
-                                     "__data_event_type__"}
+    assert set(METADATA_COLUMNS) == {"__namespace_name__", "__schema_name__", "__table_name__", "__data_event_type__"}
     assert project("__table_name__", [{}]) == ["orders"]
     assert project("__data_event_type__", [{}, {}], op="r") == ["r", "r"]
     ops = pa.array(["+I", "-U", "+U", "-D"])
     assert project("__data_event_type__", [{}] * 4, op=ops) == ["+I", "-U", "+U", "-D"]
-    assert keep("__data_event_type__ IN ('+I', '+U') AND __table_name__ = 'orders'", [{}] * 4, op=ops) == \
-        [True, False, True, False]
+    assert keep("__data_event_type__ IN ('+I', '+U') AND __table_name__ = 'orders'", [{}] * 4, op=ops) == [
+        True,
+        False,
+        True,
+        False,
+    ]
     assert keep("__schema_name__ = 'shop'", [{}]) == [True]
 
 
@@ -263,8 +309,9 @@ def test_metadata_op_missing_or_of_the_wrong_length() -> None:
 def test_a_source_column_wins_over_a_metadata_name() -> None:
     schema = pa.schema([("__table_name__", pa.string())])
     p = compile_projection("__table_name__", schema, TABLE)
-    out = p.evaluate(pa.RecordBatch.from_pylist([{"__table_name__": "mine"}], schema=schema), database="shop",
-                     table="orders")
+    out = p.evaluate(
+        pa.RecordBatch.from_pylist([{"__table_name__": "mine"}], schema=schema), database="shop", table="orders"
+    )
     assert out.column(0).to_pylist() == ["mine"]
 
 
@@ -279,9 +326,9 @@ def test_integer_arithmetic_types_nulls_and_overflow() -> None:
     fails("i * i", [{"i": 46341}], "ARITHMETIC_OVERFLOW")
     fails("i + 1", [{"i": 2147483647}], "ARITHMETIC_OVERFLOW")  # the ANSI doc's own example
     fails("t + t", [{"t": 127}], "ARITHMETIC_OVERFLOW")  # TINYINT + TINYINT stays TINYINT
-    fails("b - 1", [{"b": -2 ** 63}], "ARITHMETIC_OVERFLOW")
+    fails("b - 1", [{"b": -(2**63)}], "ARITHMETIC_OVERFLOW")
     assert project("-i", [{"i": 5}, {"i": None}]) == [-5, None]
-    fails("-i", [{"i": -2 ** 31}], "ARITHMETIC_OVERFLOW")
+    fails("-i", [{"i": -(2**31)}], "ARITHMETIC_OVERFLOW")
 
 
 def test_division_is_double_and_zero_fails() -> None:
@@ -295,9 +342,9 @@ def test_division_is_double_and_zero_fails() -> None:
 def test_div_and_remainder() -> None:
     assert out_type("i div t") == pa.int64() and out_type("i % t") == pa.int32()
     assert project("i div b", [{"i": 7, "b": 2}, {"i": 7, "b": -1}, {"i": None, "b": 0}]) == [3, -7, None]
-    assert project("b % i", [{"b": -2 ** 63, "i": -1}, {"b": 5, "i": 3}, {"b": None, "i": 0}]) == [0, 2, None]
+    assert project("b % i", [{"b": -(2**63), "i": -1}, {"b": 5, "i": 3}, {"b": None, "i": 0}]) == [0, 2, None]
     fails("i div b", [{"i": 1, "b": 0}], "DIVIDE_BY_ZERO")
-    fails("b div i", [{"b": -2 ** 63, "i": -1}], "ARITHMETIC_OVERFLOW")
+    fails("b div i", [{"b": -(2**63), "i": -1}], "ARITHMETIC_OVERFLOW")
     fails("i % b", [{"i": 1, "b": 0}], "REMAINDER_BY_ZERO")  # Spark's name for % (checked against Spark 4.2)
     assert "div of decimals" in refused("d div 2 AS x")
     assert "% of FLOAT/DOUBLE" in refused("f % 2 AS x")
@@ -337,16 +384,26 @@ def test_decimal_operations_needing_more_than_76_digits_are_refused() -> None:
 def test_abs() -> None:
     assert project("abs(i)", [{"i": -3}, {"i": None}]) == [3, None]
     assert value("abs(d)", {"d": D("-1.50")}) == D("1.50") and value("abs(f)", {"f": -0.5}) == 0.5
-    fails("abs(i)", [{"i": -2 ** 31}], "ARITHMETIC_OVERFLOW")  # the ANSI doc's example
+    fails("abs(i)", [{"i": -(2**31)}], "ARITHMETIC_OVERFLOW")  # the ANSI doc's example
 
 
 # --- comparisons and logic ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op, expected", [
-    ("=", [False, True, None]), ("==", [False, True, None]), ("<>", [True, False, None]), ("!=", [True, False, None]),
-    ("<", [True, False, None]), ("<=", [True, True, None]), (">", [False, False, None]), (">=", [False, True, None]),
-    ("<=>", [False, True, False])])
+@pytest.mark.parametrize(
+    "op, expected",
+    [
+        ("=", [False, True, None]),
+        ("==", [False, True, None]),
+        ("<>", [True, False, None]),
+        ("!=", [True, False, None]),
+        ("<", [True, False, None]),
+        ("<=", [True, True, None]),
+        (">", [False, False, None]),
+        (">=", [False, True, None]),
+        ("<=>", [False, True, False]),
+    ],
+)
 def test_comparisons_with_nulls(op: str, expected: list[Optional[bool]]) -> None:
     rows = [{"i": 1, "b": 2}, {"i": 2, "b": 2}, {"i": None, "b": 2}]
     assert project(f"i {op} b", rows) == expected
@@ -364,8 +421,10 @@ def test_comparison_across_types() -> None:
     assert value("s < s2", {"s": "z", "s2": "é"}) is True
     assert value("dt < ts", {"dt": dt.date(2020, 1, 2), "ts": dt.datetime(2020, 1, 2, 0, 0, 1, tzinfo=UTC)})
     assert value("dt = ts", {"dt": dt.date(2020, 1, 2), "ts": dt.datetime(2020, 1, 2, tzinfo=UTC)}) is True
-    assert project("ts >= '2020-01-02'", [{"ts": dt.datetime(2020, 1, 2, tzinfo=UTC)},
-                                          {"ts": dt.datetime(2020, 1, 1, 23, tzinfo=UTC)}]) == [True, False]
+    assert project(
+        "ts >= '2020-01-02'",
+        [{"ts": dt.datetime(2020, 1, 2, tzinfo=UTC)}, {"ts": dt.datetime(2020, 1, 1, 23, tzinfo=UTC)}],
+    ) == [True, False]
     assert value("dt = '2020-01-02'", {"dt": dt.date(2020, 1, 2)}) is True
     assert value("ok = TRUE", {"ok": False}) is False
     assert "mixes" in refused("i = s AS x") and "mixes" in refused("s = 1 AS x")
@@ -394,8 +453,9 @@ def test_three_valued_logic(a: Optional[bool], b: Optional[bool]) -> None:
     schema = pa.schema([("a", pa.bool_()), ("b", pa.bool_())])
     data = pa.RecordBatch.from_pylist([{"a": a, "b": b}], schema=schema)
     p = compile_projection("a AND b AS x, a OR b AS y, NOT a AS z", schema, TABLE)
-    assert p.evaluate(data, database="", table="").to_pylist() == \
-        [{"x": sql_and(a, b), "y": sql_or(a, b), "z": None if a is None else not a}]
+    assert p.evaluate(data, database="", table="").to_pylist() == [
+        {"x": sql_and(a, b), "y": sql_or(a, b), "z": None if a is None else not a}
+    ]
     f = compile_filter("a AND b", schema, TABLE)
     assert f.evaluate(data, database="", table="").to_pylist() == [sql_and(a, b) is True]
 
@@ -503,11 +563,11 @@ def test_length() -> None:
     assert out_type("length(s)") == pa.int32()
 
 
-def spark_substring(s: str, pos: int, length: int = 2 ** 31 - 1) -> str:
+def spark_substring(s: str, pos: int, length: int = 2**31 - 1) -> str:
     """UTF8String.substringSQL (Spark 3.x/4.x), ported line by line as the oracle."""
     n = len(s)
     start = pos - 1 if pos > 0 else (n + pos if pos < 0 else 0)
-    end = min(max(start + length, -2 ** 31), 2 ** 31 - 1)
+    end = min(max(start + length, -(2**31)), 2**31 - 1)
     start = max(start, 0)
     return "" if start >= end else s[start:end]
 
@@ -532,8 +592,12 @@ def test_substring_needs_constant_ints() -> None:
 
 def test_case_forms() -> None:
     rows = [{"i": 1}, {"i": 2}, {"i": 3}, {}]
-    assert project("CASE WHEN i = 1 THEN 'one' WHEN i = 2 THEN 'two' ELSE 'many' END", rows) == \
-        ["one", "two", "many", "many"]
+    assert project("CASE WHEN i = 1 THEN 'one' WHEN i = 2 THEN 'two' ELSE 'many' END", rows) == [
+        "one",
+        "two",
+        "many",
+        "many",
+    ]
     assert project("CASE i WHEN 1 THEN 'one' WHEN 2 THEN 'two' END", rows) == ["one", "two", None, None]
     assert project("CASE WHEN ok THEN 1 ELSE 0 END", [{"ok": True}, {"ok": None}, {"ok": False}]) == [1, 0, 0]
     assert out_type("CASE WHEN ok THEN i ELSE b END") == pa.int64()
@@ -590,13 +654,18 @@ def test_round_integers() -> None:
 
 def test_cast_to_string() -> None:
     assert project("CAST(i AS STRING)", [{"i": -5}, {}]) == ["-5", None]
-    assert project("CAST(d AS STRING)", [{"d": D("1.20")}, {"d": D("-0.05")}, {"d": D("0")}]) == \
-        ["1.20", "-0.05", "0.00"]
+    assert project("CAST(d AS STRING)", [{"d": D("1.20")}, {"d": D("-0.05")}, {"d": D("0")}]) == [
+        "1.20",
+        "-0.05",
+        "0.00",
+    ]
     assert value("CAST(ok AS STRING)", {"ok": True}) == "true"
     assert value("CAST(dt AS STRING)", {"dt": dt.date(2020, 1, 2)}) == "2020-01-02"
     assert value("CAST(ntz AS STRING)", {"ntz": dt.datetime(2020, 1, 2, 3, 4, 5, 120000)}) == "2020-01-02 03:04:05.12"
-    assert value("CAST(ts AS STRING)", {"ts": dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)}) == \
-        "1969-12-31 23:59:59.999999"
+    assert (
+        value("CAST(ts AS STRING)", {"ts": dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)})
+        == "1969-12-31 23:59:59.999999"
+    )
     assert "CAST from DOUBLE to STRING" in refused("CAST(f AS STRING) AS x")
     assert "CHAR/VARCHAR" in refused("CAST(s AS VARCHAR(3)) AS x")
 
@@ -616,19 +685,21 @@ def test_cast_numbers_to_integers() -> None:
     assert project("CAST(f AS INT)", [{"f": 2.9}, {"f": -2.9}, {}]) == [2, -2, None]
     assert project("CAST(d AS BIGINT)", [{"d": D("-7.99")}]) == [-7]
     assert project("CAST(ok AS INT)", [{"ok": True}, {"ok": False}]) == [1, 0]
-    assert project("CAST(b AS INT)", [{"b": 2 ** 31 - 1}]) == [2 ** 31 - 1]
-    fails("CAST(b AS INT)", [{"b": 2 ** 31}], "CAST_OVERFLOW")  # the ANSI doc's example
+    assert project("CAST(b AS INT)", [{"b": 2**31 - 1}]) == [2**31 - 1]
+    fails("CAST(b AS INT)", [{"b": 2**31}], "CAST_OVERFLOW")  # the ANSI doc's example
     fails("CAST(f AS INT)", [{"f": 3e9}], "CAST_OVERFLOW")
     fails("CAST(f AS BIGINT)", [{"f": math.nan}], "CAST_OVERFLOW")
     fails("CAST(r AS SMALLINT)", [{"r": 40000.0}], "CAST_OVERFLOW")
 
 
 def test_cast_to_double_and_float() -> None:
-    assert project("CAST(d2 AS DOUBLE)", [{"d2": D("0.1000000000")}, {"d2": D("1234567890123456789.1234567891")}]) == \
-        [0.1, 1.2345678901234568e18]
+    assert project("CAST(d2 AS DOUBLE)", [{"d2": D("0.1000000000")}, {"d2": D("1234567890123456789.1234567891")}]) == [
+        0.1,
+        1.2345678901234568e18,
+    ]
     assert project("CAST(s AS DOUBLE)", [{"s": "1.5e3"}, {"s": " -.5 "}, {"s": "1e400"}]) == [1500.0, -0.5, math.inf]
     fails("CAST(s AS DOUBLE)", [{"s": "1,5"}], "CAST_INVALID_INPUT")
-    assert value("CAST(b AS DOUBLE)", {"b": 2 ** 53 + 1}) == float(2 ** 53)
+    assert value("CAST(b AS DOUBLE)", {"b": 2**53 + 1}) == float(2**53)
     assert value("CAST(i AS FLOAT)", {"i": 3}) == 3.0 and out_type("CAST(d AS FLOAT)") == pa.float32()
     assert "CAST from DOUBLE to FLOAT" in refused("CAST(f AS FLOAT) AS x")
 
@@ -638,36 +709,51 @@ def test_cast_to_decimal() -> None:
     fails("CAST(d AS DECIMAL(3,1))", [{"d": D("99.99")}], "NUMERIC_VALUE_OUT_OF_RANGE")
     assert project("CAST(i AS DECIMAL(12,2))", [{"i": 7}]) == [D("7.00")]
     fails("CAST(i AS DECIMAL(3,0))", [{"i": 1000}], "NUMERIC_VALUE_OUT_OF_RANGE")
-    assert project("CAST(f AS DECIMAL(10,3))", [{"f": 0.1}, {"f": 1e-45}, {"f": -1.0005}]) == \
-        [D("0.100"), D("0.000"), D("-1.001")]
+    assert project("CAST(f AS DECIMAL(10,3))", [{"f": 0.1}, {"f": 1e-45}, {"f": -1.0005}]) == [
+        D("0.100"),
+        D("0.000"),
+        D("-1.001"),
+    ]
     fails("CAST(f AS DECIMAL(5,2))", [{"f": 1000.0}], "NUMERIC_VALUE_OUT_OF_RANGE")
     # NaN and Infinity give NULL, even in ANSI mode (checked against Spark 4.2)
     assert project("CAST(f AS DECIMAL(5,2))", [{"f": math.inf}, {"f": math.nan}, {"f": -math.inf}]) == [None] * 3
-    assert project("CAST(s AS DECIMAL(5,2))", [{"s": " 1.005 "}, {"s": "-0012.3"}, {"s": ".5"}, {"s": "7."}]) == \
-        [D("1.01"), D("-12.30"), D("0.50"), D("7.00")]
+    assert project("CAST(s AS DECIMAL(5,2))", [{"s": " 1.005 "}, {"s": "-0012.3"}, {"s": ".5"}, {"s": "7."}]) == [
+        D("1.01"),
+        D("-12.30"),
+        D("0.50"),
+        D("7.00"),
+    ]
     fails("CAST(s AS DECIMAL(5,2))", [{"s": "1234"}], "NUMERIC_VALUE_OUT_OF_RANGE")
     fails("CAST(s AS DECIMAL(5,2))", [{"s": "1e2"}], "CAST_INVALID_INPUT")
     assert value("CAST(ok AS DECIMAL(2,1))", {"ok": True}) == D("1.0")
-    assert out_type("CAST(i AS DECIMAL)") == pa.decimal128(10, 0) and out_type("CAST(i AS DECIMAL(7))") == \
-        pa.decimal128(7, 0)
+    assert out_type("CAST(i AS DECIMAL)") == pa.decimal128(10, 0) and out_type(
+        "CAST(i AS DECIMAL(7))"
+    ) == pa.decimal128(7, 0)
     assert "not a Spark decimal type" in refused("CAST(i AS DECIMAL(40,2)) AS x")
 
 
 def test_cast_to_date_and_timestamp() -> None:
-    assert project("CAST(s AS DATE)", [{"s": "2024-02-29"}, {"s": " 2020-01-01\t"}, {}]) == \
-        [dt.date(2024, 2, 29), dt.date(2020, 1, 1), None]
+    assert project("CAST(s AS DATE)", [{"s": "2024-02-29"}, {"s": " 2020-01-01\t"}, {}]) == [
+        dt.date(2024, 2, 29),
+        dt.date(2020, 1, 1),
+        None,
+    ]
     fails("CAST(s AS DATE)", [{"s": "2023-02-29"}], "CAST_INVALID_INPUT")
     fails("CAST(s AS DATE)", [{"s": "2020-1-1"}], "CAST_INVALID_INPUT")  # Spark reads it; equal or error
     assert value("CAST(ts AS DATE)", {"ts": dt.datetime(1969, 12, 31, 12, tzinfo=UTC)}) == dt.date(1969, 12, 31)
     assert value("CAST(ntz AS DATE)", {"ntz": dt.datetime(2020, 5, 6, 23, 59)}) == dt.date(2020, 5, 6)
-    assert project("CAST(s AS TIMESTAMP)", [{"s": "2020-01-02 03:04:05.5"}, {"s": "2020-01-02T03:04:05"},
-                                            {"s": "2020-01-02"}]) == \
-        [dt.datetime(2020, 1, 2, 3, 4, 5, 500000, tzinfo=UTC), dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC),
-         dt.datetime(2020, 1, 2, tzinfo=UTC)]
+    assert project(
+        "CAST(s AS TIMESTAMP)", [{"s": "2020-01-02 03:04:05.5"}, {"s": "2020-01-02T03:04:05"}, {"s": "2020-01-02"}]
+    ) == [
+        dt.datetime(2020, 1, 2, 3, 4, 5, 500000, tzinfo=UTC),
+        dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC),
+        dt.datetime(2020, 1, 2, tzinfo=UTC),
+    ]
     fails("CAST(s AS TIMESTAMP)", [{"s": "2020-01-02 25:00:00"}], "CAST_INVALID_INPUT")
     assert value("CAST(dt AS TIMESTAMP)", {"dt": dt.date(2020, 1, 2)}) == dt.datetime(2020, 1, 2, tzinfo=UTC)
-    assert value("CAST(ntz AS TIMESTAMP)", {"ntz": dt.datetime(2020, 1, 2, 3)}) == dt.datetime(2020, 1, 2, 3,
-                                                                                                tzinfo=UTC)
+    assert value("CAST(ntz AS TIMESTAMP)", {"ntz": dt.datetime(2020, 1, 2, 3)}) == dt.datetime(
+        2020, 1, 2, 3, tzinfo=UTC
+    )
     assert "CAST from DATE to INT" in refused("CAST(dt AS INT) AS x")
     assert "CAST to TIMESTAMP_NTZ" in refused("CAST(ts AS TIMESTAMP_NTZ) AS x")
 
@@ -693,17 +779,28 @@ def test_try_cast_is_refused() -> None:
 # --- refusals -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("expr, construct", [
-    ("md5(s) AS x", "function md5()"), ("pmod(i, 2) AS x", "function pmod()"), ("i & 1 AS x", "&"),
-    ("current_date() AS x", "function current_date()"), ("s RLIKE 'a' AS x", "RLIKE"),
-    ("count(*) AS x", "function count()"), ("date_add(dt, 1) AS x", "function date_add()"),
-    ("ok IS TRUE AS x", "IS TRUE"), ("INTERVAL 1 DAY AS x", "INTERVAL"), ("X'0A' AS x", "X'..'"),
-    ("concat_ws(',', s) AS x", "function concat_ws()"), ("bround(d) AS x", "function bround()")])
+@pytest.mark.parametrize(
+    "expr, construct",
+    [
+        ("md5(s) AS x", "function md5()"),
+        ("pmod(i, 2) AS x", "function pmod()"),
+        ("i & 1 AS x", "&"),
+        ("current_date() AS x", "function current_date()"),
+        ("s RLIKE 'a' AS x", "RLIKE"),
+        ("count(*) AS x", "function count()"),
+        ("date_add(dt, 1) AS x", "function date_add()"),
+        ("ok IS TRUE AS x", "IS TRUE"),
+        ("INTERVAL 1 DAY AS x", "INTERVAL"),
+        ("X'0A' AS x", "X'..'"),
+        ("concat_ws(',', s) AS x", "function concat_ws()"),
+        ("bround(d) AS x", "function bround()"),
+    ],
+)
 def test_unsupported_constructs_are_refused_with_the_list_and_a_fix(expr: str, construct: str) -> None:
     msg = refused(expr)
     assert isinstance(TransformError(msg), ConfigError)
     assert construct in msg and repr(expr) in msg and "Supported: columns of the table" in msg
-    fix = msg[msg.index("Fix: "):]
+    fix = msg[msg.index("Fix: ") :]
     assert msg.index("Supported:") < msg.index("Fix: ") and ". " not in fix  # Fix: is the last sentence
 
 
@@ -721,8 +818,11 @@ def test_the_filter_counts_null_as_false() -> None:
     assert keep("i > 1", [{"i": 2}, {"i": 1}, {}]) == [True, False, False]
     assert "bare NULL" in refused("NULL", "filter")  # Spark: FILTER_NOT_BOOLEAN (checked against Spark 4.2)
     assert keep("CAST(NULL AS BOOLEAN)", [{}, {}]) == [False, False]
-    assert keep("s LIKE 'a%' OR i IS NULL", [{"s": "ab", "i": 1}, {"s": "b", "i": 1}, {"s": None}]) == \
-        [True, False, True]
+    assert keep("s LIKE 'a%' OR i IS NULL", [{"s": "ab", "i": 1}, {"s": "b", "i": 1}, {"s": None}]) == [
+        True,
+        False,
+        True,
+    ]
 
 
 # --- compiled objects ---------------------------------------------------------------------------
@@ -775,9 +875,19 @@ def run(expr: str, schema: pa.Schema, rows: list[dict[str, Any]], kind: str = "p
     return p.evaluate(pa.RecordBatch.from_pylist(rows, schema=schema), database="", table="").column(0).to_pylist()
 
 
-WIDE = pa.schema([("i", pa.int32()), ("b", pa.int64()), ("d4", pa.decimal128(4, 4)), ("d5", pa.decimal128(38, 0)),
-                  ("d2", pa.decimal128(38, 10)), ("d18", pa.decimal128(18, 17)), ("f", pa.float64()),
-                  ("s", pa.string()), ("ok", pa.bool_())])
+WIDE = pa.schema(
+    [
+        ("i", pa.int32()),
+        ("b", pa.int64()),
+        ("d4", pa.decimal128(4, 4)),
+        ("d5", pa.decimal128(38, 0)),
+        ("d2", pa.decimal128(38, 10)),
+        ("d18", pa.decimal128(18, 17)),
+        ("f", pa.float64()),
+        ("s", pa.string()),
+        ("ok", pa.bool_()),
+    ]
+)
 
 
 def test_spark_types_beyond_the_docs() -> None:
@@ -808,13 +918,19 @@ def test_spark_optimizer_rewrites_that_change_a_result() -> None:
     rows = [{"i": 0, "b": 5, "ok": True}, {"i": 2147483647, "b": 1, "ok": False}]
     assert run("(i + 2147483647) + -2147483647", WIDE, rows) == [0, 2147483647]  # constants added first
     assert "Spark computes the constants" in refused("(i + 1) + 2147483647 AS x")
-    for expr, want in [("(b div i > 0) AND FALSE", [False] * 2), ("(b div i > 0) OR TRUE", [True] * 2),
-                       ("CASE WHEN b div i > 0 THEN 1 ELSE 1 END", [1, 1]), ("if(b div i > 0, 'a', 'a')", ["a"] * 2),
-                       ("(b div i) <=> (b div i)", [True] * 2), ("(i + b) <=> (b + i)", [True] * 2),
-                       ("b div i + NULL", [None] * 2), ("NULL < b div i", [None] * 2),
-                       ("b div i IN (NULL)", [None] * 2),
-                       ("(2147483647 + 1) IS NULL", [False] * 2), ("CASE WHEN NULL AND b div i > 0 THEN 1 ELSE 0 END",
-                                                                    [0, 0])]:
+    for expr, want in [
+        ("(b div i > 0) AND FALSE", [False] * 2),
+        ("(b div i > 0) OR TRUE", [True] * 2),
+        ("CASE WHEN b div i > 0 THEN 1 ELSE 1 END", [1, 1]),
+        ("if(b div i > 0, 'a', 'a')", ["a"] * 2),
+        ("(b div i) <=> (b div i)", [True] * 2),
+        ("(i + b) <=> (b + i)", [True] * 2),
+        ("b div i + NULL", [None] * 2),
+        ("NULL < b div i", [None] * 2),
+        ("b div i IN (NULL)", [None] * 2),
+        ("(2147483647 + 1) IS NULL", [False] * 2),
+        ("CASE WHEN NULL AND b div i > 0 THEN 1 ELSE 0 END", [0, 0]),
+    ]:
         assert run(expr, WIDE, rows) == want, expr
     assert run("NULL AND b div i > 0", WIDE, rows, "filter") == [False, False]  # NULL is FALSE in a filter
     with pytest.raises(TransformEvalError):
@@ -843,7 +959,7 @@ def test_spark_values_beyond_the_docs() -> None:
     with pytest.raises(TransformEvalError, match="NUMERIC_VALUE_OUT_OF_RANGE"):
         run("-d2", WIDE, [{"d2": D(fails_on)}])
     assert run("abs(d2)", WIDE, [{"d2": D(fails_on)}]) == [D(fails_on)]  # abs negates the negatives only
-    assert run("-d5", WIDE, [{"d5": D(10 ** 37 + 5)}]) == [D(-10 ** 37)]
+    assert run("-d5", WIDE, [{"d5": D(10**37 + 5)}]) == [D(-(10**37))]
     # a decimal of more than 18 digits goes to INT through a DOUBLE; a long-held one exactly
     assert run("CAST(d2 AS INT)", WIDE, [{"d2": D("123456789.9999999999")}]) == [123456790]
     assert run("CAST(d18 AS INT)", WIDE, [{"d18": D("1.99999999999999999")}]) == [1]
@@ -851,8 +967,9 @@ def test_spark_values_beyond_the_docs() -> None:
         run("CAST(d18 * 1 AS INT)", WIDE, [{"d18": D("1.99999999999999999")}])
     with pytest.raises(TransformEvalError, match="CAST_OVERFLOW"):
         run("CAST(d2 AS INT)", WIDE, [{"d2": D("2147483647.9999999999")}])
-    assert run("CAST(d4 AS INT)", WIDE, [{"d4": D("0.9999")}]) == [0] and \
-        run("round(d4, -2)", WIDE, [{"d4": D("0.9999")}]) == [D(0)]
+    assert run("CAST(d4 AS INT)", WIDE, [{"d4": D("0.9999")}]) == [0] and run(
+        "round(d4, -2)", WIDE, [{"d4": D("0.9999")}]
+    ) == [D(0)]
     # the integer and boolean casts trim DEL too; DOUBLE and DECIMAL do not
     assert run("CAST(s AS INT)", WIDE, [{"s": "\x7f5\x7f"}]) == [5]
     with pytest.raises(TransformEvalError, match="CAST_INVALID_INPUT"):
@@ -860,7 +977,7 @@ def test_spark_values_beyond_the_docs() -> None:
     # Java 17 and Java 21 give different texts for some DOUBLEs from 2**53 to 2**63
     with pytest.raises(TransformEvalError, match="UNSUPPORTED_VALUE"):
         run("CAST(f AS DECIMAL(38,0))", WIDE, [{"f": 2.82879384806159e17}])
-    assert run("CAST(f AS DECIMAL(38,0))", WIDE, [{"f": 1e17}]) == [D(10 ** 17)]
+    assert run("CAST(f AS DECIMAL(38,0))", WIDE, [{"f": 1e17}]) == [D(10**17)]
 
 
 # --- against a reference: Python's decimal with Spark's result types --------------------------
@@ -881,8 +998,8 @@ def test_decimal_operations_against_python_decimal(op: str) -> None:
     schema = pa.schema([("x", pa.decimal128(10, 2)), ("y", pa.decimal128(9, 4))])
     rows = []
     for _ in range(400):
-        x = D(rng.randint(-10 ** 10 + 1, 10 ** 10 - 1)).scaleb(-2)
-        y = D(rng.choice([rng.randint(-10 ** 9 + 1, 10 ** 9 - 1), rng.randint(-99, 99)]) or 7).scaleb(-4)
+        x = D(rng.randint(-(10**10) + 1, 10**10 - 1)).scaleb(-2)
+        y = D(rng.choice([rng.randint(-(10**9) + 1, 10**9 - 1), rng.randint(-99, 99)]) or 7).scaleb(-4)
         rows.append({"x": x, "y": y})
     p = compile_projection(f"x {op} y AS z", schema, TABLE)
     scale = p.output_schema().field("z").type.scale
@@ -894,8 +1011,9 @@ def test_round_and_decimal_cast_of_doubles_follow_the_shortest_text() -> None:
     import random
 
     rng = random.Random(7)
-    values = [rng.uniform(-1000, 1000) for _ in range(300)] + [rng.uniform(-1, 1) * 10 ** rng.randint(-20, 20)
-                                                                for _ in range(300)]
+    values = [rng.uniform(-1000, 1000) for _ in range(300)] + [
+        rng.uniform(-1, 1) * 10 ** rng.randint(-20, 20) for _ in range(300)
+    ]
     values += [0.125, 0.375, 2.675, 1.005, 1e15 + 0.5, 123456789012345.67, -0.0]
     rows = [{"f": v} for v in values]
     for digits in (0, 1, 2, 5):

@@ -13,8 +13,14 @@ from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.validation import (
-    ServerValidationError, check_privileges, check_server_id, check_time_zone, check_variables,
-    check_version, evaluate, parse_grants,
+    ServerValidationError,
+    check_privileges,
+    check_server_id,
+    check_time_zone,
+    check_variables,
+    check_version,
+    evaluate,
+    parse_grants,
 )
 from airflow_provider_mysqlcdc.cdc.version import ServerVersion
 
@@ -23,9 +29,16 @@ MYSQL80 = ServerVersion.parse("8.0.36")
 MYSQL84 = ServerVersion.parse("8.4.2")
 MARIA = ServerVersion.parse("10.11.19-MariaDB-log")
 
-GOOD_MARIA = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL",
-              "binlog_row_metadata": "FULL", "binlog_checksum": "CRC32", "server_id": "1",
-              "time_zone": "SYSTEM", "system_time_zone": "UTC"}
+GOOD_MARIA = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+    "binlog_checksum": "CRC32",
+    "server_id": "1",
+    "time_zone": "SYSTEM",
+    "system_time_zone": "UTC",
+}
 GOOD_MYSQL80 = {**GOOD_MARIA, "binlog_row_value_options": ""}
 GOOD_MYSQL57 = {k: v for k, v in GOOD_MARIA.items() if k != "binlog_row_metadata"}
 
@@ -40,8 +53,18 @@ def settings(errors):
 
 # --- version ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, ok", [("5.6.51", False), ("5.7.44", True), ("8.0.36", True), ("8.4.2", True),
-                                     ("10.4.34-MariaDB", False), ("10.5.0-MariaDB", True)])
+
+@pytest.mark.parametrize(
+    "raw, ok",
+    [
+        ("5.6.51", False),
+        ("5.7.44", True),
+        ("8.0.36", True),
+        ("8.4.2", True),
+        ("10.4.34-MariaDB", False),
+        ("10.5.0-MariaDB", True),
+    ],
+)
 def test_version_rule(raw, ok):
     errors = check_version(ServerVersion.parse(raw))
     assert (errors == []) is ok
@@ -52,18 +75,27 @@ def test_version_rule(raw, ok):
 
 # --- binlog variables ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("version, variables", [(MARIA, GOOD_MARIA), (MYSQL80, GOOD_MYSQL80),
-                                                (MYSQL84, GOOD_MYSQL80), (MYSQL57, GOOD_MYSQL57)])
+
+@pytest.mark.parametrize(
+    "version, variables",
+    [(MARIA, GOOD_MARIA), (MYSQL80, GOOD_MYSQL80), (MYSQL84, GOOD_MYSQL80), (MYSQL57, GOOD_MYSQL57)],
+)
 def test_good_variables_pass(version, variables):
     assert check_variables(version, variables) == []
 
 
-@pytest.mark.parametrize("name, bad, needed", [
-    ("binlog_format", "STATEMENT", "ROW"), ("binlog_format", "MIXED", "ROW"),
-    ("binlog_row_image", "MINIMAL", "FULL"), ("binlog_row_image", "NOBLOB", "FULL"),
-    ("binlog_row_metadata", "MINIMAL", "FULL"), ("binlog_row_metadata", "NO_LOG", "FULL"),
-    ("log_bin", "OFF", "ON"),
-])
+@pytest.mark.parametrize(
+    "name, bad, needed",
+    [
+        ("binlog_format", "STATEMENT", "ROW"),
+        ("binlog_format", "MIXED", "ROW"),
+        ("binlog_row_image", "MINIMAL", "FULL"),
+        ("binlog_row_image", "NOBLOB", "FULL"),
+        ("binlog_row_metadata", "MINIMAL", "FULL"),
+        ("binlog_row_metadata", "NO_LOG", "FULL"),
+        ("log_bin", "OFF", "ON"),
+    ],
+)
 def test_each_bad_variable_names_setting_found_needed_fix(name, bad, needed):
     errors = check_variables(MARIA, {**GOOD_MARIA, name: bad})
     assert settings(errors) == [name]
@@ -91,7 +123,8 @@ def test_row_metadata_only_where_the_server_has_it():
     assert check_variables(MYSQL57, GOOD_MYSQL57) == []
     # MySQL 8.0.14+ has it, and the binlog reader needs it as much as on MariaDB.
     assert settings(check_variables(MYSQL80, {**GOOD_MYSQL80, "binlog_row_metadata": "MINIMAL"})) == [
-        "binlog_row_metadata"]
+        "binlog_row_metadata"
+    ]
 
 
 def test_partial_json_is_rejected_on_mysql8():
@@ -110,6 +143,7 @@ def test_server_id_inside_reader_range_is_rejected():
 
 
 # --- privileges ---------------------------------------------------------------------------
+
 
 def test_mariadb_needs_binlog_monitor_mysql_replication_client():
     assert check_privileges(MARIA, MARIA_GRANTS) == []
@@ -143,24 +177,28 @@ def test_only_select_misses_replication_privileges():
 
 
 def test_replication_privileges_must_be_global():
-    grants = ["GRANT USAGE ON *.* TO `cdc`@`%`",
-              "GRANT ALL PRIVILEGES ON `shop`.* TO `cdc`@`%`"]
+    grants = ["GRANT USAGE ON *.* TO `cdc`@`%`", "GRANT ALL PRIVILEGES ON `shop`.* TO `cdc`@`%`"]
     errors = check_privileges(MYSQL80, grants, "cdc")
     assert "REPLICATION SLAVE, REPLICATION CLIENT" in errors[0].fix
     assert "SELECT" not in errors[0].fix.split(" ON ")[0]  # db-level ALL covers SELECT
 
 
 def test_database_level_select_must_cover_every_captured_database():
-    grants = ["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
-              "GRANT SELECT ON `shop`.* TO `cdc`@`%`", "GRANT SELECT ON `log\\_%`.* TO `cdc`@`%`"]
+    grants = [
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+        "GRANT SELECT ON `shop`.* TO `cdc`@`%`",
+        "GRANT SELECT ON `log\\_%`.* TO `cdc`@`%`",
+    ]
     assert check_privileges(MYSQL80, grants, databases=["shop", "log_2024"]) == []
     assert check_privileges(MYSQL80, grants, databases=["shop", "logx2024"]) != []  # \_ is a literal _
     assert settings(check_privileges(MYSQL80, grants, databases=["shop", "billing"])) == ["privileges"]
 
 
 def test_table_level_select_is_not_enough():
-    grants = ["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
-              "GRANT SELECT (`id`, `name`) ON `shop`.`orders` TO `cdc`@`%`"]
+    grants = [
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+        "GRANT SELECT (`id`, `name`) ON `shop`.`orders` TO `cdc`@`%`",
+    ]
     assert settings(check_privileges(MYSQL80, grants)) == ["privileges"]
 
 
@@ -169,14 +207,16 @@ def test_super_counts_as_replication_client_on_mysql():
 
 
 def test_parse_grants_shapes():
-    parsed = parse_grants([
-        "GRANT `r1` TO `u2`@`%`",
-        "GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION",
-        "GRANT SELECT (`a`, `b`), INSERT ON `db`.`t` TO `u`@`%`",
-        "GRANT EXECUTE ON PROCEDURE `db`.`p` TO `u`@`%`",
-        "GRANT REPLICATION REPLICA ON *.* TO `u`@`%`",
-        "SET DEFAULT ROLE `r1` FOR `u2`@`%`",
-    ])
+    parsed = parse_grants(
+        [
+            "GRANT `r1` TO `u2`@`%`",
+            "GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION",
+            "GRANT SELECT (`a`, `b`), INSERT ON `db`.`t` TO `u`@`%`",
+            "GRANT EXECUTE ON PROCEDURE `db`.`p` TO `u`@`%`",
+            "GRANT REPLICATION REPLICA ON *.* TO `u`@`%`",
+            "SET DEFAULT ROLE `r1` FOR `u2`@`%`",
+        ]
+    )
     assert parsed == {"db.t": {"SELECT", "INSERT"}, "db.p": {"EXECUTE"}, "*.*": {"REPLICATION SLAVE"}}
 
 
@@ -212,6 +252,7 @@ def test_unknown_configured_zone():
 
 # --- everything at once -------------------------------------------------------------------
 
+
 def test_evaluate_good_servers_pass():
     assert evaluate(MARIA, GOOD_MARIA, MARIA_GRANTS, 0, SRC) == []
     assert evaluate(MYSQL84, GOOD_MYSQL80, MYSQL_GRANTS, 0, SRC) == []
@@ -220,8 +261,13 @@ def test_evaluate_good_servers_pass():
 
 def test_evaluate_lists_every_failure_and_the_exception_shows_them_all():
     variables = {**GOOD_MARIA, "binlog_format": "STATEMENT", "binlog_row_image": "NOBLOB"}
-    errors = evaluate(MARIA, variables, ["GRANT SELECT ON *.* TO `cdc`@`%`"], 0,
-                      SourceConfig(user="cdc", server_time_zone="Asia/Tokyo"))
+    errors = evaluate(
+        MARIA,
+        variables,
+        ["GRANT SELECT ON *.* TO `cdc`@`%`"],
+        0,
+        SourceConfig(user="cdc", server_time_zone="Asia/Tokyo"),
+    )
     assert settings(errors) == ["binlog_format", "binlog_row_image", "privileges", "server_time_zone"]
     exc = ServerValidationError("MariaDB 10.11.19 at h:3306", errors)
     assert isinstance(exc, ConfigError)
@@ -231,6 +277,7 @@ def test_evaluate_lists_every_failure_and_the_exception_shows_them_all():
 
 
 # --- statement choice per version (fake connection) ---------------------------------------
+
 
 class FakeCursor:
     def __init__(self, conn):
@@ -296,7 +343,13 @@ def test_consistent_snapshot_offset_is_none_on_mysql():
 
 
 def test_list_binlogs_sorted_by_index_not_name():
-    conn = FakeConn({"SHOW BINARY LOGS": (["Log_name", "File_size", "Encrypted"], [
-        ("b.1000000", 10, "No"), ("b.999999", 20, "No")])})
+    conn = FakeConn(
+        {
+            "SHOW BINARY LOGS": (
+                ["Log_name", "File_size", "Encrypted"],
+                [("b.1000000", 10, "No"), ("b.999999", 20, "No")],
+            )
+        }
+    )
     assert server.list_binlogs(conn) == [("b.999999", 20), ("b.1000000", 10)]
     assert server.earliest_offset(conn) == BinlogOffset("b.999999", 4)

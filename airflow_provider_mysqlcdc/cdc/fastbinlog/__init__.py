@@ -7,14 +7,32 @@ python-mysql-replication.
 
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
-    ChecksumError, CompressedEventError, FastBinlogError, PartialImageError, ProtocolError,
-    UnknownEventError, UnsupportedTableError,
+    ChecksumError,
+    CompressedEventError,
+    FastBinlogError,
+    PartialImageError,
+    ProtocolError,
+    UnknownEventError,
+    UnsupportedTableError,
 )
 from .reader import ChangeBatch, FastBinlogReader, UnsupportedRows, batch_schema
 from .tablemap import TableMap, parse_table_map
 
 __all__ = [
-    "ChangeBatch", "ChecksumError", "CompressedEventError", "FastBinlogError", "FastBinlogReader",
-    "PartialImageError", "ProtocolError", "TableDecoder", "TableMap", "UnknownEventError", "Unsupported",
-    "UnsupportedRows", "UnsupportedTableError", "batch_schema", "parse_table_map", "plan_table",
+    "ChangeBatch",
+    "ChecksumError",
+    "CompressedEventError",
+    "FastBinlogError",
+    "FastBinlogReader",
+    "PartialImageError",
+    "ProtocolError",
+    "TableDecoder",
+    "TableMap",
+    "UnknownEventError",
+    "Unsupported",
+    "UnsupportedRows",
+    "UnsupportedTableError",
+    "batch_schema",
+    "parse_table_map",
+    "plan_table",
 ]

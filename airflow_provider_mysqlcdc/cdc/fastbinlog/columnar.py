@@ -35,14 +35,33 @@ from .decoder import ColumnPlan, TableDecoder, _SetNames
 from .errors import ProtocolError
 from .jsonb import jsonb_text
 
-MIN_ACTIVE = 16         # vectorized rounds while at least this many events are still active
-PAD = 16                # zero bytes after the joined buffer: gathers for NULL images stay in bounds
+MIN_ACTIVE = 16  # vectorized rounds while at least this many events are still active
+PAD = 16  # zero bytes after the joined buffer: gathers for NULL images stay in bounds
 
 _DIM = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
-_FIXED = {C.T_TINY: 1, C.T_SHORT: 2, C.T_INT24: 3, C.T_LONG: 4, C.T_LONGLONG: 8, C.T_FLOAT: 4,
-          C.T_DOUBLE: 8, C.T_YEAR: 1, C.T_DATE: 3, C.T_NEWDATE: 3}
-_VARLEN = {C.T_VARCHAR, C.T_VAR_STRING, C.T_STRING, C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB,
-           C.T_LONG_BLOB, C.T_GEOMETRY, C.T_JSON}
+_FIXED = {
+    C.T_TINY: 1,
+    C.T_SHORT: 2,
+    C.T_INT24: 3,
+    C.T_LONG: 4,
+    C.T_LONGLONG: 8,
+    C.T_FLOAT: 4,
+    C.T_DOUBLE: 8,
+    C.T_YEAR: 1,
+    C.T_DATE: 3,
+    C.T_NEWDATE: 3,
+}
+_VARLEN = {
+    C.T_VARCHAR,
+    C.T_VAR_STRING,
+    C.T_STRING,
+    C.T_BLOB,
+    C.T_TINY_BLOB,
+    C.T_MEDIUM_BLOB,
+    C.T_LONG_BLOB,
+    C.T_GEOMETRY,
+    C.T_JSON,
+}
 
 
 def columnar_reason(dec: TableDecoder) -> str | None:
@@ -53,8 +72,11 @@ def columnar_reason(dec: TableDecoder) -> str | None:
             return f"column {cp.name!r}: DECIMAL({c.precision},{c.scale}) is wider than 64 bits"
         if c.type == C.T_FLOAT and c.length not in (0, 4) or c.type == C.T_DOUBLE and c.length not in (0, 8):
             return f"column {cp.name!r}: odd float width"
-        if not (c.type in _FIXED or c.type in _VARLEN or c.type in (
-                C.T_NEWDECIMAL, C.T_DATETIME2, C.T_TIMESTAMP2, C.T_TIME2, C.T_BIT, C.T_ENUM, C.T_SET)):
+        if not (
+            c.type in _FIXED
+            or c.type in _VARLEN
+            or c.type in (C.T_NEWDECIMAL, C.T_DATETIME2, C.T_TIMESTAMP2, C.T_TIME2, C.T_BIT, C.T_ENUM, C.T_SET)
+        ):
             return f"column {cp.name!r}: type {c.type}"
     return None
 
@@ -122,7 +144,7 @@ def date_texts(parts: list[np.ndarray], fsp: int | None, mask: np.ndarray | None
     out = np.empty((n, width), dtype=np.uint8)
     col = 0
     for i, w in enumerate(widths):
-        v = np.clip(parts[i].astype(np.int64), 0, 10 ** w - 1)
+        v = np.clip(parts[i].astype(np.int64), 0, 10**w - 1)
         for k in range(w - 1, -1, -1):
             out[:, col + k] = 48 + v % 10
             v = v // 10
@@ -138,8 +160,9 @@ def date_texts(parts: list[np.ndarray], fsp: int | None, mask: np.ndarray | None
             v = v // 10
     offsets = np.arange(n + 1, dtype=np.int32) * width
     k = int(mask.sum()) if mask is not None else 0
-    return pa.Array.from_buffers(pa.string(), n, [_validity(mask) if k else None, pa.py_buffer(offsets),
-                                                  pa.py_buffer(out)], null_count=k)
+    return pa.Array.from_buffers(
+        pa.string(), n, [_validity(mask) if k else None, pa.py_buffer(offsets), pa.py_buffer(out)], null_count=k
+    )
 
 
 def _frac(B: np.ndarray, p: np.ndarray, fsp: int) -> tuple[np.ndarray, int]:
@@ -164,7 +187,7 @@ def _decimal128(v: np.ndarray, typ: pa.DataType, nulls: np.ndarray | None, unsig
     return pa.Array.from_buffers(typ, n, [_validity(nulls) if k else None, pa.py_buffer(data)], null_count=k)
 
 
-_GATHER_CHUNK = 1 << 18   # bytes per index gather: its int64 index (8 bytes a byte) stays in cache
+_GATHER_CHUNK = 1 << 18  # bytes per index gather: its int64 index (8 bytes a byte) stays in cache
 
 
 def gather_slices(B: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -190,8 +213,8 @@ def gather_slices(B: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.
         bounds[1::2] = ends
         laid = pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(B)])
         taken = laid.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int64)))
-        offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)[taken.offset: taken.offset + n + 1]
-        return np.frombuffer(taken.buffers()[2], dtype=np.uint8)[int(offsets[0]):int(offsets[-1])]
+        offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)[taken.offset : taken.offset + n + 1]
+        return np.frombuffer(taken.buffers()[2], dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
     offsets = np.cumsum(lengths) - lengths
     if total <= _GATHER_CHUNK:
         return B[np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)]
@@ -200,13 +223,15 @@ def gather_slices(B: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.
     for i0, i1 in zip(cuts, cuts[1:] + [n]):
         o0 = int(offsets[i0])
         o1 = int(offsets[i1]) if i1 < n else total
-        out[o0:o1] = B[np.repeat(starts[i0:i1] - (offsets[i0:i1] - o0), lengths[i0:i1])
-                       + np.arange(o1 - o0, dtype=np.int64)]
+        out[o0:o1] = B[
+            np.repeat(starts[i0:i1] - (offsets[i0:i1] - o0), lengths[i0:i1]) + np.arange(o1 - o0, dtype=np.int64)
+        ]
     return out
 
 
-def _binary(B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndarray | None,
-            pad_to: int = 0) -> pa.Array:
+def _binary(
+    B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndarray | None, pad_to: int = 0
+) -> pa.Array:
     """A binary array of the slices B[start:start+length] (padded with 0x00 to ``pad_to``)."""
     n = len(start)
     if nulls is not None:
@@ -221,24 +246,25 @@ def _binary(B: np.ndarray, start: np.ndarray, length: np.ndarray, nulls: np.ndar
         data = gather_slices(B, start, out_len)
     elif total:
         rel = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], out_len)
-        src = np.where(rel < np.repeat(length, out_len), np.repeat(start, out_len) + rel,
-                       len(B) - 1)  # the last byte is a pad 0
+        src = np.where(
+            rel < np.repeat(length, out_len), np.repeat(start, out_len) + rel, len(B) - 1
+        )  # the last byte is a pad 0
         data = B[src]
     else:
         data = np.zeros(0, dtype=np.uint8)
     typ = pa.binary() if total < (1 << 31) else pa.large_binary()
     off = offsets.astype(np.int32 if typ == pa.binary() else np.int64)
     k = int(nulls.sum()) if nulls is not None else 0
-    arr = pa.Array.from_buffers(typ, n, [_validity(nulls) if k else None, pa.py_buffer(off), pa.py_buffer(data)],
-                                null_count=k)
+    arr = pa.Array.from_buffers(
+        typ, n, [_validity(nulls) if k else None, pa.py_buffer(off), pa.py_buffer(data)], null_count=k
+    )
     return arr.cast(pa.binary()) if typ != pa.binary() else arr
 
 
 # --- one column over one round ----------------------------------------------------------------
 
 
-def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | None
-            ) -> tuple[pa.Array, np.ndarray]:
+def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
     """(Arrow array of this column for every image of the round, the widths read)."""
     c = cp.column
     t = c.type
@@ -276,15 +302,16 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         frac, nf = _frac(B, p + 5, c.fsp)
         v = _be(B, p, 5).astype(np.int64) - V.DATETIMEF_INT_OFS
         ymd, hms = v >> 17, v & 0x1FFFF
-        return date_texts([(ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, frac],
-                          c.fsp, mask), width(5 + nf)
+        return date_texts(
+            [(ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, frac], c.fsp, mask
+        ), width(5 + nf)
     if t == C.T_TIMESTAMP2 and cp.kind == "timestamp_text":
         frac, nf = _frac(B, p + 4, c.fsp)
         sec = _be(B, p, 4).astype(np.int64)
         y, m, d = civil_from_days(sec // 86400)
         rem = sec % 86400
         parts = [y, m, d, rem // 3600, rem // 60 % 60, rem % 60, frac]
-        zero = (sec == 0) & (frac == 0)   # the zero TIMESTAMP is stored as epoch 0
+        zero = (sec == 0) & (frac == 0)  # the zero TIMESTAMP is stored as epoch 0
         if zero.any():
             parts = [np.where(zero, 0, x) for x in parts]
         return date_texts(parts, c.fsp, mask), width(4 + nf)
@@ -351,7 +378,7 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         for nbytes, digits in groups:
             shift -= 8 * nbytes
             g = ((raw >> np.uint64(shift)) & np.uint64((1 << (8 * nbytes)) - 1)).astype(np.int64)
-            v = v * (10 ** digits) + g
+            v = v * (10**digits) + g
         v = np.where(positive, v, -v)  # (DECIMAL wider than 38 digits never fits in 8 bytes)
         return _decimal128(v, cp.arrow_type, mask), width(size)
     if t == C.T_BIT:
@@ -364,14 +391,19 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         members = cp.extra
         live = idx if mask is None else idx[~mask]
         if len(live) and int(live.max()) >= len(members):
-            raise ProtocolError(f"ENUM column {cp.name!r}: index {int(live.max())} beyond its {len(members) - 1} members")
+            raise ProtocolError(
+                f"ENUM column {cp.name!r}: index {int(live.max())} beyond its {len(members) - 1} members"
+            )
         arr = pa.array(list(members), pa.string()).take(pa.array(idx, mask=mask))  # null index -> null
         return arr, width(c.length)
     if t == C.T_SET:
         bits = _le(B, p, c.length)
         names: _SetNames = cp.extra
-        vals = [names[int(x)] for x in bits.tolist()] if mask is None else [
-            None if m else names[int(x)] for x, m in zip(bits.tolist(), mask.tolist())]
+        vals = (
+            [names[int(x)] for x in bits.tolist()]
+            if mask is None
+            else [None if m else names[int(x)] for x, m in zip(bits.tolist(), mask.tolist())]
+        )
         return pa.array(vals, pa.string()), width(c.length)
     # length-prefixed
     if t in (C.T_STRING, C.T_VARCHAR, C.T_VAR_STRING):
@@ -398,8 +430,8 @@ class DecodedImages:
     """Every image of a set of events, column by column, in (event, image) order."""
 
     columns: list[pa.Array]
-    event: np.ndarray      # event index of each image
-    image: np.ndarray      # image index inside its event
+    event: np.ndarray  # event index of each image
+    image: np.ndarray  # image index inside its event
 
 
 def decode_events(dec: TableDecoder, blob: bytes, starts: np.ndarray, ends: np.ndarray) -> DecodedImages:
@@ -447,12 +479,12 @@ def decode_events(dec: TableDecoder, blob: bytes, starts: np.ndarray, ends: np.n
             im_idx.append(np.arange(r, r + len(images), dtype=np.int64))
         parts.append(dec.image_arrays(rest_images))
     if not parts:
-        return DecodedImages([pa.array([], cp.arrow_type) for cp in dec.columns],
-                             np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return DecodedImages(
+            [pa.array([], cp.arrow_type) for cp in dec.columns], np.zeros(0, np.int64), np.zeros(0, np.int64)
+        )
     event = np.concatenate(ev_idx)
     image = np.concatenate(im_idx)
-    columns = [pa.concat_arrays([part[j] for part in parts]) if len(parts) > 1 else parts[0][j]
-               for j in range(ncols)]
+    columns = [pa.concat_arrays([part[j] for part in parts]) if len(parts) > 1 else parts[0][j] for j in range(ncols)]
     if len(parts) > 1:
         order = np.lexsort((image, event))
         if not (np.diff(order) == 1).all():
@@ -468,5 +500,4 @@ def select(columns: Sequence[pa.Array], idx: np.ndarray, fields: Sequence[pa.Fie
     missing = idx < 0
     take = pa.array(idx, mask=missing) if missing.any() else pa.array(idx)
     children = [col.take(take) for col in columns]
-    return pa.StructArray.from_arrays(children, fields=list(fields),
-                                      mask=pa.array(missing) if missing.any() else None)
+    return pa.StructArray.from_arrays(children, fields=list(fields), mask=pa.array(missing) if missing.any() else None)

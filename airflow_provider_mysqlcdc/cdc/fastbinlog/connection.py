@@ -37,8 +37,9 @@ _REPORT_HOST = b"mysqlcdc-fastbinlog"
 
 def register_slave_payload(server_id: int, host: bytes = _REPORT_HOST, port: int = 0) -> bytes:
     """COM_REGISTER_SLAVE body: server id, report host/user/password, port, rank, master id."""
-    return (struct.pack("<I", server_id) + bytes([len(host)]) + host + b"\x00" + b"\x00"
-            + struct.pack("<HII", port, 0, 0))
+    return (
+        struct.pack("<I", server_id) + bytes([len(host)]) + host + b"\x00" + b"\x00" + struct.pack("<HII", port, 0, 0)
+    )
 
 
 def binlog_dump_payload(server_id: int, file: str, position: int, non_block: bool) -> bytes:
@@ -58,8 +59,16 @@ class DumpConnection:
     blocked ``read_event()`` fails at once (the caller knows it closed and ends quietly).
     """
 
-    def __init__(self, source: SourceConfig, server_id: int, file: str, position: int,
-                 blocking: bool = False, heartbeat_s: float | None = None, receive_buffer: int = 8 << 20) -> None:
+    def __init__(
+        self,
+        source: SourceConfig,
+        server_id: int,
+        file: str,
+        position: int,
+        blocking: bool = False,
+        heartbeat_s: float | None = None,
+        receive_buffer: int = 8 << 20,
+    ) -> None:
         self.source = source
         self.server_id = int(server_id)
         self.file = file
@@ -98,8 +107,10 @@ class DumpConnection:
                     pass
             conn._execute_command(COM_REGISTER_SLAVE, register_slave_payload(self.server_id))
             conn._read_ok_packet()
-            conn._execute_command(COM_BINLOG_DUMP, binlog_dump_payload(
-                self.server_id, self.file, self.position, non_block=not self.blocking))
+            conn._execute_command(
+                COM_BINLOG_DUMP,
+                binlog_dump_payload(self.server_id, self.file, self.position, non_block=not self.blocking),
+            )
             # The dump's packets continue the command's sequence (1, 2, ...). Read through
             # the connection's buffered file: anything it already holds comes first.
             rfile = conn._rfile

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 # --- event header ---------------------------------------------------------------------------
 
-EVENT_HEADER_LEN = 19          # timestamp 4, type 1, server_id 4, event_size 4, log_pos 4, flags 2
-CHECKSUM_LEN = 4               # CRC32, little endian, over the whole event before it
-MAX_PACKET_LEN = 0xFFFFFF      # a protocol packet holds at most 16 MB - 1 bytes of payload
+EVENT_HEADER_LEN = 19  # timestamp 4, type 1, server_id 4, event_size 4, log_pos 4, flags 2
+CHECKSUM_LEN = 4  # CRC32, little endian, over the whole event before it
+MAX_PACKET_LEN = 0xFFFFFF  # a protocol packet holds at most 16 MB - 1 bytes of payload
 
 LOG_EVENT_ARTIFICIAL_F = 0x20  # made up by the server for this dump (fake ROTATE ...)
-LOG_EVENT_IGNORABLE_F = 0x80   # a replica that does not know the type may skip it
+LOG_EVENT_IGNORABLE_F = 0x80  # a replica that does not know the type may skip it
 
 # binlog_checksum algorithms (the byte before the checksum of a FORMAT_DESCRIPTION event)
 CHECKSUM_OFF = 0
@@ -103,13 +103,26 @@ COMPRESSED_ROWS_EVENTS: dict[int, int] = {
 
 # Events we know and deliberately pass over: statement-based helpers (a ROW binlog only
 # has them around DDL or from replicated statement-based masters), bookkeeping.
-SKIPPED_EVENTS = frozenset({
-    STOP_EVENT, INTVAR_EVENT, RAND_EVENT, USER_VAR_EVENT, BEGIN_LOAD_QUERY_EVENT,
-    EXECUTE_LOAD_QUERY_EVENT, IGNORABLE_LOG_EVENT, ROWS_QUERY_LOG_EVENT,
-    ANONYMOUS_GTID_LOG_EVENT, PREVIOUS_GTIDS_LOG_EVENT, TRANSACTION_CONTEXT_EVENT,
-    VIEW_CHANGE_EVENT, ANNOTATE_ROWS_EVENT, BINLOG_CHECKPOINT_EVENT, MARIADB_GTID_LIST_EVENT,
-    START_ENCRYPTION_EVENT,
-})
+SKIPPED_EVENTS = frozenset(
+    {
+        STOP_EVENT,
+        INTVAR_EVENT,
+        RAND_EVENT,
+        USER_VAR_EVENT,
+        BEGIN_LOAD_QUERY_EVENT,
+        EXECUTE_LOAD_QUERY_EVENT,
+        IGNORABLE_LOG_EVENT,
+        ROWS_QUERY_LOG_EVENT,
+        ANONYMOUS_GTID_LOG_EVENT,
+        PREVIOUS_GTIDS_LOG_EVENT,
+        TRANSACTION_CONTEXT_EVENT,
+        VIEW_CHANGE_EVENT,
+        ANNOTATE_ROWS_EVENT,
+        BINLOG_CHECKPOINT_EVENT,
+        MARIADB_GTID_LIST_EVENT,
+        START_ENCRYPTION_EVENT,
+    }
+)
 
 # --- column types (enum_field_types) ----------------------------------------------------
 
@@ -149,10 +162,26 @@ T_GEOMETRY = 255
 
 # bytes of table-map metadata per column type (types not listed have none)
 META_LEN: dict[int, int] = {
-    T_FLOAT: 1, T_DOUBLE: 1, T_VARCHAR: 2, T_VAR_STRING: 2, T_STRING: 2, T_BIT: 2,
-    T_NEWDECIMAL: 2, T_BLOB: 1, T_TINY_BLOB: 1, T_MEDIUM_BLOB: 1, T_LONG_BLOB: 1,
-    T_GEOMETRY: 1, T_JSON: 1, T_TIMESTAMP2: 1, T_DATETIME2: 1, T_TIME2: 1, T_ENUM: 2, T_SET: 2,
-    T_VECTOR: 1, T_TYPED_ARRAY: 1,
+    T_FLOAT: 1,
+    T_DOUBLE: 1,
+    T_VARCHAR: 2,
+    T_VAR_STRING: 2,
+    T_STRING: 2,
+    T_BIT: 2,
+    T_NEWDECIMAL: 2,
+    T_BLOB: 1,
+    T_TINY_BLOB: 1,
+    T_MEDIUM_BLOB: 1,
+    T_LONG_BLOB: 1,
+    T_GEOMETRY: 1,
+    T_JSON: 1,
+    T_TIMESTAMP2: 1,
+    T_DATETIME2: 1,
+    T_TIME2: 1,
+    T_ENUM: 2,
+    T_SET: 2,
+    T_VECTOR: 1,
+    T_TYPED_ARRAY: 1,
 }
 
 # --- table-map optional metadata (binlog_row_metadata) -----------------------------------

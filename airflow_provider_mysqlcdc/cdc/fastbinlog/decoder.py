@@ -42,10 +42,18 @@ from .jsonb import jsonb_text
 from .tablemap import MapColumn, TableMap, synthesize_column, synthesize_schema
 
 _STRUCT_CODES = {
-    (C.T_TINY, False): "b", (C.T_TINY, True): "B", (C.T_SHORT, False): "h", (C.T_SHORT, True): "H",
-    (C.T_LONG, False): "i", (C.T_LONG, True): "I", (C.T_LONGLONG, False): "q",
-    (C.T_LONGLONG, True): "Q", (C.T_FLOAT, False): "f", (C.T_FLOAT, True): "f",
-    (C.T_DOUBLE, False): "d", (C.T_DOUBLE, True): "d",
+    (C.T_TINY, False): "b",
+    (C.T_TINY, True): "B",
+    (C.T_SHORT, False): "h",
+    (C.T_SHORT, True): "H",
+    (C.T_LONG, False): "i",
+    (C.T_LONG, True): "I",
+    (C.T_LONGLONG, False): "q",
+    (C.T_LONGLONG, True): "Q",
+    (C.T_FLOAT, False): "f",
+    (C.T_FLOAT, True): "f",
+    (C.T_DOUBLE, False): "d",
+    (C.T_DOUBLE, True): "d",
 }
 _OLD_TEMPORAL = {C.T_TIME: "TIME", C.T_DATETIME: "DATETIME", C.T_TIMESTAMP: "TIMESTAMP"}
 
@@ -66,11 +74,11 @@ class ColumnPlan:
     """How one column is read from the row image and which Arrow array it becomes."""
 
     name: str
-    kind: str              # storage kind, see _to_arrow
+    kind: str  # storage kind, see _to_arrow
     arrow_type: pa.DataType
     column: MapColumn
     codec: str | None = None
-    extra: Any = None      # ENUM members, SET name table, BINARY length, decimal scale ...
+    extra: Any = None  # ENUM members, SET name table, BINARY length, decimal scale ...
 
 
 @dataclass
@@ -92,7 +100,7 @@ class TableDecoder:
     decode_rows: Callable[[bytes, int, int], tuple[list[tuple], int]]
     full_bitmap: bytes
     source: str = field(repr=False, default="")
-    columnar_reason: str | None = "not checked"   # None: columnar.py can decode this table
+    columnar_reason: str | None = "not checked"  # None: columnar.py can decode this table
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -182,15 +190,16 @@ def plan_table(tm: TableMap, charsets: Mapping[int, str], text_dates: bool = Fal
     return TableDecoder(tid, tm, schema, plans, image_type, fn, bytes(full), source)
 
 
-def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str], text_dates: bool = False
-                 ) -> ColumnPlan | str:
+def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str], text_dates: bool = False) -> ColumnPlan | str:
     t = c.type
     name = c.name or f"@{c.index + 1}"
     if t in _OLD_TEMPORAL:
-        return (f"{_OLD_TEMPORAL[t]} in the pre-MySQL-5.6 storage format (MariaDB logs its own "
-                "TIME(n)/DATETIME(n)/TIMESTAMP(n) of mysql56_temporal_format=OFF under the same type "
-                "code with another width, so it cannot be decoded safely). Fix: ALTER TABLE ... FORCE "
-                "with mysql56_temporal_format=ON")
+        return (
+            f"{_OLD_TEMPORAL[t]} in the pre-MySQL-5.6 storage format (MariaDB logs its own "
+            "TIME(n)/DATETIME(n)/TIMESTAMP(n) of mysql56_temporal_format=OFF under the same type "
+            "code with another width, so it cannot be decoded safely). Fix: ALTER TABLE ... FORCE "
+            "with mysql56_temporal_format=ON"
+        )
     if t == C.T_JSON:
         if c.length not in (1, 2, 3, 4):
             return f"JSON with a {c.length}-byte length prefix"
@@ -202,8 +211,17 @@ def _plan_column(tm: TableMap, c: MapColumn, charsets: Mapping[int, str], text_d
     if t in (C.T_TINY, C.T_SHORT, C.T_INT24, C.T_LONG, C.T_LONGLONG) and not tm.has_signedness:
         return "the table map has no signedness metadata (binlog_row_metadata=FULL)"
     charset = _charset_name(c, charsets)
-    is_char = t in (C.T_STRING, C.T_VARCHAR, C.T_VAR_STRING, C.T_BLOB, C.T_TINY_BLOB,
-                    C.T_MEDIUM_BLOB, C.T_LONG_BLOB, C.T_ENUM, C.T_SET)
+    is_char = t in (
+        C.T_STRING,
+        C.T_VARCHAR,
+        C.T_VAR_STRING,
+        C.T_BLOB,
+        C.T_TINY_BLOB,
+        C.T_MEDIUM_BLOB,
+        C.T_LONG_BLOB,
+        C.T_ENUM,
+        C.T_SET,
+    )
     if is_char and charset is None:
         if c.collation_id is None:
             return "the table map has no character set for it (binlog_row_metadata=FULL)"
@@ -282,7 +300,7 @@ def _decimal_expr(precision: int, scale: int, var: str) -> tuple[list[str], int]
     for nbytes, digits in groups:
         shift -= 8 * nbytes
         g = f"((r >> {shift}) & {(1 << 8 * nbytes) - 1})" if shift else f"(r & {(1 << 8 * nbytes) - 1})"
-        expr = g if not expr else f"({expr}) * {10 ** digits} + {g}"
+        expr = g if not expr else f"({expr}) * {10**digits} + {g}"
     expr = expr or "0"
     lines = [
         f"r = int.from_bytes(buf[p:p + {size}], 'big')",
@@ -352,15 +370,21 @@ def _column_lines(j: int, cp: ColumnPlan, g: dict[str, Any]) -> list[str]:
         g["DAYS"] = V.DAYS
         g["SECS"] = V.SECONDS
         frac, n = _frac_lines(c.fsp, 5)
-        return [f"r = int.from_bytes(buf[p:p + 5], 'big') - {V.DATETIMEF_INT_OFS}",
-                "d_ = DAYS[r >> 17]",
-                "s_ = SECS[r & 131071]",
-                f"{v} = None if d_ is None or s_ is None else (d_ * 86400 + s_) * 1000000 + {frac}",
-                f"p += {5 + n}"]
+        return [
+            f"r = int.from_bytes(buf[p:p + 5], 'big') - {V.DATETIMEF_INT_OFS}",
+            "d_ = DAYS[r >> 17]",
+            "s_ = SECS[r & 131071]",
+            f"{v} = None if d_ is None or s_ is None else (d_ * 86400 + s_) * 1000000 + {frac}",
+            f"p += {5 + n}",
+        ]
     if t == C.T_TIMESTAMP2:
         frac, n = _frac_lines(c.fsp, 4)
-        return ["s_ = int.from_bytes(buf[p:p + 4], 'big')", f"f_ = {frac}",
-                f"{v} = s_ * 1000000 + f_ if s_ or f_ else None", f"p += {4 + n}"]
+        return [
+            "s_ = int.from_bytes(buf[p:p + 4], 'big')",
+            f"f_ = {frac}",
+            f"{v} = s_ * 1000000 + f_ if s_ or f_ else None",
+            f"p += {4 + n}",
+        ]
     if t == C.T_TIME2:
         g["RTIME2"] = V.read_time2
         return [f"{v} = RTIME2(buf, p, {c.fsp})", f"p += {3 + V.frac_bytes(c.fsp)}"]
@@ -432,8 +456,7 @@ def _generate(tm: TableMap, plans: list[ColumnPlan]) -> tuple[Callable, str]:
         slow.extend("    " + line for line in per_col[j])
 
     row = "(" + "".join(f"v{j}, " for j in range(n)) + ")"
-    src = ["def decode_rows(buf, p, end):", "    out = []", "    append = out.append",
-           "    while p < end:"]
+    src = ["def decode_rows(buf, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
     if nb == 1:
         src.append("        nb = buf[p]")
     else:
@@ -482,8 +505,22 @@ def _decimal128(vals: list, typ: pa.DataType) -> pa.Array:
 def _to_arrow(cp: ColumnPlan, vals: list) -> pa.Array:
     k = cp.kind
     t = cp.arrow_type
-    if k in ("int", "float", "double", "datetime", "timestamp", "date", "time", "year", "bit", "text", "binary",
-             "date_text", "datetime_text", "timestamp_text"):
+    if k in (
+        "int",
+        "float",
+        "double",
+        "datetime",
+        "timestamp",
+        "date",
+        "time",
+        "year",
+        "bit",
+        "text",
+        "binary",
+        "date_text",
+        "datetime_text",
+        "timestamp_text",
+    ):
         return pa.array(vals, t)
     if k in ("decimal", "uint64", "bit64"):
         return _decimal128(vals, t)

@@ -50,7 +50,8 @@ class RowMetadataError(FastBinlogError):
             f"binlog_row_metadata was not FULL, so its rows cannot be matched to columns with certainty; "
             f"{NOT_EXACT_MARKER} and stopped before it; every change before it is in the sink. Fix: SET GLOBAL "
             "binlog_row_metadata = FULL (and binlog_row_metadata=FULL under [mysqld]), then load the affected "
-            "tables again (trigger the pipeline with reset=true) and restart the stream.")
+            "tables again (trigger the pipeline with reset=true) and restart the stream."
+        )
 
 
 class UnsupportedTableError(FastBinlogError):
@@ -64,4 +65,5 @@ class UnsupportedTableError(FastBinlogError):
         self.reason = reason
         super().__init__(
             f"{table}: the fast binlog decoder does not support this table ({reason}); "
-            "read it with python-mysql-replication (cdc.binlog.BinlogReader) instead.")
+            "read it with python-mysql-replication (cdc.binlog.BinlogReader) instead."
+        )

@@ -21,8 +21,14 @@ from ..types import row_normalizer
 from .reader import FastBinlogReader, UnsupportedRows
 
 
-def library_changes(source: SourceConfig, schemas: Sequence[TableSchema], items: Sequence[UnsupportedRows],
-                    start: BinlogOffset, end: BinlogOffset, server_id: int) -> list[RowChange]:
+def library_changes(
+    source: SourceConfig,
+    schemas: Sequence[TableSchema],
+    items: Sequence[UnsupportedRows],
+    start: BinlogOffset,
+    end: BinlogOffset,
+    server_id: int,
+) -> list[RowChange]:
     """The rows in ``[start, end)`` of the events the fast path reported as unsupported, read by
     python-mysql-replication in one dump (call it once the fast reader's connection is closed:
     it may use the same server id)."""
@@ -34,14 +40,25 @@ def library_changes(source: SourceConfig, schemas: Sequence[TableSchema], items:
     first = min(u.offset for u in items)
     last = max(u.offset for u in items)
     normalizers = {t: row_normalizer(by_id[t], source.server_time_zone) for t in tables}
-    reader = BinlogReader(source, server_id, max(first, start), stop=BinlogOffset(last.file, last.position + 1),
-                          tables=tables, normalizers=normalizers, blocking=False, dump_from=dump_from,
-                          heartbeat_s=0)
+    reader = BinlogReader(
+        source,
+        server_id,
+        max(first, start),
+        stop=BinlogOffset(last.file, last.position + 1),
+        tables=tables,
+        normalizers=normalizers,
+        blocking=False,
+        dump_from=dump_from,
+        heartbeat_s=0,
+    )
     out: list[RowChange] = []
     try:
         for ev in reader:
-            if (isinstance(ev, RowChange) and (ev.offset.file, ev.offset.position) in wanted
-                    and start <= ev.offset < end):
+            if (
+                isinstance(ev, RowChange)
+                and (ev.offset.file, ev.offset.position) in wanted
+                and start <= ev.offset < end
+            ):
                 out.append(ev)
     finally:
         reader.close()
@@ -53,15 +70,19 @@ def library_changes(source: SourceConfig, schemas: Sequence[TableSchema], items:
             f"binlog rows events at {where} ({len(missing)} in all) of {', '.join(map(str, tables))} cannot be "
             f"read: the fast decoder refuses them ({'; '.join(reasons)}) and python-mysql-replication returned "
             "no rows for them (it silently drops compressed events, log_bin_compress=ON). Fix: the reason above "
-            "names what to change in the table; then restart the stream.")
+            "names what to change in the table; then restart the stream."
+        )
     return out
 
 
-
-
-def changes_with_fallback(source: SourceConfig, server_id: int, start: BinlogOffset, stop: BinlogOffset,
-                          schemas: Sequence[TableSchema], dump_from: BinlogOffset | None = None
-                          ) -> Iterator[RowChange | SchemaChange | Heartbeat]:
+def changes_with_fallback(
+    source: SourceConfig,
+    server_id: int,
+    start: BinlogOffset,
+    stop: BinlogOffset,
+    schemas: Sequence[TableSchema],
+    dump_from: BinlogOffset | None = None,
+) -> Iterator[RowChange | SchemaChange | Heartbeat]:
     """Every captured change of ``[start, stop)`` in binlog order, as ``RowChange`` with canonical
     values: the fast decoder's, and the library's for the events it refuses.
 
@@ -72,8 +93,17 @@ def changes_with_fallback(source: SourceConfig, server_id: int, start: BinlogOff
     """
     items = []
     unsupported = []
-    with FastBinlogReader(source, server_id, start, stop=stop, tables=[s.table_id for s in schemas],
-                          blocking=False, heartbeat_s=None, on_unsupported="report", dump_from=dump_from) as reader:
+    with FastBinlogReader(
+        source,
+        server_id,
+        start,
+        stop=stop,
+        tables=[s.table_id for s in schemas],
+        blocking=False,
+        heartbeat_s=None,
+        on_unsupported="report",
+        dump_from=dump_from,
+    ) as reader:
         for item in reader.changes():
             if isinstance(item, UnsupportedRows):
                 unsupported.append(item)

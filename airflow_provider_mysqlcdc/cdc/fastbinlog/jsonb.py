@@ -31,9 +31,15 @@ from . import values as V
 _SMALL_OBJECT, _LARGE_OBJECT, _SMALL_ARRAY, _LARGE_ARRAY = 0, 1, 2, 3
 _LITERAL, _INT16, _UINT16, _INT32, _UINT32, _INT64, _UINT64, _DOUBLE, _STRING = 4, 5, 6, 7, 8, 9, 10, 11, 12
 _OPAQUE = 15
-_SCALARS = {_INT16: struct.Struct("<h"), _UINT16: struct.Struct("<H"), _INT32: struct.Struct("<i"),
-            _UINT32: struct.Struct("<I"), _INT64: struct.Struct("<q"), _UINT64: struct.Struct("<Q"),
-            _DOUBLE: struct.Struct("<d")}
+_SCALARS = {
+    _INT16: struct.Struct("<h"),
+    _UINT16: struct.Struct("<H"),
+    _INT32: struct.Struct("<i"),
+    _UINT32: struct.Struct("<I"),
+    _INT64: struct.Struct("<q"),
+    _UINT64: struct.Struct("<Q"),
+    _DOUBLE: struct.Struct("<d"),
+}
 
 
 class JsonbError(ValueError):
@@ -61,7 +67,7 @@ def parse(typ: int, data: memoryview) -> Any:
         return s.unpack_from(data, 0)[0]
     if typ == _STRING:
         n, k = _varlen(data)
-        return bytes(data[k:k + n])
+        return bytes(data[k : k + n])
     if typ == _OPAQUE:
         return _opaque(data)
     raise JsonbError(f"binary JSON value type {typ}")
@@ -94,14 +100,14 @@ def _container(data: memoryview, small: bool, is_object: bool) -> Any:
             e = 2 * w + key_entry * i
             off = struct.unpack_from(u, data, e)[0]
             klen = struct.unpack_from("<H", data, e + w)[0] if len(data) - (e + w) >= 2 else 0
-            keys.append(bytes(data[off:off + klen]))
+            keys.append(bytes(data[off : off + klen]))
     out = []
     base = 2 * w + (key_entry * count if is_object else 0)
     for i in range(count):
         e = base + value_entry * i
         t = data[e]
         if t in (_LITERAL, _INT16, _UINT16) or (not small and t in (_INT32, _UINT32)):
-            out.append(parse(t, data[e + 1:e + value_entry]))
+            out.append(parse(t, data[e + 1 : e + value_entry]))
             continue
         off = struct.unpack_from(u, data, e + 1)[0]
         if len(data) < off:
@@ -115,7 +121,7 @@ def _opaque(data: memoryview) -> Any:
         return None
     ftype = data[0]
     n, k = _varlen(data[1:])
-    raw = bytes(data[1 + k:1 + k + n])
+    raw = bytes(data[1 + k : 1 + k + n])
     if ftype in (C.T_NEWDECIMAL, C.T_DECIMAL):
         precision, scale = raw[0], raw[1]
         unscaled = V.decimal_reader(precision, scale)(raw, 2)

@@ -44,14 +44,19 @@ class PacketReader:
     would produce garbage rather than an error.
     """
 
-    def __init__(self, read_into: ReadInto, buffer_size: int = 1 << 20, first_seq: int = 1,
-                 ready: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        read_into: ReadInto,
+        buffer_size: int = 1 << 20,
+        first_seq: int = 1,
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
         self._read_into = read_into
         self._ready = ready
         self._buf = bytearray(buffer_size)
         self._view = memoryview(self._buf)
-        self._start = 0   # first unread byte
-        self._end = 0     # end of valid data
+        self._start = 0  # first unread byte
+        self._end = 0  # end of valid data
         self._seq = first_seq & 0xFF
 
     def ready(self) -> bool:
@@ -75,17 +80,16 @@ class PacketReader:
             have = self._end - self._start
             if need > len(buf):
                 nb = bytearray(max(need, 2 * len(buf)))
-                nb[:have] = self._view[self._start:self._end]
+                nb[:have] = self._view[self._start : self._end]
                 self._buf, self._view = nb, memoryview(nb)
             else:
-                buf[:have] = bytes(self._view[self._start:self._end])  # may overlap: copy first
+                buf[:have] = bytes(self._view[self._start : self._end])  # may overlap: copy first
             self._start, self._end = 0, have
         view = self._view
         while self._end - self._start < need:
-            n = self._read_into(view[self._end:])
+            n = self._read_into(view[self._end :])
             if not n:
-                raise pymysql.err.OperationalError(
-                    2013, "Lost connection to MySQL server during the binlog dump")
+                raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during the binlog dump")
             self._end += n
 
     def top_up(self, target: int) -> None:
@@ -100,13 +104,13 @@ class PacketReader:
             have = self._end - self._start
             if target > len(self._buf):
                 nb = bytearray(target)
-                nb[:have] = self._view[self._start:self._end]
+                nb[:have] = self._view[self._start : self._end]
                 self._buf, self._view = nb, memoryview(nb)
             else:
-                self._buf[:have] = bytes(self._view[self._start:self._end])
+                self._buf[:have] = bytes(self._view[self._start : self._end])
             self._start, self._end = 0, have
         while self._end - self._start < target and self.ready():
-            n = self._read_into(self._view[self._end:])
+            n = self._read_into(self._view[self._end :])
             if not n:
                 return  # the next read reports the lost connection
             self._end += n
@@ -127,12 +131,12 @@ class PacketReader:
                 buf = self._buf
                 s = self._start
             self._start = s + 4 + length
-            return bytes(self._view[s + 4:s + 4 + length])
+            return bytes(self._view[s + 4 : s + 4 + length])
         parts = []
         while True:
             self._fill(4 + length)
             s = self._start
-            parts.append(bytes(self._view[s + 4:s + 4 + length]))
+            parts.append(bytes(self._view[s + 4 : s + 4 + length]))
             self._start = s + 4 + length
             if length < MAX_PACKET_LEN:
                 return b"".join(parts)
@@ -145,7 +149,6 @@ class PacketReader:
                 raise ProtocolError(f"packet sequence id {seq}, expected {self._seq}: the stream is out of step")
             self._seq = (seq + 1) & 0xFF
 
-
     def read_event(self) -> bytes | None:
         """The next dump packet as an event (status byte 0x00 removed), None for EOF; raises errors.
 
@@ -155,11 +158,10 @@ class PacketReader:
         s = self._start
         if self._end - s >= 5:
             length = buf[s] | (buf[s + 1] << 8) | (buf[s + 2] << 16)
-            if (length < MAX_PACKET_LEN and self._end - s >= 4 + length and buf[s + 4] == 0
-                    and buf[s + 3] == self._seq):
+            if length < MAX_PACKET_LEN and self._end - s >= 4 + length and buf[s + 4] == 0 and buf[s + 3] == self._seq:
                 self._seq = (self._seq + 1) & 0xFF
                 self._start = s + 4 + length
-                return bytes(self._view[s + 5:s + 4 + length])
+                return bytes(self._view[s + 5 : s + 4 + length])
         payload = self.read_payload()
         status = payload[:1]
         if status == b"\x00":
@@ -177,7 +179,7 @@ def frame_packets(payload: bytes, first_seq: int = 0) -> bytes:
     seq = first_seq
     pos = 0
     while True:
-        chunk = payload[pos:pos + MAX_PACKET_LEN]
+        chunk = payload[pos : pos + MAX_PACKET_LEN]
         out += len(chunk).to_bytes(3, "little") + bytes([seq & 0xFF]) + chunk
         seq += 1
         pos += len(chunk)
@@ -217,7 +219,8 @@ def verify_checksum(event: bytes | bytearray | memoryview, where: str = "") -> N
     raise ChecksumError(
         f"binlog event checksum mismatch{(' at ' + where) if where else ''}: stored {stored:#010x}, "
         f"computed {actual:#010x}. The event was corrupted in transit or on disk; do not trust "
-        "the data read from here (check the server's binlog with mariadb-binlog --verify-binlog-checksum).")
+        "the data read from here (check the server's binlog with mariadb-binlog --verify-binlog-checksum)."
+    )
 
 
 def checksums_valid(events: np.ndarray, starts: np.ndarray) -> bool:
@@ -249,9 +252,9 @@ def mariadb_uncompress(data: bytes | memoryview) -> bytes:
     if not h & 0x80 or (h >> 4) & 0x07 != 0:
         raise CompressedEventError(f"compressed binlog event with an unknown header byte {h:#04x} (not zlib)")
     lenlen = h & 0x07
-    expected = int.from_bytes(bytes(data[1:1 + lenlen]), "big")
+    expected = int.from_bytes(bytes(data[1 : 1 + lenlen]), "big")
     try:
-        out = zlib.decompress(bytes(data[1 + lenlen:]))
+        out = zlib.decompress(bytes(data[1 + lenlen :]))
     except zlib.error as e:
         raise CompressedEventError(f"compressed binlog event does not inflate: {e}") from None
     if len(out) != expected:

@@ -61,21 +61,26 @@ import pyarrow.compute as pc
 import pymysql
 
 from ..binlog import check_start_available, raise_dump_stopped
-from ..schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_kind
 from ..config import SourceConfig
 from ..errors import CdcError
 from ..events import Heartbeat, RowChange, SchemaChange
 from ..gtid_watch import GtidGapError, GtidWatch
-from ..statements import StatementGuard
 from ..model import TableId
 from ..offsets import BinlogOffset, split_binlog_file
+from ..schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_kind
 from ..server import server_version
+from ..statements import StatementGuard
 from . import constants as C
-from .connection import DumpConnection
 from .columnar import columnar_reason, decode_events, gather_slices, select
+from .connection import DumpConnection
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
-    CompressedEventError, FastBinlogError, PartialImageError, ProtocolError, RowMetadataError, UnknownEventError,
+    CompressedEventError,
+    FastBinlogError,
+    PartialImageError,
+    ProtocolError,
+    RowMetadataError,
+    UnknownEventError,
     UnsupportedTableError,
 )
 from .packets import CRC32_RESIDUE, checksums_valid, mariadb_uncompress, verify_checksum
@@ -86,8 +91,8 @@ log = logging.getLogger(__name__)
 _ER_MASTER_FATAL_READING_BINLOG = 1236
 _HEADER = struct.Struct("<IBIIIH").unpack_from
 _GTID = struct.Struct("<QI").unpack_from
-_SIZE_POS = struct.Struct("<II").unpack_from   # event_size, log_pos at offset 9 of the header
-_U64 = struct.Struct("<Q").unpack_from         # a 6-byte table id plus the 2 flag bytes after it
+_SIZE_POS = struct.Struct("<II").unpack_from  # event_size, log_pos at offset 9 of the header
+_U64 = struct.Struct("<Q").unpack_from  # a 6-byte table id plus the 2 flag bytes after it
 _U32 = struct.Struct("<I").unpack_from
 # packet length+sequence id, status byte, [timestamp], type, [server id], event size, log_pos,
 # [flags], then 8 bytes: a rows event's / TABLE_MAP's 6-byte table id and 2 flag bytes
@@ -108,8 +113,10 @@ META_FIELDS = [
 
 def batch_schema(decoder: TableDecoder) -> pa.Schema:
     """The record batch schema of one table structure: metadata columns, then before/after."""
-    return pa.schema(META_FIELDS + [pa.field("before", decoder.image_type, nullable=True),
-                                    pa.field("after", decoder.image_type, nullable=True)])
+    return pa.schema(
+        META_FIELDS
+        + [pa.field("before", decoder.image_type, nullable=True), pa.field("after", decoder.image_type, nullable=True)]
+    )
 
 
 @dataclass(frozen=True)
@@ -129,10 +136,26 @@ class ChangeBatch:
         d = self.batch.to_pydict()
         out = []
         for op, f, pos, row, gtid, ts, before, after in zip(
-                d["op"], d["binlog_file"], d["binlog_pos"], d["binlog_row"], d["gtid"],
-                d["event_time"], d["before"], d["after"]):
-            out.append(RowChange(op, self.table_id, before, after, BinlogOffset(f, pos, row=row), gtid,
-                                 int(ts.timestamp()) if ts is not None else 0))
+            d["op"],
+            d["binlog_file"],
+            d["binlog_pos"],
+            d["binlog_row"],
+            d["gtid"],
+            d["event_time"],
+            d["before"],
+            d["after"],
+        ):
+            out.append(
+                RowChange(
+                    op,
+                    self.table_id,
+                    before,
+                    after,
+                    BinlogOffset(f, pos, row=row),
+                    gtid,
+                    int(ts.timestamp()) if ts is not None else 0,
+                )
+            )
         return out
 
 
@@ -165,8 +188,9 @@ class _Builder:
 
     __slots__ = ("decoder", "first_seq", "columnar", "crc", "tid_len", "pieces", "n", "gtids", "files", "skips")
 
-    def __init__(self, decoder: TableDecoder, first_seq: int, columnar: bool, crc: int, tid_len: int,
-                 file: str) -> None:
+    def __init__(
+        self, decoder: TableDecoder, first_seq: int, columnar: bool, crc: int, tid_len: int, file: str
+    ) -> None:
         self.decoder = decoder
         self.first_seq = first_seq
         self.columnar = columnar
@@ -174,11 +198,11 @@ class _Builder:
         self.tid_len = tid_len
         # event bytes: one event (bytes, None) or several back to back (bytes, their lengths)
         self.pieces: list[tuple[bytes | np.ndarray, np.ndarray | None]] = []
-        self.n = 0                              # events so far
+        self.n = 0  # events so far
         # per event, in runs: a list of str / (domain, server id, seq) / None, or a uint64 (n, 3) array
         self.gtids: list[list[Any] | np.ndarray] = []
-        self.files: list[tuple[int, str]] = [(0, file)]   # (first event index, file name)
-        self.skips: dict[int, int] = {}         # event index -> rows to drop (the start row)
+        self.files: list[tuple[int, str]] = [(0, file)]  # (first event index, file name)
+        self.skips: dict[int, int] = {}  # event index -> rows to drop (the start row)
 
     def add(self, ev: bytes, gtid: Any, file: str, skip: int) -> None:
         if file != self.files[-1][1]:
@@ -205,8 +229,9 @@ class _Builder:
         if all(lens is None for _, lens in pieces):
             lengths = np.fromiter((len(b) for b, _ in pieces), dtype=np.int64, count=n_ev)
         else:
-            lengths = np.concatenate([np.array([len(b)], dtype=np.int64) if lens is None else lens
-                                      for b, lens in pieces])
+            lengths = np.concatenate(
+                [np.array([len(b)], dtype=np.int64) if lens is None else lens for b, lens in pieces]
+            )
         base = np.cumsum(lengths) - lengths
         blob = b"".join(b for b, _ in pieces)
         B = np.frombuffer(blob, dtype=np.uint8)
@@ -214,7 +239,7 @@ class _Builder:
         size = _gather_u32(B, base + 9)
         pos = _gather_u32(B, base + 13) - size
         ts = _gather_u32(B, base)
-        kind = _KIND_OF_TYPE[typ]          # 0 insert, 1 update, 2 delete
+        kind = _KIND_OF_TYPE[typ]  # 0 insert, 1 update, 2 delete
         if (kind < 0).any():
             raise ProtocolError(f"not a rows event in the batch of {dec.table_id}")
         starts = self._data_starts(B, base, typ, kind, pos)
@@ -269,8 +294,9 @@ class _Builder:
         ]
         return ChangeBatch(tid, dec, pa.RecordBatch.from_arrays(columns_out, schema=batch_schema(dec)))
 
-    def _data_starts(self, B: np.ndarray, base: np.ndarray, typ: np.ndarray, kind: np.ndarray,
-                     pos: np.ndarray) -> np.ndarray:
+    def _data_starts(
+        self, B: np.ndarray, base: np.ndarray, typ: np.ndarray, kind: np.ndarray, pos: np.ndarray
+    ) -> np.ndarray:
         """Where each event's row images start; checks the column count and the full-image bitmaps."""
         dec = self.decoder
         p = base + 19 + self.tid_len + 2
@@ -298,7 +324,8 @@ class _Builder:
             raise PartialImageError(
                 f"rows event at {self._file_of(bad)}:{int(pos[bad])} for {dec.table_id} does not carry every "
                 "column (or not the table map's column count): binlog_row_image must be FULL. Fix: SET GLOBAL "
-                "binlog_row_image = FULL; rows logged before the change cannot be read completely.")
+                "binlog_row_image = FULL; rows logged before the change cannot be read completely."
+            )
         return p + nb * np.where(upd, 2, 1)
 
     def _file_of(self, event_index: int) -> str:
@@ -308,8 +335,9 @@ class _Builder:
                 name = f
         return name
 
-    def _decode_rows(self, blob: bytes, starts: np.ndarray, ends: np.ndarray, pos: np.ndarray
-                     ) -> tuple[list[pa.Array], np.ndarray, np.ndarray]:
+    def _decode_rows(
+        self, blob: bytes, starts: np.ndarray, ends: np.ndarray, pos: np.ndarray
+    ) -> tuple[list[pa.Array], np.ndarray, np.ndarray]:
         """The row decoder over every event: (columns, event index, image index) of every image."""
         dec = self.decoder
         images: list[tuple] = []
@@ -322,11 +350,13 @@ class _Builder:
             except (IndexError, ValueError, struct.error, KeyError, UnicodeDecodeError) as err:
                 raise ProtocolError(
                     f"cannot decode rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: "
-                    f"{type(err).__name__}: {err}") from None
+                    f"{type(err).__name__}: {err}"
+                ) from None
             if q != e:
                 raise ProtocolError(
                     f"rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: row data ends at "
-                    f"{q - s}, the event's at {e - s}: the table map does not describe these rows")
+                    f"{q - s}, the event's at {e - s}: the table map does not describe these rows"
+                )
             images.extend(got)
             ev_of.extend([i] * len(got))
             image.extend(range(len(got)))
@@ -351,7 +381,7 @@ def _uncompress_rows_event(ev: bytes, crc: int, tid_len: int) -> bytes:
         p += ev[p] | (ev[p + 1] << 8)
     ncols, p = read_lenenc(ev, p)
     p += ((ncols + 7) // 8) * (2 if C.ROWS_EVENTS[plain][0] == "update" else 1)
-    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p:len(ev) - crc])
+    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p : len(ev) - crc])
     out = body[:4] + bytes([plain]) + body[5:]
     return out + struct.pack("<I", zlib.crc32(out)) if crc else out
 
@@ -361,9 +391,11 @@ def _uncompress_query_event(ev: bytes, crc: int) -> bytes:
     db_len = ev[19 + 8]
     status_len = ev[19 + 11] | (ev[19 + 12] << 8)
     p = 19 + 13 + status_len + db_len + 1
-    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p:len(ev) - crc])
+    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p : len(ev) - crc])
     out = body[:4] + bytes([C.QUERY_EVENT]) + body[5:]
     return out + struct.pack("<I", zlib.crc32(out)) if crc else out
+
+
 _BULK_TYPE = np.zeros(256, dtype=bool)
 for _t in (*C.ROWS_EVENTS, C.TABLE_MAP_EVENT, C.MARIADB_GTID_EVENT, C.XID_EVENT):
     _BULK_TYPE[_t] = True
@@ -392,14 +424,14 @@ def _packet_chain(B: np.ndarray, start: int, rend: int) -> np.ndarray:
     # byte compares only (a table lookup over every byte costs four times as much): the low
     # byte of the packet length is that of event size + 1, the status byte and the event
     # size's top byte are 0 -- all exact for every real packet, and rare elsewhere
-    mask = W[14:14 + n] + np.uint8(1) == W[:n]
-    mask &= W[4:4 + n] == 0
-    mask &= W[17:17 + n] == 0
+    mask = W[14 : 14 + n] + np.uint8(1) == W[:n]
+    mask &= W[4 : 4 + n] == 0
+    mask &= W[17 : 17 + n] == 0
     cand = np.flatnonzero(mask)
     cand = cand[_BULK_TYPE[W[cand + 9]]]
     if not len(cand) or cand[0] != 0:
         return np.zeros(0, dtype=np.int64)
-    plen = _gather_u32(W, cand) & 0xFFFFFF   # packet length (the 4th byte is the sequence id)
+    plen = _gather_u32(W, cand) & 0xFFFFFF  # packet length (the 4th byte is the sequence id)
     same = _gather_u32(W, cand + 14) + 1 == plen
     cand, plen = cand[same], plen[same]
     if not len(cand) or cand[0] != 0:
@@ -443,8 +475,9 @@ def _gtid_array(runs: list[list[Any] | np.ndarray]) -> pa.Array:
             arrays.append(np.array(run, dtype=np.uint64).reshape(-1, 3))
         else:
             values = [g for r in runs for g in (map(tuple, r.tolist()) if isinstance(r, np.ndarray) else r)]
-            return pa.array([g if g is None or isinstance(g, str) else f"{g[0]}-{g[1]}-{g[2]}" for g in values],
-                            pa.string())
+            return pa.array(
+                [g if g is None or isinstance(g, str) else f"{g[0]}-{g[1]}-{g[2]}" for g in values], pa.string()
+            )
     if not arrays:
         return pa.array([], pa.string())
     parts = np.concatenate(arrays)
@@ -455,8 +488,9 @@ def _row_numbers(counts: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Row index inside its event of every row: first[i], first[i] + 1, ... for counts[i] rows."""
     c = np.asarray(counts, dtype=np.int64)
     starts = np.cumsum(c) - c
-    return np.arange(int(c.sum()), dtype=np.int64) - np.repeat(starts, c) + np.repeat(
-        np.asarray(first, dtype=np.int64), c)
+    return (
+        np.arange(int(c.sum()), dtype=np.int64) - np.repeat(starts, c) + np.repeat(np.asarray(first, dtype=np.int64), c)
+    )
 
 
 class FastBinlogReader:
@@ -511,7 +545,7 @@ class FastBinlogReader:
         self.tables = frozenset(tables) if tables is not None else None
         self._databases = frozenset(t.database for t in self.tables) if self.tables is not None else None
         self._statements = StatementGuard(self.tables)
-        self.new_tables = new_tables   # DDL that brings a table the patterns would capture is reported too
+        self.new_tables = new_tables  # DDL that brings a table the patterns would capture is reported too
         self.blocking = (stop is None) if blocking is None else blocking
         self.heartbeat_s = heartbeat_s
         self.dump_from = dump_from or BinlogOffset(start.file, start.position)
@@ -520,21 +554,21 @@ class FastBinlogReader:
         self.verify = verify_checksum
         self.columnar = columnar
         self.bulk_min_events = bulk_min_events
-        self.bulk_events = 0   # events walked by _bulk_walk (observability, tests)
-        self.gtid_watch = gtid_watch   # every GTID read goes past it (cdc/gtid_watch.py): a jump stops the read
+        self.bulk_events = 0  # events walked by _bulk_walk (observability, tests)
+        self.gtid_watch = gtid_watch  # every GTID read goes past it (cdc/gtid_watch.py): a jump stops the read
         self.unsupported: dict[TableId, str] = {}
         self.decoders: dict[bytes, TableDecoder | Unsupported | None] = {}
         self._conn: DumpConnection | None = None
         self._file = self.dump_from.file
         self._pos = self.dump_from.position
         self._gtid: str | None = None
-        self._txn: tuple[str, int] | None = None   # where the current transaction starts
+        self._txn: tuple[str, int] | None = None  # where the current transaction starts
         self._in_txn = False
         self._done = False
         self._charsets: dict[int, str] = {}
         # A server that can log column names (binlog_row_metadata) must have: see _plan.
         self._names_expected = False
-        self._text_dates = getattr(source, "zero_dates", "null") == "text"   # cdc/types.py
+        self._text_dates = getattr(source, "zero_dates", "null") == "text"  # cdc/types.py
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -569,8 +603,14 @@ class FastBinlogReader:
             self._names_expected = server_version(ctl).has_binlog_row_metadata
         finally:
             ctl.close()
-        conn = DumpConnection(self.source, self.server_id, self.dump_from.file, self.dump_from.position,
-                              blocking=self.blocking, heartbeat_s=self.heartbeat_s if self.blocking else None)
+        conn = DumpConnection(
+            self.source,
+            self.server_id,
+            self.dump_from.file,
+            self.dump_from.position,
+            blocking=self.blocking,
+            heartbeat_s=self.heartbeat_s if self.blocking else None,
+        )
         conn.open()
         self._conn = conn
         if self._done:  # closed (from another thread) while connecting
@@ -663,14 +703,14 @@ class FastBinlogReader:
         by_id: dict[int, TableDecoder | Unsupported | None] = {}
         last_map: dict[int, tuple[bytes, TableDecoder | Unsupported | None]] = {}
         tm_cache = self.decoders
-        builders: dict[int, _Builder] = {}     # id(decoder) -> builder
+        builders: dict[int, _Builder] = {}  # id(decoder) -> builder
         pending = 0
         seq = 0
-        gtid_event: bytes | None = None        # verified lazily: only when rows use its GTID
+        gtid_event: bytes | None = None  # verified lazily: only when rows use its GTID
         gtid_parts: tuple[int, int, int] | None = None
         charsets = self._charsets
         watch = self.gtid_watch
-        ROWS = _ROWS_COMPRESSED   # rows event type -> True if MariaDB compressed it
+        ROWS = _ROWS_COMPRESSED  # rows event type -> True if MariaDB compressed it
         TABLE_MAP = C.TABLE_MAP_EVENT
         MARIADB_GTID = C.MARIADB_GTID_EVENT
         XID = C.XID_EVENT
@@ -692,9 +732,9 @@ class FastBinlogReader:
         rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
         cur_pos, in_txn, txn = self._pos, self._in_txn, self._txn
         bulk_min = self.bulk_min_events
-        bulk_bytes = 32 * bulk_min   # ~ the bytes of that many small events
-        bulk_target = 1 << 20        # read ahead up to this much for the numpy walk
-        bulk_after = 0               # no bulk attempt before this buffer offset
+        bulk_bytes = 32 * bulk_min  # ~ the bytes of that many small events
+        bulk_target = 1 << 20  # read ahead up to this much for the numpy walk
+        bulk_after = 0  # no bulk attempt before this buffer offset
         try:
             while True:
                 # --- framing: the next event is buf[o:end] -------------------------------
@@ -711,9 +751,25 @@ class FastBinlogReader:
                     res = None
                     if rend - o >= bulk_bytes:
                         res = self._bulk_walk(
-                            rbuf, o, rend, rseq, view, start_pos, stop_pos, crc if verify else 0, crc, by_id,
-                            last_map, builders, seq, in_txn, txn, gtid_parts, gtid_event,
-                            max(self.batch_rows - pending, 1))
+                            rbuf,
+                            o,
+                            rend,
+                            rseq,
+                            view,
+                            start_pos,
+                            stop_pos,
+                            crc if verify else 0,
+                            crc,
+                            by_id,
+                            last_map,
+                            builders,
+                            seq,
+                            in_txn,
+                            txn,
+                            gtid_parts,
+                            gtid_event,
+                            max(self.batch_rows - pending, 1),
+                        )
                     if res is None:  # not worth it here: walk one by one for a while
                         bulk_after = min(rend, o + max(bulk_bytes, (rend - o) // 8))
                     else:
@@ -752,7 +808,7 @@ class FastBinlogReader:
                     size, log_pos = sizepos(ev, 9)
                     tidq = u64(ev, 19)[0] if len(ev) >= 27 else 0
                 if tid_len != 6:
-                    tidq = from_bytes(buf[o + 19:o + 23], "little")
+                    tidq = from_bytes(buf[o + 19 : o + 23], "little")
 
                 # --- rows --------------------------------------------------------------------
                 rows_kind = ROWS.get(typ)
@@ -772,8 +828,9 @@ class FastBinlogReader:
                     if dec is _MISSING:
                         raise ProtocolError(
                             f"rows event at {self._file}:{pos} for table id "
-                            f"{from_bytes(buf[o + 19:o + 19 + tid_len], 'little')} without its TABLE_MAP: a read "
-                            "must start at a transaction boundary (or pass dump_from = the transaction's start)")
+                            f"{from_bytes(buf[o + 19 : o + 19 + tid_len], 'little')} without its TABLE_MAP: a read "
+                            "must start at a transaction boundary (or pass dump_from = the transaction's start)"
+                        )
                     ev = buf if buf is not rbuf else bytes(view[o:end])
                     if verify and crc:
                         if crc32(ev) != RESIDUE:
@@ -791,12 +848,17 @@ class FastBinlogReader:
                         continue
                     b = builders.get(id(dec))
                     if b is None:
-                        b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None,
-                                                         crc, tid_len, self._file)
+                        b = builders[id(dec)] = _Builder(
+                            dec, seq, self.columnar and dec.columnar_reason is None, crc, tid_len, self._file
+                        )
                         seq += 1
                     # the GTID stays an unformatted (domain, server, seq) triple: formatted per batch
-                    b.add(ev, gtid_parts if gtid_parts is not None else self._gtid, self._file,
-                          start_row if pos == start_pos else 0)
+                    b.add(
+                        ev,
+                        gtid_parts if gtid_parts is not None else self._gtid,
+                        self._file,
+                        start_row if pos == start_pos else 0,
+                    )
                     pending += 1
                     if pending >= self.batch_rows:
                         self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
@@ -818,14 +880,14 @@ class FastBinlogReader:
                         continue
                     else:
                         ev = buf if buf is not rbuf else bytes(view[o:end])
-                        key = ev[19 + tm_post:len(ev) - crc]
+                        key = ev[19 + tm_post : len(ev) - crc]
                         dec = tm_cache.get(key, _MISSING)
                         if dec is _MISSING:
                             dec = self._plan(ev, tid_len, tm_post, crc, charsets, conn.is_mariadb)
                             tm_cache[key] = dec
                         if dec is not None and verify and crc:
                             verify_checksum(ev, f"{self._file}:{pos}")
-                        last_map[tid] = (ev[19:len(ev) - crc], dec)
+                        last_map[tid] = (ev[19 : len(ev) - crc], dec)
                     by_id[tid] = dec
                     continue
 
@@ -839,7 +901,7 @@ class FastBinlogReader:
                     if verify and crc:
                         gtid_event = bytes(view[o:end]) if buf is rbuf else buf
                     if watch is not None:
-                        if gtid_event is not None:   # a damaged event must not pass for a gap
+                        if gtid_event is not None:  # a damaged event must not pass for a gap
                             verify_checksum(gtid_event, f"{self._file}:{pos}")
                             gtid_event = None
                         watch.seen(domain, seq_no, self._file, pos)
@@ -894,10 +956,27 @@ class FastBinlogReader:
                 "the stop offset must be one the server has already written (SHOW MASTER STATUS)."
             )
 
-    def _bulk_walk(self, rbuf: bytearray, start: int, rend: int, rseq: int, view: memoryview, start_pos: int,
-                   stop_pos: int, verify_crc: int, crc: int, by_id: dict, last_map: dict, builders: dict,
-                   seq: int, in_txn: bool, txn: tuple | None, gtid_parts: Any, gtid_event: Any, limit: int
-                   ) -> tuple | None:
+    def _bulk_walk(
+        self,
+        rbuf: bytearray,
+        start: int,
+        rend: int,
+        rseq: int,
+        view: memoryview,
+        start_pos: int,
+        stop_pos: int,
+        verify_crc: int,
+        crc: int,
+        by_id: dict,
+        last_map: dict,
+        builders: dict,
+        seq: int,
+        in_txn: bool,
+        txn: tuple | None,
+        gtid_parts: Any,
+        gtid_event: Any,
+        limit: int,
+    ) -> tuple | None:
         """Walk the plain events already in the receive buffer with numpy; None if not worth it.
 
         No Python code runs per event: the packets are found by ``_packet_chain``; types,
@@ -912,7 +991,7 @@ class FastBinlogReader:
         Returns the walk's new state (see the caller).
         """
         B = np.frombuffer(rbuf, dtype=np.uint8)
-        O = _packet_chain(B, start, rend)
+        O = _packet_chain(B, start, rend)  # noqa: E741 - the bulk walk names its arrays B(ytes), O(ffsets)
         n = len(O)
         if n < self.bulk_min_events:
             return None
@@ -922,11 +1001,16 @@ class FastBinlogReader:
         size = _gather_u32(B, e + 9)
         pos = _gather_u32(B, e + 13) - size
         tid = _gather_u32(B, e + 19) | (_gather_u16(B, e + 23) << 32)
-        ok = ((B[O + 3] == ((rseq + np.arange(n)) & 0xFF)) & (B[O + 4] == 0) & (size + 1 == plen)
-              & (plen < C.MAX_PACKET_LEN)
-              & _BULK_TYPE[typ] & (pos < stop_pos)
-              # before the start and at a start row the plain walk skips what it must
-              & ((pos > start_pos) if self.start.row else (pos >= start_pos)))
+        ok = (
+            (B[O + 3] == ((rseq + np.arange(n)) & 0xFF))
+            & (B[O + 4] == 0)
+            & (size + 1 == plen)
+            & (plen < C.MAX_PACKET_LEN)
+            & _BULK_TYPE[typ]
+            & (pos < stop_pos)
+            # before the start and at a start row the plain walk skips what it must
+            & ((pos > start_pos) if self.start.row else (pos >= start_pos))
+        )
         k = n if ok.all() else int(np.argmin(ok))
         # table maps must repeat the last map of their id byte for byte
         is_tm = typ[:k] == C.TABLE_MAP_EVENT
@@ -941,7 +1025,7 @@ class FastBinlogReader:
                 body = np.frombuffer(ref[0], dtype=np.uint8)
                 same = size[idx] - 19 - crc == len(body)
                 if same.any() and len(body):
-                    cand = idx[same]   # their bodies copied out back to back, compared row-wise
+                    cand = idx[same]  # their bodies copied out back to back, compared row-wise
                     bodies = gather_slices(B, e[cand] + 19, np.full(len(cand), len(body), dtype=np.int64))
                     eq = (bodies.reshape(len(cand), len(body)) == body).all(axis=1)
                     same[np.nonzero(same)[0][~eq]] = False
@@ -973,14 +1057,15 @@ class FastBinlogReader:
         if self.gtid_watch is not None and is_gtid.any():
             gi = np.flatnonzero(is_gtid)
             ge = e[gi]
-            seqs = _gather_u32(B, ge + 19).astype(np.uint64) | (_gather_u32(B, ge + 23).astype(np.uint64)
-                                                                 << np.uint64(32))
+            seqs = _gather_u32(B, ge + 19).astype(np.uint64) | (
+                _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32)
+            )
             try:
                 self.gtid_watch.seen_many(_gather_u32(B, ge + 27), seqs, pos[gi], self._file)
-            except GtidGapError as gap:   # a damaged event must not pass for a gap
+            except GtidGapError as gap:  # a damaged event must not pass for a gap
                 if verify_crc:
                     j = int(np.searchsorted(pos, gap.offset.position))
-                    verify_checksum(view[int(e[j]):int(e[j]) + int(size[j])], f"{self._file}:{int(pos[j])}")
+                    verify_checksum(view[int(e[j]) : int(e[j]) + int(size[j])], f"{self._file}:{int(pos[j])}")
                 raise
         last_gtid = np.maximum.accumulate(np.where(is_gtid, np.arange(k), -1))
         file = self._file
@@ -988,7 +1073,7 @@ class FastBinlogReader:
         added = 0
         captured_any = np.zeros(k, dtype=bool)
         gtid_used = np.zeros(k, dtype=bool)
-        emitted: list[tuple[np.ndarray, np.ndarray]] = []   # (events back to back, their offsets)
+        emitted: list[tuple[np.ndarray, np.ndarray]] = []  # (events back to back, their offsets)
         carried_used = False
         for dec, parts in groups.values():
             idx = np.sort(np.concatenate(parts))
@@ -1006,7 +1091,8 @@ class FastBinlogReader:
             gtids[:, 0] = _gather_u32(B, ge + 27)
             gtids[:, 1] = _gather_u32(B, ge + 5)
             gtids[:, 2] = _gather_u32(B, ge + 19).astype(np.uint64) | (
-                _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32))
+                _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32)
+            )
             if (g < 0).any():  # before the stretch's first GTID: the transaction's, carried in
                 carried = gtid_parts if gtid_parts is not None else self._gtid
                 if type(carried) is tuple:
@@ -1019,10 +1105,9 @@ class FastBinlogReader:
             gtid_used[g[g >= 0]] = True
             b = builders.get(id(dec))
             if b is None:
-                b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None,
-                                                 crc, 6, file)
+                b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None, crc, 6, file)
                 seq += 1
-            b.add_many(events, sz, gtids, file)   # any bytes-like: the builder joins them (build)
+            b.add_many(events, sz, gtids, file)  # any bytes-like: the builder joins them (build)
             added += len(idx)
         if verify_crc:
             if carried_used and gtid_event is not None:
@@ -1046,9 +1131,9 @@ class FastBinlogReader:
                 if not checksums_valid(all_events, starts):
                     checked = captured_any.copy()
                     checked[others] = True
-                    for i in np.flatnonzero(checked).tolist():   # name the first bad event
+                    for i in np.flatnonzero(checked).tolist():  # name the first bad event
                         at, ln = int(e[i]), int(size[i])
-                        verify_checksum(view[at:at + ln], f"{file}:{int(pos[i])}")
+                        verify_checksum(view[at : at + ln], f"{file}:{int(pos[i])}")
         # the transaction state after the stretch, as the one-by-one walk would leave it: a GTID
         # or a captured rows event begins a transaction unless one is open, an XID ends it
         g = int(last_gtid[k - 1])
@@ -1065,7 +1150,7 @@ class FastBinlogReader:
             ga = int(e[g])
             seq_no, domain = _GTID(rbuf, ga + 19)
             gtid_parts = (domain, _U32(rbuf, ga + 5)[0], seq_no)
-            gtid_event = None if (gtid_used[g] or not verify_crc) else bytes(view[ga:ga + int(size[g])])
+            gtid_event = None if (gtid_used[g] or not verify_crc) else bytes(view[ga : ga + int(size[g])])
         last = k - 1
         self.bulk_events += k
         cur_pos = int(pos[last] + size[last])
@@ -1084,7 +1169,7 @@ class FastBinlogReader:
             if verify:
                 verify_checksum(ev, f"{self._file} (rotate)")
             position = int.from_bytes(ev[19:27], "little")
-            next_file = bytes(ev[27:len(ev) - crc]).decode("utf-8")
+            next_file = bytes(ev[27 : len(ev) - crc]).decode("utf-8")
             artificial = not log_pos or flags & C.LOG_EVENT_ARTIFICIAL_F
             if not artificial and log_pos - size >= stop_pos:
                 return None, True
@@ -1122,7 +1207,7 @@ class FastBinlogReader:
         if typ == C.GTID_LOG_EVENT:
             if verify:
                 verify_checksum(ev, f"{self._file}:{pos}")
-            sid, gno = uuid.UUID(bytes=bytes(ev[20:36])), int.from_bytes(ev[36:44], 'little')
+            sid, gno = uuid.UUID(bytes=bytes(ev[20:36])), int.from_bytes(ev[36:44], "little")
             self._gtid = f"{sid}:{gno}"
             if self.gtid_watch is not None:
                 self.gtid_watch.seen(str(sid), gno, self._file, pos, "mysql")
@@ -1139,19 +1224,23 @@ class FastBinlogReader:
                 f"compressed transaction (TRANSACTION_PAYLOAD event) at {self._file}:{pos}: the fast reader "
                 "does not decompress MySQL's binlog_transaction_compression (zstd). Fix: SET GLOBAL "
                 "binlog_transaction_compression = OFF; the event must not be skipped, the rows inside "
-                "would be lost.")
+                "would be lost."
+            )
         elif typ == C.PARTIAL_UPDATE_ROWS_EVENT:
             raise PartialImageError(
                 f"partial JSON update event at {self._file}:{pos}: rows lack their full after-image. "
-                "Fix: SET GLOBAL binlog_row_value_options = '' (and binlog_row_image = FULL).")
+                "Fix: SET GLOBAL binlog_row_value_options = '' (and binlog_row_image = FULL)."
+            )
         elif typ == C.INCIDENT_EVENT:
             raise FastBinlogError(
                 f"INCIDENT event at {self._file}:{pos}: the server reports that changes are missing "
-                "from its binlog here; the captured tables must be snapshotted again.")
+                "from its binlog here; the captured tables must be snapshotted again."
+            )
         elif not flags & C.LOG_EVENT_IGNORABLE_F:
             raise UnknownEventError(
                 f"unknown binlog event type {typ} at {self._file}:{pos} (not marked ignorable): "
-                "refusing to skip it, it may carry rows.")
+                "refusing to skip it, it may carry rows."
+            )
         return None, False
 
     # --- pieces of the loop ------------------------------------------------------------------
@@ -1161,8 +1250,9 @@ class FastBinlogReader:
             self._txn = (self._file, pos)
             self._in_txn = True
 
-    def _plan(self, ev: bytes, tid_len: int, tm_post: int, crc: int, charsets: Mapping[int, str],
-              is_mariadb: bool) -> TableDecoder | Unsupported | None:
+    def _plan(
+        self, ev: bytes, tid_len: int, tm_post: int, crc: int, charsets: Mapping[int, str], is_mariadb: bool
+    ) -> TableDecoder | Unsupported | None:
         """The decoder for a TABLE_MAP not seen before; None for tables not captured."""
         db, table = table_map_names(ev, tm_post)
         tid = TableId(db, table)
@@ -1191,8 +1281,8 @@ class FastBinlogReader:
         db_len = ev[19 + 8]
         status_len = ev[19 + 11] | (ev[19 + 12] << 8)
         p = 19 + 13 + status_len
-        database = bytes(ev[p:p + db_len]).decode("utf-8", "replace")
-        sql = bytes(ev[p + db_len + 1:len(ev) - crc]).decode("utf-8", "backslashreplace")
+        database = bytes(ev[p : p + db_len]).decode("utf-8", "replace")
+        sql = bytes(ev[p + db_len + 1 : len(ev) - crc]).decode("utf-8", "backslashreplace")
         kind = statement_kind(sql)
         if kind == BEGIN:
             self._begin(pos)
@@ -1208,8 +1298,15 @@ class FastBinlogReader:
         named = captured_ddl_tables(sql, database, self.tables, self.new_tables)
         if not named or pos < start_pos:
             return None
-        return SchemaChange(database=database, sql=sql, offset=BinlogOffset(self._file, pos),
-                            table_id=named[0], gtid=self._gtid, timestamp=int(ts), tables=tuple(named))
+        return SchemaChange(
+            database=database,
+            sql=sql,
+            offset=BinlogOffset(self._file, pos),
+            table_id=named[0],
+            gtid=self._gtid,
+            timestamp=int(ts),
+            tables=tuple(named),
+        )
 
 
 class _Missing:
@@ -1230,7 +1327,7 @@ def _parse_fde(ev: bytes) -> tuple[int, int, int]:
     header_len = ev[p]
     if header_len != C.EVENT_HEADER_LEN:
         raise ProtocolError(f"format description with a {header_len}-byte event header: not binlog v4")
-    lengths = ev[p + 1:len(ev) - 5]
+    lengths = ev[p + 1 : len(ev) - 5]
     crc_alg = ev[len(ev) - 5]
     tm_post = lengths[C.TABLE_MAP_EVENT - 1] if len(lengths) >= C.TABLE_MAP_EVENT else 8
     tid_len = 4 if tm_post == 6 else 6

@@ -29,10 +29,12 @@ from .errors import ProtocolError
 # Columns with a bit in the SIGNEDNESS field. YEAR counts (verified on MariaDB 10.11: its
 # field is an unsigned TINY underneath); leaving it out shifts the sign of every later
 # integer column.
-_NUMERIC_TYPES = frozenset({C.T_TINY, C.T_SHORT, C.T_INT24, C.T_LONG, C.T_LONGLONG,
-                            C.T_NEWDECIMAL, C.T_FLOAT, C.T_DOUBLE, C.T_YEAR})
-_CHARACTER_TYPES = frozenset({C.T_STRING, C.T_VAR_STRING, C.T_VARCHAR, C.T_BLOB,
-                              C.T_TINY_BLOB, C.T_MEDIUM_BLOB, C.T_LONG_BLOB})
+_NUMERIC_TYPES = frozenset(
+    {C.T_TINY, C.T_SHORT, C.T_INT24, C.T_LONG, C.T_LONGLONG, C.T_NEWDECIMAL, C.T_FLOAT, C.T_DOUBLE, C.T_YEAR}
+)
+_CHARACTER_TYPES = frozenset(
+    {C.T_STRING, C.T_VAR_STRING, C.T_VARCHAR, C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB, C.T_LONG_BLOB}
+)
 
 
 def read_lenenc(buf: bytes, pos: int) -> tuple[int, int]:
@@ -41,11 +43,11 @@ def read_lenenc(buf: bytes, pos: int) -> tuple[int, int]:
     if b < 0xFB:
         return b, pos + 1
     if b == 0xFC:
-        return int.from_bytes(buf[pos + 1:pos + 3], "little"), pos + 3
+        return int.from_bytes(buf[pos + 1 : pos + 3], "little"), pos + 3
     if b == 0xFD:
-        return int.from_bytes(buf[pos + 1:pos + 4], "little"), pos + 4
+        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
     if b == 0xFE:
-        return int.from_bytes(buf[pos + 1:pos + 9], "little"), pos + 9
+        return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
     raise ProtocolError(f"invalid length-encoded integer prefix {b:#x} at {pos}")
 
 
@@ -70,7 +72,7 @@ class MapColumn:
     name: str | None = None
     unsigned: bool = False
     collation_id: int | None = None
-    members: tuple[str, ...] | None = None   # ENUM/SET members, definition order
+    members: tuple[str, ...] | None = None  # ENUM/SET members, definition order
     geometry_type: int | None = None
 
 
@@ -82,7 +84,7 @@ class TableMap:
     database: str
     table: str
     columns: list[MapColumn]
-    key: bytes                      # the structure bytes (see the module docstring)
+    key: bytes  # the structure bytes (see the module docstring)
     has_names: bool = False
     has_signedness: bool = False
     has_charsets: bool = False
@@ -101,7 +103,7 @@ def _parse_type_meta(types: bytes, meta: bytes, null_bits: bytes) -> list[MapCol
     for i, t in enumerate(types):
         c = MapColumn(index=i, type=t, nullable=bool(null_bits[i >> 3] & (1 << (i & 7))))
         n = C.META_LEN.get(t, 0)
-        m = meta[p:p + n]
+        m = meta[p : p + n]
         if len(m) != n:
             raise ProtocolError(f"table map metadata ends early at column {i} (type {t})")
         p += n
@@ -109,7 +111,7 @@ def _parse_type_meta(types: bytes, meta: bytes, null_bits: bytes) -> list[MapCol
             c.length = m[0] | (m[1] << 8)
         elif t == C.T_STRING:
             b0, b1 = m[0], m[1]
-            if (b0 & 0x30) != 0x30:      # length > 255: two length bits hidden in the type byte
+            if (b0 & 0x30) != 0x30:  # length > 255: two length bits hidden in the type byte
                 c.length = b1 | (((b0 & 0x30) ^ 0x30) << 4)
                 b0 |= 0x30
             else:
@@ -123,8 +125,16 @@ def _parse_type_meta(types: bytes, meta: bytes, null_bits: bytes) -> list[MapCol
             c.length = m[1]
         elif t in (C.T_FLOAT, C.T_DOUBLE):
             c.length = m[0]
-        elif t in (C.T_BLOB, C.T_TINY_BLOB, C.T_MEDIUM_BLOB, C.T_LONG_BLOB, C.T_GEOMETRY, C.T_JSON,
-                   C.T_VECTOR, C.T_TYPED_ARRAY):
+        elif t in (
+            C.T_BLOB,
+            C.T_TINY_BLOB,
+            C.T_MEDIUM_BLOB,
+            C.T_LONG_BLOB,
+            C.T_GEOMETRY,
+            C.T_JSON,
+            C.T_VECTOR,
+            C.T_TYPED_ARRAY,
+        ):
             c.length = m[0]
         elif t == C.T_NEWDECIMAL:
             c.precision, c.scale = m[0], m[1]
@@ -149,7 +159,7 @@ def _strings(data: bytes) -> list[bytes]:
     p = 0
     while p < len(data):
         n, p = read_lenenc(data, p)
-        out.append(bytes(data[p:p + n]))
+        out.append(bytes(data[p : p + n]))
         p += n
     return out
 
@@ -178,7 +188,7 @@ def _member_lists(data: bytes) -> list[tuple[bytes, ...]]:
         members = []
         for _ in range(count):
             n, p = read_lenenc(data, p)
-            members.append(bytes(data[p:p + n]))
+            members.append(bytes(data[p : p + n]))
             p += n
         out.append(tuple(members))
     return out
@@ -193,28 +203,29 @@ def _assign_charsets(which: list[MapColumn], default: int | None, per_col: dict[
             c.collation_id = per_col[k]
 
 
-def parse_table_map(event: bytes, table_id_len: int = 6, post_header_len: int = 8,
-                    checksum_len: int = 4, is_mariadb: bool = True) -> TableMap:
+def parse_table_map(
+    event: bytes, table_id_len: int = 6, post_header_len: int = 8, checksum_len: int = 4, is_mariadb: bool = True
+) -> TableMap:
     """Parse one TABLE_MAP event (header, body and checksum, as the dump delivers it)."""
     h = C.EVENT_HEADER_LEN
     end = len(event) - checksum_len
-    table_id = int.from_bytes(event[h:h + table_id_len], "little")
+    table_id = int.from_bytes(event[h : h + table_id_len], "little")
     p = h + post_header_len
     key_start = p
     db_len = event[p]
-    database = bytes(event[p + 1:p + 1 + db_len]).decode("utf-8")
+    database = bytes(event[p + 1 : p + 1 + db_len]).decode("utf-8")
     p += 1 + db_len + 1
     t_len = event[p]
-    table = bytes(event[p + 1:p + 1 + t_len]).decode("utf-8")
+    table = bytes(event[p + 1 : p + 1 + t_len]).decode("utf-8")
     p += 1 + t_len + 1
     ncols, p = read_lenenc(event, p)
-    types = bytes(event[p:p + ncols])
+    types = bytes(event[p : p + ncols])
     p += ncols
     meta_len, p = read_lenenc(event, p)
-    meta = bytes(event[p:p + meta_len])
+    meta = bytes(event[p : p + meta_len])
     p += meta_len
     nb = (ncols + 7) // 8
-    null_bits = bytes(event[p:p + nb])
+    null_bits = bytes(event[p : p + nb])
     p += nb
     cols = _parse_type_meta(types, meta, null_bits)
     tm = TableMap(table_id, database, table, cols, bytes(event[key_start:end]))
@@ -229,7 +240,7 @@ def parse_table_map(event: bytes, table_id_len: int = 6, post_header_len: int = 
     while p < end:
         kind = event[p]
         length, p = read_lenenc(event, p + 1)
-        data = bytes(event[p:p + length])
+        data = bytes(event[p : p + length])
         if len(data) != length:
             raise ProtocolError(f"table map of {database}.{table}: optional metadata field {kind} is cut short")
         p += length
@@ -274,25 +285,34 @@ def parse_table_map(event: bytes, table_id_len: int = 6, post_header_len: int = 
 
 def table_map_table_id(event: bytes, table_id_len: int = 6) -> int:
     h = C.EVENT_HEADER_LEN
-    return int.from_bytes(event[h:h + table_id_len], "little")
+    return int.from_bytes(event[h : h + table_id_len], "little")
 
 
 def table_map_names(event: bytes, post_header_len: int = 8) -> tuple[str, str]:
     """(database, table) of a TABLE_MAP event without parsing the rest: the capture filter."""
     p = C.EVENT_HEADER_LEN + post_header_len
     db_len = event[p]
-    database = bytes(event[p + 1:p + 1 + db_len]).decode("utf-8")
+    database = bytes(event[p + 1 : p + 1 + db_len]).decode("utf-8")
     p += 1 + db_len + 1
     t_len = event[p]
-    return database, bytes(event[p + 1:p + 1 + t_len]).decode("utf-8")
+    return database, bytes(event[p + 1 : p + 1 + t_len]).decode("utf-8")
 
 
 # --- synthesized information_schema columns ----------------------------------------------
 
-_INT_NAMES = {C.T_TINY: "tinyint", C.T_SHORT: "smallint", C.T_INT24: "mediumint",
-              C.T_LONG: "int", C.T_LONGLONG: "bigint"}
-_BLOB_NAMES = {1: ("tinyblob", "tinytext"), 2: ("blob", "text"), 3: ("mediumblob", "mediumtext"),
-               4: ("longblob", "longtext")}
+_INT_NAMES = {
+    C.T_TINY: "tinyint",
+    C.T_SHORT: "smallint",
+    C.T_INT24: "mediumint",
+    C.T_LONG: "int",
+    C.T_LONGLONG: "bigint",
+}
+_BLOB_NAMES = {
+    1: ("tinyblob", "tinytext"),
+    2: ("blob", "text"),
+    3: ("mediumblob", "mediumtext"),
+    4: ("longblob", "longtext"),
+}
 
 
 def _quote_member(m: str) -> str:
@@ -312,8 +332,13 @@ def synthesize_column(c: MapColumn, charset: str | None) -> Column | None:
         dt = _INT_NAMES[t]
         return Column(data_type=dt, column_type=dt + (" unsigned" if c.unsigned else ""), **kw)
     if t == C.T_NEWDECIMAL:
-        return Column(data_type="decimal", column_type=f"decimal({c.precision},{c.scale})",
-                      numeric_precision=c.precision, numeric_scale=c.scale, **kw)
+        return Column(
+            data_type="decimal",
+            column_type=f"decimal({c.precision},{c.scale})",
+            numeric_precision=c.precision,
+            numeric_scale=c.scale,
+            **kw,
+        )
     if t == C.T_FLOAT:
         return Column(data_type="float", column_type="float", **kw)
     if t == C.T_DOUBLE:

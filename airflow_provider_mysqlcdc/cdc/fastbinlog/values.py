@@ -114,16 +114,16 @@ SECONDS = SecondCache()
 
 def read_datetime2(buf: bytes, pos: int, fsp: int) -> int | None:
     n = frac_bytes(fsp)
-    raw = int.from_bytes(buf[pos:pos + 5], "big")
-    frac = int.from_bytes(buf[pos + 5:pos + 5 + n], "big") * frac_unit(fsp) if n else 0
+    raw = int.from_bytes(buf[pos : pos + 5], "big")
+    frac = int.from_bytes(buf[pos + 5 : pos + 5 + n], "big") * frac_unit(fsp) if n else 0
     return datetime2_micros(raw, frac)
 
 
 def read_timestamp2(buf: bytes, pos: int, fsp: int) -> int | None:
     """TIMESTAMP2: big-endian seconds + fraction; the zero timestamp (epoch 0) is None."""
     n = frac_bytes(fsp)
-    sec = int.from_bytes(buf[pos:pos + 4], "big")
-    frac = int.from_bytes(buf[pos + 4:pos + 4 + n], "big") * frac_unit(fsp) if n else 0
+    sec = int.from_bytes(buf[pos : pos + 4], "big")
+    frac = int.from_bytes(buf[pos + 4 : pos + 4 + n], "big") * frac_unit(fsp) if n else 0
     if sec == 0 and frac == 0:
         return None
     return sec * US + frac
@@ -137,8 +137,8 @@ def read_date_text(buf: bytes, pos: int) -> str:
 
 def read_datetime2_text(buf: bytes, pos: int, fsp: int) -> str:
     n = frac_bytes(fsp)
-    v = int.from_bytes(buf[pos:pos + 5], "big") - DATETIMEF_INT_OFS
-    frac = int.from_bytes(buf[pos + 5:pos + 5 + n], "big") * frac_unit(fsp) if n else 0
+    v = int.from_bytes(buf[pos : pos + 5], "big") - DATETIMEF_INT_OFS
+    frac = int.from_bytes(buf[pos + 5 : pos + 5 + n], "big") * frac_unit(fsp) if n else 0
     ymd, hms = v >> 17, v & 0x1FFFF
     return datetime_text((ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, frac, fsp)
 
@@ -148,8 +148,8 @@ def read_timestamp2_text(buf: bytes, pos: int, fsp: int) -> str:
     import datetime as dt
 
     n = frac_bytes(fsp)
-    sec = int.from_bytes(buf[pos:pos + 4], "big")
-    frac = int.from_bytes(buf[pos + 4:pos + 4 + n], "big") * frac_unit(fsp) if n else 0
+    sec = int.from_bytes(buf[pos : pos + 4], "big")
+    frac = int.from_bytes(buf[pos + 4 : pos + 4 + n], "big") * frac_unit(fsp) if n else 0
     if sec == 0 and frac == 0:
         return datetime_text(0, 0, 0, 0, 0, 0, 0, fsp)
     t = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=sec)
@@ -163,9 +163,9 @@ def read_time2(buf: bytes, pos: int, fsp: int) -> int:
     complement); undoing that borrow is what python-mysql-replication misses.
     """
     if fsp >= 5:
-        packed = int.from_bytes(buf[pos:pos + 6], "big") - TIMEF_OFS
+        packed = int.from_bytes(buf[pos : pos + 6], "big") - TIMEF_OFS
     else:
-        intpart = int.from_bytes(buf[pos:pos + 3], "big") - TIMEF_INT_OFS
+        intpart = int.from_bytes(buf[pos : pos + 3], "big") - TIMEF_INT_OFS
         if fsp == 0:
             packed = intpart << 24
         elif fsp <= 2:
@@ -242,10 +242,10 @@ def decimal_reader(precision: int, scale: int) -> Callable[[bytes, int], int]:
     shift = bits
     for nbytes, digits in groups:
         shift -= 8 * nbytes
-        steps.append((shift, (1 << (8 * nbytes)) - 1, 10 ** digits))
+        steps.append((shift, (1 << (8 * nbytes)) - 1, 10**digits))
 
     def read(buf: bytes, pos: int) -> int:
-        raw = int.from_bytes(buf[pos:pos + size], "big")
+        raw = int.from_bytes(buf[pos : pos + size], "big")
         neg = not raw & sign_bit
         raw ^= sign_bit
         if neg:
@@ -269,4 +269,4 @@ def decimal_text(unscaled: int, scale: int) -> str:
 
 
 def bit_value(buf: bytes, pos: int, nbytes: int) -> int:
-    return int.from_bytes(buf[pos:pos + nbytes], "big")
+    return int.from_bytes(buf[pos : pos + nbytes], "big")

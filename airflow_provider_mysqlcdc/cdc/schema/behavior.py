@@ -34,8 +34,8 @@ import pyarrow as pa
 
 from ..errors import CdcError, ConfigError
 from ..model import Column, TableSchema
-from ..types import map_column
 from ..statements import NOT_EXACT_MARKER
+from ..types import map_column
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
 DEFAULT_BEHAVIOR = "lenient"
@@ -74,9 +74,11 @@ class SchemaEvolutionError(CdcError):
 def check_behavior(value: str) -> str:
     v = (value or DEFAULT_BEHAVIOR).strip().lower()
     if v not in BEHAVIORS:
-        raise ConfigError(f"schema_change_behavior: found {value!r}, need one of {', '.join(BEHAVIORS)}. "
-                          f"Fix: set it to one of those ({DEFAULT_BEHAVIOR} keeps every change and never breaks "
-                          "readers).")
+        raise ConfigError(
+            f"schema_change_behavior: found {value!r}, need one of {', '.join(BEHAVIORS)}. "
+            f"Fix: set it to one of those ({DEFAULT_BEHAVIOR} keeps every change and never breaks "
+            "readers)."
+        )
     return v
 
 
@@ -92,16 +94,30 @@ class SinkAction:
     new_name: str | None = None
     fill: Any = None
     copy_from: str | None = None
-    refill: bool = False      # the sink kept a column of this name: every existing row gets ``fill``
+    refill: bool = False  # the sink kept a column of this name: every existing row gets ``fill``
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "column": self.column.to_dict() if self.column else None,
-                "new_name": self.new_name, "fill": self.fill, "copy_from": self.copy_from, "refill": self.refill}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "column": self.column.to_dict() if self.column else None,
+            "new_name": self.new_name,
+            "fill": self.fill,
+            "copy_from": self.copy_from,
+            "refill": self.refill,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SinkAction":
-        return cls(d["kind"], d.get("name"), Column.from_dict(d["column"]) if d.get("column") else None,
-                   d.get("new_name"), d.get("fill"), d.get("copy_from"), bool(d.get("refill")))
+        return cls(
+            d["kind"],
+            d.get("name"),
+            Column.from_dict(d["column"]) if d.get("column") else None,
+            d.get("new_name"),
+            d.get("fill"),
+            d.get("copy_from"),
+            bool(d.get("refill")),
+        )
 
     def describe(self) -> str:
         if self.kind == ADD_COLUMN:
@@ -128,7 +144,7 @@ class ColumnDiff:
     added: tuple[Column, ...]
     dropped: tuple[str, ...]
     renamed: tuple[tuple[str, str], ...]
-    retyped: tuple[tuple[Column, Column], ...]     # (old, new)
+    retyped: tuple[tuple[Column, Column], ...]  # (old, new)
 
     @property
     def empty(self) -> bool:
@@ -136,9 +152,21 @@ class ColumnDiff:
 
 
 def _same_type(a: Column, b: Column) -> bool:
-    return (a.data_type, a.column_type.lower(), a.numeric_precision, a.numeric_scale, a.datetime_precision,
-            a.char_max_length) == (b.data_type, b.column_type.lower(), b.numeric_precision, b.numeric_scale,
-                                   b.datetime_precision, b.char_max_length)
+    return (
+        a.data_type,
+        a.column_type.lower(),
+        a.numeric_precision,
+        a.numeric_scale,
+        a.datetime_precision,
+        a.char_max_length,
+    ) == (
+        b.data_type,
+        b.column_type.lower(),
+        b.numeric_precision,
+        b.numeric_scale,
+        b.datetime_precision,
+        b.char_max_length,
+    )
 
 
 def column_diff(old: TableSchema, new: TableSchema, renames: Sequence[tuple[str, str]] = ()) -> ColumnDiff:
@@ -149,7 +177,7 @@ def column_diff(old: TableSchema, new: TableSchema, renames: Sequence[tuple[str,
     """
     old_by = {c.name.lower(): c for c in old.columns}
     new_by = {c.name.lower(): c for c in new.columns}
-    mapping: dict[str, str] = {}            # old lower name -> new lower name
+    mapping: dict[str, str] = {}  # old lower name -> new lower name
     for a, b in renames:
         src = next((k for k, v in mapping.items() if v == a.lower()), a.lower())
         mapping[src] = b.lower()
@@ -163,8 +191,7 @@ def column_diff(old: TableSchema, new: TableSchema, renames: Sequence[tuple[str,
     # ...``: old a is dropped), and a name a renamed column left may be taken by a new column (``RENAME
     # COLUMN a TO b, ADD a ...``: the new a is added).
     added = tuple(c for k, c in new_by.items() if k not in moved_to and (k not in old_by or k in moved_from))
-    dropped = tuple(c.name for k, c in old_by.items()
-                    if k not in moved_from and (k not in new_by or k in moved_to))
+    dropped = tuple(c.name for k, c in old_by.items() if k not in moved_from and (k not in new_by or k in moved_to))
     retyped = []
     for k, c in old_by.items():
         target = mapping[k] if k in moved_from else (k if k in new_by and k not in moved_to else None)
@@ -209,8 +236,9 @@ def widens(old: Column, new: Column) -> bool:
 # --- implicit defaults --------------------------------------------------------------------------
 
 
-def fill_value(column: Column, default_sql: str | None, has_default: bool,
-               text_dates: bool = False) -> tuple[Any, str | None]:
+def fill_value(
+    column: Column, default_sql: str | None, has_default: bool, text_dates: bool = False
+) -> tuple[Any, str | None]:
     """What rows that existed before ``ADD COLUMN`` hold in it, as a canonical value, and a note
     when that cannot be known (a non-constant DEFAULT such as CURRENT_TIMESTAMP). ``text_dates``:
     the table's zero_dates is "text" (date columns hold their literal, zero dates too)."""
@@ -218,8 +246,10 @@ def fill_value(column: Column, default_sql: str | None, has_default: bool,
     if has_default and default_sql is not None:
         literal = _literal(default_sql)
         if literal is _NOT_CONSTANT:
-            return None, (f"column {column.name}: DEFAULT {default_sql} is not a constant; rows that existed "
-                          "before the ALTER get NULL in the sink")
+            return None, (
+                f"column {column.name}: DEFAULT {default_sql} is not a constant; rows that existed "
+                "before the ALTER get NULL in the sink"
+            )
         if dated and literal is not None:
             return _date_text(column, str(literal)), None
         return _canonical(column, literal), None
@@ -227,20 +257,46 @@ def fill_value(column: Column, default_sql: str | None, has_default: bool,
         return None, None
     # NOT NULL without DEFAULT: the server fills existing rows with the type's implicit default.
     t = column.data_type
-    if t in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "float",
-             "double", "real", "bit", "year"):
+    if t in (
+        "tinyint",
+        "smallint",
+        "mediumint",
+        "int",
+        "integer",
+        "bigint",
+        "decimal",
+        "numeric",
+        "float",
+        "double",
+        "real",
+        "bit",
+        "year",
+    ):
         return _canonical(column, "0"), None
-    if t in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary", "tinyblob",
-             "blob", "mediumblob", "longblob", "set"):
+    if t in (
+        "char",
+        "varchar",
+        "tinytext",
+        "text",
+        "mediumtext",
+        "longtext",
+        "binary",
+        "varbinary",
+        "tinyblob",
+        "blob",
+        "mediumblob",
+        "longblob",
+        "set",
+    ):
         return _canonical(column, ""), None
     if t == "enum":
         members = _enum_members(column)
         return (members[0] if members else ""), None
     if t == "time":
         return 0, None
-    if dated:   # the implicit default is the zero date, kept as its literal
+    if dated:  # the implicit default is the zero date, kept as its literal
         return _date_text(column, "0"), None
-    return None, None   # zero dates are NULL on both paths
+    return None, None  # zero dates are NULL on both paths
 
 
 def _date_text(column: Column, literal: str) -> str:
@@ -317,7 +373,7 @@ def _canonical(column: Column, text: str | None) -> Any:
     if k in ("datetime", "timestamp", "date"):
         return None if text.startswith("0000") else text
     if k == "binary":
-        return None   # binary constants are not filled (rare); new rows carry their values
+        return None  # binary constants are not filled (rare); new rows carry their values
     return text
 
 
@@ -337,15 +393,16 @@ def _time_micros(text: str, fsp: int) -> int | None:
     if m is None:
         return None
     sign, days, first, minutes, seconds, frac = m.groups()
-    if days is None and minutes is None:       # no colon: HHMMSS, MMSS or SS
+    if days is None and minutes is None:  # no colon: HHMMSS, MMSS or SS
         n = int(first)
         hours, mins, secs = n // 10000, n // 100 % 100, n % 100
     else:
         hours, mins, secs = int(first) + 24 * int(days or 0), int(minutes or 0), int(seconds or 0)
     if mins > 59 or secs > 59:
         return None
-    fraction = decimal.Decimal("0." + (frac or "0")).quantize(decimal.Decimal(1).scaleb(-fsp),
-                                                              rounding=decimal.ROUND_HALF_UP)
+    fraction = decimal.Decimal("0." + (frac or "0")).quantize(
+        decimal.Decimal(1).scaleb(-fsp), rounding=decimal.ROUND_HALF_UP
+    )
     us = ((hours * 60 + mins) * 60 + secs) * 1_000_000 + int(fraction * 1_000_000)
     return -us if sign else us
 
@@ -356,7 +413,7 @@ def _time_micros(text: str, fsp: int) -> int | None:
 @dataclass(frozen=True)
 class SinkPlan:
     actions: tuple[SinkAction, ...]
-    sink: TableSchema | None          # the sink table after the actions (None: dropped)
+    sink: TableSchema | None  # the sink table after the actions (None: dropped)
     notes: tuple[str, ...] = ()
 
 
@@ -364,9 +421,18 @@ def _fallback(behavior: str) -> str:
     return "lenient" if behavior == "try_evolve" else behavior
 
 
-def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: TableSchema, old: TableSchema,
-                 new: TableSchema, renames: Sequence[tuple[str, str]], fills: Mapping[str, Any], where: str,
-                 ddl: str) -> SinkPlan:
+def plan_columns(
+    behavior: str,
+    sink_name: str,
+    can: Collection[str],
+    sink: TableSchema,
+    old: TableSchema,
+    new: TableSchema,
+    renames: Sequence[tuple[str, str]],
+    fills: Mapping[str, Any],
+    where: str,
+    ddl: str,
+) -> SinkPlan:
     """Sink actions for a change of columns from ``old`` to ``new`` (see the module docstring)."""
     diff = column_diff(old, new, renames)
     if diff.empty or behavior == "ignore":
@@ -390,17 +456,20 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
 
     def add(c: Column, copy_from: str | None = None) -> None:
         fill, note = fills.get(c.name.lower(), (None, None))
-        if find(c.name) is not None:   # lenient kept a column of that name (dropped earlier, now back)
+        if find(c.name) is not None:  # lenient kept a column of that name (dropped earlier, now back)
             if copy_from:
-                notes.append(f"column {c.name}: the sink table already has a column of that name, which keeps "
-                             f"its values; the values of {copy_from} are not copied into it")
+                notes.append(
+                    f"column {c.name}: the sink table already has a column of that name, which keeps "
+                    f"its values; the values of {copy_from} are not copied into it"
+                )
                 return
             # the source's rows all got the new column's value (its DEFAULT, else NULL): so do the sink's,
             # whatever the kept column held
             if note:
                 notes.append(note)
-            actions.append(SinkAction(ADD_COLUMN, columns[find(c.name)].name, columns[find(c.name)], fill=fill,
-                                      refill=True))
+            actions.append(
+                SinkAction(ADD_COLUMN, columns[find(c.name)].name, columns[find(c.name)], fill=fill, refill=True)
+            )
             return
         if note:
             notes.append(note)
@@ -416,7 +485,8 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
                 f"{unable(what)} (schema_change_behavior 'evolve'), for the DDL on {new.table_id} at {where}: "
                 f"{_short(ddl)!r}. Every change before it is in the sink; nothing after it was written. Fix: set "
                 "schema_change_behavior to 'try_evolve' (the sink then takes the change the lenient way) or "
-                "'lenient', and restart the stream.")
+                "'lenient', and restart the stream."
+            )
         if behavior == "try_evolve":
             notes.append(f"{unable(what)}: done the lenient way instead")
         return "lenient"
@@ -434,7 +504,7 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
             del columns[i]
         elif behavior == "lenient" or behavior == "try_evolve":
             columns[i] = nullable(columns[i])
-    waiting = {a.lower(): a for a, _ in diff.renamed}     # renamed column -> its name in the sink now
+    waiting = {a.lower(): a for a, _ in diff.renamed}  # renamed column -> its name in the sink now
     for a, b in diff.renamed:
         i = find(waiting.pop(a.lower()))
         if i is None:
@@ -444,7 +514,7 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
         j = find(b)
         if how == "do" and j is not None and j != i:
             holder = next((k for k, v in waiting.items() if v.lower() == columns[j].name.lower()), None)
-            if holder is not None:   # a swap: the column holding the name is renamed later; move it aside
+            if holder is not None:  # a swap: the column holding the name is renamed later; move it aside
                 tmp = _free_name(columns[j].name, [c.name for c in columns] + [y for _, y in diff.renamed])
                 actions.append(SinkAction(RENAME_COLUMN, columns[j].name, new_name=tmp))
                 columns[j] = replace(columns[j], name=tmp)
@@ -454,13 +524,14 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
                     f"{sink_name} cannot rename column {a} to {b}: the sink table already has a column {b} "
                     f"(kept from an earlier change), for the DDL on {new.table_id} at {where}: {_short(ddl)!r}. "
                     "Fix: drop or rename that column in the sink table, or set schema_change_behavior to "
-                    "'try_evolve' or 'lenient', and restart the stream.")
+                    "'try_evolve' or 'lenient', and restart the stream."
+                )
             else:
                 how = "lenient"
         if how == "do":
             actions.append(SinkAction(RENAME_COLUMN, columns[i].name, new_name=b))
             columns[i] = replace(columns[i], name=b)
-        else:   # the new name is added with the old column's values; the old column stays as it is
+        else:  # the new name is added with the old column's values; the old column stays as it is
             add(src_new, copy_from=columns[i].name)
             columns[i] = nullable(columns[i])
     for old_c, new_c in diff.retyped:
@@ -471,27 +542,36 @@ def plan_columns(behavior: str, sink_name: str, can: Collection[str], sink: Tabl
         if _same_type(current, new_c):
             continue
         if behavior in ("evolve", "try_evolve"):
-            if decide(ALTER_COLUMN_TYPE, f"change column {new_c.name} from {current.column_type} to "
-                                         f"{new_c.column_type}") == "do":
-                actions.append(SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name,
-                                                                                   nullable=True)))
+            if (
+                decide(
+                    ALTER_COLUMN_TYPE, f"change column {new_c.name} from {current.column_type} to {new_c.column_type}"
+                )
+                == "do"
+            ):
+                actions.append(
+                    SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name, nullable=True))
+                )
                 columns[i] = replace(new_c, name=current.name, nullable=current.nullable or new_c.nullable)
                 continue
         if widens(current, new_c):
             if _arrow(current) == _arrow(new_c):
-                columns[i] = replace(new_c, name=current.name, nullable=True)   # same sink type: nothing to do
+                columns[i] = replace(new_c, name=current.name, nullable=True)  # same sink type: nothing to do
             elif ALTER_COLUMN_TYPE in can:
-                actions.append(SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name,
-                                                                                   nullable=True)))
+                actions.append(
+                    SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name, nullable=True))
+                )
                 columns[i] = replace(new_c, name=current.name, nullable=True)
             else:
                 raise SchemaEvolutionError(
                     f"{unable('widen column ' + current.name)} from {current.column_type} to {new_c.column_type} "
                     f"(DDL on {new.table_id} at {where}: {_short(ddl)!r}); its new values may not fit. Fix: "
-                    "recreate the sink table (trigger the pipeline with reset=true) or use another sink.")
-        else:   # a narrowing or another type: the sink column keeps holding what it held
-            notes.append(f"column {current.name}: {new_c.column_type} does not widen {current.column_type}; the sink "
-                         "keeps its type and new values are converted to it")
+                    "recreate the sink table (trigger the pipeline with reset=true) or use another sink."
+                )
+        else:  # a narrowing or another type: the sink column keeps holding what it held
+            notes.append(
+                f"column {current.name}: {new_c.column_type} does not widen {current.column_type}; the sink "
+                "keeps its type and new values are converted to it"
+            )
     for c in diff.added:
         add(c)
     out = _with_identity(replace(sink, columns=tuple(replace(c, ordinal=i + 1) for i, c in enumerate(columns))), new)
@@ -512,13 +592,23 @@ def _with_identity(sink: TableSchema, new: TableSchema) -> TableSchema:
     names = {c.name.lower(): c.name for c in sink.columns}
     ident = tuple(names.get(c.lower(), c) for c in new.row_identity)
     if all(c.lower() in names for c in new.row_identity):
-        return replace(sink, row_identity=ident, primary_key=tuple(names.get(c.lower(), c) for c in new.primary_key
-                                                                   if c.lower() in names))
+        return replace(
+            sink,
+            row_identity=ident,
+            primary_key=tuple(names.get(c.lower(), c) for c in new.primary_key if c.lower() in names),
+        )
     return sink
 
 
-def plan_returning_table(behavior: str, sink_name: str, can: Collection[str], sink: TableSchema | None,
-                         new: TableSchema, where: str, ddl: str) -> SinkPlan:
+def plan_returning_table(
+    behavior: str,
+    sink_name: str,
+    can: Collection[str],
+    sink: TableSchema | None,
+    new: TableSchema,
+    where: str,
+    ddl: str,
+) -> SinkPlan:
     """A captured name comes back (``CREATE TABLE``, a rename into it) with the shape ``new``.
 
     The sink dropped its table: it is created again, empty (the source's table is new, or its
@@ -528,13 +618,20 @@ def plan_returning_table(behavior: str, sink_name: str, can: Collection[str], si
     if sink is None:
         return SinkPlan((SinkAction(CREATE_TABLE),), new, (f"{new.table_id} created again in the sink, empty",))
     plan = plan_columns(behavior, sink_name, can, sink, sink, new, (), {}, where, ddl)
-    return SinkPlan(plan.actions, plan.sink, plan.notes + (
-        f"{new.table_id} is a table that came under a captured name; the sink table keeps the rows it had under "
-        "that name (re-snapshot the table if the two differ)",))
+    return SinkPlan(
+        plan.actions,
+        plan.sink,
+        plan.notes
+        + (
+            f"{new.table_id} is a table that came under a captured name; the sink table keeps the rows it had under "
+            "that name (re-snapshot the table if the two differ)",
+        ),
+    )
 
 
-def plan_table_event(behavior: str, sink_name: str, can: Collection[str], kind: str, sink: TableSchema,
-                     where: str, ddl: str) -> SinkPlan:
+def plan_table_event(
+    behavior: str, sink_name: str, can: Collection[str], kind: str, sink: TableSchema, where: str, ddl: str
+) -> SinkPlan:
     """Truncate or drop of a captured table."""
     what = "truncate" if kind == TRUNCATE else "drop"
     if behavior in ("evolve", "try_evolve") and kind in can:
@@ -542,9 +639,11 @@ def plan_table_event(behavior: str, sink_name: str, can: Collection[str], kind: 
     if behavior == "evolve":
         raise SchemaEvolutionError(
             f"{sink_name} cannot {what} a table (schema_change_behavior 'evolve'), for the DDL on {sink.table_id} at "
-            f"{where}: {_short(ddl)!r}. Fix: set schema_change_behavior to 'try_evolve' or 'lenient'.")
-    return SinkPlan((), sink, (f"{what} of {sink.table_id} logged, not applied to the sink "
-                               f"(schema_change_behavior '{behavior}')",))
+            f"{where}: {_short(ddl)!r}. Fix: set schema_change_behavior to 'try_evolve' or 'lenient'."
+        )
+    return SinkPlan(
+        (), sink, (f"{what} of {sink.table_id} logged, not applied to the sink (schema_change_behavior '{behavior}')",)
+    )
 
 
 def stop(table: Any, where: str, ddl: str) -> SchemaChangeStopped:
@@ -552,7 +651,8 @@ def stop(table: Any, where: str, ddl: str) -> SchemaChangeStopped:
         f"{table}: {STOPPED_MARKER} at {where}: {_short(ddl)!r} (schema_change_behavior 'exception'), so "
         f"{NOT_EXACT_MARKER} without a decision; every change before it is in the sink and nothing after it was "
         "written. Fix: change the sink table yourself if you want the change, then restart the stream with "
-        "schema_change_behavior set to 'lenient', 'try_evolve', 'evolve' or 'ignore' (or reload the table).")
+        "schema_change_behavior set to 'lenient', 'try_evolve', 'evolve' or 'ignore' (or reload the table)."
+    )
 
 
 def _short(sql: str, n: int = 200) -> str:

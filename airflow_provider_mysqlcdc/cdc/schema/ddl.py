@@ -54,6 +54,7 @@ from ..errors import CdcError
 from ..model import TableId
 from ..version import ServerVersion
 from .events import (
+    TEXT_TYPES,
     AddColumn,
     AlterColumnType,
     AlterKey,
@@ -68,12 +69,11 @@ from .events import (
     SchemaChange,
     SetColumnDefault,
     SetDefaultCharset,
-    TEXT_TYPES,
     TruncateTable,
+    charset_max_bytes,
     charset_of_collation,
     normalize_charset,
     normalize_collation,
-    charset_max_bytes,
     text_type_bytes,
     text_type_for_bytes,
 )
@@ -96,7 +96,8 @@ class DdlParseError(CdcError):
         super().__init__(
             f"cannot read the DDL statement {short!r}: {reason}. Fix: if the server accepted it, the DDL "
             "reader lacks this form; report the statement. To go on, load the affected tables again "
-            "(trigger the pipeline with reset=true), which reads their schema from the server.")
+            "(trigger the pipeline with reset=true), which reads their schema from the server."
+        )
 
 
 # --- executable comments ---------------------------------------------------------------------
@@ -177,7 +178,7 @@ def unwrap_executable_comments(sql: str, server: ServerVersion | None = None) ->
             j = sql.find("*/", i + 2)
             i = n if j < 0 else j + 2
         elif in_exec and sql.startswith("*/", i):
-            out[i:i + 2] = "  "
+            out[i : i + 2] = "  "
             in_exec, i = False, i + 2
         else:
             i += 1
@@ -186,8 +187,18 @@ def unwrap_executable_comments(sql: str, server: ServerVersion | None = None) ->
 
 # --- tokens ----------------------------------------------------------------------------------
 
-_LITERALS = {"STRING", "NUMBER", "NATIONAL_STRING", "HEX_STRING", "BIT_STRING", "BYTE_STRING",
-             "RAW_STRING", "INTRODUCER", "IDENTIFIER", "UNICODE_STRING"}
+_LITERALS = {
+    "STRING",
+    "NUMBER",
+    "NATIONAL_STRING",
+    "HEX_STRING",
+    "BIT_STRING",
+    "BYTE_STRING",
+    "RAW_STRING",
+    "INTRODUCER",
+    "IDENTIFIER",
+    "UNICODE_STRING",
+}
 
 
 @dataclass(frozen=True)
@@ -211,8 +222,7 @@ class _Tok:
     @property
     def is_name(self) -> bool:
         """A bare word, a `backquoted` name or (ANSI_QUOTES) a "double-quoted" one."""
-        return self.word is not None or self.type == "IDENTIFIER" or (
-            self.type == "STRING" and self.raw[:1] == '"')
+        return self.word is not None or self.type == "IDENTIFIER" or (self.type == "STRING" and self.raw[:1] == '"')
 
 
 def _tokenize(sql: str) -> list[_Tok]:
@@ -230,7 +240,7 @@ def _tokenize(sql: str) -> list[_Tok]:
             # rest of the statement as one string (its offsets unusable): tokenize that text too.
             out.extend(_tokenize(t.text))
         else:
-            raw = sql[t.start:t.end + 1]
+            raw = sql[t.start : t.end + 1]
             words = raw.split()
             if len(words) > 1 and t.token_type.name not in _LITERALS:
                 # A multi-word keyword token (PRIMARY KEY, DOUBLE PRECISION, ORDER BY ...):
@@ -335,7 +345,7 @@ class _Cursor:
         return self.i >= len(self.toks)
 
     def rest(self) -> list[_Tok]:
-        out, self.i = self.toks[self.i:], len(self.toks)
+        out, self.i = self.toks[self.i :], len(self.toks)
         return out
 
     def name(self) -> str:
@@ -362,21 +372,69 @@ class _Cursor:
 
 # Type words as the server reads them, to the base type they stand for.
 _TYPE_WORDS = {
-    "TINYINT": "tinyint", "INT1": "tinyint", "BOOL": "bool", "BOOLEAN": "bool",
-    "SMALLINT": "smallint", "INT2": "smallint", "MEDIUMINT": "mediumint", "MIDDLEINT": "mediumint",
-    "INT3": "mediumint", "INT": "int", "INTEGER": "int", "INT4": "int", "BIGINT": "bigint",
-    "INT8": "bigint", "SERIAL": "serial", "DECIMAL": "decimal", "DEC": "decimal", "NUMERIC": "decimal",
-    "FIXED": "decimal", "FLOAT": "float", "FLOAT4": "float", "DOUBLE": "double", "FLOAT8": "double",
-    "REAL": "double", "BIT": "bit", "CHAR": "char", "CHARACTER": "char", "VARCHAR": "varchar",
-    "VARCHARACTER": "varchar", "NCHAR": "nchar", "NVARCHAR": "nvarchar", "BINARY": "binary",
-    "VARBINARY": "varbinary", "TINYTEXT": "tinytext", "TEXT": "text", "MEDIUMTEXT": "mediumtext",
-    "LONGTEXT": "longtext", "TINYBLOB": "tinyblob", "BLOB": "blob", "MEDIUMBLOB": "mediumblob",
-    "LONGBLOB": "longblob", "LONG": "mediumtext", "ENUM": "enum", "SET": "set", "DATE": "date",
-    "TIME": "time", "DATETIME": "datetime", "TIMESTAMP": "timestamp", "YEAR": "year", "JSON": "json",
-    "GEOMETRY": "geometry", "POINT": "point", "LINESTRING": "linestring", "POLYGON": "polygon",
-    "MULTIPOINT": "multipoint", "MULTILINESTRING": "multilinestring", "MULTIPOLYGON": "multipolygon",
-    "GEOMETRYCOLLECTION": "geometrycollection", "GEOMCOLLECTION": "geomcollection",
-    "UUID": "uuid", "INET4": "inet4", "INET6": "inet6", "VECTOR": "vector",
+    "TINYINT": "tinyint",
+    "INT1": "tinyint",
+    "BOOL": "bool",
+    "BOOLEAN": "bool",
+    "SMALLINT": "smallint",
+    "INT2": "smallint",
+    "MEDIUMINT": "mediumint",
+    "MIDDLEINT": "mediumint",
+    "INT3": "mediumint",
+    "INT": "int",
+    "INTEGER": "int",
+    "INT4": "int",
+    "BIGINT": "bigint",
+    "INT8": "bigint",
+    "SERIAL": "serial",
+    "DECIMAL": "decimal",
+    "DEC": "decimal",
+    "NUMERIC": "decimal",
+    "FIXED": "decimal",
+    "FLOAT": "float",
+    "FLOAT4": "float",
+    "DOUBLE": "double",
+    "FLOAT8": "double",
+    "REAL": "double",
+    "BIT": "bit",
+    "CHAR": "char",
+    "CHARACTER": "char",
+    "VARCHAR": "varchar",
+    "VARCHARACTER": "varchar",
+    "NCHAR": "nchar",
+    "NVARCHAR": "nvarchar",
+    "BINARY": "binary",
+    "VARBINARY": "varbinary",
+    "TINYTEXT": "tinytext",
+    "TEXT": "text",
+    "MEDIUMTEXT": "mediumtext",
+    "LONGTEXT": "longtext",
+    "TINYBLOB": "tinyblob",
+    "BLOB": "blob",
+    "MEDIUMBLOB": "mediumblob",
+    "LONGBLOB": "longblob",
+    "LONG": "mediumtext",
+    "ENUM": "enum",
+    "SET": "set",
+    "DATE": "date",
+    "TIME": "time",
+    "DATETIME": "datetime",
+    "TIMESTAMP": "timestamp",
+    "YEAR": "year",
+    "JSON": "json",
+    "GEOMETRY": "geometry",
+    "POINT": "point",
+    "LINESTRING": "linestring",
+    "POLYGON": "polygon",
+    "MULTIPOINT": "multipoint",
+    "MULTILINESTRING": "multilinestring",
+    "MULTIPOLYGON": "multipolygon",
+    "GEOMETRYCOLLECTION": "geometrycollection",
+    "GEOMCOLLECTION": "geomcollection",
+    "UUID": "uuid",
+    "INET4": "inet4",
+    "INET6": "inet6",
+    "VECTOR": "vector",
 }
 _INT_PRECISION = {"tinyint": (3, 3), "smallint": (5, 5), "mediumint": (7, 8), "int": (10, 10), "bigint": (19, 20)}
 _TEXT_BLOB = {"tinytext": "tinyblob", "text": "blob", "mediumtext": "mediumblob", "longtext": "longblob"}
@@ -571,8 +629,9 @@ def _text_fields(spec: _TypeSpec, charset: str | None, sql: str) -> dict[str, An
     return {}
 
 
-def _type_fields(spec: _TypeSpec, charset: str | None, collation: str | None, mariadb: bool,
-                 sql: str) -> dict[str, Any]:
+def _type_fields(
+    spec: _TypeSpec, charset: str | None, collation: str | None, mariadb: bool, sql: str
+) -> dict[str, Any]:
     """information_schema-style fields of a type, charset and collation included."""
     fields = _numeric_fields(spec, sql) or _text_fields(spec, charset, sql)
     b = spec.base
@@ -583,8 +642,13 @@ def _type_fields(spec: _TypeSpec, charset: str | None, collation: str | None, ma
         elif b == "year":
             fields = dict(data_type=b, column_type="year(4)" if mariadb else "year")
         elif b == "json" and mariadb:  # MariaDB's JSON is LONGTEXT with a JSON_VALID check
-            return dict(data_type="longtext", column_type="longtext", char_max_length=_TEXT_LENGTH["longtext"],
-                        charset="utf8mb4", collation="utf8mb4_bin")
+            return dict(
+                data_type="longtext",
+                column_type="longtext",
+                char_max_length=_TEXT_LENGTH["longtext"],
+                charset="utf8mb4",
+                collation="utf8mb4_bin",
+            )
         else:
             params = ",".join(str(p) for p in spec.params)
             fields = dict(data_type=b, column_type=f"{b}({params})" if params else b)
@@ -594,6 +658,7 @@ def _type_fields(spec: _TypeSpec, charset: str | None, collation: str | None, ma
 
 
 # --- column definitions (sqlglot) ------------------------------------------------------------
+
 
 @dataclass
 class _ColumnParse:
@@ -609,8 +674,13 @@ class _ColumnParse:
 # Column attributes that do not change the row shape and that sqlglot does not read:
 # word -> number of tokens to drop (an optional "=" after the word is dropped too).
 _DROPPED_ATTRIBUTES = {
-    "VISIBLE": 1, "COLUMN_FORMAT": 2, "STORAGE": 2, "SRID": 2, "REF_SYSTEM_ID": 2,
-    "ENGINE_ATTRIBUTE": 2, "SECONDARY_ENGINE_ATTRIBUTE": 2,
+    "VISIBLE": 1,
+    "COLUMN_FORMAT": 2,
+    "STORAGE": 2,
+    "SRID": 2,
+    "REF_SYSTEM_ID": 2,
+    "ENGINE_ATTRIBUTE": 2,
+    "SECONDARY_ENGINE_ATTRIBUTE": 2,
 }
 
 
@@ -631,7 +701,7 @@ def _prefilter_attributes(toks: Sequence[_Tok]) -> _Attributes:
     while i < len(toks):
         t = toks[i]
         w = t.word if depth == 0 else None
-        nxt = [x.word for x in toks[i + 1:i + 4]]
+        nxt = [x.word for x in toks[i + 1 : i + 4]]
         if t.type == "L_PAREN":
             depth += 1
         elif t.type == "R_PAREN":
@@ -667,7 +737,7 @@ def _prefilter_attributes(toks: Sequence[_Tok]) -> _Attributes:
             end = i + 5  # DEFAULT NEXT VALUE FOR [db.]seq
             if end + 1 < len(toks) and toks[end].type == "DOT":
                 end += 2
-            out.default = _join(toks[i + 1:end])
+            out.default = _join(toks[i + 1 : end])
             i = end
             continue
         else:
@@ -678,7 +748,7 @@ def _prefilter_attributes(toks: Sequence[_Tok]) -> _Attributes:
 
 def _row_period(toks: Sequence[_Tok], i: int) -> str | None:
     """START/END of ``[GENERATED ALWAYS] AS ROW START|END`` at ``i``, else None."""
-    words = [t.word for t in toks[i:i + 5]]
+    words = [t.word for t in toks[i : i + 5]]
     if words[:1] == ["GENERATED"]:
         words = words[2:] if words[1:2] == ["ALWAYS"] else []
     if words[:2] == ["AS", "ROW"] and words[2:3] in (["START"], ["END"]):
@@ -761,8 +831,9 @@ def _read_constraints(kinds: list) -> _ReadAttributes:
     return out
 
 
-def _resolve_charset(spec: _TypeSpec, attrs: _ReadAttributes, server: ServerVersion | None
-                     ) -> tuple[str | None, str | None]:
+def _resolve_charset(
+    spec: _TypeSpec, attrs: _ReadAttributes, server: ServerVersion | None
+) -> tuple[str | None, str | None]:
     charset = normalize_charset(spec.charset or attrs.charset, server)
     collation = normalize_collation(spec.collation or attrs.collation, server)
     if charset is None and collation:
@@ -774,8 +845,9 @@ def _resolve_charset(spec: _TypeSpec, attrs: _ReadAttributes, server: ServerVers
     return charset, collation
 
 
-def parse_column(toks: Sequence[_Tok], sql: str, server: ServerVersion | None,
-                 with_position: bool = True) -> _ColumnParse:
+def parse_column(
+    toks: Sequence[_Tok], sql: str, server: ServerVersion | None, with_position: bool = True
+) -> _ColumnParse:
     """A column definition (``name type attributes [FIRST | AFTER col]``) from its tokens."""
     toks = list(toks)
     first, after = False, None
@@ -796,10 +868,16 @@ def parse_column(toks: Sequence[_Tok], sql: str, server: ServerVersion | None,
         nullable = False
     default = pre.default if pre.default is not None else attrs.default
     column = ColumnDef(
-        name=name, nullable=nullable, default=default, has_default=default is not None,
-        generated=pre.generated or attrs.generated, auto_increment=attrs.auto_increment or serial,
+        name=name,
+        nullable=nullable,
+        default=default,
+        has_default=default is not None,
+        generated=pre.generated or attrs.generated,
+        auto_increment=attrs.auto_increment or serial,
         invisible=pre.invisible,
-        binary_collation=spec.binary_collation and charset is None and fields["data_type"] in TEXT_TYPES, **fields)
+        binary_collation=spec.binary_collation and charset is None and fields["data_type"] in TEXT_TYPES,
+        **fields,
+    )
     return _ColumnParse(column, attrs.primary_key, attrs.unique or serial, first, after)
 
 
@@ -811,13 +889,14 @@ def _default_text(toks: Sequence[_Tok], sql: str) -> str:
 
 # --- keys ------------------------------------------------------------------------------------
 
+
 def _key_columns(toks: Sequence[_Tok], sql: str) -> tuple[str, ...] | None:
     """Column names of the first parenthesised key part list; None if a part is an expression."""
     start = next((i for i, t in enumerate(toks) if t.type == "L_PAREN"), None)
     if start is None:
         raise DdlParseError(sql, f"key definition {_join(toks)!r} lists no columns")
     names: list[str] = []
-    for part in _split(toks[start + 1:_matching_paren(toks, start)]):
+    for part in _split(toks[start + 1 : _matching_paren(toks, start)]):
         if not part or not part[0].is_name:
             return None  # a functional key part ((expr)): not a column
         names.append(part[0].text)
@@ -825,6 +904,7 @@ def _key_columns(toks: Sequence[_Tok], sql: str) -> tuple[str, ...] | None:
 
 
 # --- statements ------------------------------------------------------------------------------
+
 
 @dataclass
 class _Context:
@@ -888,7 +968,7 @@ def _create_table(cur: _Cursor, ctx: _Context) -> list[SchemaChange]:
     body: list[_Tok] = []
     if cur.peek() is not None and cur.peek().type == "L_PAREN":
         end = _matching_paren(cur.toks, cur.i)
-        body = cur.toks[cur.i + 1:end]
+        body = cur.toks[cur.i + 1 : end]
         cur.i = end + 1
     rest = cur.rest()
     if body and body[0].word == "LIKE":
@@ -901,8 +981,7 @@ def _create_table(cur: _Cursor, ctx: _Context) -> list[SchemaChange]:
     columns, pk, uniques = _table_elements(body, ctx) if body else ((), (), ())
     if not columns and not query:
         raise ctx.fail("CREATE TABLE without columns")
-    return [CreateTable(table, columns, pk, uniques, None, charset, collation, if_not_exists,
-                        columns_unknown=query)]
+    return [CreateTable(table, columns, pk, uniques, None, charset, collation, if_not_exists, columns_unknown=query)]
 
 
 _QUERY_START = {"SELECT", "WITH", "VALUES", "TABLE", "AS", "IGNORE", "REPLACE"}
@@ -913,8 +992,12 @@ def _split_query(toks: list[_Tok]) -> tuple[list[_Tok], bool]:
     depth = 0
     for i, t in enumerate(toks):
         if t.type == "L_PAREN":
-            if depth == 0 and i + 1 < len(toks) and toks[i + 1].word in ("SELECT", "WITH") and (
-                    i == 0 or toks[i - 1].word in _QUERY_START):
+            if (
+                depth == 0
+                and i + 1 < len(toks)
+                and toks[i + 1].word in ("SELECT", "WITH")
+                and (i == 0 or toks[i - 1].word in _QUERY_START)
+            ):
                 return toks[:i], True
             depth += 1
         elif t.type == "R_PAREN":
@@ -926,8 +1009,9 @@ def _split_query(toks: list[_Tok]) -> tuple[list[_Tok], bool]:
     return toks, False
 
 
-def _table_elements(body: list[_Tok], ctx: _Context
-                    ) -> tuple[tuple[ColumnDef, ...], tuple[str, ...], tuple[tuple[str, ...], ...]]:
+def _table_elements(
+    body: list[_Tok], ctx: _Context
+) -> tuple[tuple[ColumnDef, ...], tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """Columns, primary key and unique keys of a CREATE TABLE body."""
     columns: list[ColumnDef] = []
     pk: tuple[str, ...] = ()
@@ -994,7 +1078,8 @@ def _at_pair(cur: _Cursor, pairs: dict[str, Any]) -> bool:
 def _drops_no_column(cur: _Cursor) -> bool:
     """After DROP: whether what is dropped is an index, constraint, partition ... (not a column)."""
     return cur.word() in ("INDEX", "KEY", "FOREIGN", "CHECK", "PARTITION") or _at_pair(
-        cur, {"SYSTEM": "VERSIONING", "PERIOD": "FOR"})
+        cur, {"SYSTEM": "VERSIONING", "PERIOD": "FOR"}
+    )
 
 
 # --- ALTER TABLE -----------------------------------------------------------------------------
@@ -1002,17 +1087,75 @@ def _drops_no_column(cur: _Cursor) -> bool:
 # First words of ALTER TABLE specifications that never change the row shape (table options,
 # index and partition maintenance ...). CHARACTER SET / COLLATE among them are looked for.
 _NO_SHAPE_CLAUSES = {
-    "ALGORITHM", "LOCK", "ENGINE", "TYPE", "AUTO_INCREMENT", "AVG_ROW_LENGTH", "CHECKSUM",
-    "TABLE_CHECKSUM", "COMMENT", "COMPRESSION", "CONNECTION", "DATA", "INDEX", "DELAY_KEY_WRITE",
-    "ENCRYPTION", "ENCRYPTED", "ENCRYPTION_KEY_ID", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE",
-    "SECONDARY_ENGINE", "SECONDARY_LOAD", "SECONDARY_UNLOAD", "INSERT_METHOD", "KEY_BLOCK_SIZE",
-    "MAX_ROWS", "MIN_ROWS", "PACK_KEYS", "PASSWORD", "ROW_FORMAT", "STATS_AUTO_RECALC",
-    "STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "TABLESPACE", "UNION", "FORCE", "ORDER", "DISABLE",
-    "ENABLE", "DISCARD", "IMPORT", "PARTITION", "PARTITIONS", "REMOVE", "COALESCE", "REORGANIZE",
-    "EXCHANGE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR", "TRUNCATE", "WITH", "WITHOUT",
-    "PAGE_CHECKSUM", "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL", "IETF_QUOTES", "TRANSACTIONAL",
-    "SEQUENCE", "AUTOEXTEND_SIZE", "STORAGE", "DEFAULT", "CHARACTER", "CHARSET", "COLLATE",
-    "UPGRADE", "START", "SUBPARTITION",
+    "ALGORITHM",
+    "LOCK",
+    "ENGINE",
+    "TYPE",
+    "AUTO_INCREMENT",
+    "AVG_ROW_LENGTH",
+    "CHECKSUM",
+    "TABLE_CHECKSUM",
+    "COMMENT",
+    "COMPRESSION",
+    "CONNECTION",
+    "DATA",
+    "INDEX",
+    "DELAY_KEY_WRITE",
+    "ENCRYPTION",
+    "ENCRYPTED",
+    "ENCRYPTION_KEY_ID",
+    "ENGINE_ATTRIBUTE",
+    "SECONDARY_ENGINE_ATTRIBUTE",
+    "SECONDARY_ENGINE",
+    "SECONDARY_LOAD",
+    "SECONDARY_UNLOAD",
+    "INSERT_METHOD",
+    "KEY_BLOCK_SIZE",
+    "MAX_ROWS",
+    "MIN_ROWS",
+    "PACK_KEYS",
+    "PASSWORD",
+    "ROW_FORMAT",
+    "STATS_AUTO_RECALC",
+    "STATS_PERSISTENT",
+    "STATS_SAMPLE_PAGES",
+    "TABLESPACE",
+    "UNION",
+    "FORCE",
+    "ORDER",
+    "DISABLE",
+    "ENABLE",
+    "DISCARD",
+    "IMPORT",
+    "PARTITION",
+    "PARTITIONS",
+    "REMOVE",
+    "COALESCE",
+    "REORGANIZE",
+    "EXCHANGE",
+    "ANALYZE",
+    "CHECK",
+    "OPTIMIZE",
+    "REBUILD",
+    "REPAIR",
+    "TRUNCATE",
+    "WITH",
+    "WITHOUT",
+    "PAGE_CHECKSUM",
+    "PAGE_COMPRESSED",
+    "PAGE_COMPRESSION_LEVEL",
+    "IETF_QUOTES",
+    "TRANSACTIONAL",
+    "SEQUENCE",
+    "AUTOEXTEND_SIZE",
+    "STORAGE",
+    "DEFAULT",
+    "CHARACTER",
+    "CHARSET",
+    "COLLATE",
+    "UPGRADE",
+    "START",
+    "SUBPARTITION",
 }
 
 
@@ -1030,9 +1173,18 @@ def _split_clauses(toks: list[_Tok]) -> list[list[_Tok]]:
                 depth += 1
             elif t.type == "R_PAREN":
                 depth -= 1
-            elif depth == 0 and i > start and (
-                    t.word == "PARTITION" and i + 1 < len(part) and part[i + 1].word == "BY"
-                    or t.word == "REMOVE" and i + 1 < len(part) and part[i + 1].word == "PARTITIONING"):
+            elif (
+                depth == 0
+                and i > start
+                and (
+                    t.word == "PARTITION"
+                    and i + 1 < len(part)
+                    and part[i + 1].word == "BY"
+                    or t.word == "REMOVE"
+                    and i + 1 < len(part)
+                    and part[i + 1].word == "PARTITIONING"
+                )
+            ):
                 clauses.append(part[start:i])
                 start = i
         clauses.append(part[start:])
@@ -1054,7 +1206,7 @@ class _Alter:
 
     def run(self) -> list[SchemaChange]:
         refs = [self._referenced(c) for c in self.clauses]
-        self.referenced_later = [set().union(*refs[k + 1:]) for k in range(len(refs))]
+        self.referenced_later = [set().union(*refs[k + 1 :]) for k in range(len(refs))]
         for k, clause in enumerate(self.clauses):
             self._clause(k, clause)
         return self.events + self.deferred + self.table_renames
@@ -1105,8 +1257,9 @@ class _Alter:
             cur.accept("COLUMN")
             if_exists = cur.accept("IF", "EXISTS")
             parsed = parse_column(cur.rest(), self.ctx.sql, self.ctx.server)
-            self.events.append(AlterColumnType(self.table, parsed.column.name, parsed.column, parsed.first,
-                                               parsed.after, if_exists))
+            self.events.append(
+                AlterColumnType(self.table, parsed.column.name, parsed.column, parsed.first, parsed.after, if_exists)
+            )
             self._column_keys(parsed)
         elif cur.accept("CHANGE"):
             self._change(k, cur)
@@ -1144,7 +1297,7 @@ class _Alter:
         t = cur.peek()
         if t is not None and t.type == "L_PAREN":  # ADD COLUMN (a INT, b INT)
             end = _matching_paren(cur.toks, cur.i)
-            for element in _split(cur.toks[cur.i + 1:end]):
+            for element in _split(cur.toks[cur.i + 1 : end]):
                 kind, key = _key_element(element, self.ctx)
                 if kind == "primary":
                     self.events.append(AlterKey(self.table, key or ()))
@@ -1237,8 +1390,9 @@ def _drop(cur: _Cursor, ctx: _Context) -> list[SchemaChange]:
     if_exists = cur.accept("IF", "EXISTS")
     out: list[SchemaChange] = []
     for part in _split(cur.rest()):
-        part = [t for t in part if t.word not in ("WAIT", "NOWAIT", "RESTRICT", "CASCADE", "FORCE")
-                and t.type != "NUMBER"]
+        part = [
+            t for t in part if t.word not in ("WAIT", "NOWAIT", "RESTRICT", "CASCADE", "FORCE") and t.type != "NUMBER"
+        ]
         out.append(DropTable(ctx.table(_Cursor(part, ctx.sql)), if_exists))
     return out
 
@@ -1264,7 +1418,11 @@ def _truncate(cur: _Cursor, ctx: _Context) -> list[SchemaChange]:
 
 
 _STATEMENTS: dict[str, Callable[[_Cursor, _Context], list[SchemaChange]]] = {
-    "CREATE": _create_table, "ALTER": _alter, "DROP": _drop, "RENAME": _rename, "TRUNCATE": _truncate,
+    "CREATE": _create_table,
+    "ALTER": _alter,
+    "DROP": _drop,
+    "RENAME": _rename,
+    "TRUNCATE": _truncate,
 }
 # CREATE statements whose bodies may hold other statements (and semicolons).
 _COMPOUND = {"PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "DEFINER", "AGGREGATE", "PACKAGE"}
@@ -1308,6 +1466,7 @@ def parse_ddl(sql: str, default_database: str, *, server: ServerVersion | None =
 
 
 # --- prefilter -------------------------------------------------------------------------------
+
 
 def might_touch(sql: str, captured_table_names: Iterable[str | TableId]) -> bool:
     """False only if ``sql`` certainly changes none of the captured tables (by bare name).

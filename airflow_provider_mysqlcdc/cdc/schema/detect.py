@@ -17,13 +17,36 @@ from ..model import TableId
 from .ddl import DdlParseError, might_touch, parse_ddl
 
 BEGIN = "begin"
-END = "end"            # a bare COMMIT / ROLLBACK
-CONTROL = "control"    # XA, SAVEPOINT, ROLLBACK TO ...: transaction control that ends nothing here
-OTHER = "other"        # anything else: DDL, DCL, SET, statement-logged DML ...
+END = "end"  # a bare COMMIT / ROLLBACK
+CONTROL = "control"  # XA, SAVEPOINT, ROLLBACK TO ...: transaction control that ends nothing here
+OTHER = "other"  # anything else: DDL, DCL, SET, statement-logged DML ...
 
-_NOT_DDL_FIRST = {"XA", "SAVEPOINT", "RELEASE", "INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SET", "GRANT",
-                  "REVOKE", "FLUSH", "ANALYZE", "OPTIMIZE", "CHECK", "REPAIR", "CALL", "DO", "SELECT", "WITH", "USE",
-                  "BEGIN", "COMMIT", "ROLLBACK"}
+_NOT_DDL_FIRST = {
+    "XA",
+    "SAVEPOINT",
+    "RELEASE",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "REPLACE",
+    "LOAD",
+    "SET",
+    "GRANT",
+    "REVOKE",
+    "FLUSH",
+    "ANALYZE",
+    "OPTIMIZE",
+    "CHECK",
+    "REPAIR",
+    "CALL",
+    "DO",
+    "SELECT",
+    "WITH",
+    "USE",
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+}
 
 
 def first_word(sql: str) -> str:
@@ -67,8 +90,9 @@ def may_be_ddl(sql: str) -> bool:
     return first_word(sql) not in _NOT_DDL_FIRST
 
 
-def captured_ddl_tables(sql: str, database: str, captured: Collection[TableId] | None,
-                        new_tables: Callable[[TableId], bool] | None = None) -> list[TableId] | None:
+def captured_ddl_tables(
+    sql: str, database: str, captured: Collection[TableId] | None, new_tables: Callable[[TableId], bool] | None = None
+) -> list[TableId] | None:
     """The captured tables a DDL changes, in the order it names them; None when it changes none.
 
     ``captured`` None means every table (tests and tools): then the tables the statement names.
@@ -104,8 +128,7 @@ def captured_ddl_tables(sql: str, database: str, captured: Collection[TableId] |
             named = [t for t in captured if t.table.lower() in low]
     if captured is None:
         return named or None
-    hit = [t for t in named if t in captured
-           or (new_tables is not None and t in brought and new_tables(t))]
+    hit = [t for t in named if t in captured or (new_tables is not None and t in brought and new_tables(t))]
     hit += [t for t in captured if t.database in drops_database and t not in hit]
     return hit or None
 

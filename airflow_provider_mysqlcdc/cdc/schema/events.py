@@ -30,9 +30,22 @@ TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "lo
 # Bytes per character (mbmaxlen) of the server's character sets: sizes TEXT(n) and decides
 # whether CONVERT TO CHARACTER SET must move a TEXT column to a larger TEXT type.
 _CHARSET_MAX_BYTES = {
-    "big5": 2, "sjis": 2, "euckr": 2, "gb2312": 2, "gbk": 2, "cp932": 2, "ucs2": 2,
-    "ujis": 3, "eucjpms": 3, "utf8mb3": 3, "utf8": 3,
-    "utf8mb4": 4, "utf16": 4, "utf16le": 4, "utf32": 4, "gb18030": 4,
+    "big5": 2,
+    "sjis": 2,
+    "euckr": 2,
+    "gb2312": 2,
+    "gbk": 2,
+    "cp932": 2,
+    "ucs2": 2,
+    "ujis": 3,
+    "eucjpms": 3,
+    "utf8mb3": 3,
+    "utf8": 3,
+    "utf8mb4": 4,
+    "utf16": 4,
+    "utf16le": 4,
+    "utf32": 4,
+    "gb18030": 4,
 }
 _TEXT_SIZES = (("tinytext", 255), ("text", 65535), ("mediumtext", 16777215), ("longtext", 4294967295))
 
@@ -77,7 +90,7 @@ def normalize_collation(name: str | None, server: ServerVersion | None = None) -
     name = name.lower()
     for prefix in ("utf8mb3_", "utf8_"):
         if name.startswith(prefix):
-            return normalize_charset("utf8", server) + "_" + name[len(prefix):]  # type: ignore[operator]
+            return normalize_charset("utf8", server) + "_" + name[len(prefix) :]  # type: ignore[operator]
     return name
 
 
@@ -129,8 +142,7 @@ class ColumnDef:
     def is_text(self) -> bool:
         return self.data_type in TEXT_TYPES
 
-    def to_column(self, ordinal: int, table_charset: str | None = None,
-                  table_collation: str | None = None) -> Column:
+    def to_column(self, ordinal: int, table_charset: str | None = None, table_collation: str | None = None) -> Column:
         """The ``model.Column`` this declaration gives at position ``ordinal`` (1-based).
 
         A character column declared without charset and collation gets the table's
@@ -145,10 +157,17 @@ class ColumnDef:
             elif collation is None and table_collation and charset_of_collation(table_collation) == charset:
                 collation = table_collation
         return Column(
-            name=self.name, ordinal=ordinal, data_type=self.data_type, column_type=self.column_type,
-            nullable=self.nullable, charset=charset, collation=collation if charset else None,
-            char_max_length=self.char_max_length, numeric_precision=self.numeric_precision,
-            numeric_scale=self.numeric_scale, datetime_precision=self.datetime_precision,
+            name=self.name,
+            ordinal=ordinal,
+            data_type=self.data_type,
+            column_type=self.column_type,
+            nullable=self.nullable,
+            charset=charset,
+            collation=collation if charset else None,
+            char_max_length=self.char_max_length,
+            numeric_precision=self.numeric_precision,
+            numeric_scale=self.numeric_scale,
+            datetime_precision=self.datetime_precision,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,8 +198,7 @@ class _Event:
         if d.get("kind") != cls.kind:
             raise ValueError(f"not a {cls.kind} event: {d.get('kind')!r}")
         hints = _hints(cls)
-        kwargs = {f.name: _decode(hints[f.name], d[f.name])
-                  for f in dataclasses.fields(cls) if f.name in d}  # type: ignore[arg-type]
+        kwargs = {f.name: _decode(hints[f.name], d[f.name]) for f in dataclasses.fields(cls) if f.name in d}  # type: ignore[arg-type]
         return cls(**kwargs)
 
 
@@ -371,8 +389,19 @@ class DropDatabase(_Event):
 
 
 SchemaChange = Union[
-    CreateTable, AddColumn, DropColumn, RenameColumn, AlterColumnType, SetColumnDefault, AlterKey,
-    ConvertCharset, SetDefaultCharset, RenameTable, TruncateTable, DropTable, DropDatabase,
+    CreateTable,
+    AddColumn,
+    DropColumn,
+    RenameColumn,
+    AlterColumnType,
+    SetColumnDefault,
+    AlterKey,
+    ConvertCharset,
+    SetDefaultCharset,
+    RenameTable,
+    TruncateTable,
+    DropTable,
+    DropDatabase,
 ]
 
 EVENT_TYPES: dict[str, type] = {c.kind: c for c in typing.get_args(SchemaChange)}

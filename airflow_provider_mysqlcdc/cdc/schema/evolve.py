@@ -59,8 +59,13 @@ class SchemaChangeError(CdcError):
 # --- public API ------------------------------------------------------------------------------
 
 
-def apply_change(schema: TableSchema | None, change: SchemaChange, table_charset: str | None = None,
-                 *, like: TableSchema | None = None) -> TableSchema | None:
+def apply_change(
+    schema: TableSchema | None,
+    change: SchemaChange,
+    table_charset: str | None = None,
+    *,
+    like: TableSchema | None = None,
+) -> TableSchema | None:
     """The schema of the changed table after ``change`` (None once it is dropped).
 
     ``schema`` is the table's schema before (None if it does not exist yet; for a
@@ -86,8 +91,9 @@ def apply_change(schema: TableSchema | None, change: SchemaChange, table_charset
     return handler(schema, change, table_charset)
 
 
-def apply_to_tables(schemas: Mapping[TableId, TableSchema], change: SchemaChange,
-                    table_charset: str | None = None) -> dict[TableId, TableSchema]:
+def apply_to_tables(
+    schemas: Mapping[TableId, TableSchema], change: SchemaChange, table_charset: str | None = None
+) -> dict[TableId, TableSchema]:
     """``schemas`` (the tracked tables) after ``change``, as a new dict.
 
     Events on untracked tables leave it as it is, except that a rename onto a tracked name
@@ -133,7 +139,9 @@ def _event_name(change: SchemaChange) -> str:
 def _check_table(schema: TableSchema, change: SchemaChange) -> None:
     expected = change.old if isinstance(change, RenameTable) else change.tables[0]
     same = (schema.table_id.database.lower(), schema.table_id.table.lower()) == (
-        expected.database.lower(), expected.table.lower())
+        expected.database.lower(),
+        expected.table.lower(),
+    )
     if not same:
         raise SchemaChangeError(f"{_event_name(change)} for {expected} applied to the schema of {schema.table_id}")
 
@@ -148,7 +156,8 @@ def _require(schema: TableSchema, name: str, change: SchemaChange) -> int:
     if i is None:
         raise SchemaChangeError(
             f"{_event_name(change)}: {schema.table_id} has no column {name!r} "
-            f"(it has {', '.join(schema.column_names)}); the tracked schema differs from the server's")
+            f"(it has {', '.join(schema.column_names)}); the tracked schema differs from the server's"
+        )
     return i
 
 
@@ -172,13 +181,20 @@ def _with_defaults(schema: TableSchema, charset: str | None, collation: str | No
     return extra
 
 
-def _with_columns(schema: TableSchema, columns: list[Column], primary_key: tuple[str, ...],
-                  rename: Callable[[str], str | None] = lambda n: n, **extra_changes) -> TableSchema:
+def _with_columns(
+    schema: TableSchema,
+    columns: list[Column],
+    primary_key: tuple[str, ...],
+    rename: Callable[[str], str | None] = lambda n: n,
+    **extra_changes,
+) -> TableSchema:
     """``schema`` with new columns and primary key: ordinals renumbered, PK columns NOT
     NULL, chunk key and row identity carried over (see the module docstring)."""
     pk_low = {n.lower() for n in primary_key}
-    columns = [dataclasses.replace(c, ordinal=i + 1, nullable=c.nullable and c.name.lower() not in pk_low)
-               for i, c in enumerate(columns)]
+    columns = [
+        dataclasses.replace(c, ordinal=i + 1, nullable=c.nullable and c.name.lower() not in pk_low)
+        for i, c in enumerate(columns)
+    ]
     names = [c.name for c in columns]
 
     def carried(key: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -198,8 +214,14 @@ def _with_columns(schema: TableSchema, columns: list[Column], primary_key: tuple
         identity = kept if kept and not nullable.intersection(kept) else tuple(names)
     else:
         identity = tuple(names)
-    return dataclasses.replace(schema, columns=tuple(columns), primary_key=primary_key, chunk_key=chunk_key,
-                               row_identity=identity, **extra_changes)
+    return dataclasses.replace(
+        schema,
+        columns=tuple(columns),
+        primary_key=primary_key,
+        chunk_key=chunk_key,
+        row_identity=identity,
+        **extra_changes,
+    )
 
 
 def _renamed(old: str, new: str) -> Callable[[str], str | None]:
@@ -212,8 +234,7 @@ def _dropped(name: str) -> Callable[[str], str | None]:
     return lambda n: None if n.lower() == low else n
 
 
-def _position(schema: TableSchema, columns: list[Column], first: bool, after: str | None,
-              change: SchemaChange) -> int:
+def _position(schema: TableSchema, columns: list[Column], first: bool, after: str | None, change: SchemaChange) -> int:
     """Insert index for a column placed FIRST / AFTER ``after`` / at the end of ``columns``."""
     if first:
         return 0
@@ -223,25 +244,29 @@ def _position(schema: TableSchema, columns: list[Column], first: bool, after: st
     i = next((k for k, c in enumerate(columns) if c.name.lower() == low), None)
     if i is None:
         raise SchemaChangeError(
-            f"{_event_name(change)}: {schema.table_id} has no column {after!r} to put a column after")
+            f"{_event_name(change)}: {schema.table_id} has no column {after!r} to put a column after"
+        )
     return i + 1
 
 
 # --- per event -------------------------------------------------------------------------------
 
 
-def _create(schema: TableSchema | None, change: CreateTable, table_charset: str | None,
-            like: TableSchema | None) -> TableSchema:
+def _create(
+    schema: TableSchema | None, change: CreateTable, table_charset: str | None, like: TableSchema | None
+) -> TableSchema:
     if schema is not None and change.if_not_exists:
         return schema  # the server kept the existing table
     if change.columns_unknown:
         raise SchemaChangeError(
             f"CREATE TABLE {change.table} ... SELECT: its columns come from the query; read them from the "
-            "server (or the table map of its first row event)")
+            "server (or the table map of its first row event)"
+        )
     if change.like is not None:
         if like is None:
             raise SchemaChangeError(
-                f"CREATE TABLE {change.table} LIKE {change.like}: the schema of {change.like} is needed")
+                f"CREATE TABLE {change.table} LIKE {change.like}: the schema of {change.like} is needed"
+            )
         return dataclasses.replace(like, table_id=change.table, approx_rows=0)
     charset = change.charset or table_charset
     collation = change.collation if change.charset or change.collation else None
@@ -249,9 +274,14 @@ def _create(schema: TableSchema | None, change: CreateTable, table_charset: str 
     nullable = {c.name for c in columns if c.nullable}
     unique = sorted((k for k in change.unique_keys if not nullable.intersection(k)), key=len)
     identity = change.primary_key or (unique[0] if unique else tuple(c.name for c in columns))
-    return TableSchema(table_id=change.table, columns=columns, primary_key=change.primary_key,
-                       chunk_key=change.primary_key, row_identity=identity,
-                       extra={DEFAULT_CHARSET_KEY: charset, DEFAULT_COLLATION_KEY: collation} if charset else {})
+    return TableSchema(
+        table_id=change.table,
+        columns=columns,
+        primary_key=change.primary_key,
+        chunk_key=change.primary_key,
+        row_identity=identity,
+        extra={DEFAULT_CHARSET_KEY: charset, DEFAULT_COLLATION_KEY: collation} if charset else {},
+    )
 
 
 def _add_column(schema: TableSchema, change: AddColumn, table_charset: str | None) -> TableSchema:
@@ -286,7 +316,8 @@ def _rename_column(schema: TableSchema, change: RenameColumn, table_charset: str
     j = _index(schema, change.new)
     if j is not None and j != i:
         raise SchemaChangeError(
-            f"RENAME COLUMN {change.old} TO {change.new}: {schema.table_id} already has {change.new!r}")
+            f"RENAME COLUMN {change.old} TO {change.new}: {schema.table_id} already has {change.new!r}"
+        )
     old = schema.columns[i].name  # type: ignore[index]
     columns = list(schema.columns)
     columns[i] = dataclasses.replace(columns[i], name=change.new)  # type: ignore[index]
@@ -336,16 +367,24 @@ def _converted(column: Column, charset: str, collation: str | None) -> Column:
     if charset == "binary":
         if t in _TEXT_ORDER:
             t = _BLOBS[t]
-            return dataclasses.replace(column, data_type=t, column_type=t, charset=None, collation=None,
-                                       char_max_length=text_type_bytes(t))
+            return dataclasses.replace(
+                column, data_type=t, column_type=t, charset=None, collation=None, char_max_length=text_type_bytes(t)
+            )
         if t in ("char", "varchar"):
             t = {"char": "binary", "varchar": "varbinary"}[t]
-            return dataclasses.replace(column, data_type=t, column_type=f"{t}({column.char_max_length})",
-                                       charset=None, collation=None)
+            return dataclasses.replace(
+                column, data_type=t, column_type=f"{t}({column.char_max_length})", charset=None, collation=None
+            )
         return dataclasses.replace(column, charset="binary", collation="binary")
     column_type = t if t in _TEXT_ORDER else column.column_type
-    return dataclasses.replace(column, data_type=t, column_type=column_type, charset=charset, collation=collation,
-                               char_max_length=text_type_bytes(t) if t in _TEXT_ORDER else column.char_max_length)
+    return dataclasses.replace(
+        column,
+        data_type=t,
+        column_type=column_type,
+        charset=charset,
+        collation=collation,
+        char_max_length=text_type_bytes(t) if t in _TEXT_ORDER else column.char_max_length,
+    )
 
 
 def _convert_charset(schema: TableSchema, change: ConvertCharset, table_charset: str | None) -> TableSchema:
@@ -371,8 +410,14 @@ def _truncate(schema: TableSchema, change: TruncateTable, table_charset: str | N
 
 
 _HANDLERS: dict[type, Callable[[TableSchema, SchemaChange, str | None], TableSchema]] = {
-    AddColumn: _add_column, DropColumn: _drop_column, RenameColumn: _rename_column,
-    AlterColumnType: _alter_column_type, SetColumnDefault: _set_column_default, AlterKey: _alter_key,
-    ConvertCharset: _convert_charset, SetDefaultCharset: _set_default_charset, RenameTable: _rename_table,
+    AddColumn: _add_column,
+    DropColumn: _drop_column,
+    RenameColumn: _rename_column,
+    AlterColumnType: _alter_column_type,
+    SetColumnDefault: _set_column_default,
+    AlterKey: _alter_key,
+    ConvertCharset: _convert_charset,
+    SetDefaultCharset: _set_default_charset,
+    RenameTable: _rename_table,
     TruncateTable: _truncate,
 }

@@ -29,5 +29,9 @@ def schema_id(columns: Sequence[Column]) -> str:
 
 
 def schema_document(table_id: TableId, columns: Sequence[Column]) -> dict[str, Any]:
-    return {"schema_id": schema_id(columns), "database": table_id.database, "table": table_id.table,
-            "columns": layout_fields(columns)}
+    return {
+        "schema_id": schema_id(columns),
+        "database": table_id.database,
+        "table": table_id.table,
+        "columns": layout_fields(columns),
+    }

@@ -55,27 +55,39 @@ class TableVersion:
     """One version of one table: after the DDL at ``offset`` (None: the snapshot's)."""
 
     offset: Mapping[str, Any] | None
-    source: TableSchema | None            # None: the table is gone (dropped, renamed away)
-    sink: TableSchema | None              # None: the sink table was dropped
+    source: TableSchema | None  # None: the table is gone (dropped, renamed away)
+    sink: TableSchema | None  # None: the sink table was dropped
     ddl: str | None = None
     actions: tuple[Mapping[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
-    pending: bool = False                 # the shape is known only from the next rows' TABLE_MAP
+    pending: bool = False  # the shape is known only from the next rows' TABLE_MAP
 
     @property
     def key(self) -> tuple[int, int, int]:
         return offset_key(self.offset)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"offset": dict(self.offset) if self.offset else None,
-                "source": _schema_to_dict(self.source), "sink": _schema_to_dict(self.sink),
-                "ddl": self.ddl, "actions": [dict(a) for a in self.actions], "notes": list(self.notes),
-                "pending": self.pending}
+        return {
+            "offset": dict(self.offset) if self.offset else None,
+            "source": _schema_to_dict(self.source),
+            "sink": _schema_to_dict(self.sink),
+            "ddl": self.ddl,
+            "actions": [dict(a) for a in self.actions],
+            "notes": list(self.notes),
+            "pending": self.pending,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TableVersion":
-        return cls(d.get("offset"), _schema_from_dict(d.get("source")), _schema_from_dict(d.get("sink")), d.get("ddl"),
-                   tuple(d.get("actions") or ()), tuple(d.get("notes") or ()), bool(d.get("pending")))
+        return cls(
+            d.get("offset"),
+            _schema_from_dict(d.get("source")),
+            _schema_from_dict(d.get("sink")),
+            d.get("ddl"),
+            tuple(d.get("actions") or ()),
+            tuple(d.get("notes") or ()),
+            bool(d.get("pending")),
+        )
 
 
 @dataclass
@@ -150,13 +162,21 @@ class SchemaHistory:
         return {t: v.sink for t in self.tables if (v := self.latest(t)).sink is not None}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT_VERSION,
-                "tables": [{"database": t.database, "table": t.table,
-                            "versions": [v.to_dict() for v in self.versions[t]]} for t in self.tables]}
+        return {
+            "format": FORMAT_VERSION,
+            "tables": [
+                {"database": t.database, "table": t.table, "versions": [v.to_dict() for v in self.versions[t]]}
+                for t in self.tables
+            ],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SchemaHistory":
         if int(d.get("format") or 0) != FORMAT_VERSION:
             raise ValueError(f"schema history format {d.get('format')!r}: this version reads {FORMAT_VERSION}")
-        return cls({TableId(t["database"], t["table"]): [TableVersion.from_dict(v) for v in t["versions"]]
-                    for t in d.get("tables") or ()})
+        return cls(
+            {
+                TableId(t["database"], t["table"]): [TableVersion.from_dict(v) for v in t["versions"]]
+                for t in d.get("tables") or ()
+            }
+        )

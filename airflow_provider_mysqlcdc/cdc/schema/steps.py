@@ -51,8 +51,10 @@ class RowsStep:
         return sum(int(r["changes"]) for r in self.records)
 
     def describe(self, sink: str, batch_id: int, rows: int) -> str:
-        return (f"{sink} {self.sink.table_id} micro-batch {batch_id}: {self.changes} changes from "
-                f"{len(self.records)} binlog ranges, reduced by the source's tasks to {rows} rows")
+        return (
+            f"{sink} {self.sink.table_id} micro-batch {batch_id}: {self.changes} changes from "
+            f"{len(self.records)} binlog ranges, reduced by the source's tasks to {rows} rows"
+        )
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ class ChangeStep:
     def describe(self) -> str:
         what = "; ".join(a.describe() for a in self.actions) or "no change to the sink table"
         return f"{_short(self.ddl)!r} at {_where(self.offset)}: {what}" + (
-            f" ({'; '.join(self.notes)})" if self.notes else "")
+            f" ({'; '.join(self.notes)})" if self.notes else ""
+        )
 
 
 Step = RowsStep | ChangeStep
@@ -92,8 +95,9 @@ def logged_schema(table_id: TableId, record: Mapping[str, Any], like: TableSchem
     names = {c.name.lower() for c in cols}
     ident = like.row_identity if like and all(c.lower() in names for c in like.row_identity) else ()
     pk = like.primary_key if like and all(c.lower() in names for c in like.primary_key) else ()
-    return TableSchema(table_id, cols, pk, like.chunk_key if like and ident else ident, ident or
-                       tuple(c.name for c in cols))
+    return TableSchema(
+        table_id, cols, pk, like.chunk_key if like and ident else ident, ident or tuple(c.name for c in cols)
+    )
 
 
 def _same_columns(a: TableSchema, b: TableSchema) -> bool:
@@ -108,8 +112,8 @@ class StepPlanner:
     behavior: str
     sink_name: str
     capabilities: Collection[str]
-    on_record: Callable[[], None] = lambda: None      # persist the history (called before a sink acts)
-    zero_dates: str = "null"   # the source's: every version the planner makes has it (cdc/types.py)
+    on_record: Callable[[], None] = lambda: None  # persist the history (called before a sink acts)
+    zero_dates: str = "null"  # the source's: every version the planner makes has it (cdc/types.py)
 
     def _moded(self, schema: TableSchema | None) -> TableSchema | None:
         """``schema`` with the pipeline's zero_dates: a table a DDL creates, or one the rows'
@@ -122,16 +126,19 @@ class StepPlanner:
         grouped: dict[TableId, list[Mapping[str, Any]]] = {}
         for r in records:
             grouped.setdefault(TableId(r["database"], r["table"]), []).append(r)
-        return {t: self._table_steps(t, sorted(rs, key=lambda r: (int(r["first_seq"]), bool(r.get("ddl")) is False)))
-                for t, rs in sorted(grouped.items())}
+        return {
+            t: self._table_steps(t, sorted(rs, key=lambda r: (int(r["first_seq"]), bool(r.get("ddl")) is False)))
+            for t, rs in sorted(grouped.items())
+        }
 
     # --- one table ----------------------------------------------------------------------------
 
     def _table_steps(self, t: TableId, records: list[Mapping[str, Any]]) -> list[Step]:
         ddls = [json.loads(r["ddl"]) for r in records if r.get("ddl")]
         if t not in self.history.versions:
-            raise SchemaMismatchError(f"micro-batch holds changes of {t}, a table this stream does not capture. "
-                                      "Fix: restart the stream job.")
+            raise SchemaMismatchError(
+                f"micro-batch holds changes of {t}, a table this stream does not capture. Fix: restart the stream job."
+            )
         current = self.history.before(t, ddls[0]["offset"] if ddls else None)
         steps: list[Step] = []
         rows: list[Mapping[str, Any]] = []
@@ -157,7 +164,7 @@ class StepPlanner:
                 src, sink, pending = version.source, version.sink, version.pending
                 continue
             logged = self._moded(logged_schema(t, r, src or sink or self._last_live(t)))
-            if src is None and pending:   # a rename brought a table under this name: its rows say its shape
+            if src is None and pending:  # a rename brought a table under this name: its rows say its shape
                 flush()
                 settled = self._settle(t, current, src, sink, logged)
                 steps.append(settled)
@@ -170,7 +177,8 @@ class StepPlanner:
                     f"{t}: rows were logged after the table was dropped or renamed away "
                     f"(at {r.get('first_at') or '_seq ' + str(r['first_seq'])}); the schema history has no live version "
                     "for them. Fix: reload "
-                    "the table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH)
+                    "the table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH
+                )
             if not _same_columns(logged, src):
                 if not pending:
                     raise SchemaMismatchError(
@@ -178,13 +186,14 @@ class StepPlanner:
                         f"{list(logged.column_names)}, but the schema history expects {list(src.column_names)} "
                         "there, and no DDL in the binlog explains the difference (a change the stream did not see: "
                         "binlog off for a session, a filtered statement, a replica that diverged). Fix: reload the "
-                        "table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH)
+                        "table (trigger the pipeline with reset=true)." + B.NO_RELAUNCH
+                    )
                 flush()
                 settled = self._settle(t, current, src, sink, logged)
                 steps.append(settled)
                 current = self.history.at(t, current.offset) if current.offset else self.history.versions[t][0]
                 src, sink, pending = logged, settled.sink_after, False
-            elif pending:   # the rows confirm the shape the history guessed: no longer pending
+            elif pending:  # the rows confirm the shape the history guessed: no longer pending
                 current = replace(current, pending=False)
                 self.history.replace(t, current)
                 self.on_record()
@@ -195,17 +204,29 @@ class StepPlanner:
 
     # --- a DDL ---------------------------------------------------------------------------------
 
-    def _change(self, t: TableId, mark: Mapping[str, Any], src: TableSchema | None, sink: TableSchema | None,
-                pending: bool) -> ChangeStep | None:
+    def _change(
+        self, t: TableId, mark: Mapping[str, Any], src: TableSchema | None, sink: TableSchema | None, pending: bool
+    ) -> ChangeStep | None:
         offset, sql = mark["offset"], mark["sql"]
         recorded = self.history.at(t, offset)
-        if recorded is not None:   # a replay: the same actions, already planned
-            return ChangeStep(sql, offset, int(mark["seq"]), tuple(B.SinkAction.from_dict(a) for a in recorded.actions),
-                              sink, recorded.sink, recorded.source, recorded.notes)
+        if recorded is not None:  # a replay: the same actions, already planned
+            return ChangeStep(
+                sql,
+                offset,
+                int(mark["seq"]),
+                tuple(B.SinkAction.from_dict(a) for a in recorded.actions),
+                sink,
+                recorded.sink,
+                recorded.source,
+                recorded.notes,
+            )
         where = _where(offset)
         try:
-            events = [e for e in parse_ddl(sql, mark.get("database") or "") if t in e.tables
-                      or isinstance(e, RenameTable) and t in (e.old, e.new)]
+            events = [
+                e
+                for e in parse_ddl(sql, mark.get("database") or "")
+                if t in e.tables or isinstance(e, RenameTable) and t in (e.old, e.new)
+            ]
             unreadable = None
         except DdlParseError as e:
             events, unreadable = [], e
@@ -215,34 +236,49 @@ class StepPlanner:
                     f"{t}: cannot read the DDL at {where}: {_short(sql)!r} ({unreadable}); schema_change_behavior "
                     f"'{self.behavior}' stops here. Every change before it is in the sink. Fix: set "
                     "schema_change_behavior to 'lenient' (the rows' own column metadata then decides), and restart "
-                    "the stream." + B.NO_RELAUNCH) from None
-            log.warning("%s: cannot read the DDL at %s (%s); the next rows' TABLE_MAP decides the shape", t, where,
-                        unreadable)
-            return self._record(t, mark, TableVersion(offset, src, sink, sql, (), (f"unread DDL: {unreadable}",),
-                                                      pending=True), sink)
+                    "the stream." + B.NO_RELAUNCH
+                ) from None
+            log.warning(
+                "%s: cannot read the DDL at %s (%s); the next rows' TABLE_MAP decides the shape", t, where, unreadable
+            )
+            return self._record(
+                t, mark, TableVersion(offset, src, sink, sql, (), (f"unread DDL: {unreadable}",), pending=True), sink
+            )
         if not events:
-            return None      # an index, an option, another table's change: no row shape changes
+            return None  # an index, an option, another table's change: no row shape changes
         if self.behavior == "exception":
             raise B.stop(t, where, sql)
         if src is None or sink is None:
             # the table was gone; a CREATE or a rename into its name brings it back
             new_src = self._fold(t, None, events)
             if new_src is None or new_src == "pending":
-                return self._record(t, mark, TableVersion(offset, None, sink, sql, (), (), pending=new_src == "pending"),
-                                    sink)
+                return self._record(
+                    t, mark, TableVersion(offset, None, sink, sql, (), (), pending=new_src == "pending"), sink
+                )
             plan = B.plan_returning_table(self.behavior, self.sink_name, self.capabilities, sink, new_src, where, sql)
-            return self._record(t, mark, TableVersion(offset, new_src, plan.sink, sql,
-                                                      tuple(a.to_dict() for a in plan.actions), plan.notes), sink)
+            return self._record(
+                t,
+                mark,
+                TableVersion(offset, new_src, plan.sink, sql, tuple(a.to_dict() for a in plan.actions), plan.notes),
+                sink,
+            )
         kinds = {type(e) for e in events}
-        if DropTable in kinds or (RenameTable in kinds and any(e.old == t for e in events if isinstance(e, RenameTable))
-                                  and not any(e.new == t for e in events if isinstance(e, RenameTable))):
+        if DropTable in kinds or (
+            RenameTable in kinds
+            and any(e.old == t for e in events if isinstance(e, RenameTable))
+            and not any(e.new == t for e in events if isinstance(e, RenameTable))
+        ):
             kind = B.DROP_TABLE if DropTable in kinds else None
-            if kind is None:   # renamed away: the sink keeps what it has; no more rows come under this name
+            if kind is None:  # renamed away: the sink keeps what it has; no more rows come under this name
                 note = f"{t} renamed away; the sink table keeps its rows"
                 return self._record(t, mark, TableVersion(offset, None, sink, sql, (), (note,)), sink)
             plan = B.plan_table_event(self.behavior, self.sink_name, self.capabilities, kind, sink, where, sql)
-            return self._record(t, mark, TableVersion(offset, None, plan.sink, sql,
-                                                      tuple(a.to_dict() for a in plan.actions), plan.notes), sink)
+            return self._record(
+                t,
+                mark,
+                TableVersion(offset, None, plan.sink, sql, tuple(a.to_dict() for a in plan.actions), plan.notes),
+                sink,
+            )
         actions: list[B.SinkAction] = []
         notes: list[str] = []
         if TruncateTable in kinds:
@@ -251,26 +287,41 @@ class StepPlanner:
             notes += plan.notes
         new_src = self._fold(t, src, events)
         if new_src == "pending":
-            return self._record(t, mark, TableVersion(offset, src, sink, sql, tuple(a.to_dict() for a in actions),
-                                                      tuple(notes), pending=True), sink)
+            return self._record(
+                t,
+                mark,
+                TableVersion(offset, src, sink, sql, tuple(a.to_dict() for a in actions), tuple(notes), pending=True),
+                sink,
+            )
         assert isinstance(new_src, TableSchema)
         renames = [(e.old, e.new) for e in events if isinstance(e, RenameColumn)]
-        renames += [(e.name, e.column.name) for e in events if isinstance(e, AlterColumnType)
-                    and e.name.lower() == e.column.name.lower() and e.name != e.column.name]
+        renames += [
+            (e.name, e.column.name)
+            for e in events
+            if isinstance(e, AlterColumnType) and e.name.lower() == e.column.name.lower() and e.name != e.column.name
+        ]
         fills = {}
         for e in events:
             if isinstance(e, AddColumn):
                 col = next((c for c in new_src.columns if c.name.lower() == e.column.name.lower()), None)
                 if col is not None:
-                    fills[col.name.lower()] = B.fill_value(col, e.column.default, e.column.has_default,
-                                                           self.zero_dates == "text")
-        plan = B.plan_columns(self.behavior, self.sink_name, self.capabilities, sink, src, new_src, renames, fills,
-                              where, sql)
+                    fills[col.name.lower()] = B.fill_value(
+                        col, e.column.default, e.column.has_default, self.zero_dates == "text"
+                    )
+        plan = B.plan_columns(
+            self.behavior, self.sink_name, self.capabilities, sink, src, new_src, renames, fills, where, sql
+        )
         actions += plan.actions
         notes += plan.notes
         # Built on a pending version, the result is a guess too: the next rows' TABLE_MAP still decides.
-        return self._record(t, mark, TableVersion(offset, new_src, plan.sink, sql, tuple(a.to_dict() for a in actions),
-                                                  tuple(notes), pending=pending), sink)
+        return self._record(
+            t,
+            mark,
+            TableVersion(
+                offset, new_src, plan.sink, sql, tuple(a.to_dict() for a in actions), tuple(notes), pending=pending
+            ),
+            sink,
+        )
 
     def _fold(self, t: TableId, src: TableSchema | None, events: Sequence[Any]) -> TableSchema | str | None:
         """The source version after ``events``; "pending" when only the next TABLE_MAP can tell."""
@@ -280,15 +331,19 @@ class StepPlanner:
                 if e.old == t and e.new != t:
                     current = None
                 elif e.new == t:
-                    return "pending"      # another table's shape now carries this name
+                    return "pending"  # another table's shape now carries this name
                 continue
             if current is None and not hasattr(e, "columns"):
                 continue
             try:
                 current = apply_change(current, e)
             except Exception as err:  # the statement does not fit the version we hold
-                log.warning("%s: %s did not apply to the schema history's version (%s); the next rows decide", t,
-                            type(e).__name__, err)
+                log.warning(
+                    "%s: %s did not apply to the schema history's version (%s); the next rows decide",
+                    t,
+                    type(e).__name__,
+                    err,
+                )
                 return "pending"
             if current is not None and current.table_id != t:
                 current = replace(current, table_id=t)
@@ -299,8 +354,9 @@ class StepPlanner:
         renamed back under the name)."""
         return next((v.source for v in reversed(self.history.versions.get(t, [])) if v.source is not None), None)
 
-    def _settle(self, t: TableId, latest: TableVersion, src: TableSchema | None, sink: TableSchema | None,
-                logged: TableSchema) -> ChangeStep:
+    def _settle(
+        self, t: TableId, latest: TableVersion, src: TableSchema | None, sink: TableSchema | None, logged: TableSchema
+    ) -> ChangeStep:
         """A pending version settled from the columns rows were logged with (``src`` None: a table
         renamed under this name, planned as a table that comes back)."""
         where, ddl = _where(latest.offset or {}), latest.ddl or ""
@@ -308,22 +364,37 @@ class StepPlanner:
             plan = B.plan_returning_table(self.behavior, self.sink_name, self.capabilities, sink, logged, where, ddl)
         else:
             assert sink is not None
-            plan = B.plan_columns(self.behavior, self.sink_name, self.capabilities, sink, src, logged, (), {},
-                                  where, ddl)
-        settled = replace(latest, source=logged, sink=plan.sink, pending=False,
-                          actions=tuple(latest.actions) + tuple(a.to_dict() for a in plan.actions),
-                          notes=tuple(latest.notes) + plan.notes + ("shape taken from the rows' TABLE_MAP",))
+            plan = B.plan_columns(
+                self.behavior, self.sink_name, self.capabilities, sink, src, logged, (), {}, where, ddl
+            )
+        settled = replace(
+            latest,
+            source=logged,
+            sink=plan.sink,
+            pending=False,
+            actions=tuple(latest.actions) + tuple(a.to_dict() for a in plan.actions),
+            notes=tuple(latest.notes) + plan.notes + ("shape taken from the rows' TABLE_MAP",),
+        )
         self.history.replace(t, settled)
         self.on_record()
-        return ChangeStep(latest.ddl or "", latest.offset or {}, -1, plan.actions, sink, plan.sink, logged,
-                          settled.notes)
+        return ChangeStep(
+            latest.ddl or "", latest.offset or {}, -1, plan.actions, sink, plan.sink, logged, settled.notes
+        )
 
-    def _record(self, t: TableId, mark: Mapping[str, Any], version: TableVersion,
-                sink_before: TableSchema | None) -> ChangeStep:
+    def _record(
+        self, t: TableId, mark: Mapping[str, Any], version: TableVersion, sink_before: TableSchema | None
+    ) -> ChangeStep:
         self.history.record(t, version)
         self.on_record()
-        step = ChangeStep(mark["sql"], mark["offset"], int(mark["seq"]),
-                          tuple(B.SinkAction.from_dict(a) for a in version.actions), sink_before, version.sink,
-                          version.source, version.notes)
+        step = ChangeStep(
+            mark["sql"],
+            mark["offset"],
+            int(mark["seq"]),
+            tuple(B.SinkAction.from_dict(a) for a in version.actions),
+            sink_before,
+            version.sink,
+            version.source,
+            version.notes,
+        )
         log.info("%s: %s", t, step.describe())
         return step

@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-
 CDS_ENV = "MYSQLCDC_CDS"
 CDS_DIR_ENV = "MYSQLCDC_CDS_DIR"
 BUILD_TIMEOUT_S = 600.0
@@ -96,7 +95,7 @@ def java_options(key: str | None, class_list: Path, user_options: str = "") -> l
         return []
     archive = archive_path(key)
     if any(c.isspace() or c in "'\"\\" for c in f"{archive}{class_list}"):
-        return []   # Spark splits spark.driver.extraJavaOptions at spaces: such a path would break the JVM's start
+        return []  # Spark splits spark.driver.extraJavaOptions at spaces: such a path would break the JVM's start
     if archive.exists():
         return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
     return [f"-XX:DumpLoadedClassList={class_list}"]
@@ -124,7 +123,7 @@ def jvm_options(java_argv: Sequence[str]) -> list[str]:
             i += 2
             continue
         if not a.startswith("-"):
-            break   # the main class
+            break  # the main class
         if not a.startswith(_RECORDING_OPTIONS):
             out.append(a)
         i += 1
@@ -134,8 +133,11 @@ def jvm_options(java_argv: Sequence[str]) -> list[str]:
 def dump_command(java_argv: Sequence[str], class_list: Path, target: Path) -> list[str]:
     """The recording run's JVM options with ``-Xshare:dump``: the archive matches the class path
     the servers run with."""
-    return jvm_options(java_argv) + ["-Xshare:dump", f"-XX:SharedClassListFile={class_list}",
-                                     f"-XX:SharedArchiveFile={target}"]
+    return jvm_options(java_argv) + [
+        "-Xshare:dump",
+        f"-XX:SharedClassListFile={class_list}",
+        f"-XX:SharedArchiveFile={target}",
+    ]
 
 
 def start_build(key: str, java_argv: Sequence[str], class_list: Path) -> bool:
@@ -160,8 +162,20 @@ def start_build(key: str, java_argv: Sequence[str], class_list: Path) -> bool:
     shutil.copyfile(class_list, kept)
     options = archive.with_suffix(f".jvm{os.getpid()}")
     options.write_text(json.dumps(jvm_options(java_argv)))
-    cmd = [sys.executable, "-m", __name__, "build", "--archive", str(archive), "--class-list", str(kept),
-           "--lock", str(lock), "--jvm", str(options)]
+    cmd = [
+        sys.executable,
+        "-m",
+        __name__,
+        "build",
+        "--archive",
+        str(archive),
+        "--class-list",
+        str(kept),
+        "--lock",
+        str(lock),
+        "--jvm",
+        str(options),
+    ]
     with open(archive.with_suffix(".log"), "ab") as out:
         subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     return True
@@ -173,8 +187,9 @@ def build(archive: Path, class_list: Path, lock: Path, jvm: Path) -> int:
     try:
         cmd = dump_command(json.loads(jvm.read_text()), class_list, tmp)
         t0 = time.monotonic()
-        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            timeout=BUILD_TIMEOUT_S).returncode
+        rc = subprocess.run(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=BUILD_TIMEOUT_S
+        ).returncode
         if rc == 0 and tmp.exists() and tmp.stat().st_size > 0:
             os.replace(tmp, archive)
             print(f"built {archive} in {time.monotonic() - t0:.1f}s", flush=True)

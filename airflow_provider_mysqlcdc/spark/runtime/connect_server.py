@@ -85,7 +85,7 @@ class ServerSettings:
     conf: tuple[tuple[str, str], ...] = ()
 
     def fingerprint(self) -> str:
-        from .package_files import package_digest   # the package's content: workers import it
+        from .package_files import package_digest  # the package's content: workers import it
 
         h = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode())
         h.update(package_digest().encode())
@@ -145,8 +145,13 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def ensure_local_server(settings: ServerSettings, idle_s: float = DEFAULT_IDLE_S, start_timeout_s: float = 180.0,
-                        directory: Path | None = None, wait: bool = True) -> ServerInfo:
+def ensure_local_server(
+    settings: ServerSettings,
+    idle_s: float = DEFAULT_IDLE_S,
+    start_timeout_s: float = 180.0,
+    directory: Path | None = None,
+    wait: bool = True,
+) -> ServerInfo:
     """The running local server for ``settings``, started if there is none (one at a time: a
     file lock, so mapped tasks starting together share one). ``wait=False`` returns once the
     server is starting (validate and plan start it early, so its JVM is up when the first snapshot
@@ -166,20 +171,43 @@ def ensure_local_server(settings: ServerSettings, idle_s: float = DEFAULT_IDLE_S
         bindir = str(Path(sys.executable).parent)
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-        cmd = [sys.executable, "-m", __name__, "serve", "--dir", str(directory), "--fingerprint", fp,
-               "--port", str(port), "--idle-s", str(idle_s), "--settings", json.dumps(asdict(settings))]
+        cmd = [
+            sys.executable,
+            "-m",
+            __name__,
+            "serve",
+            "--dir",
+            str(directory),
+            "--fingerprint",
+            fp,
+            "--port",
+            str(port),
+            "--idle-s",
+            str(idle_s),
+            "--settings",
+            json.dumps(asdict(settings)),
+        ]
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                    cwd=str(directory))
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=str(directory)
+            )
         info = ServerInfo(port, token, proc.pid, fp, time.time(), str(log_path))
         _write_private(info_path, json.dumps(asdict(info)))
         if not wait:
-            log.info("starting a local Spark Connect server on %s (%s, stops after %.0f s without a task)",
-                     info.display_url, settings.master, idle_s)
+            log.info(
+                "starting a local Spark Connect server on %s (%s, stops after %.0f s without a task)",
+                info.display_url,
+                settings.master,
+                idle_s,
+            )
             return info
         _wait_listening(info, proc, start_timeout_s, info_path)
-        log.info("started a local Spark Connect server on %s (%s, stops after %.0f s without a task)",
-                 info.display_url, settings.master, idle_s)
+        log.info(
+            "started a local Spark Connect server on %s (%s, stops after %.0f s without a task)",
+            info.display_url,
+            settings.master,
+            idle_s,
+        )
         return info
 
 
@@ -199,7 +227,8 @@ def _wait_listening(info: ServerInfo, proc: subprocess.Popen | None, timeout_s: 
             raise CdcError(
                 f"the local Spark Connect server did not start within {timeout_s:.0f} s (its log: "
                 f"{info.log_path}):\n{_tail(Path(info.log_path))}\nFix: see the log; or set spark_runtime='submit' to "
-                "run each batch with spark-submit, or give a Spark Connect connection of a running cluster.")
+                "run each batch with spark-submit, or give a Spark Connect connection of a running cluster."
+            )
         time.sleep(0.25)
 
 
@@ -253,15 +282,29 @@ def fresh_leases(directory: Path, fingerprint: str, now: float | None = None) ->
 def _server_command(settings: ServerSettings, port: int, java_options: Sequence[str] = ()) -> list[str]:
     bindir = Path(sys.executable).parent
     submit = bindir / "spark-submit"
-    cmd = [str(submit) if submit.exists() else "spark-submit", "--class", SERVER_CLASS, "--master", settings.master,
-           "--driver-memory", settings.driver_memory, "--name", "mysqlcdc snapshots (Spark Connect)"]
+    cmd = [
+        str(submit) if submit.exists() else "spark-submit",
+        "--class",
+        SERVER_CLASS,
+        "--master",
+        settings.master,
+        "--driver-memory",
+        settings.driver_memory,
+        "--name",
+        "mysqlcdc snapshots (Spark Connect)",
+    ]
     if settings.jars:
         cmd += ["--jars", ",".join(settings.jars)]
-    conf = {"spark.connect.grpc.binding.port": str(port), "spark.connect.grpc.binding.address": "127.0.0.1",
-            "spark.ui.showConsoleProgress": "false", **dict(settings.conf)}
-    if java_options:   # with the user's own driver options, not instead of them
+    conf = {
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.ui.showConsoleProgress": "false",
+        **dict(settings.conf),
+    }
+    if java_options:  # with the user's own driver options, not instead of them
         conf["spark.driver.extraJavaOptions"] = " ".join(
-            [*filter(None, [conf.get("spark.driver.extraJavaOptions", "").strip()]), *java_options])
+            [*filter(None, [conf.get("spark.driver.extraJavaOptions", "").strip()]), *java_options]
+        )
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     return cmd
@@ -275,15 +318,23 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
         signal.signal(sig, lambda *_: stop.set())
     cds_key = class_sharing.archive_key(settings.jars) if class_sharing.enabled() else None
     class_list = directory / f"classes-{fingerprint}-{os.getpid()}.lst"
-    java_options = class_sharing.java_options(cds_key, class_list,
-                                              dict(settings.conf).get("spark.driver.extraJavaOptions", ""))
-    child = subprocess.Popen(_server_command(settings, port, java_options), stdout=sys.stdout,
-                             stderr=subprocess.STDOUT)
-    log.info("Spark Connect server pid %d on 127.0.0.1:%d%s%s", child.pid, port,
-             "" if not java_options else " (class-data-sharing archive)" if "-Xshare:auto" in java_options
-             else " (recording its classes for a class-data-sharing archive)",
-             " (JIT without C2: the snapshot rows bypass its JVM)"
-             if LIGHT_JIT_OPTION in dict(settings.conf).get("spark.driver.extraJavaOptions", "") else "")
+    java_options = class_sharing.java_options(
+        cds_key, class_list, dict(settings.conf).get("spark.driver.extraJavaOptions", "")
+    )
+    child = subprocess.Popen(_server_command(settings, port, java_options), stdout=sys.stdout, stderr=subprocess.STDOUT)
+    log.info(
+        "Spark Connect server pid %d on 127.0.0.1:%d%s%s",
+        child.pid,
+        port,
+        ""
+        if not java_options
+        else " (class-data-sharing archive)"
+        if "-Xshare:auto" in java_options
+        else " (recording its classes for a class-data-sharing archive)",
+        " (JIT without C2: the snapshot rows bypass its JVM)"
+        if LIGHT_JIT_OPTION in dict(settings.conf).get("spark.driver.extraJavaOptions", "")
+        else "",
+    )
     recording = any(o.startswith("-XX:DumpLoadedClassList=") for o in java_options)
     java_argv: list[str] | None = None
     last_busy = time.time()
@@ -291,13 +342,13 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
     try:
         while not stop.wait(2.0):
             if recording and java_argv is None and _listening(port):
-                java_argv = class_sharing.java_command_of(child.pid)   # spark-submit has exec'd java by now
+                java_argv = class_sharing.java_command_of(child.pid)  # spark-submit has exec'd java by now
             if child.poll() is not None:
                 rc = child.returncode or 1
                 log.error("the Spark Connect server exited with %s", child.returncode)
                 break
             if fresh_leases(directory, fingerprint) or not _listening(port):
-                last_busy = time.time()   # idle counts from when the server could be used
+                last_busy = time.time()  # idle counts from when the server could be used
             elif time.time() - last_busy > idle_s:
                 log.info("no snapshot task for %.0f s: stopping the Spark Connect server", idle_s)
                 break
@@ -317,8 +368,10 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
         if recording and java_argv is not None and cds_key is not None:
             with contextlib.suppress(OSError):
                 if class_sharing.start_build(cds_key, java_argv, class_list):
-                    log.info("building the class-data-sharing archive %s in the background",
-                             class_sharing.archive_path(cds_key))
+                    log.info(
+                        "building the class-data-sharing archive %s in the background",
+                        class_sharing.archive_path(cds_key),
+                    )
         with contextlib.suppress(OSError):
             class_list.unlink()
     return rc
@@ -352,8 +405,9 @@ def stop_server(info: ServerInfo, timeout_s: float = 40.0) -> None:
             os.killpg(info.supervisor_pid, signal.SIGKILL)
 
 
-def settings_from(master: str, jars: Sequence[str] = (), conf: Mapping[str, str] | None = None,
-                  driver_memory: str = "2g") -> ServerSettings:
+def settings_from(
+    master: str, jars: Sequence[str] = (), conf: Mapping[str, str] | None = None, driver_memory: str = "2g"
+) -> ServerSettings:
     return ServerSettings(master, driver_memory, tuple(jars), tuple(sorted((conf or {}).items())))
 
 

@@ -20,7 +20,7 @@ def spark_can_write(spark: Any, url: str) -> bool:
     if not scheme or len(scheme) == 1 or scheme == "file":
         return True
     try:
-        jvm = spark._jvm   # raises on a Spark Connect session
+        jvm = spark._jvm  # raises on a Spark Connect session
         jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
         return True
     except Exception:

@@ -30,4 +30,5 @@ def check_pyspark_install(pyspark: str | None = None, client: str | None = None)
             f"pyspark {pyspark} and pyspark-client {client} are both installed: they ship the same pyspark/ "
             "files, so this installation mixes two Spark releases. Fix: install them at one version, e.g. "
             f"pip install 'pyspark=={client}' (or 'pyspark-client=={pyspark}' where that exists), on every "
-            "Airflow worker.")
+            "Airflow worker."
+        )

@@ -46,8 +46,8 @@ class ZipState:
 
     path: Path
     sources: int
-    current: int               # sources with a .pyc entry of this interpreter's magic number
-    stale: int                 # sources whose .pyc is for another Python version
+    current: int  # sources with a .pyc entry of this interpreter's magic number
+    stale: int  # sources whose .pyc is for another Python version
     size: int
 
     @property
@@ -66,7 +66,7 @@ class ZipState:
 class CompileResult:
     path: Path
     compiled: int = 0
-    failed: list[str] = field(default_factory=list)   # sources this Python cannot compile: left as they were
+    failed: list[str] = field(default_factory=list)  # sources this Python cannot compile: left as they were
     size_before: int = 0
     size_after: int = 0
 
@@ -91,8 +91,10 @@ def spark_zips(home: Path) -> list[Path]:
     lib = home.joinpath(*ZIP_DIR)
     found = sorted({p for pattern in ZIP_PATTERNS for p in lib.glob(pattern)})
     if not any(p.name == "pyspark.zip" for p in found):
-        raise BytecodeError(f"no pyspark.zip in {lib}: point SPARK_HOME (or --spark-home) at the Spark "
-                            "installation whose Python workers run the pipeline")
+        raise BytecodeError(
+            f"no pyspark.zip in {lib}: point SPARK_HOME (or --spark-home) at the Spark "
+            "installation whose Python workers run the pipeline"
+        )
     return found
 
 
@@ -126,7 +128,7 @@ def zip_state(path: Path) -> ZipState:
 def _pyc(source: bytes, filename: str) -> bytes:
     """A checked hash-based pyc (PEP 552), the layout ``py_compile`` writes for CHECKED_HASH."""
     code = compile(source, filename, "exec", dont_inherit=True)
-    flags = (0b11).to_bytes(4, "little")   # hash-based, check the source
+    flags = (0b11).to_bytes(4, "little")  # hash-based, check the source
     return MAGIC_NUMBER + flags + source_hash(source) + marshal.dumps(code)
 
 
@@ -135,8 +137,9 @@ def _temp_beside(path: Path) -> Path:
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise BytecodeError(f"cannot write beside {path}: {exc.strerror}; run this as the user that owns "
-                            "the Spark installation") from exc
+        raise BytecodeError(
+            f"cannot write beside {path}: {exc.strerror}; run this as the user that owns the Spark installation"
+        ) from exc
     os.close(fd)
     return Path(name)
 
@@ -151,7 +154,7 @@ def _rewrite(path: Path, entries: Iterable[tuple[zipfile.ZipInfo, bytes]]) -> No
         os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)   # gone already when it was renamed into place
+        tmp.unlink(missing_ok=True)  # gone already when it was renamed into place
 
 
 def add_bytecode(path: Path) -> CompileResult:
@@ -175,10 +178,11 @@ def add_bytecode(path: Path) -> CompileResult:
             except (SyntaxError, ValueError):
                 result.failed.append(info.filename)
         if new:
+
             def entries() -> Iterator[tuple[zipfile.ZipInfo, bytes]]:
                 for info in src.infolist():
                     if info.filename.endswith(".pyc") and info.filename[:-1] in new:
-                        continue   # another Python's, replaced below
+                        continue  # another Python's, replaced below
                     yield info, src.read(info)
                     if info.filename in new:
                         entry = zipfile.ZipInfo(info.filename + "c", info.date_time)
@@ -212,14 +216,18 @@ def missing_bytecode_note(home: str | None = None) -> str | None:
         return None
     if state.missing == 0:
         return None
-    return (f"{path} has no bytecode for {sys.implementation.cache_tag}: every Python process Spark starts "
-            f"compiles PySpark first (0.5-0.8 s each, most of a stream's start-up); `{HINT}` adds it")
+    return (
+        f"{path} has no bytecode for {sys.implementation.cache_tag}: every Python process Spark starts "
+        f"compiles PySpark first (0.5-0.8 s each, most of a stream's start-up); `{HINT}` adds it"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog=HINT, description="Add bytecode to the PySpark and py4j zips of a Spark installation, so the "
-        "Python processes Spark starts do not compile PySpark each time (see the module docstring).")
+        prog=HINT,
+        description="Add bytecode to the PySpark and py4j zips of a Spark installation, so the "
+        "Python processes Spark starts do not compile PySpark each time (see the module docstring).",
+    )
     ap.add_argument("--spark-home", help="the Spark installation (default: $SPARK_HOME, else the installed pyspark)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="report only; exit 1 when bytecode is missing")
@@ -242,15 +250,22 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.quiet:
                     print(zip_state(p).describe())
                 continue
-            failed = f"; {len(r.failed)} could not be compiled by this Python: {', '.join(r.failed)}" if r.failed else ""
-            print(f"{p}: compiled {r.compiled:,} modules for {sys.implementation.cache_tag} "
-                  f"({r.size_before / 2**20:.1f} -> {r.size_after / 2**20:.1f} MiB){failed}")
+            failed = (
+                f"; {len(r.failed)} could not be compiled by this Python: {', '.join(r.failed)}" if r.failed else ""
+            )
+            print(
+                f"{p}: compiled {r.compiled:,} modules for {sys.implementation.cache_tag} "
+                f"({r.size_before / 2**20:.1f} -> {r.size_after / 2**20:.1f} MiB){failed}"
+            )
     except BytecodeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except PermissionError as exc:
-        print(f"error: cannot rewrite {exc.filename}: {exc.strerror}; run this as the user that owns the "
-              "Spark installation", file=sys.stderr)
+        print(
+            f"error: cannot rewrite {exc.filename}: {exc.strerror}; run this as the user that owns the "
+            "Spark installation",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

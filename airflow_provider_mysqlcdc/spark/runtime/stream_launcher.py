@@ -71,13 +71,27 @@ class LocalStreamProcess:
         return self.argv[1]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "pgid": self.pgid, "host": self.host, "started_at": self.started_at,
-                "argv": list(self.argv), "log_path": self.log_path, "config_url": self.config_url}
+        return {
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "host": self.host,
+            "started_at": self.started_at,
+            "argv": list(self.argv),
+            "log_path": self.log_path,
+            "config_url": self.config_url,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LocalStreamProcess":
-        return cls(int(d["pid"]), int(d["pgid"]), str(d["host"]), float(d["started_at"]),
-                   [str(a) for a in d["argv"]], str(d["log_path"]), str(d["config_url"]))
+        return cls(
+            int(d["pid"]),
+            int(d["pgid"]),
+            str(d["host"]),
+            float(d["started_at"]),
+            [str(a) for a in d["argv"]],
+            str(d["log_path"]),
+            str(d["config_url"]),
+        )
 
     def is_alive(self) -> bool:
         """The process exists and is not a zombie (our own exited child is reaped here)."""
@@ -121,7 +135,7 @@ def _proc_state(pid: int) -> str | None:
         return None
     except OSError:
         return "?"
-    return text[text.rfind(")") + 2:].split(" ", 1)[0]
+    return text[text.rfind(")") + 2 :].split(" ", 1)[0]
 
 
 def _alive(pid: int) -> bool:
@@ -246,13 +260,21 @@ def _check_same_state(state_location: str, state: "StateStore") -> None:
         raise StreamStartError(
             f"the pipeline config's state_location ({state_location}) is not the state location given to the "
             f"launcher ({state.location}): the job would write its checkpoint and status elsewhere. Fix: pass "
-            "StateStore(config.state_location).")
+            "StateStore(config.state_location)."
+        )
 
 
-def launch_local_stream(config_url: str, state: "StateStore", *, password: str, master: str = DEFAULT_MASTER,
-                        python: str = sys.executable, application: str | None = None,
-                        extra_env: Mapping[str, str] | None = None, log_path: str | None = None
-                        ) -> LocalStreamProcess:
+def launch_local_stream(
+    config_url: str,
+    state: "StateStore",
+    *,
+    password: str,
+    master: str = DEFAULT_MASTER,
+    python: str = sys.executable,
+    application: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    log_path: str | None = None,
+) -> LocalStreamProcess:
     """Start ``python <job> --config <config_url> --master <master>`` detached; record it in
     ``stream/process.json``; return at once (use ``wait_for_first_commit`` to know it works).
 
@@ -270,7 +292,8 @@ def launch_local_stream(config_url: str, state: "StateStore", *, password: str, 
     if running is not None:
         raise StreamStartError(
             f"a binlog stream of this pipeline is already running on {running.host} (pid {running.pid}, "
-            f"log {running.log_path}). Stop it first with stop_local_stream(), or leave it running.")
+            f"log {running.log_path}). Stop it first with stop_local_stream(), or leave it running."
+        )
     config = load_pipeline_config(config_url)  # fails fast on a missing or invalid config
     _check_same_state(config.state_location, state)
     app = application or application_path("binlog_stream")
@@ -279,19 +302,37 @@ def launch_local_stream(config_url: str, state: "StateStore", *, password: str, 
     argv = [python, app, "--config", config_url, "--master", master]
     started_at = time.time()
     with open(log_file, "ab") as out:
-        out.write(f"\n=== mysqlcdc: launching the binlog stream at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
-                  f"{' '.join(argv)}\n".encode())
+        out.write(
+            f"\n=== mysqlcdc: launching the binlog stream at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+            f"{' '.join(argv)}\n".encode()
+        )
         out.flush()
         try:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     env=_child_env(password, python, extra_env), start_new_session=True,
-                                     close_fds=True)
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=_child_env(password, python, extra_env),
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as e:
-            raise StreamStartError(f"cannot start the binlog stream ({' '.join(argv)}): {e}. "
-                                   "Fix: check the python= interpreter and the application path.") from None
+            raise StreamStartError(
+                f"cannot start the binlog stream ({' '.join(argv)}): {e}. "
+                "Fix: check the python= interpreter and the application path."
+            ) from None
     _children[popen.pid] = popen
-    proc = LocalStreamProcess(pid=popen.pid, pgid=popen.pid, host=socket.gethostname(), started_at=started_at,
-                              argv=argv, log_path=str(log_file), config_url=config_url, popen=popen)
+    proc = LocalStreamProcess(
+        pid=popen.pid,
+        pgid=popen.pid,
+        host=socket.gethostname(),
+        started_at=started_at,
+        argv=argv,
+        log_path=str(log_file),
+        config_url=config_url,
+        popen=popen,
+    )
     try:
         state.write_json(PROCESS_REL, proc.to_dict())
     except Exception:
@@ -368,8 +409,12 @@ def stop_local_stream(state: "StateStore", timeout_s: float = 30) -> bool:
     if rec is None:
         return False
     if rec.host != socket.gethostname():
-        log.warning("the binlog stream was launched on %s (pid %d), not here (%s): stop it there",
-                    rec.host, rec.pid, socket.gethostname())
+        log.warning(
+            "the binlog stream was launched on %s (pid %d), not here (%s): stop it there",
+            rec.host,
+            rec.pid,
+            socket.gethostname(),
+        )
         return False
     running = running_local_stream(state)
     if running is not None:
@@ -381,8 +426,10 @@ def stop_local_stream(state: "StateStore", timeout_s: float = 30) -> bool:
 def _died_message(proc: LocalStreamProcess) -> str:
     rc = proc.returncode(wait_s=10.0)
     how = f"exited with code {rc}" if rc is not None else "exited"
-    return (f"the binlog stream (pid {proc.pid}) {how} before committing its first micro-batch. "
-            f"Fix the cause shown in its log ({proc.log_path}) and launch it again.")
+    return (
+        f"the binlog stream (pid {proc.pid}) {how} before committing its first micro-batch. "
+        f"Fix the cause shown in its log ({proc.log_path}) and launch it again."
+    )
 
 
 def _with_tail(message: str, log_path: str | None) -> str:
@@ -392,8 +439,9 @@ def _with_tail(message: str, log_path: str | None) -> str:
     return f"{message}\n--- last {LOG_TAIL_LINES} lines of {log_path} ---\n{tail}"
 
 
-def wait_for_first_commit(state: "StateStore", since: float, timeout_s: float,
-                          process: LocalStreamProcess | None = None, poll_s: float = 0.5) -> "StreamStatus":
+def wait_for_first_commit(
+    state: "StateStore", since: float, timeout_s: float, process: LocalStreamProcess | None = None, poll_s: float = 0.5
+) -> "StreamStatus":
     """Return the stream's status once it shows a micro-batch committed at or after ``since``
     (epoch seconds, e.g. the launch time); raise ``StreamStartError`` (with the log's tail)
     if ``process`` dies first, if the query fails, or after ``timeout_s``. On timeout the
@@ -415,8 +463,11 @@ def wait_for_first_commit(state: "StateStore", since: float, timeout_s: float,
         if st is not None and st.works_since(since):
             return st
         if st is not None and st.state == "failed" and st.updated_at >= since:
-            raise StreamStartError(_with_tail(
-                f"the binlog stream's query failed before committing a micro-batch: {st.exception}", log_path))
+            raise StreamStartError(
+                _with_tail(
+                    f"the binlog stream's query failed before committing a micro-batch: {st.exception}", log_path
+                )
+            )
         return None
 
     while True:
@@ -430,9 +481,12 @@ def wait_for_first_commit(state: "StateStore", since: float, timeout_s: float,
             raise StreamStartError(_with_tail(_died_message(process), log_path))
         if time.monotonic() >= deadline:
             where = f" (pid {process.pid}, still running; log {log_path})" if process is not None else ""
-            raise StreamStartError(_with_tail(
-                f"the binlog stream{where} has not committed a micro-batch within {timeout_s:.0f} s. It may still "
-                "be starting (Spark start-up, a long first micro-batch: lower stream.max_events_per_batch) or be "
-                "stuck; see its log. It was left running: stop it with stop_local_stream() if it should not run.",
-                log_path))
+            raise StreamStartError(
+                _with_tail(
+                    f"the binlog stream{where} has not committed a micro-batch within {timeout_s:.0f} s. It may still "
+                    "be starting (Spark start-up, a long first micro-batch: lower stream.max_events_per_batch) or be "
+                    "stuck; see its log. It was left running: stop it with stop_local_stream() if it should not run.",
+                    log_path,
+                )
+            )
         time.sleep(poll_s)

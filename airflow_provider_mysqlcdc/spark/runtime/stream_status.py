@@ -68,8 +68,9 @@ def committed_key(offset: Mapping[str, Any]) -> tuple[int, int, int]:
     return _offset_key(str(offset["file"]), int(offset["position"]), int(offset.get("row") or 0))
 
 
-def compute_lag(committed: Mapping[str, Any] | None, samples: Sequence[Sample], now: float
-                ) -> tuple[float | None, bool]:
+def compute_lag(
+    committed: Mapping[str, Any] | None, samples: Sequence[Sample], now: float
+) -> tuple[float | None, bool]:
     """(lag seconds, is a lower bound) of ``committed`` given head ``samples`` (oldest first).
 
     None when nothing is committed yet or no head was ever sampled: unknown, not zero.
@@ -83,8 +84,9 @@ def compute_lag(committed: Mapping[str, Any] | None, samples: Sequence[Sample], 
     return max(0.0, now - float(samples[0][2])), True
 
 
-def add_head_sample(samples: list[Sample], head: BinlogOffset, seen_at: float,
-                    max_samples: int = MAX_HEAD_SAMPLES) -> list[Sample]:
+def add_head_sample(
+    samples: list[Sample], head: BinlogOffset, seen_at: float, max_samples: int = MAX_HEAD_SAMPLES
+) -> list[Sample]:
     """Append a head sample, keeping the list bounded and informative.
 
     A run of samples with one unchanged head keeps only its first and last sighting: the
@@ -98,8 +100,11 @@ def add_head_sample(samples: list[Sample], head: BinlogOffset, seen_at: float,
     new_key = _offset_key(head.file, head.position)
     if samples and _offset_key(samples[-1][0], samples[-1][1]) > new_key:
         samples.clear()
-    if (len(samples) >= 2 and _offset_key(samples[-1][0], samples[-1][1]) == new_key
-            and _offset_key(samples[-2][0], samples[-2][1]) == new_key):
+    if (
+        len(samples) >= 2
+        and _offset_key(samples[-1][0], samples[-1][1]) == new_key
+        and _offset_key(samples[-2][0], samples[-2][1]) == new_key
+    ):
         samples[-1] = new
     else:
         samples.append(new)
@@ -110,8 +115,9 @@ def add_head_sample(samples: list[Sample], head: BinlogOffset, seen_at: float,
     return samples
 
 
-def behind_bytes(committed: Mapping[str, Any] | None, head: BinlogOffset | None,
-                 logs: Sequence[tuple[str, int]]) -> int | None:
+def behind_bytes(
+    committed: Mapping[str, Any] | None, head: BinlogOffset | None, logs: Sequence[tuple[str, int]]
+) -> int | None:
     """Binlog bytes between the committed offset and the head, from SHOW BINARY LOGS sizes.
 
     Purged files in between count as 0 (their size is unknown); None when either end is unknown.
@@ -190,8 +196,11 @@ class StreamStatus:
     def works_since(self, since: float) -> bool:
         """This run committed a micro-batch, or ran a trigger that found nothing new, at or after
         ``since``: either proves the query and its source work (a commit also the sink)."""
-        return (self.updated_at >= since and self.state in ("starting", "running")
-                and ((self.committed_at or 0.0) >= since or (self.idle_at or 0.0) >= since))
+        return (
+            self.updated_at >= since
+            and self.state in ("starting", "running")
+            and ((self.committed_at or 0.0) >= since or (self.idle_at or 0.0) >= since)
+        )
 
     def age_s(self, now: float | None = None) -> float:
         """Seconds since the driver last wrote this status (grows when the driver is gone)."""
@@ -266,9 +275,11 @@ class ServerHead:
 
         try:
             if self._conn is None:
-                self._conn = self.source.connect(connect_timeout=self.connect_timeout_s,
-                                                 read_timeout=self.read_timeout_s,
-                                                 write_timeout=self.read_timeout_s)
+                self._conn = self.source.connect(
+                    connect_timeout=self.connect_timeout_s,
+                    read_timeout=self.read_timeout_s,
+                    write_timeout=self.read_timeout_s,
+                )
                 self._version = server_version(self._conn)
             return current_offset(self._conn, self._version), list_binlogs(self._conn)
         except Exception:
@@ -304,10 +315,16 @@ class StatusRecorder:
     query start and its termination are written at once.
     """
 
-    def __init__(self, state: "StateStore", head: HeadReader | None, *,
-                 min_interval_s: float = MIN_WRITE_INTERVAL_S, max_samples: int = MAX_HEAD_SAMPLES,
-                 clock: Callable[[], float] = time.time,
-                 schedule: Callable[[float, Callable[[], None]], Any] = _timer) -> None:
+    def __init__(
+        self,
+        state: "StateStore",
+        head: HeadReader | None,
+        *,
+        min_interval_s: float = MIN_WRITE_INTERVAL_S,
+        max_samples: int = MAX_HEAD_SAMPLES,
+        clock: Callable[[], float] = time.time,
+        schedule: Callable[[float, Callable[[], None]], Any] = _timer,
+    ) -> None:
         self.state = state
         self.head = head
         self.min_interval_s = min_interval_s
@@ -344,8 +361,9 @@ class StatusRecorder:
                 s.batch_id, s.committed_offset = previous
             self._write()
 
-    def progress(self, query_id: str, run_id: str, batch_id: int, end_offset: Mapping[str, Any] | None,
-                 rows: int | None) -> None:
+    def progress(
+        self, query_id: str, run_id: str, batch_id: int, end_offset: Mapping[str, Any] | None, rows: int | None
+    ) -> None:
         with self._lock:
             if self._closed or not self._ours(query_id):
                 return
@@ -503,7 +521,6 @@ def rows_written(query_id: str, batch_id: int) -> int | None:
         return _ROWS_WRITTEN.pop((str(query_id), int(batch_id)), None)
 
 
-
 def _get(obj: Any, name: str) -> Any:
     """Field of a PySpark event/progress (dict subclasses in PySpark 4, objects before)."""
     if isinstance(obj, Mapping):
@@ -549,8 +566,14 @@ def _listener_class() -> type:
                 p = event.progress
                 rows = rows_written(str(_get(p, "id")), int(_get(p, "batchId")))
                 rows = _get(p, "numInputRows") if rows is None else rows
-                self.recorder.progress(str(_get(p, "id")), str(_get(p, "runId")), int(_get(p, "batchId")),
-                                       end_offset_of(p), None if rows is None else int(rows))
+                self.recorder.progress(
+                    str(_get(p, "id")),
+                    str(_get(p, "runId")),
+                    int(_get(p, "batchId")),
+                    end_offset_of(p),
+                    None if rows is None else int(rows),
+                )
+
             self._safe(go)
 
         def onQueryIdle(self, event: Any) -> None:
@@ -580,8 +603,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def install_status_listener(spark: Any, config: "PipelineConfig", state: "StateStore", *,
-                            min_interval_s: float = MIN_WRITE_INTERVAL_S) -> Any:
+def install_status_listener(
+    spark: Any, config: "PipelineConfig", state: "StateStore", *, min_interval_s: float = MIN_WRITE_INTERVAL_S
+) -> Any:
     """Register a ``StreamStatusListener`` on ``spark`` (before the query starts, so it sees the
     start) writing ``stream/status.json`` in ``state``; returns it (call ``close()`` on shutdown)."""
     recorder = StatusRecorder(state, ServerHead(config.source), min_interval_s=min_interval_s)

@@ -37,13 +37,15 @@ from ...cdc.types import arrow_schema, map_table
 # buffered into row groups of this many rows so readers do not pay per tiny row group.
 DEFAULT_ROW_GROUP_ROWS = 128 * 1024
 
-RECORD_SCHEMA = StructType([
-    StructField("path", StringType(), False),
-    StructField("size", LongType(), False),
-    StructField("num_rows", LongType(), False),
-    StructField("stats", StringType(), True),
-    StructField("counts", StringType(), True),
-])
+RECORD_SCHEMA = StructType(
+    [
+        StructField("path", StringType(), False),
+        StructField("size", LongType(), False),
+        StructField("num_rows", LongType(), False),
+        StructField("stats", StringType(), True),
+        StructField("counts", StringType(), True),
+    ]
+)
 
 # Longest string whose exact value goes into Delta min/max stats (longer ones would have to be
 # truncated, and a wrongly truncated max silently prunes files a query needs).
@@ -58,7 +60,7 @@ class FileRecord:
     size: int
     num_rows: int
     stats: str | None = None
-    counts: str | None = None    # JSON {value: rows} of the spec's count_by column (snapshot chunks)
+    counts: str | None = None  # JSON {value: rows} of the spec's count_by column (snapshot chunks)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class FsSpec:
             base = self.base if "://" in self.base else os.path.abspath(self.base)
             fs, path = pafs.FileSystem.from_uri(base)
             if self.options and base.startswith(("s3://", "s3a://")):
-                fs = _s3_filesystem(self.options)   # this worker's environment may not hold them
+                fs = _s3_filesystem(self.options)  # this worker's environment may not hold them
             return fs, path.rstrip("/") + "/"
         raise ValueError(f"unknown filesystem kind {self.kind!r}")
 
@@ -97,8 +99,11 @@ def _s3_filesystem(options: Mapping[str, str]) -> pafs.FileSystem:
     o = {str(k).upper(): v for k, v in options.items()}
     kw: dict[str, Any] = {}
     if o.get("AWS_ACCESS_KEY_ID"):
-        kw.update(access_key=o["AWS_ACCESS_KEY_ID"], secret_key=o.get("AWS_SECRET_ACCESS_KEY"),
-                  session_token=o.get("AWS_SESSION_TOKEN"))
+        kw.update(
+            access_key=o["AWS_ACCESS_KEY_ID"],
+            secret_key=o.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=o.get("AWS_SESSION_TOKEN"),
+        )
     if o.get("AWS_REGION") or o.get("AWS_DEFAULT_REGION"):
         kw["region"] = o.get("AWS_REGION") or o.get("AWS_DEFAULT_REGION")
     if o.get("AWS_ENDPOINT_URL"):
@@ -197,12 +202,16 @@ class StatsCollector:
 
     def to_json(self) -> str:
         """Delta's per-file stats JSON (compact, deterministic key order)."""
-        return json.dumps({
-            "numRecords": self.rows,
-            "minValues": {k: _json_stat(v) for k, v in self.mins.items()},
-            "maxValues": {k: _json_stat(v) for k, v in self.maxs.items()},
-            "nullCount": self.nulls,
-        }, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(
+            {
+                "numRecords": self.rows,
+                "minValues": {k: _json_stat(v) for k, v in self.mins.items()},
+                "maxValues": {k: _json_stat(v) for k, v in self.maxs.items()},
+                "nullCount": self.nulls,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
 
 
 # --- executor side ------------------------------------------------------------------------------
@@ -224,10 +233,10 @@ class FileWriteSpec:
     """Everything a task needs to write its partition; shipped to executors by pickling."""
 
     fs: FsSpec
-    directory: str            # relative to fs.base
-    name_prefix: str          # e.g. "part-<run tag>"
-    schema: pa.Schema         # the file's schema (input batches are conformed to it)
-    fmt: str = "parquet"      # "parquet" | "text"
+    directory: str  # relative to fs.base
+    name_prefix: str  # e.g. "part-<run tag>"
+    schema: pa.Schema  # the file's schema (input batches are conformed to it)
+    fmt: str = "parquet"  # "parquet" | "text"
     suffix: str = ".parquet"
     encoder: Encoder | None = None
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
@@ -249,8 +258,7 @@ def _task_file_name(spec: FileWriteSpec) -> str:
     return f"{spec.directory.rstrip('/')}/{spec.name_prefix}-{part:05d}-a{attempt}{spec.suffix}"
 
 
-def _write_parquet(spec: FileWriteSpec, out, batches: Iterable[pa.RecordBatch],
-                   stats: StatsCollector | None) -> int:
+def _write_parquet(spec: FileWriteSpec, out, batches: Iterable[pa.RecordBatch], stats: StatsCollector | None) -> int:
     rows = 0
     buffered: list[pa.RecordBatch] = []
     pending = 0
@@ -289,7 +297,8 @@ def in_order(batches: Iterable[pa.RecordBatch], column: str) -> tuple[list[pa.Re
         return [], 0, 0
     keys = [b.column(column).to_numpy(zero_copy_only=False) for b in got]
     ordered = all(bool((k[1:] >= k[:-1]).all()) for k in keys) and all(
-        int(a[-1]) <= int(b[0]) for a, b in zip(keys, keys[1:]))
+        int(a[-1]) <= int(b[0]) for a, b in zip(keys, keys[1:])
+    )
     if not ordered:
         table = pa.Table.from_batches(got).combine_chunks()
         table = table.take(pc.sort_indices(table, [(column, "ascending")]))
@@ -339,8 +348,13 @@ def write_partition(spec: FileWriteSpec, batches: Iterator[pa.RecordBatch]) -> F
         else:
             rows = _write_text(spec, out, all_batches())
     size = fs.get_file_info(prefix + rel).size
-    return FileRecord(rel, int(size), rows, stats.to_json() if stats else order_stats,
-                      json.dumps(counts) if spec.count_by is not None else None)
+    return FileRecord(
+        rel,
+        int(size),
+        rows,
+        stats.to_json() if stats else order_stats,
+        json.dumps(counts) if spec.count_by is not None else None,
+    )
 
 
 def _partition_writer(spec: FileWriteSpec):
@@ -349,17 +363,26 @@ def _partition_writer(spec: FileWriteSpec):
         if rec is not None:
             yield pa.RecordBatch.from_pylist(
                 [rec.__dict__],
-                schema=pa.schema([("path", pa.string(), False), ("size", pa.int64(), False),
-                                  ("num_rows", pa.int64(), False), ("stats", pa.string()),
-                                  ("counts", pa.string())]))
+                schema=pa.schema(
+                    [
+                        ("path", pa.string(), False),
+                        ("size", pa.int64(), False),
+                        ("num_rows", pa.int64(), False),
+                        ("stats", pa.string()),
+                        ("counts", pa.string()),
+                    ]
+                ),
+            )
+
     return run
 
 
 def write_files(frame: DataFrame, spec: FileWriteSpec) -> list[FileRecord]:
     """Run the write job; return the accepted task attempts' file records (small)."""
     got = frame.mapInArrow(_partition_writer(spec), RECORD_SCHEMA).collect()
-    return sorted((FileRecord(r["path"], r["size"], r["num_rows"], r["stats"], r["counts"]) for r in got),
-                  key=lambda r: r.path)
+    return sorted(
+        (FileRecord(r["path"], r["size"], r["num_rows"], r["stats"], r["counts"]) for r in got), key=lambda r: r.path
+    )
 
 
 # --- driver side --------------------------------------------------------------------------------
@@ -384,7 +407,8 @@ def check_files(fs_spec: FsSpec, records: Sequence[FileRecord]) -> None:
     if bad:
         raise MissingFilesError(
             f"{len(bad)} of {len(records)} written files under {fs_spec.base} are not as the job "
-            f"reported, nothing was committed: {', '.join(bad[:5])}. Fix: rerun the batch.")
+            f"reported, nothing was committed: {', '.join(bad[:5])}. Fix: rerun the batch."
+        )
 
 
 def safe_name(batch_id: str) -> str:

@@ -20,9 +20,17 @@ from pyspark.sql import DataFrame
 
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
-
 from .change_meta import (  # noqa: F401  (the sinks' and the stream's names for them)
-    META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ, META_TABLE, META_TS,
+    META_COLUMNS,
+    META_DATABASE,
+    META_FILE,
+    META_GTID,
+    META_OP,
+    META_POS,
+    META_ROW,
+    META_SEQ,
+    META_TABLE,
+    META_TS,
 )
 
 # The Spark local property that carries the micro-batch id to a direct write's tasks (set by
@@ -48,8 +56,9 @@ class Sink(ABC):
         """Create the target tables if missing (idempotent); fail clearly if they are incompatible."""
 
     @abstractmethod
-    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
-                       batch_id: str) -> SnapshotWrite:
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
         """Replace the rows inside ``ranges`` (of the chunk key) with ``frame``, atomically."""
 
     @abstractmethod
@@ -78,8 +87,10 @@ class Sink(ABC):
         its range it does not have) -- or None for a sink that keeps no table (a log)."""
         from ...cdc.errors import ConfigError
 
-        raise ConfigError(f"the {self.name} sink cannot take a batch read again while the stream runs. Fix: use "
-                          "a Delta, PostgreSQL or changelog sink, or trigger with reset=true to load everything again.")
+        raise ConfigError(
+            f"the {self.name} sink cannot take a batch read again while the stream runs. Fix: use "
+            "a Delta, PostgreSQL or changelog sink, or trigger with reset=true to load everything again."
+        )
 
     def consistency_keys(self, schema: TableSchema, upto_batch: int) -> tuple[Any, int]:
         """For the consistency check: the identity and chunk-key columns of every row the sink's
@@ -88,12 +99,23 @@ class Sink(ABC):
         applied. A sink that keeps no table state (a log) cannot be checked."""
         from ...cdc.errors import ConfigError
 
-        raise ConfigError(f"the consistency check compares the rows a sink table holds with the source, and the "
-                          f"{self.name} sink keeps no table. Fix: check a Delta or PostgreSQL sink; a changelog "
-                          "is checked by replaying it into one.")
+        raise ConfigError(
+            f"the consistency check compares the rows a sink table holds with the source, and the "
+            f"{self.name} sink keeps no table. Fix: check a Delta or PostgreSQL sink; a changelog "
+            "is checked by replaying it into one."
+        )
 
-    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
-                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+    def resnapshot_record(
+        self,
+        schema: TableSchema,
+        image: Any,
+        rows: Any,
+        gone: Any,
+        key_range: KeyRange,
+        info: Mapping[str, Any],
+        batch_id: int,
+        seq: int,
+    ) -> dict[str, Any]:
         """One more record of micro-batch ``batch_id`` that replaces ``key_range`` with ``rows``
         (exact at ``info["exact_at"]``) and deletes ``gone`` (``sinks/resnapshot_rows.py``): by
         default a last-change record, what the merge-based sinks (Delta, PostgreSQL) apply."""
@@ -111,7 +133,8 @@ class Sink(ABC):
         steps (``cdc/schema/steps.py``) in order, exactly once; returns the changes applied."""
         raise NotImplementedError(
             f"the {self.name} sink cannot follow schema changes in the stream. Fix: use the Delta, PostgreSQL "
-            "or changelog-json sink with its direct write (the default).")
+            "or changelog-json sink with its direct write (the default)."
+        )
 
     def publish_micro_batch(self, planned: Mapping[TableId, Sequence[Any]], batch_id: int) -> int:
         """Apply a direct-write micro-batch: every table's steps (``publish_steps``), table by table.

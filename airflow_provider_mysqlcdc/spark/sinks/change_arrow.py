@@ -28,10 +28,10 @@ class ArrowChanges:
     """One table's change rows of a source-layout batch, in ``_seq`` order when the batch's
     ``seq`` is ascending (as every batch the binlog reader yields is)."""
 
-    source_row: np.ndarray   # the batch row each change row comes from
-    op_code: np.ndarray      # index into OP_CODES
-    images: pa.StructArray   # the row image of each change row (the table's snapshot row type)
-    seq: np.ndarray          # ``_seq``, int64
+    source_row: np.ndarray  # the batch row each change row comes from
+    op_code: np.ndarray  # index into OP_CODES
+    images: pa.StructArray  # the row image of each change row (the table's snapshot row type)
+    seq: np.ndarray  # ``_seq``, int64
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -58,7 +58,7 @@ def explode_changes(batch: pa.RecordBatch, column: str) -> ArrowChanges:
     counts = 1 + is_upd.astype(np.int64)
     row_of = np.repeat(np.arange(n), counts)
     half = np.zeros(len(row_of), np.int64)
-    half[(np.cumsum(counts) - counts)[is_upd] + 1] = 1       # an update's second row is its +U
+    half[(np.cumsum(counts) - counts)[is_upd] + 1] = 1  # an update's second row is its +U
     code = np.where(half == 1, 3, np.where(is_upd[row_of], 1, np.where(is_ins[row_of], 0, 2)))
     use_after = (half == 1) | is_ins[row_of]
     before, after = batch.column(column).flatten()
@@ -81,10 +81,11 @@ def last_per_identity(rows: pa.Table, identity: Sequence[str], seq: str) -> pa.T
     for name in identity:
         col = rows.column(name)
         if pa.types.is_floating(col.type):
-            col = pc.add(col, pa.scalar(0.0, col.type))   # -0.0 + 0.0 is 0.0
+            col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 is 0.0
         keys[f"k{len(keys)}"] = col
-    grouped = pa.table({**keys, "s": rows.column(seq)}).group_by(list(keys), use_threads=False).aggregate(
-        [("s", "max")])
+    grouped = (
+        pa.table({**keys, "s": rows.column(seq)}).group_by(list(keys), use_threads=False).aggregate([("s", "max")])
+    )
     if grouped.num_rows == rows.num_rows:
         return rows
     keep = pc.is_in(rows.column(seq), value_set=grouped.column("s_max"))

@@ -61,12 +61,32 @@ from pyspark.sql.types import DataType, DecimalType, FloatType
 from ...cdc.chunks import KeyRange
 from ...cdc.model import TableId, TableSchema
 from .arrow_files import (
-    FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri, location_uri, new_run_tag, remove_tree, safe_name, spark_col,
-    table_arrow_schema, write_files,
+    FileRecord,
+    FileWriteSpec,
+    FsSpec,
+    check_files,
+    local_or_uri,
+    location_uri,
+    new_run_tag,
+    remove_tree,
+    safe_name,
+    spark_col,
+    table_arrow_schema,
+    write_files,
 )
 from .base import (
-    META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ, META_TABLE,
-    META_TS, Sink, SnapshotWrite,
+    META_COLUMNS,
+    META_DATABASE,
+    META_FILE,
+    META_GTID,
+    META_OP,
+    META_POS,
+    META_ROW,
+    META_SEQ,
+    META_TABLE,
+    META_TS,
+    Sink,
+    SnapshotWrite,
 )
 from .changelog_direct import DirectWrite, batch_tmp_dir, table_dir
 from .changelog_lines import joined_bytes
@@ -78,14 +98,26 @@ _EPOCH = dt.datetime(1970, 1, 1)
 
 # Types of the metadata columns in Parquet changelog files.
 META_ARROW_TYPES = {
-    META_OP: pa.string(), META_DATABASE: pa.string(), META_TABLE: pa.string(), META_FILE: pa.string(),
-    META_POS: pa.int64(), META_ROW: pa.int64(), META_GTID: pa.string(),
-    META_TS: pa.timestamp("us", tz="UTC"), META_SEQ: pa.int64(),
+    META_OP: pa.string(),
+    META_DATABASE: pa.string(),
+    META_TABLE: pa.string(),
+    META_FILE: pa.string(),
+    META_POS: pa.int64(),
+    META_ROW: pa.int64(),
+    META_GTID: pa.string(),
+    META_TS: pa.timestamp("us", tz="UTC"),
+    META_SEQ: pa.int64(),
 }
 # JSON "meta" keys of the metadata columns (op is top-level, as in changelog-json).
 META_JSON_KEYS = {
-    META_DATABASE: "database", META_TABLE: "table", META_FILE: "binlog_file", META_POS: "binlog_pos",
-    META_ROW: "binlog_row", META_GTID: "gtid", META_TS: "event_time", META_SEQ: "seq",
+    META_DATABASE: "database",
+    META_TABLE: "table",
+    META_FILE: "binlog_file",
+    META_POS: "binlog_pos",
+    META_ROW: "binlog_row",
+    META_GTID: "gtid",
+    META_TS: "event_time",
+    META_SEQ: "seq",
 }
 
 
@@ -139,8 +171,11 @@ def data_dicts(batch: pa.RecordBatch, columns: Sequence[str]) -> list[dict[str, 
 # Spark's JSON writer options that give the encoding above: NULLs kept as null, instants in UTC
 # with "Z", wall-clock values without a zone, microseconds always printed.
 SPARK_JSON_OPTIONS = {
-    "ignoreNullFields": "false", "timeZone": "UTC", "dateFormat": "yyyy-MM-dd",
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+    "ignoreNullFields": "false",
+    "timeZone": "UTC",
+    "dateFormat": "yyyy-MM-dd",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
 }
 
 
@@ -164,8 +199,13 @@ class JsonLines:
     encoded by its type (``types``) like a table column, or a Column used as it is.
     """
 
-    def __init__(self, types: Mapping[str, DataType], columns: Sequence[str], op: str | Column,
-                 meta: Sequence[tuple[str, str | Column]]) -> None:
+    def __init__(
+        self,
+        types: Mapping[str, DataType],
+        columns: Sequence[str],
+        op: str | Column,
+        meta: Sequence[tuple[str, str | Column]],
+    ) -> None:
         def value(v: str | Column) -> Column:
             return _json_ready(spark_col(v), types[v]) if isinstance(v, str) else v
 
@@ -179,8 +219,9 @@ class JsonLines:
         return F.to_json(F.struct(self.data, self.op, meta), SPARK_JSON_OPTIONS)
 
 
-def json_line_column(frame: DataFrame, columns: Sequence[str], op: str | Column,
-                     meta: Sequence[tuple[str, str | Column]]) -> Column:
+def json_line_column(
+    frame: DataFrame, columns: Sequence[str], op: str | Column, meta: Sequence[tuple[str, str | Column]]
+) -> Column:
     """One changelog-json line per row of ``frame`` (see ``JsonLines``)."""
     return JsonLines({f.name: f.dataType for f in frame.schema}, columns, op, meta).column()
 
@@ -211,8 +252,12 @@ class ChangelogSink(Sink):
 
     name = "changelog"
 
-    def __init__(self, root: str, format: str = "json",  # noqa: A002 - the option's name
-                 storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        format: str = "json",  # noqa: A002 - the option's name
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
         if format not in ("json", "parquet"):
             raise ValueError(f"changelog format must be 'json' or 'parquet', not {format!r}")
         self.root = local_or_uri(root).rstrip("/")
@@ -220,7 +265,7 @@ class ChangelogSink(Sink):
         # Credentials for object storage ride along to the snapshot's writers (a Spark Connect
         # server's workers do not have the task's environment); see cdc/object_store.py.
         self.fs_spec = FsSpec("uri", self.root, dict(storage_options) if storage_options else None)
-        self._lines: dict[tuple[Any, ...], JsonLines] = {}   # stream line expressions, per table and columns
+        self._lines: dict[tuple[Any, ...], JsonLines] = {}  # stream line expressions, per table and columns
 
     @property
     def suffix(self) -> str:
@@ -257,26 +302,42 @@ class ChangelogSink(Sink):
 
     def _spec(self, directory: str, file_schema: pa.Schema) -> FileWriteSpec:
         if self.format == "json":
-            return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", LINES_SCHEMA, fmt="text",
-                                 suffix=self.suffix, encoder=joined_lines)
-        return FileWriteSpec(self.fs_spec, directory, f"part-{new_run_tag()}", file_schema, fmt="parquet",
-                             suffix=self.suffix)
+            return FileWriteSpec(
+                self.fs_spec,
+                directory,
+                f"part-{new_run_tag()}",
+                LINES_SCHEMA,
+                fmt="text",
+                suffix=self.suffix,
+                encoder=joined_lines,
+            )
+        return FileWriteSpec(
+            self.fs_spec, directory, f"part-{new_run_tag()}", file_schema, fmt="parquet", suffix=self.suffix
+        )
 
-    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
-                       batch_id: str) -> SnapshotWrite:
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
         t = schema.table_id
         final = self.snapshot_dir(t, batch_id)
         tmp = f"{self.table_dir(t)}/snapshot/.tmp-{safe_name(batch_id)}-{new_run_tag()}"
         if self.format == "parquet":
-            frame = frame.select(*[spark_col(c) for c in schema.column_names],
-                                 F.lit("+I").alias(META_OP), F.lit(t.database).alias(META_DATABASE),
-                                 F.lit(t.table).alias(META_TABLE))
+            frame = frame.select(
+                *[spark_col(c) for c in schema.column_names],
+                F.lit("+I").alias(META_OP),
+                F.lit(t.database).alias(META_DATABASE),
+                F.lit(t.table).alias(META_TABLE),
+            )
             file_schema = change_arrow_schema(schema, (META_OP, META_DATABASE, META_TABLE))
         else:
             fs, prefix = self.fs_spec.open()
             sid = register(fs, prefix, self.root, t, schema.columns)
-            meta = [("database", F.lit(t.database)), ("table", F.lit(t.table)),
-                    ("snapshot_batch", F.lit(str(batch_id))), ("schema_id", F.lit(sid))]
+            meta = [
+                ("database", F.lit(t.database)),
+                ("table", F.lit(t.table)),
+                ("snapshot_batch", F.lit(str(batch_id))),
+                ("schema_id", F.lit(sid)),
+            ]
             frame = frame.select(json_line_column(frame, schema.column_names, F.lit("+I"), meta).alias("line"))
             file_schema = LINES_SCHEMA
         records = write_files(frame, self._spec(tmp, file_schema))
@@ -295,11 +356,13 @@ class ChangelogSink(Sink):
         if fs.type_name != "local":
             if fs.get_file_info(prefix + final).type != pafs.FileType.NotFound:
                 fs.delete_dir(prefix + final)
-            files = [i.path for i in fs.get_file_info(pafs.FileSelector(prefix + tmp, recursive=True,
-                                                                        allow_not_found=True))
-                     if i.type == pafs.FileType.File]
+            files = [
+                i.path
+                for i in fs.get_file_info(pafs.FileSelector(prefix + tmp, recursive=True, allow_not_found=True))
+                if i.type == pafs.FileType.File
+            ]
             for path in files:
-                fs.move(path, prefix + final + path[len(prefix + tmp):])
+                fs.move(path, prefix + final + path[len(prefix + tmp) :])
             if fs.get_file_info(prefix + tmp).type != pafs.FileType.NotFound:
                 fs.delete_dir(prefix + tmp)
             return
@@ -341,17 +404,28 @@ class ChangelogSink(Sink):
         selected = changes.select(line.alias("line"), spark_col(META_SEQ))
 
         def write(frame: DataFrame) -> list[tuple[int, int, FileRecord]]:
-            spec = FileWriteSpec(self.fs_spec, tmp_dir, f"part-{new_run_tag()}", STREAM_LINES_SCHEMA, fmt="text",
-                                 suffix=self.suffix, encoder=joined_lines, order_by=META_SEQ)
+            spec = FileWriteSpec(
+                self.fs_spec,
+                tmp_dir,
+                f"part-{new_run_tag()}",
+                STREAM_LINES_SCHEMA,
+                fmt="text",
+                suffix=self.suffix,
+                encoder=joined_lines,
+                order_by=META_SEQ,
+            )
             records = write_files(frame, spec)
             check_files(self.fs_spec, records)
-            spans = [(json.loads(r.stats), r) for r in records]   # order_by: stats are the _seq span
+            spans = [(json.loads(r.stats), r) for r in records]  # order_by: stats are the _seq span
             return sorted(((span["first"], span["last"], r) for span, r in spans), key=lambda x: x[0])
 
         parts = write(selected)
         if any(a[1] >= b[0] for a, b in zip(parts, parts[1:])):
-            log.info("changelog %s micro-batch %d: the partitions' _seq spans overlap; written again as one",
-                     schema.table_id, batch_id)
+            log.info(
+                "changelog %s micro-batch %d: the partitions' _seq spans overlap; written again as one",
+                schema.table_id,
+                batch_id,
+            )
             parts = write(selected.repartition(1))
         if parts:
             self._publish([r.path for _, _, r in parts], self.stream_file(schema.table_id, batch_id), tmp_dir)
@@ -388,8 +462,17 @@ class ChangelogSink(Sink):
         """A log holds no table: its ``RS`` line tells a reader to replace the ranges."""
         return None
 
-    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
-                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+    def resnapshot_record(
+        self,
+        schema: TableSchema,
+        image: Any,
+        rows: Any,
+        gone: Any,
+        key_range: KeyRange,
+        info: Mapping[str, Any],
+        batch_id: int,
+        seq: int,
+    ) -> dict[str, Any]:
         """A part of the micro-batch's file: the ``RS`` line and the rows as read records."""
         from .resnapshot_rows import record_base, resnapshot_lines
 
@@ -402,8 +485,13 @@ class ChangelogSink(Sink):
         fs.create_dir(prefix + path.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(prefix + path) as out:
             out.write(data)
-        return {**record_base(t, schema, seq, f"re-snapshot {info['handoff']}"), "path": path, "size": len(data),
-                "lines": len(lines), "changes": 0}
+        return {
+            **record_base(t, schema, seq, f"re-snapshot {info['handoff']}"),
+            "path": path,
+            "size": len(data),
+            "lines": len(lines),
+            "changes": 0,
+        }
 
     # --- schema changes -------------------------------------------------------------------------
 
@@ -434,7 +522,8 @@ class ChangelogSink(Sink):
                 if any(a["last_seq"] >= b["first_seq"] for ps in by_source.values() for a, b in zip(ps, ps[1:])):
                     raise RuntimeError(
                         f"changelog {table_id} micro-batch {batch_id}: the binlog ranges' parts overlap in _seq "
-                        f"({[(r['first_seq'], r['last_seq']) for r in parts]}); nothing was published")
+                        f"({[(r['first_seq'], r['last_seq']) for r in parts]}); nothing was published"
+                    )
                 check_files(self.fs_spec, [FileRecord(r["path"], r["size"], r["lines"]) for r in parts])
                 files += [r["path"] for r in parts]
                 changes += step.changes
@@ -449,9 +538,15 @@ class ChangelogSink(Sink):
         fs.delete_dir(prefix + tmp_dir)
         parts = [r for s in steps if isinstance(s, RowsStep) for r in s.records]
         ddl = sum(1 for s in steps if not isinstance(s, RowsStep))
-        log.info("changelog %s micro-batch %d: %d changes, %d lines from %d binlog ranges%s", table_id, batch_id,
-                 changes, sum(int(r["lines"]) for r in parts), len(parts),
-                 f", {ddl} schema change(s)" if ddl else "")
+        log.info(
+            "changelog %s micro-batch %d: %d changes, %d lines from %d binlog ranges%s",
+            table_id,
+            batch_id,
+            changes,
+            sum(int(r["lines"]) for r in parts),
+            len(parts),
+            f", {ddl} schema change(s)" if ddl else "",
+        )
         return changes
 
     def _write_parquet_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int, tmp_dir: str) -> int:
@@ -480,8 +575,14 @@ def schema_change_line(table_id: TableId, step: Any, batch_id: int) -> str:
         "columns": [[c.name, c.column_type] for c in after.columns] if after is not None else None,
         "notes": list(step.notes),
     }
-    meta = {"database": table_id.database, "table": table_id.table, "binlog_file": step.offset.get("file"),
-            "binlog_pos": step.offset.get("position"), "seq": step.seq, "batch": int(batch_id)}
+    meta = {
+        "database": table_id.database,
+        "table": table_id.table,
+        "binlog_file": step.offset.get("file"),
+        "binlog_pos": step.offset.get("position"),
+        "seq": step.seq,
+        "batch": int(batch_id),
+    }
     return json.dumps({"schema_change": body, "op": "SC", "meta": meta}, separators=(",", ":"), sort_keys=False)
 
 
@@ -502,14 +603,14 @@ def append_files(target: str, sources: Sequence[str]) -> None:
                             break
                         done += n
                 except OSError:
-                    pass   # EXDEV, ENOSYS, EINVAL ...: finish below
+                    pass  # EXDEV, ENOSYS, EINVAL ...: finish below
                 if done < size:
                     src.seek(done)
                     os.lseek(fd_out, at + done, os.SEEK_SET)
                     while chunk := src.read(8 << 20):
                         view = memoryview(chunk)
                         while view:
-                            view = view[os.write(fd_out, view):]
+                            view = view[os.write(fd_out, view) :]
                 at += size
         if os.fstat(fd_out).st_size != at:
             raise OSError(f"joining into {target}: expected {at} bytes, found {os.fstat(fd_out).st_size}")
@@ -551,5 +652,13 @@ def row_decoder(schema: TableSchema) -> Decoder:
     return lambda data: {k: decode_value(v, types[k]) for k, v in data.items()}
 
 
-__all__ = ["ChangelogSink", "FileRecord", "json_values", "format_micros", "dumps",
-           "read_json_lines", "decode_value", "row_decoder"]
+__all__ = [
+    "ChangelogSink",
+    "FileRecord",
+    "json_values",
+    "format_micros",
+    "dumps",
+    "read_json_lines",
+    "decode_value",
+    "row_decoder",
+]

@@ -33,9 +33,19 @@ from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signa
 SUFFIX = ".jsonl"
 
 # One record per (range, table) with rows: where the part is and which _seq it spans.
-PART_FIELDS = (("database", pa.string()), ("table", pa.string()), ("path", pa.string()), ("size", pa.int64()),
-               ("lines", pa.int64()), ("changes", pa.int64()), ("first_seq", pa.int64()), ("last_seq", pa.int64()),
-               ("columns", pa.string()), ("ddl", pa.string()), ("first_at", pa.string()))
+PART_FIELDS = (
+    ("database", pa.string()),
+    ("table", pa.string()),
+    ("path", pa.string()),
+    ("size", pa.int64()),
+    ("lines", pa.int64()),
+    ("changes", pa.int64()),
+    ("first_seq", pa.int64()),
+    ("last_seq", pa.int64()),
+    ("columns", pa.string()),
+    ("ddl", pa.string()),
+    ("first_at", pa.string()),
+)
 PART_ARROW_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in PART_FIELDS])
 
 
@@ -108,21 +118,32 @@ class DirectWrite(DirectSpec):
             for item in items:
                 if isinstance(item, DdlMark):
                     segments.add(item)
-                    records += [{"database": t.database, "table": t.table, "path": "", "size": 0, "lines": 0,
-                                 "changes": 0, "first_seq": item.seq, "last_seq": item.seq, "columns": "",
-                                 "ddl": item.to_json(),
-                                 "first_at": f"{item.offset['file']}:{item.offset['position']}"} for t in item.tables]
+                    records += [
+                        {
+                            "database": t.database,
+                            "table": t.table,
+                            "path": "",
+                            "size": 0,
+                            "lines": 0,
+                            "changes": 0,
+                            "first_seq": item.seq,
+                            "last_seq": item.seq,
+                            "columns": "",
+                            "ddl": item.to_json(),
+                            "first_at": f"{item.offset['file']}:{item.offset['position']}",
+                        }
+                        for t in item.tables
+                    ]
                     continue
                 t, slot = item.table_id, item.slot
                 columns = columns_signature(slot.schema)
                 enc_key = (t, slot.column, columns)
                 view = self._view(t, slot.schema, views)
-                target = view.sink_id if view is not None else t   # where its lines go: its sink table
+                target = view.sink_id if view is not None else t  # where its lines go: its sink table
                 if enc_key not in encoders:
                     shape = view.sink_schema if view is not None else slot.schema
                     sid = register(fs, prefix, self.root, target, shape.columns)
-                    encoders[enc_key] = ChangeLines(target.database, target.table, slot.column, shape.column_names,
-                                                    sid)
+                    encoders[enc_key] = ChangeLines(target.database, target.table, slot.column, shape.column_names, sid)
                 rows = item.rows if view is None else view.layout_rows(item.rows, slot.column)
                 seq = rows.column("seq").to_numpy(zero_copy_only=False).astype(np.int64) * 2
                 for seg, at in segments.split(t, seq):
@@ -130,8 +151,10 @@ class DirectWrite(DirectSpec):
                     lines, line_seq = encoders[enc_key].lines(piece, batch_id, newline=True)
                     key = (t, seg, columns)
                     if key not in parts:
-                        path = (f"{batch_tmp_dir(target, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
-                                f"-a{attempt}{SUFFIX}")
+                        path = (
+                            f"{batch_tmp_dir(target, batch_id)}/part-{part:04d}-{len(parts):03d}-{tag}"
+                            f"-a{attempt}{SUFFIX}"
+                        )
                         parts[key] = _TablePart(fs, prefix, path)
                         where[key] = first_at(piece)
                     parts[key].add(lines, line_seq, piece.num_rows)
@@ -143,8 +166,16 @@ class DirectWrite(DirectSpec):
             t, _seg, columns = key
             rec = p.close()
             if rec is not None:
-                records.append({"database": t.database, "table": t.table, **rec, "columns": columns, "ddl": "",
-                                "first_at": where[key]})
+                records.append(
+                    {
+                        "database": t.database,
+                        "table": t.table,
+                        **rec,
+                        "columns": columns,
+                        "ddl": "",
+                        "first_at": where[key],
+                    }
+                )
         return pa.RecordBatch.from_pylist(records, schema=PART_ARROW_SCHEMA)
 
 
@@ -156,8 +187,8 @@ class _TablePart:
     def __init__(self, fs: Any, prefix: str, path: str) -> None:
         self.fs, self.prefix, self.path = fs, prefix, path
         self.out: Any = None
-        self.seqs: list[np.ndarray] = []     # of the lines in the file, in file order
-        self.held: list[tuple[pa.Array, np.ndarray]] = []   # lines that arrived out of order
+        self.seqs: list[np.ndarray] = []  # of the lines in the file, in file order
+        self.held: list[tuple[pa.Array, np.ndarray]] = []  # lines that arrived out of order
         self.changes = 0
 
     def add(self, lines: pa.Array, seq: np.ndarray, changes: int) -> None:
@@ -165,8 +196,11 @@ class _TablePart:
         if not len(seq):
             return
         self.changes += changes
-        ordered = not self.held and bool((seq[1:] > seq[:-1]).all()) and (
-            not self.seqs or int(seq[0]) > int(self.seqs[-1][-1]))
+        ordered = (
+            not self.held
+            and bool((seq[1:] > seq[:-1]).all())
+            and (not self.seqs or int(seq[0]) > int(self.seqs[-1][-1]))
+        )
         if not ordered:
             self.held.append((lines, seq))
             return
@@ -186,8 +220,14 @@ class _TablePart:
             return None
         seq = np.concatenate(self.seqs)
         size = self.fs.get_file_info(self.prefix + self.path).size
-        return {"path": self.path, "size": int(size), "lines": len(seq), "changes": self.changes,
-                "first_seq": int(seq[0]), "last_seq": int(seq[-1])}
+        return {
+            "path": self.path,
+            "size": int(size),
+            "lines": len(seq),
+            "changes": self.changes,
+            "first_seq": int(seq[0]),
+            "last_seq": int(seq[-1]),
+        }
 
     def abort(self) -> None:
         if self.out is not None:
@@ -201,7 +241,7 @@ class _TablePart:
             with self.fs.open_input_stream(self.prefix + self.path) as f:
                 lines = f.read().decode("utf-8").split("\n")[:-1]
         for held, _ in self.held:
-            lines += [v[:-1] for v in held.to_pylist()]   # without their newlines, as the file's
+            lines += [v[:-1] for v in held.to_pylist()]  # without their newlines, as the file's
         seq = np.concatenate(self.seqs + [s for _, s in self.held])
         order = np.argsort(seq, kind="stable")
         if len(np.unique(seq)) != len(seq):

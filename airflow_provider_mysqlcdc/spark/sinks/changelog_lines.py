@@ -49,7 +49,7 @@ def java_double(value: float) -> str:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
     sign, digits, exp = decimal.Decimal(repr(value)).as_tuple()
     text = "".join(map(str, digits)).rstrip("0") or "0"
-    point = len(digits) + int(exp)          # the decimal point sits after this many digits
+    point = len(digits) + int(exp)  # the decimal point sits after this many digits
     lead = "-" if sign else ""
     if 1e-3 <= abs(value) < 1e7:
         if point <= 0:
@@ -66,7 +66,7 @@ def _quoted(texts: pa.Array) -> pa.Array:
 def _strings(array: pa.Array) -> pa.Array:
     texts = array.cast(pa.string())
     if not pc.any(pc.match_substring_regex(texts, '[\\x00-\\x1f"\\\\]')).as_py():
-        return _quoted(texts)   # nothing to escape (most text): one scan instead of three
+        return _quoted(texts)  # nothing to escape (most text): one scan instead of three
     esc = pc.replace_substring(pc.replace_substring(texts, "\\", "\\\\"), '"', '\\"')
     ctrl = pc.match_substring_regex(texts, "[\\x00-\\x1f]")
     if pc.any(ctrl).as_py():  # rare: control characters get their escapes one value at a time
@@ -115,11 +115,17 @@ def _timestamps(array: pa.Array, utc: bool) -> pa.Array:
     rem = us - days * _US_PER_DAY
     layout = '"0000-00-00T00:00:00.000000' + ('Z"' if utc else '"')
     out = np.tile(np.frombuffer(layout.encode(), np.uint8), (len(us), 1))
-    for start, width, value in ((1, 4, year), (6, 2, month), (9, 2, dom), (12, 2, rem // 3_600_000_000),
-                                (15, 2, rem // 60_000_000 % 60), (18, 2, rem // 1_000_000 % 60),
-                                (21, 6, rem % 1_000_000)):
+    for start, width, value in (
+        (1, 4, year),
+        (6, 2, month),
+        (9, 2, dom),
+        (12, 2, rem // 3_600_000_000),
+        (15, 2, rem // 60_000_000 % 60),
+        (18, 2, rem // 1_000_000 % 60),
+        (21, 6, rem % 1_000_000),
+    ):
         for k in range(width):
-            out[:, start + width - 1 - k] += (value // 10 ** k % 10).astype(np.uint8)
+            out[:, start + width - 1 - k] += (value // 10**k % 10).astype(np.uint8)
     offsets = np.arange(len(us) + 1, dtype=np.int32) * len(layout)
     texts = pa.StringArray.from_buffers(len(us), pa.py_buffer(offsets), pa.py_buffer(out))
     return pc.if_else(array.is_valid(), texts, "null") if array.null_count else texts
@@ -157,8 +163,8 @@ def joined_bytes(lines: pa.Array) -> bytes:
     if len(lines) == 0:
         return b""
     joined = pc.binary_join_element_wise(lines, "\n", "")
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
-    return joined.buffers()[2].to_pybytes()[int(offsets[0]):int(offsets[-1])]
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset : joined.offset + len(joined) + 1]
+    return joined.buffers()[2].to_pybytes()[int(offsets[0]) : int(offsets[-1])]
 
 
 def text_buffer(lines: pa.Array) -> pa.Buffer:
@@ -166,7 +172,7 @@ def text_buffer(lines: pa.Array) -> pa.Buffer:
     lines that end in a newline (``ChangeLines.lines(..., newline=True)``), a file's content."""
     if len(lines) == 0:
         return pa.py_buffer(b"")
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset: lines.offset + len(lines) + 1]
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + len(lines) + 1]
     return lines.buffers()[2].slice(int(offsets[0]), int(offsets[-1]) - int(offsets[0]))
 
 
@@ -190,12 +196,14 @@ class ChangeLines:
     ``JsonLines`` writes it for those rows (same keys, same order). Built once per table.
     """
 
-    def __init__(self, database: str, table: str, column: str, names: Sequence[str],
-                 schema_id: str | None = None) -> None:
+    def __init__(
+        self, database: str, table: str, column: str, names: Sequence[str], schema_id: str | None = None
+    ) -> None:
         self.column = column
         self.names = tuple(names)
-        self.meta_head = (',"meta":{"database":' + json_string(database) + ',"table":' + json_string(table)
-                          + ',"binlog_file":')
+        self.meta_head = (
+            ',"meta":{"database":' + json_string(database) + ',"table":' + json_string(table) + ',"binlog_file":'
+        )
         # after "batch": the layout's id in the changelog's schema registry (changelog_schemas)
         self.meta_tail = "" if schema_id is None else ',"schema_id":' + json_string(schema_id)
         self.data_keys = [("{" if i == 0 else ",") + json_string(n) + ":" for i, n in enumerate(self.names)]
@@ -210,21 +218,35 @@ class ChangeLines:
         ch = explode_changes(batch, self.column)
         rows = pa.array(ch.source_row)
         files = batch.column("binlog_file")
-        file_names = pc.unique(files) if files.null_count == 0 else None   # mostly one per batch
+        file_names = pc.unique(files) if files.null_count == 0 else None  # mostly one per batch
         one_file = file_names is not None and len(file_names) == 1
-        meta = concat_texts([
-            json_string(file_names[0].as_py()) if one_file else json_texts(files),
-            ',"binlog_pos":', batch.column("binlog_pos").cast(pa.string()),
-            ',"binlog_row":', batch.column("binlog_row").cast(pa.string()), ',"gtid":', json_texts(batch.column("gtid")),
-            ',"event_time":', json_texts(batch.column("event_time")), ',"seq":']).take(rows)
+        meta = concat_texts(
+            [
+                json_string(file_names[0].as_py()) if one_file else json_texts(files),
+                ',"binlog_pos":',
+                batch.column("binlog_pos").cast(pa.string()),
+                ',"binlog_row":',
+                batch.column("binlog_row").cast(pa.string()),
+                ',"gtid":',
+                json_texts(batch.column("gtid")),
+                ',"event_time":',
+                json_texts(batch.column("event_time")),
+                ',"seq":',
+            ]
+        ).take(rows)
         pieces: list[str | pa.Array] = ['{"data":']
         if not self.names:
             pieces.append("{")
         for key, values in zip(self.data_keys, ch.images.flatten()):
             pieces += [key, json_texts(values)]
-        pieces += ['},"op":', _OP_TEXTS.take(pa.array(ch.op_code)), self.meta_head, meta,
-                   pa.array(ch.seq).cast(pa.string()),
-                   f',"batch":{int(batch_id)}{self.meta_tail}}}}}' + ("\n" if newline else "")]
+        pieces += [
+            '},"op":',
+            _OP_TEXTS.take(pa.array(ch.op_code)),
+            self.meta_head,
+            meta,
+            pa.array(ch.seq).cast(pa.string()),
+            f',"batch":{int(batch_id)}{self.meta_tail}}}}}' + ("\n" if newline else ""),
+        ]
         return concat_texts(_merged(pieces)), ch.seq
 
 

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from ...cdc.model import Column, TableId
 from ...cdc.schema.fingerprint import schema_document
 
-_written: set[tuple[str, str, str]] = set()   # (root, table dir, id) this process wrote or saw
+_written: set[tuple[str, str, str]] = set()  # (root, table dir, id) this process wrote or saw
 _lock = threading.Lock()
 
 

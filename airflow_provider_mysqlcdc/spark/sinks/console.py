@@ -49,15 +49,16 @@ class ConsoleSink(Sink):
         n = 0
         out = self.stream
         for batch in table.to_batches():
-            batch_ops = ops[n:n + batch.num_rows] if ops is not None else None
+            batch_ops = ops[n : n + batch.num_rows] if ops is not None else None
             for i, data in enumerate(data_dicts(batch, schema.column_names)):
                 out.write(f"{batch_ops[i] if batch_ops else '+I'} {name} {dumps(data)}\n")
             n += batch.num_rows
         out.flush()
         return n
 
-    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
-                       batch_id: str) -> SnapshotWrite:
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
         table = frame.select(*[spark_col(c) for c in schema.column_names]).toArrow()
         return SnapshotWrite(self._print(schema, table, None), {"batch": batch_id})
 
@@ -71,7 +72,7 @@ class ConsoleSink(Sink):
     def schema_capabilities(self) -> frozenset[str]:
         from ...cdc.schema.behavior import ACTION_KINDS
 
-        return frozenset(ACTION_KINDS)   # it prints what happened
+        return frozenset(ACTION_KINDS)  # it prints what happened
 
     def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
         """Print the table's changes and schema changes of the micro-batch in binlog order."""
@@ -96,6 +97,7 @@ class ConsoleSink(Sink):
         return changes
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
-        table = (changes.select(*[spark_col(c) for c in schema.column_names], META_OP, META_SEQ)
-                 .orderBy(META_SEQ).toArrow())
+        table = (
+            changes.select(*[spark_col(c) for c in schema.column_names], META_OP, META_SEQ).orderBy(META_SEQ).toArrow()
+        )
         self._print(schema, table, table.column(META_OP).to_pylist())

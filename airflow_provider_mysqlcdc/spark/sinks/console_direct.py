@@ -18,9 +18,18 @@ import pyarrow as pa
 from .changelog_lines import ChangeLines, joined_bytes
 from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 
-FIELDS = (("database", pa.string()), ("table", pa.string()), ("changes", pa.int64()), ("lines", pa.int64()),
-          ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("payload", pa.binary()), ("columns", pa.string()),
-          ("ddl", pa.string()), ("first_at", pa.string()))
+FIELDS = (
+    ("database", pa.string()),
+    ("table", pa.string()),
+    ("changes", pa.int64()),
+    ("lines", pa.int64()),
+    ("first_seq", pa.int64()),
+    ("last_seq", pa.int64()),
+    ("payload", pa.binary()),
+    ("columns", pa.string()),
+    ("ddl", pa.string()),
+    ("first_at", pa.string()),
+)
 SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in FIELDS])
 
 
@@ -47,10 +56,21 @@ class ConsoleLines(DirectSpec):
         for item in items:
             if isinstance(item, DdlMark):
                 segments.add(item)
-                records += [{"database": t.database, "table": t.table, "changes": 0, "lines": 0,
-                             "first_seq": item.seq, "last_seq": item.seq, "payload": b"", "columns": "",
-                             "ddl": item.to_json(), "first_at": f"{item.offset['file']}:{item.offset['position']}"}
-                            for t in item.tables]
+                records += [
+                    {
+                        "database": t.database,
+                        "table": t.table,
+                        "changes": 0,
+                        "lines": 0,
+                        "first_seq": item.seq,
+                        "last_seq": item.seq,
+                        "payload": b"",
+                        "columns": "",
+                        "ddl": item.to_json(),
+                        "first_at": f"{item.offset['file']}:{item.offset['position']}",
+                    }
+                    for t in item.tables
+                ]
                 continue
             t, slot, rows = item.table_id, item.slot, item.rows
             columns = columns_signature(slot.schema)
@@ -68,7 +88,18 @@ class ConsoleLines(DirectSpec):
             seq = np.concatenate([s for _, s, _ in parts])
             order = np.argsort(seq, kind="stable")
             lines = pa.concat_arrays([x for x, _, _ in parts]).take(pa.array(order))
-            records.append({"database": t.database, "table": t.table, "changes": sum(n for _, _, n in parts),
-                            "lines": len(seq), "first_seq": int(seq.min()), "last_seq": int(seq.max()),
-                            "payload": joined_bytes(lines), "columns": columns, "ddl": "", "first_at": where[key]})
+            records.append(
+                {
+                    "database": t.database,
+                    "table": t.table,
+                    "changes": sum(n for _, _, n in parts),
+                    "lines": len(seq),
+                    "first_seq": int(seq.min()),
+                    "last_seq": int(seq.max()),
+                    "payload": joined_bytes(lines),
+                    "columns": columns,
+                    "ddl": "",
+                    "first_at": where[key],
+                }
+            )
         return pa.RecordBatch.from_pylist(records, schema=SCHEMA)

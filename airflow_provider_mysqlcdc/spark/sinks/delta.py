@@ -53,13 +53,24 @@ from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
 from ...cdc.faults import BETWEEN_STEPS, crash_point
 from ...cdc.model import TableId, TableSchema
+from ..runtime.job_labels import describe
 from .arrow_files import (
-    DEFAULT_ROW_GROUP_ROWS, FileRecord, FileWriteSpec, FsSpec, check_files, local_or_uri,
-    location_uri, new_run_tag, remove_tree, safe_name, spark_col, table_arrow_schema, write_files,
+    DEFAULT_ROW_GROUP_ROWS,
+    FileRecord,
+    FileWriteSpec,
+    FsSpec,
+    check_files,
+    local_or_uri,
+    location_uri,
+    new_run_tag,
+    remove_tree,
+    safe_name,
+    spark_col,
+    table_arrow_schema,
+    write_files,
 )
 from .base import META_OP, META_SEQ, Sink, SnapshotWrite
 from .last_change import LastChange
-from ..runtime.job_labels import describe
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +102,15 @@ def schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
 
 def _sql_type(t: pa.DataType) -> str:
     """DataFusion's name for a type we cast a DEFAULT constant or a copied column to."""
-    ints = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
-            pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.binary(): "BYTEA"}
+    ints = {
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.binary(): "BYTEA",
+    }
     if t in ints:
         return ints[t]
     if pa.types.is_decimal(t):
@@ -140,23 +158,33 @@ class DeltaSink(Sink):
 
     name = "delta"
 
-    def __init__(self, root: str, storage_options: dict[str, str] | None = None, app_id: str = "mysqlcdc",
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, direct_write: bool = True,
-                 snapshot_writer: str = "auto") -> None:
+    def __init__(
+        self,
+        root: str,
+        storage_options: dict[str, str] | None = None,
+        app_id: str = "mysqlcdc",
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        direct_write: bool = True,
+        snapshot_writer: str = "auto",
+    ) -> None:
         if not isinstance(direct_write, bool):
-            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false. "
-                              "Fix: give a JSON boolean, or leave it out (true).")
+            raise ConfigError(
+                f"sink_options.direct_write: found {direct_write!r}, need true or false. "
+                "Fix: give a JSON boolean, or leave it out (true)."
+            )
         if snapshot_writer not in SNAPSHOT_WRITERS:
-            raise ConfigError(f"sink_options.snapshot_writer: found {snapshot_writer!r}, need one of "
-                              f"{', '.join(SNAPSHOT_WRITERS)}. Fix: 'auto' (Spark's Parquet writer where Spark can "
-                              "write the table's path, else Arrow), 'spark' or 'arrow'.")
+            raise ConfigError(
+                f"sink_options.snapshot_writer: found {snapshot_writer!r}, need one of "
+                f"{', '.join(SNAPSHOT_WRITERS)}. Fix: 'auto' (Spark's Parquet writer where Spark can "
+                "write the table's path, else Arrow), 'spark' or 'arrow'."
+            )
         self.snapshot_writer = snapshot_writer
         self.root = local_or_uri(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.app_id = app_id
         self.row_group_rows = row_group_rows
         self.direct = direct_write
-        self._schemas: dict[TableId, TableSchema] = {}   # the tables prepare() was given
+        self._schemas: dict[TableId, TableSchema] = {}  # the tables prepare() was given
 
     # --- locations ------------------------------------------------------------------------------
 
@@ -199,12 +227,19 @@ class DeltaSink(Sink):
                 raise ConfigError(
                     f"Delta table for {schema.table_id} at {uri} does not match the source table: "
                     f"{'; '.join(diffs)}. Fix: drop or move the Delta table (a fresh snapshot recreates "
-                    "it), or capture into another sink root.")
+                    "it), or capture into another sink root."
+                )
             self._keep_stats_exact(table)
             return
-        DeltaTable.create(uri, expected, mode="ignore", storage_options=opts, configuration=stats_columns(expected),
-                          name=f"{schema.table_id.database}.{schema.table_id.table}",
-                          description=f"mysqlcdc replica of {schema.table_id}")
+        DeltaTable.create(
+            uri,
+            expected,
+            mode="ignore",
+            storage_options=opts,
+            configuration=stats_columns(expected),
+            name=f"{schema.table_id.database}.{schema.table_id.table}",
+            description=f"mysqlcdc replica of {schema.table_id}",
+        )
         log.info("created Delta table for %s at %s", schema.table_id, uri)
 
     # --- snapshot -------------------------------------------------------------------------------
@@ -212,8 +247,9 @@ class DeltaSink(Sink):
     def snapshot_prefix(self, batch_id: str) -> str:
         return f"{SNAPSHOT_DIR}/{safe_name(batch_id)}/"
 
-    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
-                       batch_id: str) -> SnapshotWrite:
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
         t0 = time.monotonic()
         records = self.write_snapshot_files(schema, frame, batch_id)
         t1 = time.monotonic()
@@ -224,15 +260,23 @@ class DeltaSink(Sink):
     def snapshot_spec(self, schema: TableSchema, batch_id: str, count_by: str | None = None) -> FileWriteSpec:
         """Where and how a batch's data files of the table are written (under the batch's prefix)."""
         return FileWriteSpec(
-            fs=self._fs(schema.table_id), directory=self.snapshot_prefix(batch_id).rstrip("/"),
-            name_prefix=f"part-{new_run_tag()}", schema=table_arrow_schema(schema), fmt="parquet",
-            suffix=".snappy.parquet", row_group_rows=self.row_group_rows, with_stats=True, count_by=count_by)
+            fs=self._fs(schema.table_id),
+            directory=self.snapshot_prefix(batch_id).rstrip("/"),
+            name_prefix=f"part-{new_run_tag()}",
+            schema=table_arrow_schema(schema),
+            fmt="parquet",
+            suffix=".snappy.parquet",
+            row_group_rows=self.row_group_rows,
+            with_stats=True,
+            count_by=count_by,
+        )
 
     def writes_snapshot_files(self) -> bool:
         return True
 
-    def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str,
-                          files: int) -> tuple[list[FileRecord], dict[int, int]]:
+    def write_chunk_files(
+        self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int
+    ) -> tuple[list[FileRecord], dict[int, int]]:
         """The batch's SELECTs written straight into the table's (uncommitted) files: rows per chunk
         group. Spark's own Parquet writer where Spark can write the table (a local or mounted path:
         no rows through Python, ``spark_files.py``), else the Arrow writer through delta-rs' store."""
@@ -243,13 +287,14 @@ class DeltaSink(Sink):
         try:
             path = local_table_path(self.table_uri(schema.table_id)) if self.snapshot_writer != "arrow" else None
             if path is None and self.snapshot_writer == "spark":
-                raise ConfigError(f"sink_options.snapshot_writer 'spark' needs a table path Spark writes as a file "
-                                  f"path, not {self.table_uri(schema.table_id)}. Fix: use 'auto' or 'arrow' (which "
-                                  "writes object stores through delta-rs, no Hadoop jars needed).")
+                raise ConfigError(
+                    f"sink_options.snapshot_writer 'spark' needs a table path Spark writes as a file "
+                    f"path, not {self.table_uri(schema.table_id)}. Fix: use 'auto' or 'arrow' (which "
+                    "writes object stores through delta-rs, no Hadoop jars needed)."
+                )
             if path is not None:
                 unique = tuple(schema.primary_key) if len(schema.primary_key) == 1 else ()
-                return write_partitions(frame, path, self.snapshot_prefix(batch_id), table_arrow_schema(schema),
-                                        unique)
+                return write_partitions(frame, path, self.snapshot_prefix(batch_id), table_arrow_schema(schema), unique)
             return write_chunks(frame, self.snapshot_spec(schema, batch_id, count_by=CHUNK_COLUMN), files)
         finally:
             describe(frame.sparkSession, None)
@@ -268,8 +313,15 @@ class DeltaSink(Sink):
         path = local_table_path(self.table_uri(schema.table_id))
         return _replace(spec, fs=FsSpec("uri", path)) if path is not None else spec
 
-    def commit_chunk_files(self, spark: Any, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
-                           corrections: Any, ranges: Sequence[KeyRange]) -> SnapshotWrite:
+    def commit_chunk_files(
+        self,
+        spark: Any,
+        schema: TableSchema,
+        batch_id: str,
+        records: Sequence[FileRecord],
+        corrections: Any,
+        ranges: Sequence[KeyRange],
+    ) -> SnapshotWrite:
         """The files corrected to the batch's HW (``snapshot_files.correct_files``), one commit."""
         from .snapshot_files import correct_files, delete_files
 
@@ -279,15 +331,15 @@ class DeltaSink(Sink):
         t1 = time.monotonic()
         details = self.commit_snapshot(schema, batch_id, final, ranges)
         delete_files(spec, superseded)
-        details.update(correct_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3),
-                       files_rewritten=len(superseded))
+        details.update(
+            correct_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3), files_rewritten=len(superseded)
+        )
         return SnapshotWrite(sum(r.num_rows for r in final), details)
 
     def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int:
         """Delete the files under the batch's prefix that no commit added (a failed or killed run's,
         failed task attempts' included), and the prefix's directories left empty. How many files."""
         import pyarrow.fs as pafs
-
         from deltalake import DeltaTable
 
         fs, base = self._fs(schema.table_id).open()
@@ -300,7 +352,7 @@ class DeltaSink(Sink):
             committed = {p for p, _ in self._current_files(self.open_table(schema.table_id))}
         gone = 0
         for f in fs.get_file_info(pafs.FileSelector(base + prefix, recursive=True)):
-            rel = f.path[len(base):] if base else f.path
+            rel = f.path[len(base) :] if base else f.path
             if f.type == pafs.FileType.File and rel.lstrip("/") not in committed:
                 fs.delete_file(f.path)
                 gone += 1
@@ -309,8 +361,8 @@ class DeltaSink(Sink):
             # Object stores have no directories; a local table's would stay behind, empty.
             import os
 
-            local = uri[len("file://"):] if uri.startswith("file://") else uri
-            for d in (prefix, prefix.rsplit("/", 1)[0]):   # the batch's directory, then _snapshot/
+            local = uri[len("file://") :] if uri.startswith("file://") else uri
+            for d in (prefix, prefix.rsplit("/", 1)[0]):  # the batch's directory, then _snapshot/
                 path = os.path.join(local, d)
                 for root, dirs, _files in os.walk(path, topdown=False):
                     for name in dirs:
@@ -326,16 +378,23 @@ class DeltaSink(Sink):
         """Executors write the frame's rows under the batch's prefix; returns the file records."""
         spec = self.snapshot_spec(schema, batch_id)
         if list(frame.columns) != spec.schema.names:
-            raise ValueError(f"{schema.table_id}: frame columns {frame.columns} are not the table's "
-                             f"columns {spec.schema.names}")
+            raise ValueError(
+                f"{schema.table_id}: frame columns {frame.columns} are not the table's columns {spec.schema.names}"
+            )
         describe(frame.sparkSession, f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
         try:
             return write_files(frame, spec)
         finally:
             describe(frame.sparkSession, None)
 
-    def commit_snapshot(self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
-                        ranges: Sequence[KeyRange] = (), attempts: int = 20) -> dict[str, Any]:
+    def commit_snapshot(
+        self,
+        schema: TableSchema,
+        batch_id: str,
+        records: Sequence[FileRecord],
+        ranges: Sequence[KeyRange] = (),
+        attempts: int = 20,
+    ) -> dict[str, Any]:
         """Check the files, then one transaction: add them, remove the batch's earlier files.
 
         Batches of one table commit concurrently (one mapped task each). delta-rs treats a
@@ -353,14 +412,21 @@ class DeltaSink(Sink):
             except CommitFailedError as e:
                 if attempt == attempts:
                     raise
-                delay = min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random())
-                log.info("delta %s batch %s: commit conflict (%s), retry %d in %.2fs",
-                         schema.table_id, batch_id, str(e).splitlines()[0], attempt, delay)
+                delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
+                log.info(
+                    "delta %s batch %s: commit conflict (%s), retry %d in %.2fs",
+                    schema.table_id,
+                    batch_id,
+                    str(e).splitlines()[0],
+                    attempt,
+                    delay,
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _commit_once(self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord],
-                     ranges: Sequence[KeyRange]) -> dict[str, Any]:
+    def _commit_once(
+        self, schema: TableSchema, batch_id: str, records: Sequence[FileRecord], ranges: Sequence[KeyRange]
+    ) -> dict[str, Any]:
         from deltalake import CommitProperties
         from deltalake.transaction import AddAction, RemoveAction
 
@@ -369,18 +435,31 @@ class DeltaSink(Sink):
         new_paths = {r.path for r in records}
         old = [(p, s) for p, s in self._current_files(table) if p.startswith(prefix) and p not in new_paths]
         now = int(time.time() * 1000)
-        actions: list[Any] = [AddAction(r.path, r.size, {}, now, True, r.stats or json.dumps(
-            {"numRecords": r.num_rows})) for r in records]
+        actions: list[Any] = [
+            AddAction(r.path, r.size, {}, now, True, r.stats or json.dumps({"numRecords": r.num_rows})) for r in records
+        ]
         actions += [RemoveAction(p, True, now, s, {}) for p, s in old]
         if not actions:
             return {"version": table.version(), "files_added": 0, "files_removed": 0}
-        meta = {"mysqlcdc.snapshot_batch": str(batch_id),
-                "mysqlcdc.ranges": json.dumps([r.to_dict() for r in ranges], default=str)}
-        table.create_write_transaction(actions, mode="append", schema=table_arrow_schema(schema),
-                                       commit_properties=CommitProperties(custom_metadata=meta))
+        meta = {
+            "mysqlcdc.snapshot_batch": str(batch_id),
+            "mysqlcdc.ranges": json.dumps([r.to_dict() for r in ranges], default=str),
+        }
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=table_arrow_schema(schema),
+            commit_properties=CommitProperties(custom_metadata=meta),
+        )
         table.update_incremental()
-        log.info("delta %s batch %s: committed %d files, removed %d earlier ones (version %d)",
-                 schema.table_id, batch_id, len(records), len(old), table.version())
+        log.info(
+            "delta %s batch %s: committed %d files, removed %d earlier ones (version %d)",
+            schema.table_id,
+            batch_id,
+            len(records),
+            len(old),
+            table.version(),
+        )
         return {"version": table.version(), "files_added": len(records), "files_removed": len(old)}
 
     def _keep_stats_exact(self, table):
@@ -392,8 +471,12 @@ class DeltaSink(Sink):
         if not want or have.get(STATS_COLUMNS) == want[STATS_COLUMNS]:
             return table
         table.alter.set_table_properties(want)
-        log.info("delta %s: min/max stats kept to columns they are exact for (%s = %s)", table.table_uri,
-                 STATS_COLUMNS, want[STATS_COLUMNS])
+        log.info(
+            "delta %s: min/max stats kept to columns they are exact for (%s = %s)",
+            table.table_uri,
+            STATS_COLUMNS,
+            want[STATS_COLUMNS],
+        )
         table.update_incremental()
         return table
 
@@ -446,8 +529,9 @@ class DeltaSink(Sink):
             first_after = int(entry["version"])
         if first_after is not None:
             version = first_after - 1
-            table = DeltaTable(self.table_uri(schema.table_id), version=version,
-                               storage_options=self.storage_options or None)
+            table = DeltaTable(
+                self.table_uri(schema.table_id), version=version, storage_options=self.storage_options or None
+            )
         return table.to_pyarrow_table(columns=cols), int(upto_batch)
 
     def schema_capabilities(self) -> frozenset[str]:
@@ -467,15 +551,18 @@ class DeltaSink(Sink):
         from .last_change import merged_rows
         from .projection import project_rows
 
-        for step in steps:   # a table that comes (back) under a captured name: created before anything else
-            if not isinstance(step, RowsStep) and step.sink_after is not None and any(
-                    a.kind == B.CREATE_TABLE for a in step.actions):
+        for step in steps:  # a table that comes (back) under a captured name: created before anything else
+            if (
+                not isinstance(step, RowsStep)
+                and step.sink_after is not None
+                and any(a.kind == B.CREATE_TABLE for a in step.actions)
+            ):
                 self._prepare_one(step.sink_after)
         table = self._unapplied(table_id, batch_id)
         if table is None:
             return 0
         done = table.transaction_version(self._step_app)
-        ops: list[tuple[int, Any, Any]] = []      # (sub-version, step, action or None)
+        ops: list[tuple[int, Any, Any]] = []  # (sub-version, step, action or None)
         for k, step in enumerate(steps):
             if isinstance(step, RowsStep):
                 ops.append((k * 1000, step, None))
@@ -526,14 +613,16 @@ class DeltaSink(Sink):
         from ...cdc.types import map_column_in
 
         props = self._commit_props(batch_id, version, final)
-        shaped = step.sink_after or step.sink_before   # its zero_dates decides date columns' types
+        shaped = step.sink_after or step.sink_before  # its zero_dates decides date columns' types
         if action.kind == B.ADD_COLUMN:
             arrow = map_column_in(shaped, action.column).arrow_type
             present = {f.name for f in table.schema().fields}
             if action.column.name not in present:
                 follow_up = action.fill is not None or action.copy_from
-                table.alter.add_columns([Field.from_arrow(pa.field(action.column.name, arrow, True))],
-                                        commit_properties=None if follow_up else props)
+                table.alter.add_columns(
+                    [Field.from_arrow(pa.field(action.column.name, arrow, True))],
+                    commit_properties=None if follow_up else props,
+                )
                 table = self.open_table(step.sink_before.table_id)
             if action.copy_from:
                 current = pa.schema(table.schema().to_arrow()).field(action.copy_from).type
@@ -551,7 +640,7 @@ class DeltaSink(Sink):
                 else:
                     table.update(new_values={action.column.name: value}, commit_properties=props)
         elif action.kind == B.CREATE_TABLE:
-            pass   # created before the micro-batch's steps (publish_steps)
+            pass  # created before the micro-batch's steps (publish_steps)
         elif action.kind == B.TRUNCATE:
             table.delete(commit_properties=props)
         elif action.kind == B.ALTER_COLUMN_TYPE:
@@ -587,8 +676,11 @@ class DeltaSink(Sink):
         (bounded by the stream's rate limit) comes to the driver, as Arrow."""
         ident = [spark_col(c) for c in schema.row_identity]
         w = Window.partitionBy(*ident).orderBy(F.col(META_SEQ).desc())
-        latest = (changes.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1)
-                  .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP)))
+        latest = (
+            changes.withColumn("__rn", F.row_number().over(w))
+            .where(F.col("__rn") == 1)
+            .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP))
+        )
         return self._merge_source(schema, latest.toArrow())
 
     @staticmethod
@@ -598,8 +690,15 @@ class DeltaSink(Sink):
         columns = [rows.column(f.name).cast(f.type) for f in target] + [rows.column(META_OP).cast(pa.string())]
         return pa.Table.from_arrays(columns, schema=target.append(pa.field(MERGE_OP, pa.string())))
 
-    def _merge(self, table, schema: TableSchema, source: pa.Table, batch_id: int, step_version: int | None = None,
-               final: bool = True) -> Mapping[str, Any]:
+    def _merge(
+        self,
+        table,
+        schema: TableSchema,
+        source: pa.Table,
+        batch_id: int,
+        step_version: int | None = None,
+        final: bool = True,
+    ) -> Mapping[str, Any]:
         def eq(c: str) -> str:
             op = "IS NOT DISTINCT FROM" if schema.column(c).nullable else "="
             # parenthesized: DataFusion's parser binds AND tighter than IS NOT DISTINCT FROM
@@ -614,24 +713,43 @@ class DeltaSink(Sink):
         props = self._commit_props(batch_id, step_version, final)
         for attempt in range(1, 7):
             try:
-                metrics = (table.merge(source, predicate, source_alias="s", target_alias="t", streamed_exec=False,
-                                       commit_properties=props)
-                           .when_matched_delete(removed)
-                           .when_matched_update(assign, upsert)
-                           .when_not_matched_insert(assign, upsert)
-                           .execute())
+                metrics = (
+                    table.merge(
+                        source,
+                        predicate,
+                        source_alias="s",
+                        target_alias="t",
+                        streamed_exec=False,
+                        commit_properties=props,
+                    )
+                    .when_matched_delete(removed)
+                    .when_matched_update(assign, upsert)
+                    .when_not_matched_insert(assign, upsert)
+                    .execute()
+                )
                 break
             except CommitFailedError as e:
                 # Another writer committed meanwhile (OPTIMIZE, a manual fix): the merge is the micro-batch's
                 # last word on its keys whatever the table holds, so it is run again on the new version.
                 if attempt == 6:
                     raise
-                delay = min(2.0, 0.1 * 2 ** attempt) * (0.5 + random.random())
-                log.warning("delta %s micro-batch %d: commit conflict (%s), merging again in %.2f s", schema.table_id,
-                            batch_id, str(e).splitlines()[0], delay)
+                delay = min(2.0, 0.1 * 2**attempt) * (0.5 + random.random())
+                log.warning(
+                    "delta %s micro-batch %d: commit conflict (%s), merging again in %.2f s",
+                    schema.table_id,
+                    batch_id,
+                    str(e).splitlines()[0],
+                    delay,
+                )
                 time.sleep(delay)
                 table = self.open_table(schema.table_id)
-        log.info("delta %s micro-batch %d: %d source rows, +%d ~%d -%d", schema.table_id, batch_id,
-                 metrics.get("num_source_rows", 0), metrics.get("num_target_rows_inserted", 0),
-                 metrics.get("num_target_rows_updated", 0), metrics.get("num_target_rows_deleted", 0))
+        log.info(
+            "delta %s micro-batch %d: %d source rows, +%d ~%d -%d",
+            schema.table_id,
+            batch_id,
+            metrics.get("num_source_rows", 0),
+            metrics.get("num_target_rows_inserted", 0),
+            metrics.get("num_target_rows_updated", 0),
+            metrics.get("num_target_rows_deleted", 0),
+        )
         return metrics

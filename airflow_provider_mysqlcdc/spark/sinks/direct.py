@@ -33,8 +33,11 @@ from .last_change import LastChange
 
 def spec_from_json(text: str) -> DirectSpec:
     """The spec a ``direct_write`` source option names; refuses kinds this version lacks."""
-    kinds: dict[str, type[DirectSpec]] = {DirectWrite.kind: DirectWrite, LastChange.kind: LastChange,
-                                          ConsoleLines.kind: ConsoleLines}
+    kinds: dict[str, type[DirectSpec]] = {
+        DirectWrite.kind: DirectWrite,
+        LastChange.kind: LastChange,
+        ConsoleLines.kind: ConsoleLines,
+    }
     options = json.loads(text)
     kind = options.pop("kind", DirectWrite.kind)
     if kind not in kinds:
@@ -51,5 +54,6 @@ def current_batch_id() -> int:
     if value is None:
         raise RuntimeError(
             f"the binlog source in direct-write mode was read without the Spark local property "
-            f"{BATCH_ID_PROPERTY}: it is only read by the stream's foreachBatch (spark/stream/query.py), which sets it.")
+            f"{BATCH_ID_PROPERTY}: it is only read by the stream's foreachBatch (spark/stream/query.py), which sets it."
+        )
     return int(value)

@@ -26,8 +26,7 @@ class DirectSpec(ABC):
 
     @classmethod
     @abstractmethod
-    def from_options(cls, options: dict[str, Any]) -> "DirectSpec":
-        ...
+    def from_options(cls, options: dict[str, Any]) -> "DirectSpec": ...
 
     @abstractmethod
     def arrow_schema(self) -> pa.Schema:
@@ -78,8 +77,16 @@ class DdlMark:
     seq: int
 
     def to_json(self) -> str:
-        return json.dumps({"tables": [[t.database, t.table] for t in self.tables], "database": self.database,
-                           "sql": self.sql, "offset": self.offset, "seq": self.seq}, sort_keys=True)
+        return json.dumps(
+            {
+                "tables": [[t.database, t.table] for t in self.tables],
+                "database": self.database,
+                "sql": self.sql,
+                "offset": self.offset,
+                "seq": self.seq,
+            },
+            sort_keys=True,
+        )
 
 
 def first_at(rows: pa.RecordBatch) -> str:

@@ -27,9 +27,11 @@ def build_sink(config: SinkConfig) -> Sink:
 
             return ConsoleSink(**opts)
     except TypeError as e:
-        raise ConfigError(f"sink {config.type!r}: bad options {sorted(opts)} ({e}). "
-                          f"Fix: use only the options the {config.type} sink accepts: "
-                          f"{', '.join(_accepted(config.type)) or 'none'}.") from None
+        raise ConfigError(
+            f"sink {config.type!r}: bad options {sorted(opts)} ({e}). "
+            f"Fix: use only the options the {config.type} sink accepts: "
+            f"{', '.join(_accepted(config.type)) or 'none'}."
+        ) from None
     raise ConfigError(f"sink.type: unknown {config.type!r}. Fix: use delta, postgres, changelog or console.")
 
 
@@ -39,8 +41,12 @@ def _accepted(sink_type: str) -> list[str]:
 
     from . import changelog, console, delta, postgres
 
-    cls = {"delta": delta.DeltaSink, "postgres": postgres.PostgresSink, "changelog": changelog.ChangelogSink,
-           "console": console.ConsoleSink}.get(sink_type)
+    cls = {
+        "delta": delta.DeltaSink,
+        "postgres": postgres.PostgresSink,
+        "changelog": changelog.ChangelogSink,
+        "console": console.ConsoleSink,
+    }.get(sink_type)
     if cls is None:
         return []
     params = inspect.signature(cls.__init__).parameters.values()

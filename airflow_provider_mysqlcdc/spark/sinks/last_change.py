@@ -22,13 +22,22 @@ import numpy as np
 import pyarrow as pa
 
 from ...cdc.model import TableSchema
-from .change_meta import META_OP, META_SEQ
 from .change_arrow import OP_ARRAY, explode_changes, last_per_identity
+from .change_meta import META_OP, META_SEQ
 from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
 
-RECORD_FIELDS = (("database", pa.string()), ("table", pa.string()), ("changes", pa.int64()), ("rows", pa.int64()),
-                 ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("payload", pa.binary()),
-                 ("columns", pa.string()), ("ddl", pa.string()), ("first_at", pa.string()))
+RECORD_FIELDS = (
+    ("database", pa.string()),
+    ("table", pa.string()),
+    ("changes", pa.int64()),
+    ("rows", pa.int64()),
+    ("first_seq", pa.int64()),
+    ("last_seq", pa.int64()),
+    ("payload", pa.binary()),
+    ("columns", pa.string()),
+    ("ddl", pa.string()),
+    ("first_at", pa.string()),
+)
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in RECORD_FIELDS])
 
 # Reduce a range's accumulated rows again once they pass this many (bounds a task's memory).
@@ -69,7 +78,7 @@ class _Reduced:
 
     def result(self) -> pa.Table:
         if len(self.pieces) == 1:
-            return self.pieces[0]   # reduced when it was added
+            return self.pieces[0]  # reduced when it was added
         return last_per_identity(pa.concat_tables(self.pieces), self.identity, META_SEQ)
 
 
@@ -129,17 +138,37 @@ class LastChange(DirectSpec):
         for key, r in reduced.items():
             t, _seg, columns = key
             rows = r.result()
-            records.append({"database": t.database, "table": t.table, "changes": r.changes, "rows": rows.num_rows,
-                            "first_seq": r.first_seq, "last_seq": r.last_seq, "payload": to_ipc(rows),
-                            "columns": columns, "ddl": "", "first_at": where[key]})
+            records.append(
+                {
+                    "database": t.database,
+                    "table": t.table,
+                    "changes": r.changes,
+                    "rows": rows.num_rows,
+                    "first_seq": r.first_seq,
+                    "last_seq": r.last_seq,
+                    "payload": to_ipc(rows),
+                    "columns": columns,
+                    "ddl": "",
+                    "first_at": where[key],
+                }
+            )
         return pa.RecordBatch.from_pylist(records, schema=RECORD_SCHEMA)
 
 
 def ddl_record(table_id: Any, mark: DdlMark) -> dict[str, Any]:
     """A DDL's record for one of its tables: no rows, its place in ``first_seq``/``last_seq``."""
-    return {"database": table_id.database, "table": table_id.table, "changes": 0, "rows": 0,
-            "first_seq": mark.seq, "last_seq": mark.seq, "payload": b"", "columns": "", "ddl": mark.to_json(),
-            "first_at": f"{mark.offset['file']}:{mark.offset['position']}"}
+    return {
+        "database": table_id.database,
+        "table": table_id.table,
+        "changes": 0,
+        "rows": 0,
+        "first_seq": mark.seq,
+        "last_seq": mark.seq,
+        "payload": b"",
+        "columns": "",
+        "ddl": mark.to_json(),
+        "first_at": f"{mark.offset['file']}:{mark.offset['position']}",
+    }
 
 
 def merged_rows(schema: TableSchema, payloads: Sequence[bytes]) -> pa.Table:

@@ -138,11 +138,22 @@ def pg_type(mp: ColumnMapping) -> str:
     if k in ("decimal", "decimal_text"):
         return f"numeric({mp.column.numeric_precision},{mp.column.numeric_scale})"
     simple = {
-        "bit": "bigint", "float": "real", "double": "double precision",
-        "datetime": "timestamp without time zone", "timestamp": "timestamp with time zone",
-        "date": "date", "time": "bigint", "year": "smallint", "text": "text", "enum": "text",
-        "set": "text", "binary": "bytea", "bool": "boolean",
-        "date_text": "text", "datetime_text": "text", "timestamp_text": "text",   # zero_dates: text
+        "bit": "bigint",
+        "float": "real",
+        "double": "double precision",
+        "datetime": "timestamp without time zone",
+        "timestamp": "timestamp with time zone",
+        "date": "date",
+        "time": "bigint",
+        "year": "smallint",
+        "text": "text",
+        "enum": "text",
+        "set": "text",
+        "binary": "bytea",
+        "bool": "boolean",
+        "date_text": "text",
+        "datetime_text": "text",
+        "timestamp_text": "text",  # zero_dates: text
     }
     if k in simple:
         return simple[k]
@@ -160,12 +171,17 @@ class PgConnection:
     password: str | None = field(default=None, repr=False)
 
     @classmethod
-    def resolve(cls, dsn: str | Mapping[str, Any], password: str | None = None,
-                password_file: str | os.PathLike | None = None,
-                password_env: str = "PGPASSWORD") -> "PgConnection":
+    def resolve(
+        cls,
+        dsn: str | Mapping[str, Any],
+        password: str | None = None,
+        password_file: str | os.PathLike | None = None,
+        password_env: str = "PGPASSWORD",
+    ) -> "PgConnection":
         """Split any password out of ``dsn``; else take it from the file or the environment."""
-        params = dict(conninfo_to_dict(dsn)) if isinstance(dsn, str) else {k: v for k, v in dsn.items()
-                                                                            if v is not None}
+        params = (
+            dict(conninfo_to_dict(dsn)) if isinstance(dsn, str) else {k: v for k, v in dsn.items() if v is not None}
+        )
         in_dsn = params.pop("password", None)
         pw = password or in_dsn
         if pw is None and password_file:
@@ -176,8 +192,7 @@ class PgConnection:
 
     def connect(self, autocommit: bool = False) -> psycopg.Connection:
         # Arrow writes UTF-8 whatever the database encoding is; the server converts from there.
-        kw: dict[str, Any] = {"autocommit": autocommit, "application_name": "mysqlcdc",
-                              "client_encoding": "UTF8"}
+        kw: dict[str, Any] = {"autocommit": autocommit, "application_name": "mysqlcdc", "client_encoding": "UTF8"}
         if self.password is not None:
             kw["password"] = self.password
         return psycopg.connect(self.conninfo, **kw)
@@ -193,7 +208,7 @@ class PgTable:
     table_id: TableId
     schema: str
     name: str
-    columns: tuple[tuple[str, str, str], ...]   # (name, pg type, mapping kind)
+    columns: tuple[tuple[str, str, str], ...]  # (name, pg type, mapping kind)
     identity: tuple[str, ...]
     nullable_identity: bool
 
@@ -232,16 +247,19 @@ class PgTable:
         select_cols = [qi(c) for c in self.column_names] + [expr for _, expr in extra_set]
         sets = [f"{qi(c)} = EXCLUDED.{qi(c)}" for c in list(self.value_columns) + [c for c, _ in extra_set]]
         action = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
-        return (f"INSERT INTO {self.qualified} ({self.column_list(target_cols)}) "
-                f"SELECT {', '.join(select_cols)} FROM {source} "
-                f"ON CONFLICT ({self.column_list(self.identity)}) {action}")
+        return (
+            f"INSERT INTO {self.qualified} ({self.column_list(target_cols)}) "
+            f"SELECT {', '.join(select_cols)} FROM {source} "
+            f"ON CONFLICT ({self.column_list(self.identity)}) {action}"
+        )
 
 
 def _check_ident(name: str, what: str) -> str:
     if not name or len(name.encode("utf-8")) > MAX_IDENT_BYTES:
         raise ConfigError(
             f"PostgreSQL {what} name {name!r} is empty or longer than {MAX_IDENT_BYTES} bytes "
-            "(PostgreSQL would silently truncate it). Fix: set a shorter table_name_format or schema.")
+            "(PostgreSQL would silently truncate it). Fix: set a shorter table_name_format or schema."
+        )
     return name
 
 
@@ -255,8 +273,10 @@ def build_table(schema: TableSchema, pg_schema: str, table_name_format: str) -> 
     for mp in mappings:
         _check_ident(mp.name, "column")
         if mp.name in (BATCH_COLUMN, PART_COLUMN):
-            raise ConfigError(f"{schema.table_id}: column {mp.name!r} is reserved by the PostgreSQL sink. "
-                              "Fix: exclude the column from capture.")
+            raise ConfigError(
+                f"{schema.table_id}: column {mp.name!r} is reserved by the PostgreSQL sink. "
+                "Fix: exclude the column from capture."
+            )
         cols.append((mp.name, pg_type(mp), mp.kind))
     if not schema.row_identity:
         raise ConfigError(f"{schema.table_id}: no row identity, so the sink cannot match rows")
@@ -270,8 +290,10 @@ def _check_distinct_names(tables: Sequence[PgTable]) -> None:
     for t in tables:
         other = seen.setdefault(t.key, t.table_id)
         if other != t.table_id:
-            raise ConfigError(f"{other} and {t.table_id} would both be written to PostgreSQL table {t.key}. "
-                              "Fix: use a table_name_format with both {database} and {table}.")
+            raise ConfigError(
+                f"{other} and {t.table_id} would both be written to PostgreSQL table {t.key}. "
+                "Fix: use a table_name_format with both {database} and {table}."
+            )
 
 
 # --- Arrow -> COPY CSV (runs on executors and the driver) ----------------------------------
@@ -316,8 +338,9 @@ NUL = "\x00"
 NUL_REPLACEMENT = "\ufffd"
 
 
-def handle_nul(data: pa.RecordBatch | pa.Table, policy: str, table: str,
-               identity: Sequence[str]) -> tuple[pa.RecordBatch | pa.Table, int]:
+def handle_nul(
+    data: pa.RecordBatch | pa.Table, policy: str, table: str, identity: Sequence[str]
+) -> tuple[pa.RecordBatch | pa.Table, int]:
     """PostgreSQL text cannot hold U+0000, which MySQL text can. ``fail``: a ConfigError naming
     the table, the row's key and the column, before anything of the batch is written;
     ``replace``: U+FFFD instead (returns how many values changed)."""
@@ -337,7 +360,8 @@ def handle_nul(data: pa.RecordBatch | pa.Table, policy: str, table: str,
                 f"{table}: column {f.name!r} of the row with key {key} holds U+0000 (NUL), which PostgreSQL text "
                 f"cannot store ({n} value(s) in this batch); nothing of the batch was written. Fix: set "
                 "sink_options.nul_in_text to 'replace' to store U+FFFD in its place (each replacement is "
-                "counted in the log), or remove the character at the source.")
+                "counted in the log), or remove the character at the source."
+            )
         data = data.set_column(i, f.name, pc.replace_substring(col, NUL, NUL_REPLACEMENT))
         changed += n
     return data, changed
@@ -378,8 +402,10 @@ class _StageTask:
                 tag = pa.repeat(pa.scalar(token, pa.int64()), b.num_rows)
                 copy.write(csv_bytes(b.append_column(self.token_column, tag)))
                 rows += b.num_rows
-        yield pa.record_batch([pa.array([token], pa.int64()), pa.array([rows], pa.int64()),
-                               pa.array([replaced], pa.int64())], names=["token", "rows", "nul_replaced"])
+        yield pa.record_batch(
+            [pa.array([token], pa.int64()), pa.array([rows], pa.int64()), pa.array([replaced], pa.int64())],
+            names=["token", "rows", "nul_replaced"],
+        )
 
 
 # --- the sink -------------------------------------------------------------------------------
@@ -393,7 +419,7 @@ class StagedSnapshot:
     batch_id: str
     run_id: str
     staging: str
-    parts: tuple[tuple[int, int], ...]   # (token, rows) of the successful task attempts
+    parts: tuple[tuple[int, int], ...]  # (token, rows) of the successful task attempts
     ranges: tuple[KeyRange, ...] = ()
 
     @property
@@ -406,21 +432,32 @@ class PostgresSink(Sink):
 
     name = "postgres"
 
-    def __init__(self, dsn: str | Mapping[str, Any], *, schema: str = "public",
-                 table_name_format: str = "{database}__{table}", password: str | None = None,
-                 password_file: str | os.PathLike | None = None, direct_write: bool = True,
-                 nul_in_text: str = "fail") -> None:
+    def __init__(
+        self,
+        dsn: str | Mapping[str, Any],
+        *,
+        schema: str = "public",
+        table_name_format: str = "{database}__{table}",
+        password: str | None = None,
+        password_file: str | os.PathLike | None = None,
+        direct_write: bool = True,
+        nul_in_text: str = "fail",
+    ) -> None:
         if nul_in_text not in NUL_POLICIES:
-            raise ConfigError(f"sink_options.nul_in_text: found {nul_in_text!r}, need one of "
-                              f"{', '.join(NUL_POLICIES)}. Fix: 'fail' stops at a text value holding U+0000, "
-                              "'replace' stores U+FFFD in its place.")
+            raise ConfigError(
+                f"sink_options.nul_in_text: found {nul_in_text!r}, need one of "
+                f"{', '.join(NUL_POLICIES)}. Fix: 'fail' stops at a text value holding U+0000, "
+                "'replace' stores U+FFFD in its place."
+            )
         self.nul_in_text = nul_in_text
         if not isinstance(direct_write, bool):
-            raise ConfigError(f"sink_options.direct_write: found {direct_write!r}, need true or false. "
-                              "Fix: give a JSON boolean, or leave it out (true).")
+            raise ConfigError(
+                f"sink_options.direct_write: found {direct_write!r}, need true or false. "
+                "Fix: give a JSON boolean, or leave it out (true)."
+            )
         self.conn_info = PgConnection.resolve(dsn, password, password_file)
         self.direct = direct_write
-        self._schemas: dict[TableId, TableSchema] = {}   # the tables prepare() was given
+        self._schemas: dict[TableId, TableSchema] = {}  # the tables prepare() was given
         self.schema = _check_ident(schema, "schema")
         self.table_name_format = table_name_format
         self._conn: psycopg.Connection | None = None
@@ -436,7 +473,7 @@ class PostgresSink(Sink):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_conn"] = None
-        state["_replaced"] = None   # the driver's status recorder stays on the driver
+        state["_replaced"] = None  # the driver's status recorder stays on the driver
         return state
 
     # --- connections --------------------------------------------------------------------------
@@ -461,8 +498,10 @@ class PostgresSink(Sink):
 
         params = conninfo_to_dict(self.conn_info.conninfo)
         name = self.table_name_format.format(database=table_id.database, table=table_id.table)
-        return (f"postgres://{params.get('host') or 'localhost'}:{params.get('port') or 5432}/"
-                f"{params.get('dbname') or params.get('user') or 'postgres'}/{self.schema}/{name}")
+        return (
+            f"postgres://{params.get('host') or 'localhost'}:{params.get('port') or 5432}/"
+            f"{params.get('dbname') or params.get('user') or 'postgres'}/{self.schema}/{name}"
+        )
 
     def _bookkeeping(self, name: str) -> str:
         return f"{qi(self.schema)}.{qi(name)}"
@@ -482,10 +521,12 @@ class PostgresSink(Sink):
                 f"CREATE TABLE IF NOT EXISTS {self._bookkeeping(SNAPSHOT_BATCHES)} ("
                 "batch_no serial PRIMARY KEY, sink_table text NOT NULL, batch_id text NOT NULL, "
                 "run_id text, rows_written bigint, committed_at timestamptz, "
-                "UNIQUE (sink_table, batch_id))")
+                "UNIQUE (sink_table, batch_id))"
+            )
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._bookkeeping(PROGRESS)} ("
-                "sink_table text PRIMARY KEY, last_batch_id bigint NOT NULL, updated_at timestamptz)")
+                "sink_table text PRIMARY KEY, last_batch_id bigint NOT NULL, updated_at timestamptz)"
+            )
             for t in tables:
                 if self._exists(conn, t):
                     self._check_compatible(conn, t)
@@ -504,46 +545,62 @@ class PostgresSink(Sink):
 
     @staticmethod
     def _create(conn: psycopg.Connection, t: PgTable) -> None:
-        cols = [f"{qi(n)} {typ}" + (" NOT NULL" if n in t.identity and not t.nullable_identity else "")
-                for n, typ, _ in t.columns]
+        cols = [
+            f"{qi(n)} {typ}" + (" NOT NULL" if n in t.identity and not t.nullable_identity else "")
+            for n, typ, _ in t.columns
+        ]
         cols.append(f"{qi(BATCH_COLUMN)} integer")
         ident = t.column_list(t.identity)
         cols.append(f"UNIQUE NULLS NOT DISTINCT ({ident})" if t.nullable_identity else f"PRIMARY KEY ({ident})")
         conn.execute(f"CREATE TABLE {t.qualified} ({', '.join(cols)})")
         # BRIN: tiny and free to maintain; a batch's rows are adjacent (one INSERT ... SELECT).
         index = f"_mysqlcdc_brin_{hashlib.sha1(t.key.encode()).hexdigest()[:16]}"
-        conn.execute(f"CREATE INDEX {qi(index)} ON {t.qualified} USING brin ({qi(BATCH_COLUMN)}) "
-                     "WITH (autosummarize = on)")
+        conn.execute(
+            f"CREATE INDEX {qi(index)} ON {t.qualified} USING brin ({qi(BATCH_COLUMN)}) WITH (autosummarize = on)"
+        )
         log.info("created %s", t.qualified)
 
     @staticmethod
     def _check_compatible(conn: psycopg.Connection, t: PgTable) -> None:
         """Every column with our type, the batch column, a unique index on the identity."""
-        have = {r[0]: r[1:] for r in conn.execute(
-            "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef FROM pg_attribute "
-            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (t.qualified,))}
+        have = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                (t.qualified,),
+            )
+        }
         problems = []
         for name, typ, _ in list(t.columns) + [(BATCH_COLUMN, "integer", "")]:
             if name not in have:
-                problems.append(f"column {name!r} is missing (add it: ALTER TABLE {t.qualified} "
-                                f"ADD COLUMN {qi(name)} {typ})")
+                problems.append(
+                    f"column {name!r} is missing (add it: ALTER TABLE {t.qualified} ADD COLUMN {qi(name)} {typ})"
+                )
             elif have[name][0] != typ:
                 problems.append(f"column {name!r} is {have[name][0]}, want {typ}")
         ours = set(t.column_names) | {BATCH_COLUMN}
         for name, (_typ, notnull, hasdef) in have.items():
             if name not in ours and notnull and not hasdef:
                 problems.append(f"extra column {name!r} is NOT NULL without a default")
-        uniques = [set(r[0]) for r in conn.execute(
-            "SELECT array_agg(a.attname) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisunique "
-            "AND i.indpred IS NULL GROUP BY i.indexrelid", (t.qualified,))]
+        uniques = [
+            set(r[0])
+            for r in conn.execute(
+                "SELECT array_agg(a.attname) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisunique "
+                "AND i.indpred IS NULL GROUP BY i.indexrelid",
+                (t.qualified,),
+            )
+        ]
         if set(t.identity) not in uniques:
             problems.append(f"no unique index or primary key on exactly {list(t.identity)}")
         if problems:
             raise ConfigError(
                 f"PostgreSQL table {t.qualified} exists but does not fit {t.table_id}: "
-                + "; ".join(problems) + ". Fix: drop or rename the table so it is created again, "
-                "or alter it to match.")
+                + "; ".join(problems)
+                + ". Fix: drop or rename the table so it is created again, "
+                "or alter it to match."
+            )
 
     # --- snapshot -----------------------------------------------------------------------------
 
@@ -573,15 +630,20 @@ class PostgresSink(Sink):
     def _drop_stale_staging(self, conn: psycopg.Connection, t: PgTable, batch_id: str) -> list[str]:
         """Staging tables an earlier (dead) run of this batch left behind."""
         prefix = self.staging_prefix(t, batch_id)
-        names = [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND starts_with(tablename, %s)",
-            (self.schema, prefix))]
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND starts_with(tablename, %s)",
+                (self.schema, prefix),
+            )
+        ]
         for n in names:
             conn.execute(f"DROP TABLE IF EXISTS {self._bookkeeping(n)}")
         return names
 
-    def stage_snapshot(self, schema: TableSchema, frame: DataFrame, batch_id: str,
-                       ranges: Sequence[KeyRange] = ()) -> StagedSnapshot:
+    def stage_snapshot(
+        self, schema: TableSchema, frame: DataFrame, batch_id: str, ranges: Sequence[KeyRange] = ()
+    ) -> StagedSnapshot:
         """Executors COPY the frame into a new staging table; the target is not touched."""
         t = self._ensure_prepared(schema)
         run_id = uuid.uuid4().hex[:12]
@@ -593,17 +655,30 @@ class PostgresSink(Sink):
             conn.execute(f"CREATE UNLOGGED TABLE {self._bookkeeping(staging)} ({cols}, {qi(PART_COLUMN)} bigint)")
         if stale:
             log.info("%s batch %s: dropped stale staging tables %s", t.qualified, batch_id, stale)
-        copy_sql = (f"COPY {self._bookkeeping(staging)} ({t.column_list(list(t.column_names) + [PART_COLUMN])}) "
-                    "FROM STDIN (FORMAT csv)")
-        task = _StageTask(self.conn_info, copy_sql, table=str(schema.table_id), identity=tuple(t.identity),
-                          nul_in_text=self.nul_in_text)
+        copy_sql = (
+            f"COPY {self._bookkeeping(staging)} ({t.column_list(list(t.column_names) + [PART_COLUMN])}) "
+            "FROM STDIN (FORMAT csv)"
+        )
+        task = _StageTask(
+            self.conn_info,
+            copy_sql,
+            table=str(schema.table_id),
+            identity=tuple(t.identity),
+            nul_in_text=self.nul_in_text,
+        )
         parts = copy_frame(frame, t).mapInArrow(task, "token bigint, rows bigint, nul_replaced bigint").collect()
         replaced = sum(p.nul_replaced for p in parts)
         if replaced:
-            log.warning("%s batch %s: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
-                        "(nul_in_text='replace')", t.qualified, batch_id, replaced)
-        return StagedSnapshot(t, batch_id, run_id, staging, tuple((p.token, p.rows) for p in parts if p.rows),
-                              tuple(ranges))
+            log.warning(
+                "%s batch %s: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
+                "(nul_in_text='replace')",
+                t.qualified,
+                batch_id,
+                replaced,
+            )
+        return StagedSnapshot(
+            t, batch_id, run_id, staging, tuple((p.token, p.rows) for p in parts if p.rows), tuple(ranges)
+        )
 
     def commit_snapshot(self, staged: StagedSnapshot) -> SnapshotWrite:
         """In one transaction: remove this batch's earlier rows, insert the staged ones, drop staging."""
@@ -613,28 +688,42 @@ class PostgresSink(Sink):
         with conn.transaction():
             batch_no, first_run = self._lock_batch(conn, t, staged.batch_id)
             if conn.execute("SELECT to_regclass(%s)", (staging,)).fetchone()[0] is None:
-                raise RuntimeError(f"{t.qualified} batch {staged.batch_id}: staging table {staged.staging} is gone "
-                                   "(another run of the same batch dropped it). Rerun the batch.")
+                raise RuntimeError(
+                    f"{t.qualified} batch {staged.batch_id}: staging table {staged.staging} is gone "
+                    "(another run of the same batch dropped it). Rerun the batch."
+                )
             deleted = 0
             if not first_run:  # a first run has no rows to take back: skip the scan
-                deleted = conn.execute(f"DELETE FROM {t.qualified} WHERE {qi(BATCH_COLUMN)} = %s",
-                                       (batch_no,)).rowcount
+                deleted = conn.execute(f"DELETE FROM {t.qualified} WHERE {qi(BATCH_COLUMN)} = %s", (batch_no,)).rowcount
             tokens = [tok for tok, _ in staged.parts]
             src = f"(SELECT * FROM {staging} WHERE {qi(PART_COLUMN)} = ANY(%s::bigint[])) AS s"
-            inserted = conn.execute(t.upsert_sql(src, [(BATCH_COLUMN, "%s::integer")]),
-                                    (batch_no, tokens)).rowcount
+            inserted = conn.execute(t.upsert_sql(src, [(BATCH_COLUMN, "%s::integer")]), (batch_no, tokens)).rowcount
             if inserted != staged.rows:
-                raise RuntimeError(f"{t.qualified} batch {staged.batch_id}: staged {staged.rows} rows but "
-                                   f"{inserted} reached the table; nothing was committed")
-            conn.execute(f"UPDATE {self._bookkeeping(SNAPSHOT_BATCHES)} SET run_id = %s, rows_written = %s, "
-                         "committed_at = now() WHERE batch_no = %s", (staged.run_id, inserted, batch_no))
+                raise RuntimeError(
+                    f"{t.qualified} batch {staged.batch_id}: staged {staged.rows} rows but "
+                    f"{inserted} reached the table; nothing was committed"
+                )
+            conn.execute(
+                f"UPDATE {self._bookkeeping(SNAPSHOT_BATCHES)} SET run_id = %s, rows_written = %s, "
+                "committed_at = now() WHERE batch_no = %s",
+                (staged.run_id, inserted, batch_no),
+            )
             conn.execute(f"DROP TABLE {staging}")
-        log.info("%s batch %s (run %s): %d rows replaced %d", t.qualified, staged.batch_id, staged.run_id,
-                 inserted, deleted)
-        return SnapshotWrite(inserted, {
-            "sink": self.name, "table": t.key, "batch_no": batch_no, "run_id": staged.run_id,
-            "deleted_previous": deleted, "parts": len(staged.parts),
-            "ranges": [r.to_dict() for r in staged.ranges]})
+        log.info(
+            "%s batch %s (run %s): %d rows replaced %d", t.qualified, staged.batch_id, staged.run_id, inserted, deleted
+        )
+        return SnapshotWrite(
+            inserted,
+            {
+                "sink": self.name,
+                "table": t.key,
+                "batch_no": batch_no,
+                "run_id": staged.run_id,
+                "deleted_previous": deleted,
+                "parts": len(staged.parts),
+                "ranges": [r.to_dict() for r in staged.ranges],
+            },
+        )
 
     def _lock_batch(self, conn: psycopg.Connection, t: PgTable, batch_id: str) -> tuple[int, bool]:
         """(``batch_no``, first run?) of the batch; its bookkeeping row stays locked until commit.
@@ -642,15 +731,18 @@ class PostgresSink(Sink):
         "First run" means no run of this batch ever committed: the row is new, or a run that
         created it died before its commit (``committed_at`` is still NULL)."""
         table = self._bookkeeping(SNAPSHOT_BATCHES)
-        conn.execute(f"INSERT INTO {table} (sink_table, batch_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                     (t.key, batch_id))
+        conn.execute(
+            f"INSERT INTO {table} (sink_table, batch_id) VALUES (%s, %s) ON CONFLICT DO NOTHING", (t.key, batch_id)
+        )
         batch_no, committed_at = conn.execute(
             f"SELECT batch_no, committed_at FROM {table} WHERE sink_table = %s AND batch_id = %s FOR UPDATE",
-            (t.key, batch_id)).fetchone()
+            (t.key, batch_id),
+        ).fetchone()
         return batch_no, committed_at is None
 
-    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
-                       batch_id: str) -> SnapshotWrite:
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
         wrong = [str(r.table_id) for r in ranges if r.table_id != schema.table_id]
         if wrong:
             raise ValueError(f"write_snapshot({schema.table_id}): ranges of other tables {wrong}")
@@ -681,16 +773,17 @@ class PostgresSink(Sink):
     def last_batch_id(self, schema: TableSchema) -> int | None:
         conn = self._driver_conn()
         with conn.transaction():
-            row = conn.execute(f"SELECT last_batch_id FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
-                               (self.table(schema).key,)).fetchone()
+            row = conn.execute(
+                f"SELECT last_batch_id FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
+                (self.table(schema).key,),
+            ).fetchone()
         return None if row is None else int(row[0])
 
     def reset_progress(self, schema: TableSchema) -> None:
         """Forget the applied batch ids (a new stream checkpoint starts again at batch 0)."""
         conn = self._driver_conn()
         with conn.transaction():
-            conn.execute(f"DELETE FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
-                         (self.table(schema).key,))
+            conn.execute(f"DELETE FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s", (self.table(schema).key,))
 
     def direct_write(self) -> LastChange | None:
         return LastChange() if self.direct else None
@@ -714,10 +807,15 @@ class PostgresSink(Sink):
             if not self._claim_batch(conn, t, batch_id):
                 return False
             self._write_ops(conn, t, deletes, upserts)
-        if replaced and self._replaced is not None:   # counted once, when the micro-batch commits
+        if replaced and self._replaced is not None:  # counted once, when the micro-batch commits
             self._replaced(str(t.table_id), "nul_in_text", replaced)
-        log.info("%s: micro-batch %d applied (%d deletes, %d upserts)", t.qualified, batch_id,
-                 deletes.num_rows, upserts.num_rows)
+        log.info(
+            "%s: micro-batch %d applied (%d deletes, %d upserts)",
+            t.qualified,
+            batch_id,
+            deletes.num_rows,
+            upserts.num_rows,
+        )
         return True
 
     def _split_ops(self, t: PgTable, latest: pa.Table, batch_id: int) -> tuple[pa.Table, pa.Table, int]:
@@ -728,15 +826,19 @@ class PostgresSink(Sink):
         deletes, _ = handle_nul(deletes, self.nul_in_text, name, t.identity)  # keys replaced alike
         upserts, replaced = handle_nul(upserts, self.nul_in_text, name, t.identity)
         if replaced:
-            log.warning("%s micro-batch %d: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
-                        "(nul_in_text='replace')", t.qualified, batch_id, replaced)
+            log.warning(
+                "%s micro-batch %d: %d text value(s) held U+0000 and were stored with U+FFFD in its place "
+                "(nul_in_text='replace')",
+                t.qualified,
+                batch_id,
+                replaced,
+            )
         return deletes, upserts, replaced
 
     def _write_ops(self, conn: psycopg.Connection, t: PgTable, deletes: pa.Table, upserts: pa.Table) -> None:
         if deletes.num_rows:
             self._temp_copy(conn, "_mysqlcdc_del", t.identity_types, deletes)
-            conn.execute(f"DELETE FROM {t.qualified} AS t USING _mysqlcdc_del AS d "
-                         f"WHERE {t.key_match('t', 'd')}")
+            conn.execute(f"DELETE FROM {t.qualified} AS t USING _mysqlcdc_del AS d WHERE {t.key_match('t', 'd')}")
             conn.execute("DROP TABLE _mysqlcdc_del")
         if upserts.num_rows:
             self._temp_copy(conn, "_mysqlcdc_up", t.columns, upserts)
@@ -756,7 +858,10 @@ class PostgresSink(Sink):
         bounds = integer_bounds(schema, key_range)
         if bounds is not None:
             col, lo, hi = bounds
-            terms = [*([f"{qi(col)} >= %s"] if lo is not None else []), *([f"{qi(col)} < %s"] if hi is not None else [])]
+            terms = [
+                *([f"{qi(col)} >= %s"] if lo is not None else []),
+                *([f"{qi(col)} < %s"] if hi is not None else []),
+            ]
             args = [v for v in (lo, hi) if v is not None]
             where = " WHERE " + " AND ".join(terms) if terms else ""
         cur = self._driver_conn().execute(f"SELECT {t.column_list(cols)} FROM {t.qualified}{where}", args)
@@ -772,8 +877,9 @@ class PostgresSink(Sink):
         conn = self._driver_conn()
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = conn.execute(f"SELECT last_batch_id FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s",
-                               (t.key,)).fetchone()
+            row = conn.execute(
+                f"SELECT last_batch_id FROM {self._bookkeeping(PROGRESS)} WHERE sink_table = %s", (t.key,)
+            ).fetchone()
             cur = conn.execute(f"SELECT {t.column_list(cols)} FROM {t.qualified}")
             values = list(zip(*cur.fetchall())) or [() for _ in cols]
         applied = int(row[0]) if row is not None else -1
@@ -795,9 +901,10 @@ class PostgresSink(Sink):
         sink0 = first.sink if isinstance(first, RowsStep) else first.sink_before
         if sink0 is not None:
             t = self._ensure_prepared(sink0)
-        else:   # the sink table was dropped in an earlier batch; a schema step brings it back
-            named = next((s.sink_after for s in steps if not isinstance(s, RowsStep) and s.sink_after is not None),
-                         None)
+        else:  # the sink table was dropped in an earlier batch; a schema step brings it back
+            named = next(
+                (s.sink_after for s in steps if not isinstance(s, RowsStep) and s.sink_after is not None), None
+            )
             if named is None:
                 raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
             t = self.table(named)
@@ -814,19 +921,26 @@ class PostgresSink(Sink):
                     log.info(step.describe("postgres", batch_id, rows.num_rows))
                     target = self.table(step.sink)
                     projected = project_rows(rows, step.sink, keep=[META_OP])
-                    deletes, upserts, n = self._split_ops(target, copy_arrow(projected, target, extra=[META_OP]),
-                                                          batch_id)
+                    deletes, upserts, n = self._split_ops(
+                        target, copy_arrow(projected, target, extra=[META_OP]), batch_id
+                    )
                     replaced += n
                     self._write_ops(conn, target, deletes, upserts)
                     changes += step.changes
-                    log.info("%s micro-batch %d: %d changes, %d deletes, %d upserts", target.qualified, batch_id,
-                             step.changes, deletes.num_rows, upserts.num_rows)
+                    log.info(
+                        "%s micro-batch %d: %d changes, %d deletes, %d upserts",
+                        target.qualified,
+                        batch_id,
+                        step.changes,
+                        deletes.num_rows,
+                        upserts.num_rows,
+                    )
                 else:
                     self._apply_schema_step(conn, t, step)
                     if step.sink_after is not None:
                         self._schemas[table_id] = step.sink_after
-                    crash_point(BETWEEN_STEPS)   # inside the transaction: a crash here rolls all of it back
-        if replaced and self._replaced is not None:   # counted once, when the micro-batch commits
+                    crash_point(BETWEEN_STEPS)  # inside the transaction: a crash here rolls all of it back
+        if replaced and self._replaced is not None:  # counted once, when the micro-batch commits
             self._replaced(str(table_id), "nul_in_text", replaced)
         return changes
 
@@ -840,30 +954,49 @@ class PostgresSink(Sink):
             if a.kind == B.ADD_COLUMN:
                 typ = pg_type(map_column_of(a.column, step))
                 column = sql.Identifier(a.column.name)
-                exists = conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = %s "
-                                      "AND NOT attisdropped", (t.qualified, a.column.name)).fetchone() is not None
-                if not exists and a.fill is not None:   # a constant DEFAULT fills existing rows without a rewrite
-                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {} DEFAULT {}").format(
-                        table, column, sql.SQL(typ), sql.Literal(str(a.fill))))
+                exists = (
+                    conn.execute(
+                        "SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = %s "
+                        "AND NOT attisdropped",
+                        (t.qualified, a.column.name),
+                    ).fetchone()
+                    is not None
+                )
+                if not exists and a.fill is not None:  # a constant DEFAULT fills existing rows without a rewrite
+                    conn.execute(
+                        sql.SQL("ALTER TABLE {} ADD COLUMN {} {} DEFAULT {}").format(
+                            table, column, sql.SQL(typ), sql.Literal(str(a.fill))
+                        )
+                    )
                     conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(table, column))
                 elif not exists:
                     conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(table, column, sql.SQL(typ)))
                 elif a.refill:
-                    value = sql.NULL if a.fill is None else sql.SQL("{}::{}").format(sql.Literal(str(a.fill)),
-                                                                                      sql.SQL(typ))
+                    value = (
+                        sql.NULL if a.fill is None else sql.SQL("{}::{}").format(sql.Literal(str(a.fill)), sql.SQL(typ))
+                    )
                     conn.execute(sql.SQL("UPDATE {} SET {} = {}").format(table, column, value))
                 if a.copy_from:
-                    conn.execute(sql.SQL("UPDATE {} SET {} = {}::{}").format(
-                        table, column, sql.Identifier(a.copy_from), sql.SQL(typ)))
+                    conn.execute(
+                        sql.SQL("UPDATE {} SET {} = {}::{}").format(
+                            table, column, sql.Identifier(a.copy_from), sql.SQL(typ)
+                        )
+                    )
             elif a.kind == B.DROP_COLUMN:
                 conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(table, sql.Identifier(a.name)))
             elif a.kind == B.RENAME_COLUMN:
-                conn.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(
-                    table, sql.Identifier(a.name), sql.Identifier(a.new_name)))
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(
+                        table, sql.Identifier(a.name), sql.Identifier(a.new_name)
+                    )
+                )
             elif a.kind == B.ALTER_COLUMN_TYPE:
                 typ = pg_type(map_column_of(a.column, step))
-                conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
-                    table, sql.Identifier(a.name), sql.SQL(typ), sql.Identifier(a.name), sql.SQL(typ)))
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
+                        table, sql.Identifier(a.name), sql.SQL(typ), sql.Identifier(a.name), sql.SQL(typ)
+                    )
+                )
             elif a.kind == B.TRUNCATE:
                 conn.execute(sql.SQL("TRUNCATE {}").format(table))
             elif a.kind == B.DROP_TABLE:
@@ -871,15 +1004,20 @@ class PostgresSink(Sink):
                 self._prepared.discard(t.table_id)
             elif a.kind == B.CREATE_TABLE:
                 created = self.table(step.sink_after)
-                empty = self._exists(conn, created) and conn.execute(
-                    sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(sql.SQL(created.qualified))).fetchone()[0]
-                if empty:   # prepared when the query started (the history listed it): take it as it is
+                empty = (
+                    self._exists(conn, created)
+                    and conn.execute(
+                        sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(sql.SQL(created.qualified))
+                    ).fetchone()[0]
+                )
+                if empty:  # prepared when the query started (the history listed it): take it as it is
                     self._check_compatible(conn, created)
-                elif self._exists(conn, created):   # rows that are not the new table's
+                elif self._exists(conn, created):  # rows that are not the new table's
                     raise ConfigError(
                         f"{created.qualified} holds rows, but {created.table_id} is created (again) by the DDL at "
                         f"{step.offset.get('file')}:{step.offset.get('position')}, so they are not the new table's. "
-                        f"Fix: drop or rename {created.qualified}, then restart the stream.")
+                        f"Fix: drop or rename {created.qualified}, then restart the stream."
+                    )
                 else:
                     self._create(conn, created)
                 self._prepared.add(t.table_id)
@@ -890,19 +1028,23 @@ class PostgresSink(Sink):
     def _claim_batch(self, conn: psycopg.Connection, t: PgTable, batch_id: int) -> bool:
         """Lock the table's progress row; record ``batch_id`` unless it (or a later one) is done."""
         table = self._bookkeeping(PROGRESS)
-        conn.execute(f"INSERT INTO {table} (sink_table, last_batch_id) VALUES (%s, -1) ON CONFLICT DO NOTHING",
-                     (t.key,))
-        last = conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE",
-                            (t.key,)).fetchone()[0]
+        conn.execute(
+            f"INSERT INTO {table} (sink_table, last_batch_id) VALUES (%s, -1) ON CONFLICT DO NOTHING", (t.key,)
+        )
+        last = conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE", (t.key,)).fetchone()[
+            0
+        ]
         if last >= batch_id:
             return False
-        conn.execute(f"UPDATE {table} SET last_batch_id = %s, updated_at = now() WHERE sink_table = %s",
-                     (batch_id, t.key))
+        conn.execute(
+            f"UPDATE {table} SET last_batch_id = %s, updated_at = now() WHERE sink_table = %s", (batch_id, t.key)
+        )
         return True
 
     @staticmethod
-    def _temp_copy(conn: psycopg.Connection, name: str, columns: Sequence[tuple[str, str, str]],
-                   rows: pa.Table) -> None:
+    def _temp_copy(
+        conn: psycopg.Connection, name: str, columns: Sequence[tuple[str, str, str]], rows: pa.Table
+    ) -> None:
         cols = ", ".join(f"{qi(n)} {typ}" for n, typ, _ in columns)
         conn.execute(f"CREATE TEMP TABLE {qi(name)} ({cols}) ON COMMIT DROP")
         with conn.cursor().copy(f"COPY {qi(name)} FROM STDIN (FORMAT csv)") as cp:
@@ -926,4 +1068,3 @@ def reduce_latest(changes: DataFrame, t: PgTable) -> DataFrame:
     w = Window.partitionBy(*[F.col(quote_ident(c)) for c in t.identity]).orderBy(F.col(META_SEQ).desc())
     latest = changes.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1)
     return copy_frame(latest, t, extra=[META_OP])
-

@@ -39,7 +39,8 @@ def project_rows(rows: pa.Table, sink: TableSchema, keep: Sequence[str] = ()) ->
                     raise SchemaMismatchError(
                         f"{sink.table_id}: column {c.name!r} values ({col.type}) do not convert to the sink's "
                         f"{c.column_type} ({target}): {e}. Fix: set schema_change_behavior to 'evolve' or "
-                        "'try_evolve' so the sink takes the new type, or reload the table.") from e
+                        "'try_evolve' so the sink takes the new type, or reload the table."
+                    ) from e
         names.append(c.name)
         columns.append(col)
     for k in keep:
@@ -50,5 +51,6 @@ def project_rows(rows: pa.Table, sink: TableSchema, keep: Sequence[str] = ()) ->
 
 def same_shape(a: TableSchema, b: TableSchema) -> bool:
     """True when rows of ``a`` need no projection to be written as ``b``."""
-    return [(c.name, map_column_in(a, c).arrow_type) for c in a.columns] == \
-        [(c.name, map_column_in(b, c).arrow_type) for c in b.columns]
+    return [(c.name, map_column_in(a, c).arrow_type) for c in a.columns] == [
+        (c.name, map_column_in(b, c).arrow_type) for c in b.columns
+    ]

@@ -33,8 +33,11 @@ def replacement_table(image: pa.StructType, rows: pa.Table, gone: pa.Table | Non
     cols = {}
     for f in fields:
         up = rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-        down = (gone.column(f.name).cast(f.type) if gone is not None and f.name in gone.column_names
-                else pa.nulls(gone.num_rows if gone is not None else 0, f.type))
+        down = (
+            gone.column(f.name).cast(f.type)
+            if gone is not None and f.name in gone.column_names
+            else pa.nulls(gone.num_rows if gone is not None else 0, f.type)
+        )
         cols[f.name] = pa.concat_arrays([_one_chunk(up), _one_chunk(down)])
     n_up, n_down = rows.num_rows, gone.num_rows if gone is not None else 0
     cols[META_OP] = pa.array(["+I"] * n_up + ["-D"] * n_down, pa.string())
@@ -47,8 +50,15 @@ def _one_chunk(a: Any) -> pa.Array:
 
 
 def record_base(table_id: TableId, schema: TableSchema, seq: int, where: str) -> dict[str, Any]:
-    return {"database": table_id.database, "table": table_id.table, "first_seq": seq, "last_seq": seq,
-            "columns": columns_signature(schema), "ddl": "", "first_at": where}
+    return {
+        "database": table_id.database,
+        "table": table_id.table,
+        "first_seq": seq,
+        "last_seq": seq,
+        "columns": columns_signature(schema),
+        "ddl": "",
+        "first_at": where,
+    }
 
 
 _INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
@@ -69,25 +79,40 @@ def integer_bounds(schema: TableSchema, r: KeyRange | None) -> tuple[str, int | 
     return col, lo, hi
 
 
-def last_change_record(schema: TableSchema, image: pa.StructType, rows: pa.Table, gone: pa.Table | None,
-                       info: Mapping[str, Any], seq: int) -> dict[str, Any]:
+def last_change_record(
+    schema: TableSchema, image: pa.StructType, rows: pa.Table, gone: pa.Table | None, info: Mapping[str, Any], seq: int
+) -> dict[str, Any]:
     """A last-change record (``last_change.RECORD_FIELDS``) of the replacement."""
     from .last_change import to_ipc
 
     table = replacement_table(image, rows, gone, seq)
-    return {**record_base(schema.table_id, schema, seq, f"re-snapshot {info['handoff']}"), "changes": 0,
-            "rows": table.num_rows, "payload": to_ipc(table)}
+    return {
+        **record_base(schema.table_id, schema, seq, f"re-snapshot {info['handoff']}"),
+        "changes": 0,
+        "rows": table.num_rows,
+        "payload": to_ipc(table),
+    }
 
 
-def resnapshot_lines(table_id: TableId, rows: pa.Table, r: KeyRange, info: Mapping[str, Any], batch_id: int,
-                     schema_id: str) -> list[str]:
+def resnapshot_lines(
+    table_id: TableId, rows: pa.Table, r: KeyRange, info: Mapping[str, Any], batch_id: int, schema_id: str
+) -> list[str]:
     """The changelog's lines for a re-snapshot of one range: the ``RS`` line, then one ``r`` line per
     row, encoded column at a time (``changelog_lines.json_texts``: the stream's own encoding)."""
     from .changelog_lines import concat_texts, json_string, json_texts
 
     meta = {"database": table_id.database, "table": table_id.table, "batch": int(batch_id)}
-    head = {"resnapshot": {"batch": info["batch"], "handoff": info["handoff"], "ranges": [r.to_dict()],
-                           "exact_at": info["exact_at"], "rows": rows.num_rows}, "op": "RS", "meta": meta}
+    head = {
+        "resnapshot": {
+            "batch": info["batch"],
+            "handoff": info["handoff"],
+            "ranges": [r.to_dict()],
+            "exact_at": info["exact_at"],
+            "rows": rows.num_rows,
+        },
+        "op": "RS",
+        "meta": meta,
+    }
     lines = [json.dumps(head, separators=(",", ":"))]
     if rows.num_rows == 0:
         return lines

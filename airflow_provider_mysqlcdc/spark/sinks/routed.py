@@ -69,13 +69,15 @@ class RoutedSink(Sink):
         try:
             return self.views[table_id]
         except KeyError:
-            raise ConfigError(f"{table_id} has no route/transform view: it was not among the tables the pipeline "
-                              "planned. Fix: trigger the pipeline with reset=true so the plan includes it") from None
+            raise ConfigError(
+                f"{table_id} has no route/transform view: it was not among the tables the pipeline "
+                "planned. Fix: trigger the pipeline with reset=true so the plan includes it"
+            ) from None
 
     def _view_for(self, schema: TableSchema) -> TableView:
         """The view of ``schema`` (a version of a captured table): the planned one, or -- after a DDL
         -- one compiled for the new columns that must give the sink table the same columns."""
-        if schema.table_id not in self.views:   # a table captured since (same rules)
+        if schema.table_id not in self.views:  # a table captured since (same rules)
             self.add_tables([schema])
         current = self.view(schema.table_id)
         if current.source.columns == schema.columns:
@@ -84,8 +86,10 @@ class RoutedSink(Sink):
         try:
             new = resolve_views(self.rules, [*others, schema])[schema.table_id]
         except ConfigError as e:
-            raise ConfigError(f"{schema.table_id} changed (DDL) and its route/transform no longer applies: {e}") from None
-        if current.identity and new.identity:   # no rule touches it: its sink follows DDL as always
+            raise ConfigError(
+                f"{schema.table_id} changed (DDL) and its route/transform no longer applies: {e}"
+            ) from None
+        if current.identity and new.identity:  # no rule touches it: its sink follows DDL as always
             self.views[schema.table_id] = new
             return new
         if not new.sink_arrow.equals(current.sink_arrow) or new.sink_id != current.sink_id:
@@ -95,7 +99,8 @@ class RoutedSink(Sink):
                 f"{', '.join(f'{f.name} {f.type}' for f in current.sink_arrow)}). A routed or transformed table's "
                 "sink follows DDL only while its columns stay the same; the stream stopped before this micro-batch. "
                 "Fix: list the columns in the transform's projection (so a new column does not reach the sink), or "
-                "trigger the pipeline with reset=true to load the tables in their new shape")
+                "trigger the pipeline with reset=true to load the tables in their new shape"
+            )
         self.views[schema.table_id] = new
         return new
 
@@ -144,8 +149,9 @@ class RoutedSink(Sink):
             return spec
         import json
 
-        tables = {v.source_id.text: [v.sink_id.text, bool(v.source_column)] for v in self.views.values()
-                  if not v.identity}
+        tables = {
+            v.source_id.text: [v.sink_id.text, bool(v.source_column)] for v in self.views.values() if not v.identity
+        }
         return replace(spec, views=json.dumps({"rules": self.rules.to_dict(), "tables": tables}, sort_keys=True))
 
     # --- snapshot -----------------------------------------------------------------------------
@@ -156,16 +162,22 @@ class RoutedSink(Sink):
     def _ranges(self, view: TableView, ranges: Sequence[KeyRange]) -> list[KeyRange]:
         return [replace(r, table_id=view.sink_id) for r in ranges]
 
-    def write_snapshot(self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange],
-                       batch_id: str) -> SnapshotWrite:
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
         view = self._view_for(schema)
-        return self.inner.write_snapshot(view.sink_schema, transform_frame(frame, view), self._ranges(view, ranges),
-                                         self._label(view, batch_id))
+        return self.inner.write_snapshot(
+            view.sink_schema, transform_frame(frame, view), self._ranges(view, ranges), self._label(view, batch_id)
+        )
 
     def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int) -> Any:
         view = self._view_for(schema)
-        return self.inner.write_chunk_files(view.sink_schema, transform_frame(frame, view),  # type: ignore[attr-defined]
-                                            self._label(view, batch_id), files)
+        return self.inner.write_chunk_files(
+            view.sink_schema,
+            transform_frame(frame, view),  # type: ignore[attr-defined]
+            self._label(view, batch_id),
+            files,
+        )
 
     def arrow_snapshot_spec(self, schema: TableSchema, batch_id: str) -> Any:
         """The inner sink's, for a table written as it is (no route, no transform): the Arrow reader
@@ -176,11 +188,24 @@ class RoutedSink(Sink):
             return None
         return spec(view.sink_schema, self._label(view, batch_id))
 
-    def commit_chunk_files(self, spark: Any, schema: TableSchema, batch_id: str, records: Sequence[Any],
-                           corrections: Any, ranges: Sequence[KeyRange]) -> SnapshotWrite:
+    def commit_chunk_files(
+        self,
+        spark: Any,
+        schema: TableSchema,
+        batch_id: str,
+        records: Sequence[Any],
+        corrections: Any,
+        ranges: Sequence[KeyRange],
+    ) -> SnapshotWrite:
         view = self._view_for(schema)
-        return self.inner.commit_chunk_files(spark, view.sink_schema, self._label(view, batch_id),  # type: ignore
-                                             records, view.corrections(corrections), self._ranges(view, ranges))
+        return self.inner.commit_chunk_files(
+            spark,
+            view.sink_schema,
+            self._label(view, batch_id),  # type: ignore
+            records,
+            view.corrections(corrections),
+            self._ranges(view, ranges),
+        )
 
     def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int:
         view = self._view_for(schema)
@@ -189,8 +214,10 @@ class RoutedSink(Sink):
     # --- stream -------------------------------------------------------------------------------
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
-        raise ConfigError("route/transform: applied with the sink's direct stream write only. Fix: remove "
-                          "direct_write: false from sink_options")
+        raise ConfigError(
+            "route/transform: applied with the sink's direct stream write only. Fix: remove "
+            "direct_write: false from sink_options"
+        )
 
     def publish_micro_batch(self, planned: Mapping[TableId, Sequence[Any]], batch_id: int) -> int:
         """One step per sink table: every routed table's last changes, transformed (module docstring)."""
@@ -202,7 +229,7 @@ class RoutedSink(Sink):
         changes: dict[TableId, int] = {}
         written = 0
         for table_id, steps in planned.items():
-            if table_id not in self.views:   # captured since the stream started: routed by the same rules
+            if table_id not in self.views:  # captured since the stream started: routed by the same rules
                 first = steps[0]
                 schema = first.source if isinstance(first, RowsStep) else (first.source_after or first.sink_before)
                 if schema is not None:
@@ -218,14 +245,19 @@ class RoutedSink(Sink):
                         raise ConfigError(
                             f"{table_id}: {step.describe()}; a routed or transformed table that is dropped or "
                             "renamed away is not followed yet. The stream stopped before this micro-batch. Fix: "
-                            "trigger the pipeline with reset=true to load the tables again")
+                            "trigger the pipeline with reset=true to load the tables again"
+                        )
                     self._view_for(step.source_after)
-                    log.info("%s: %s (its sink table %s keeps its columns)", table_id, step.describe(),
-                             self.view(table_id).sink_id)
+                    log.info(
+                        "%s: %s (its sink table %s keeps its columns)",
+                        table_id,
+                        step.describe(),
+                        self.view(table_id).sink_id,
+                    )
                     continue
                 view = self._view_for(step.source)
                 changes[view.sink_id] = changes.get(view.sink_id, 0) + step.changes
-                if self._logs_changes:   # its tasks wrote the sink table's lines: the parts are joined
+                if self._logs_changes:  # its tasks wrote the sink table's lines: the parts are joined
                     records.setdefault(view.sink_id, []).extend(step.records)
                     continue
                 rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
@@ -238,10 +270,18 @@ class RoutedSink(Sink):
             rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
             schema = shapes[sink_id]
             seq = rows.column(META_SEQ)
-            record = {"database": sink_id.database, "table": sink_id.table, "changes": changes[sink_id],
-                      "rows": rows.num_rows, "first_seq": int(pc.min(seq).as_py() or 0),
-                      "last_seq": int(pc.max(seq).as_py() or 0), "payload": to_ipc(rows), "columns": "",
-                      "ddl": "", "first_at": ""}
+            record = {
+                "database": sink_id.database,
+                "table": sink_id.table,
+                "changes": changes[sink_id],
+                "rows": rows.num_rows,
+                "first_seq": int(pc.min(seq).as_py() or 0),
+                "last_seq": int(pc.max(seq).as_py() or 0),
+                "payload": to_ipc(rows),
+                "columns": "",
+                "ddl": "",
+                "first_at": "",
+            }
             step = RowsStep((record,), schema, schema)
             written += self.inner.publish_steps(sink_id, [step], batch_id)
         return written
@@ -258,17 +298,21 @@ class RoutedSink(Sink):
         if view.identity:
             return self.inner.keys_in_sink(schema, key_range)
         if self._logs_changes:
-            raise ConfigError(f"{schema.table_id} is routed or transformed into a changelog, and a batch read again "
-                              "while the stream runs is not logged through routes and transforms yet. Fix: trigger "
-                              "the pipeline with reset=true to load everything again")
+            raise ConfigError(
+                f"{schema.table_id} is routed or transformed into a changelog, and a batch read again "
+                "while the stream runs is not logged through routes and transforms yet. Fix: trigger "
+                "the pipeline with reset=true to load everything again"
+            )
         sink_names = set(view.sink_schema.column_names)
         missing = [c for c in dict.fromkeys([*schema.row_identity, *schema.chunk_key]) if c not in sink_names]
         if missing:
-            raise ConfigError(f"{schema.table_id}: a batch read again while the stream runs replaces the batch's key "
-                              f"ranges of the chunk key ({', '.join(schema.chunk_key)}), and the projection leaves "
-                              f"{', '.join(missing)} out of the sink table, so its rows there cannot be told by range. "
-                              "Fix: keep the chunk key columns in the projection, or trigger the pipeline with "
-                              "reset=true to load everything again")
+            raise ConfigError(
+                f"{schema.table_id}: a batch read again while the stream runs replaces the batch's key "
+                f"ranges of the chunk key ({', '.join(schema.chunk_key)}), and the projection leaves "
+                f"{', '.join(missing)} out of the sink table, so its rows there cannot be told by range. "
+                "Fix: keep the chunk key columns in the projection, or trigger the pipeline with "
+                "reset=true to load everything again"
+            )
         keys = self.inner.keys_in_sink(view.sink_schema, None)
         if keys is None:
             return None
@@ -284,20 +328,31 @@ class RoutedSink(Sink):
         if view.identity:
             return self.inner.consistency_keys(schema, upto_batch)
         if view.filter is not None:
-            raise ConfigError(f"{schema.table_id} is transformed with a row filter, so its sink table holds a part of "
-                              "its rows by design. Fix: leave it out of the consistency check (tables=...)")
-        self.keys_in_sink(schema, None)   # refuses what it refuses, naming the fix
+            raise ConfigError(
+                f"{schema.table_id} is transformed with a row filter, so its sink table holds a part of "
+                "its rows by design. Fix: leave it out of the consistency check (tables=...)"
+            )
+        self.keys_in_sink(schema, None)  # refuses what it refuses, naming the fix
         keys, applied = self.inner.consistency_keys(view.sink_schema, upto_batch)
         if view.source_column:
             keys = keys.filter(pc.equal(keys.column(view.source_column), view.source_value))
         return keys.select(list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))), applied
 
-    def resnapshot_record(self, schema: TableSchema, image: Any, rows: Any, gone: Any, key_range: KeyRange,
-                          info: Mapping[str, Any], batch_id: int, seq: int) -> dict[str, Any]:
+    def resnapshot_record(
+        self,
+        schema: TableSchema,
+        image: Any,
+        rows: Any,
+        gone: Any,
+        key_range: KeyRange,
+        info: Mapping[str, Any],
+        batch_id: int,
+        seq: int,
+    ) -> dict[str, Any]:
         view = self._view_for(schema)
         if view.identity:
             return self.inner.resnapshot_record(schema, image, rows, gone, key_range, info, batch_id, seq)
-        self.keys_in_sink(schema, key_range)   # a changelog: refused, naming the table
+        self.keys_in_sink(schema, key_range)  # a changelog: refused, naming the table
         # the re-read rows as last changes of the source table: the micro-batch's publish transforms them
         return Sink.resnapshot_record(self, schema, image, rows, gone, key_range, info, batch_id, seq)
 
@@ -311,6 +366,5 @@ def pipeline_sink(config: Any, schemas: Sequence[TableSchema]) -> Sink:
     rules = config.rules
     if not rules:
         return sink
-    views = resolve_views(rules, schemas, sink_type=config.sink.type,
-                          direct_write=sink.direct_write() is not None)
+    views = resolve_views(rules, schemas, sink_type=config.sink.type, direct_write=sink.direct_write() is not None)
     return RoutedSink(sink, rules, views)

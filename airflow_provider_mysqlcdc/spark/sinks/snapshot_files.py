@@ -47,7 +47,7 @@ def file_count(estimated_rows: int, chunks: int, parallelism: int = 2) -> int:
 
 def write_chunks(frame: DataFrame, spec: FileWriteSpec, files: int) -> tuple[list[FileRecord], dict[int, int]]:
     """Write ``frame`` (one partition per chunk) as ``files`` files; records and rows per chunk."""
-    tagged = frame.withColumn(CHUNK_COLUMN, F.spark_partition_id())   # evaluated before the coalesce
+    tagged = frame.withColumn(CHUNK_COLUMN, F.spark_partition_id())  # evaluated before the coalesce
     records = write_files(tagged.coalesce(files), spec)
     per_chunk: dict[int, int] = {}
     for r in records:
@@ -56,8 +56,13 @@ def write_chunks(frame: DataFrame, spec: FileWriteSpec, files: int) -> tuple[lis
     return records, per_chunk
 
 
-def correct_files(spark: SparkSession, spec: FileWriteSpec, schema: TableSchema, records: Sequence[FileRecord],
-                  corrections: TableCorrections | None) -> tuple[list[FileRecord], list[str]]:
+def correct_files(
+    spark: SparkSession,
+    spec: FileWriteSpec,
+    schema: TableSchema,
+    records: Sequence[FileRecord],
+    corrections: TableCorrections | None,
+) -> tuple[list[FileRecord], list[str]]:
     """The records to commit once ``corrections`` are applied, and the written files they
     supersede (to delete)."""
     if not corrections:
@@ -72,9 +77,11 @@ def correct_files(spark: SparkSession, spec: FileWriteSpec, schema: TableSchema,
     if candidates:
         tag = uuid.uuid4().hex[:8]
         paths = spark.createDataFrame([(r.path,) for r in candidates], "path string").repartition(
-            min(len(candidates), 8))
-        got = paths.mapInArrow(_rewriter(spec, ident, changed, tag), "old string, path string, size long, "
-                               "num_rows long, stats string").collect()
+            min(len(candidates), 8)
+        )
+        got = paths.mapInArrow(
+            _rewriter(spec, ident, changed, tag), "old string, path string, size long, num_rows long, stats string"
+        ).collect()
         by_old = {g["old"]: g for g in got}
         for r in candidates:
             g = by_old[r.path]
@@ -85,8 +92,14 @@ def correct_files(spark: SparkSession, spec: FileWriteSpec, schema: TableSchema,
                 if g["path"]:
                     rewritten.append(FileRecord(g["path"], g["size"], g["num_rows"], g["stats"]))
     upserts = _write_upserts(spec, corrections)
-    log.info("%s: %d changed key(s) in the window: %d of %d file(s) rewritten without them, %d row(s) at HW added",
-             schema.table_id, changed.num_rows, len(superseded), len(records), len(corrections.upserts))
+    log.info(
+        "%s: %d changed key(s) in the window: %d of %d file(s) rewritten without them, %d row(s) at HW added",
+        schema.table_id,
+        changed.num_rows,
+        len(superseded),
+        len(records),
+        len(corrections.upserts),
+    )
     return kept + rewritten + ([upserts] if upserts else []), superseded
 
 
@@ -110,14 +123,25 @@ def _rewriter(spec: FileWriteSpec, ident: Sequence[str], changed: pa.Table, tag:
             for old in b.column("path").to_pylist():
                 out.append(_rewrite_one(fs, prefix, spec, old, ident, changed, tag))
         if out:
-            yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
-                ("old", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("num_rows", pa.int64()),
-                ("stats", pa.string())]))
+            yield pa.RecordBatch.from_pylist(
+                out,
+                schema=pa.schema(
+                    [
+                        ("old", pa.string()),
+                        ("path", pa.string()),
+                        ("size", pa.int64()),
+                        ("num_rows", pa.int64()),
+                        ("stats", pa.string()),
+                    ]
+                ),
+            )
+
     return run
 
 
-def _rewrite_one(fs: Any, prefix: str, spec: FileWriteSpec, old: str, ident: Sequence[str], changed: pa.Table,
-                 tag: str) -> Mapping[str, Any]:
+def _rewrite_one(
+    fs: Any, prefix: str, spec: FileWriteSpec, old: str, ident: Sequence[str], changed: pa.Table, tag: str
+) -> Mapping[str, Any]:
     keys = pq.read_table(prefix + old, columns=list(ident), filesystem=fs)
     keys = keys.cast(changed.schema)
     if keys.join(changed, keys=list(ident), join_type="left semi").num_rows == 0:
@@ -133,8 +157,13 @@ def _rewrite_one(fs: Any, prefix: str, spec: FileWriteSpec, old: str, ident: Seq
         stats.add(b)
     with fs.open_output_stream(prefix + new) as f:
         pq.write_table(left, f, compression="snappy", row_group_size=spec.row_group_rows)
-    return {"old": old, "path": new, "size": int(fs.get_file_info(prefix + new).size), "num_rows": left.num_rows,
-            "stats": stats.to_json()}
+    return {
+        "old": old,
+        "path": new,
+        "size": int(fs.get_file_info(prefix + new).size),
+        "num_rows": left.num_rows,
+        "stats": stats.to_json(),
+    }
 
 
 def _write_upserts(spec: FileWriteSpec, corrections: TableCorrections) -> FileRecord | None:
@@ -158,5 +187,5 @@ def delete_files(spec: FileWriteSpec, paths: Sequence[str]) -> None:
     for p in paths:
         try:
             fs.delete_file(prefix + p)
-        except OSError as e:   # left for the table's vacuum: never committed, never read
+        except OSError as e:  # left for the table's vacuum: never committed, never read
             log.warning("could not delete the superseded file %s: %s", p, e)

@@ -33,12 +33,13 @@ def local_table_path(uri: str) -> str | None:
     """The file system path of a table Spark writes as a local file, or None (an object store:
     the Arrow writer goes through delta-rs instead)."""
     if uri.startswith("file://"):
-        return uri[len("file://"):]
+        return uri[len("file://") :]
     return None if "://" in uri else os.path.abspath(uri)
 
 
-def write_partitions(frame: DataFrame, table_path: str, directory: str, schema: pa.Schema,
-                     unique_columns: Sequence[str] = ()) -> tuple[list[FileRecord], dict[int, int]]:
+def write_partitions(
+    frame: DataFrame, table_path: str, directory: str, schema: pa.Schema, unique_columns: Sequence[str] = ()
+) -> tuple[list[FileRecord], dict[int, int]]:
     """Write ``frame`` under ``<table_path>/<directory>/<run tag>/`` with Spark, one file per
     partition; the file records (paths relative to the table) and rows per partition.
 
@@ -54,7 +55,7 @@ def write_partitions(frame: DataFrame, table_path: str, directory: str, schema: 
     conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     conf.set("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
     writer = frame.write.mode("error").option("compression", "snappy")
-    for column in unique_columns:   # parquet-mr's per-column setting: parquet.enable.dictionary#<path>
+    for column in unique_columns:  # parquet-mr's per-column setting: parquet.enable.dictionary#<path>
         writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
     writer.parquet(out)
     records: list[FileRecord] = []
@@ -62,7 +63,7 @@ def write_partitions(frame: DataFrame, table_path: str, directory: str, schema: 
     for name in sorted(os.listdir(out)):
         path = os.path.join(out, name)
         m = _PART.match(name)
-        if m is None:   # _SUCCESS, .part-*.crc
+        if m is None:  # _SUCCESS, .part-*.crc
             os.remove(path)
             continue
         meta = pq.ParquetFile(path).metadata
@@ -71,8 +72,7 @@ def write_partitions(frame: DataFrame, table_path: str, directory: str, schema: 
             continue
         part = int(m.group(1))
         per_partition[part] = per_partition.get(part, 0) + meta.num_rows
-        records.append(FileRecord(f"{rel}/{name}", os.path.getsize(path), meta.num_rows,
-                                  footer_stats(meta, schema)))
+        records.append(FileRecord(f"{rel}/{name}", os.path.getsize(path), meta.num_rows, footer_stats(meta, schema)))
     return records, per_partition
 
 
@@ -107,12 +107,16 @@ def footer_stats(meta: Any, schema: pa.Schema) -> str:
                 continue
             mins[f.name] = lo if f.name not in mins else min(mins[f.name], lo)
             maxs[f.name] = hi if f.name not in maxs else max(maxs[f.name], hi)
-    return json.dumps({
-        "numRecords": meta.num_rows,
-        "minValues": {k: _json_stat(v) for k, v in mins.items() if k not in no_range},
-        "maxValues": {k: _json_stat(v) for k, v in maxs.items() if k not in no_range},
-        "nullCount": {k: v for k, v in nulls.items() if k not in no_nulls},
-    }, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        {
+            "numRecords": meta.num_rows,
+            "minValues": {k: _json_stat(v) for k, v in mins.items() if k not in no_range},
+            "maxValues": {k: _json_stat(v) for k, v in maxs.items() if k not in no_range},
+            "nullCount": {k: v for k, v in nulls.items() if k not in no_nulls},
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
 
 
 def _value(v: Any, t: pa.DataType) -> Any:

@@ -43,11 +43,14 @@ def choose_reader(source: SourceConfig) -> str:
     """``"arrow"`` or ``"jdbc"`` for ``source.snapshot_reader``; ConfigError when ``arrow`` was
     asked for and cannot be used (before anything is read)."""
     asked = source.snapshot_reader
-    why = ("the source uses TLS (ssl_* settings), which only the JDBC reader passes on" if source.ssl
-           else reader_missing())
+    why = (
+        "the source uses TLS (ssl_* settings), which only the JDBC reader passes on" if source.ssl else reader_missing()
+    )
     if asked == "arrow" and why:
-        raise ConfigError(f"snapshot_reader 'arrow': {why}. Fix: set snapshot_reader to 'auto' or 'jdbc' in the "
-                          "MySQL connection's extras.")
+        raise ConfigError(
+            f"snapshot_reader 'arrow': {why}. Fix: set snapshot_reader to 'auto' or 'jdbc' in the "
+            "MySQL connection's extras."
+        )
     if asked == "jdbc" or why:
         return "jdbc"
     return "arrow"
@@ -104,8 +107,7 @@ def has_raw_dates(mappings: Sequence[ColumnMapping]) -> bool:
     return any(m.kind in ("datetime", "date") for m in mappings)
 
 
-def select_sql(schema: TableSchema, mappings: Sequence[ColumnMapping], predicate: str,
-               raw_dates: bool = True) -> str:
+def select_sql(schema: TableSchema, mappings: Sequence[ColumnMapping], predicate: str, raw_dates: bool = True) -> str:
     cols = ", ".join(f"{wire_sql(m, raw_dates)} AS {quote_ident(m.name)}" for m in mappings)
     return f"SELECT {cols} FROM {schema.table_id.quoted} WHERE {predicate}"
 
@@ -156,8 +158,10 @@ def conform(table: pa.Table, mappings: Sequence[ColumnMapping]) -> pa.Table:
             if m.kind in ("datetime", "date"):
                 col = _no_year_zero(col)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise ValueError(f"column {m.name!r} ({m.column.column_type}): the Arrow reader got {col.type} "
-                             f"and cannot make it {f.type}: {e}") from None
+            raise ValueError(
+                f"column {m.name!r} ({m.column.column_type}): the Arrow reader got {col.type} "
+                f"and cannot make it {f.type}: {e}"
+            ) from None
         cols.append(col)
     return pa.Table.from_arrays(cols, schema=target)
 
@@ -185,20 +189,23 @@ def read_arrow(source: SourceConfig, database: str, sql: str) -> pa.Table:
 
     try:
         got: Any = cx.read_sql(connection_url(source, database), sql, return_type="arrow")
-    except BaseException as e:   # pyo3's PanicException derives from BaseException
+    except BaseException as e:  # pyo3's PanicException derives from BaseException
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
-        raise RuntimeError(f"the Arrow reader (connectorx) failed on {source.host}:{source.port}: "
-                           f"{scrub(str(e), source)[:2000]} (query: {sql[:300]}). Fix: if the message names a "
-                           "column's value, set snapshot_reader to 'jdbc' in the MySQL connection's extras and "
-                           "report the column type.") from None
+        raise RuntimeError(
+            f"the Arrow reader (connectorx) failed on {source.host}:{source.port}: "
+            f"{scrub(str(e), source)[:2000]} (query: {sql[:300]}). Fix: if the message names a "
+            "column's value, set snapshot_reader to 'jdbc' in the MySQL connection's extras and "
+            "report the column type."
+        ) from None
     if isinstance(got, pa.RecordBatchReader):
         got = got.read_all()
     return got
 
 
-def read_rows(source: SourceConfig, database: str, mappings: Sequence[ColumnMapping], fast_sql: str,
-              safe_sql: str | None) -> tuple[pa.Table, bool]:
+def read_rows(
+    source: SourceConfig, database: str, mappings: Sequence[ColumnMapping], fast_sql: str, safe_sql: str | None
+) -> tuple[pa.Table, bool]:
     """One SELECT's rows in the sink's schema, and whether the safe form had to be used: the fast
     one selects DATE/DATETIME as stored, which fails on a zero or invalid date; then ``safe_sql``
     (the dates as text) reads the same range again."""

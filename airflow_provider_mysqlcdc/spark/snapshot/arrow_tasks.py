@@ -33,13 +33,15 @@ from ..sinks.arrow_files import FileRecord, FileWriteSpec
 from ..sinks.spark_files import footer_stats
 from .arrow_read import has_raw_dates, read_rows, select_sql
 
-RECORDS = pa.schema([
-    pa.field("path", pa.string(), False),
-    pa.field("size", pa.int64(), False),
-    pa.field("num_rows", pa.int64(), False),
-    pa.field("stats", pa.string(), True),
-    pa.field("counts", pa.string(), False),
-])
+RECORDS = pa.schema(
+    [
+        pa.field("path", pa.string(), False),
+        pa.field("size", pa.int64(), False),
+        pa.field("num_rows", pa.int64(), False),
+        pa.field("stats", pa.string(), True),
+        pa.field("counts", pa.string(), False),
+    ]
+)
 RECORDS_DDL = "path string, size long, num_rows long, stats string, counts string"
 
 
@@ -67,12 +69,22 @@ def dictionary_columns(rows: pa.Table, unique: Sequence[str] = ()) -> list[str]:
     sample = rows.slice(0, DICTIONARY_SAMPLE_ROWS)
     n = max(1, sample.num_rows)
     skip = set(unique)
-    return [f.name for f in rows.schema if f.name not in skip
-            and pc.count_distinct(sample.column(f.name), mode="all").as_py() <= DICTIONARY_MAX_DISTINCT * n]
+    return [
+        f.name
+        for f in rows.schema
+        if f.name not in skip
+        and pc.count_distinct(sample.column(f.name), mode="all").as_py() <= DICTIONARY_MAX_DISTINCT * n
+    ]
 
 
-def write_part(source: SourceConfig, schema: TableSchema, spec: FileWriteSpec, part: int,
-               groups: Sequence[tuple[int, str, str | None]], unique: Sequence[str] = ()) -> dict[str, Any]:
+def write_part(
+    source: SourceConfig,
+    schema: TableSchema,
+    spec: FileWriteSpec,
+    part: int,
+    groups: Sequence[tuple[int, str, str | None]],
+    unique: Sequence[str] = (),
+) -> dict[str, Any]:
     """Run ``groups``' SELECTs (group index, SQL, the SQL with dates as text or None) and write
     their rows into one file; its record (``path`` empty when no row came back). A failed read
     leaves no file behind. Once a group needed the dates as text, the later ones are read so too."""
@@ -96,8 +108,9 @@ def write_part(source: SourceConfig, schema: TableSchema, spec: FileWriteSpec, p
             if writer is None:
                 fs.create_dir(prefix + directory, recursive=True)
                 out = fs.open_output_stream(prefix + rel)
-                writer = pq.ParquetWriter(out, target, compression="snappy",
-                                          use_dictionary=dictionary_columns(rows, unique))
+                writer = pq.ParquetWriter(
+                    out, target, compression="snappy", use_dictionary=dictionary_columns(rows, unique)
+                )
             writer.write_table(rows, row_group_size=spec.row_group_rows)
             del rows
         if writer is None:
@@ -109,43 +122,61 @@ def write_part(source: SourceConfig, schema: TableSchema, spec: FileWriteSpec, p
             try:
                 if f is not None:
                     f.close()
-            except Exception:   # the read's own failure is what is raised
+            except Exception:  # the read's own failure is what is raised
                 pass
         if writer is not None:
             try:
                 fs.delete_file(prefix + rel)
-            except Exception:   # never committed; the batch's prefix is cleared on its next run
+            except Exception:  # never committed; the batch's prefix is cleared on its next run
                 pass
         raise
     meta = writer.writer.metadata
-    return {"path": rel, "size": int(fs.get_file_info(prefix + rel).size), "num_rows": int(meta.num_rows),
-            "stats": footer_stats(meta, target), "counts": json.dumps(counts)}
+    return {
+        "path": rel,
+        "size": int(fs.get_file_info(prefix + rel).size),
+        "num_rows": int(meta.num_rows),
+        "stats": footer_stats(meta, target),
+        "counts": json.dumps(counts),
+    }
 
 
-def _task(source: SourceConfig, schema: TableSchema, spec: FileWriteSpec,
-          parts: Sequence[Sequence[tuple[int, str, str | None]]],
-          unique: Sequence[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _task(
+    source: SourceConfig,
+    schema: TableSchema,
+    spec: FileWriteSpec,
+    parts: Sequence[Sequence[tuple[int, str, str | None]]],
+    unique: Sequence[str],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for part in b.column(0).to_pylist():
                 rec = write_part(source, schema, spec, int(part), parts[int(part)], unique)
                 yield pa.RecordBatch.from_pylist([rec], schema=RECORDS)
+
     return run
 
 
-def write_files(spark: Any, source: SourceConfig, schema: TableSchema, groups: Sequence[Sequence[Chunk]],
-                spec: FileWriteSpec, files: int, unique: Sequence[str] = ()) -> tuple[list[FileRecord], dict[int, int]]:
+def write_files(
+    spark: Any,
+    source: SourceConfig,
+    schema: TableSchema,
+    groups: Sequence[Sequence[Chunk]],
+    spec: FileWriteSpec,
+    files: int,
+    unique: Sequence[str] = (),
+) -> tuple[list[FileRecord], dict[int, int]]:
     """Read ``groups`` (runs of consecutive chunks, one SELECT each) and write them as about
     ``files`` uncommitted files per ``spec``; the file records and rows per group index."""
     mappings = map_table(schema, source.server_time_zone)
     where = [range_predicate(schema, g[0].start, g[-1].end, g[0].includes_null) for g in groups]
     dates = has_raw_dates(mappings)
-    sql = [(select_sql(schema, mappings, w), select_sql(schema, mappings, w, raw_dates=False) if dates else None)
-           for w in where]
+    sql = [
+        (select_sql(schema, mappings, w), select_sql(schema, mappings, w, raw_dates=False) if dates else None)
+        for w in where
+    ]
     parts = [[(i, *sql[i]) for i in run] for run in split_parts(len(groups), files)]
     n = len(parts)
-    got = (spark.range(0, n, 1, n).mapInArrow(_task(source, schema, spec, parts, tuple(unique)), RECORDS_DDL)
-           .collect())
+    got = spark.range(0, n, 1, n).mapInArrow(_task(source, schema, spec, parts, tuple(unique)), RECORDS_DDL).collect()
     return records_of(row.asDict() for row in got)
 
 

@@ -30,12 +30,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...cdc.fastbinlog.fallback import changes_with_fallback
 from ...cdc.chunks import Batch, Chunk
 from ...cdc.config import SourceConfig
 from ...cdc.corrections import TableCorrections, reduce_changes
 from ...cdc.errors import TableChangedError
 from ...cdc.events import SchemaChange
+from ...cdc.fastbinlog.fallback import changes_with_fallback
 from ...cdc.keyorder import key_order_for
 from ...cdc.model import TableId, TableSchema, quote_ident
 from ...cdc.offsets import BinlogOffset
@@ -43,11 +43,11 @@ from ...cdc.plan import FIRST_BATCH_SLOT
 from ...cdc.server import consistent_snapshot_offset, current_offset, server_version
 from ...cdc.sql import range_predicate
 from ...cdc.types import ColumnMapping, map_table
-from .materialize import CachedMaterializer, Materialized, Materializer, StagedMaterializer
 from ..runtime.job_labels import describe
 from ..runtime.session import JDBC_DRIVER_CLASS
 from ..types import finalize_columns, jdbc_custom_schema, rows_to_dataframe
 from ..types import jdbc_url as _jdbc_url
+from .materialize import CachedMaterializer, Materialized, Materializer, StagedMaterializer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def select_groups(chunks: Sequence[Chunk], rows_per_select: int, chunk_rows: int
         return [[c] for c in chunks]
     take = max(1, rows_per_select // max(1, chunk_rows))
     take = min(take, max(1, -(-len(chunks) // 2)))
-    return [list(chunks[i:i + take]) for i in range(0, len(chunks), take)]
+    return [list(chunks[i : i + take]) for i in range(0, len(chunks), take)]
 
 
 def group_key(group: Sequence[Chunk]) -> Any:
@@ -84,10 +84,10 @@ class TableRead:
 
     table_id: TableId
     frame: DataFrame
-    rows_per_chunk: dict[Any, int]   # chunk id, or "first-last" for chunks read by one SELECT
+    rows_per_chunk: dict[Any, int]  # chunk id, or "first-last" for chunks read by one SELECT
     deleted_keys: int = 0
     upserted_rows: int = 0
-    corrections: TableCorrections | None = None   # the window's changes (applied to ``frame`` already)
+    corrections: TableCorrections | None = None  # the window's changes (applied to ``frame`` already)
 
 
 @dataclass
@@ -98,7 +98,7 @@ class BatchRead:
     tables: dict[TableId, TableRead]
     backfill_events: int = 0
     timings: dict[str, float] = field(default_factory=dict)
-    readers: dict[TableId, str] = field(default_factory=dict)   # "arrow" or "jdbc": which read the table
+    readers: dict[TableId, str] = field(default_factory=dict)  # "arrow" or "jdbc": which read the table
     _held: list[Materialized] = field(default_factory=list, repr=False)
 
     def frame(self, table_id: TableId) -> DataFrame:
@@ -147,7 +147,8 @@ class ConsistentBatchReader:
         self.server_id = server_id if server_id is not None else source.server_id_range.pick(FIRST_BATCH_SLOT)
         self.visibility_margin_s = visibility_margin_s
         self.materializer: Materializer = materializer or (
-            StagedMaterializer(spark, staging_dir) if staging_dir else CachedMaterializer(storage_level))
+            StagedMaterializer(spark, staging_dir) if staging_dir else CachedMaterializer(storage_level)
+        )
         self._mappings = {t: map_table(s, source.server_time_zone) for t, s in self.schemas.items()}
         self.rows_per_select = rows_per_select
         self.chunk_rows = chunk_rows
@@ -228,17 +229,18 @@ class ConsistentBatchReader:
                 schema = self.schemas[table_id]
                 chunks = batch.chunks_of(table_id)
                 groups = select_groups(chunks, self.rows_per_select, self.chunk_rows)
-                describe(
-                    self.spark, f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
+                describe(self.spark, f"mysqlcdc snapshot {table_id} chunks {chunks[0].chunk_id}-{chunks[-1].chunk_id}")
                 # Runs every SELECT to completion. JDBC partitions are the groups, in order,
                 # so rows per partition are rows per group of chunks.
                 readers[table_id] = "arrow" if self._reads_arrow(table_id) else "jdbc"
                 if readers[table_id] == "arrow":
                     done = self.materializer.materialize_arrow(  # type: ignore[attr-defined]
-                        self.spark, self.source, table_id, groups)
+                        self.spark, self.source, table_id, groups
+                    )
                 else:
-                    done = self.materializer.materialize(self._read_chunks(schema, groups),
-                                                         f"{batch.batch_id}-{table_id}", table_id)
+                    done = self.materializer.materialize(
+                        self._read_chunks(schema, groups), f"{batch.batch_id}-{table_id}", table_id
+                    )
                 held.append(done)
                 counts[table_id] = {group_key(g): done.rows_per_partition.get(i, 0) for i, g in enumerate(groups)}
                 raw[table_id] = done.frame
@@ -262,9 +264,15 @@ class ConsistentBatchReader:
             result.tables[table_id] = TableRead(table_id, frame, counts[table_id], deleted, upserted, tc)
         describe(self.spark, None)
         timings["total_s"] = time.monotonic() - t0
-        log.debug("batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s", batch.batch_id, lw, hw,
-                 sum(sum(t.rows_per_chunk.values()) for t in result.tables.values()),
-                 result.backfill_events, {k: round(v, 3) for k, v in timings.items()})
+        log.debug(
+            "batch %s: LW=%s HW=%s rows=%d backfill_events=%d timings=%s",
+            batch.batch_id,
+            lw,
+            hw,
+            sum(sum(t.rows_per_chunk.values()) for t in result.tables.values()),
+            result.backfill_events,
+            {k: round(v, 3) for k, v in timings.items()},
+        )
         return result
 
     def _reads_arrow(self, table_id: TableId) -> bool:
@@ -286,7 +294,8 @@ class ConsistentBatchReader:
                             f"snapshot batch {batch.batch_id}: {', '.join(map(str, hit))} changed while the batch read it "
                             f"(DDL at {e.offset}: {_short(e.sql)!r}); its chunks could hold rows of two shapes, so "
                             "nothing of the batch was written. Fix: trigger the pipeline with reset=true to plan the "
-                            "tables with their new schema (the stream, once running, follows DDL by itself).")
+                            "tables with their new schema (the stream, once running, follows DDL by itself)."
+                        )
                 counted += 1
                 yield e
 
@@ -301,15 +310,19 @@ class ConsistentBatchReader:
         for table_id in batch.tables:
             plan = self.schemas[table_id]
             with conn.cursor() as cur:
-                cur.execute("SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                            "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table_id.database, table_id.table))
+                cur.execute(
+                    "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                    (table_id.database, table_id.table),
+                )
                 now = [(str(n), str(ct).lower()) for n, ct in cur.fetchall()]
             want = [(c.name, c.column_type.lower()) for c in plan.columns]
             if now != want:
                 raise TableChangedError(
                     f"snapshot batch {batch.batch_id}: {table_id} changed since the plan (columns now {now}, planned "
                     f"{want}); nothing of the batch was written. Fix: trigger the pipeline with reset=true to plan "
-                    "the tables with their current schema.")
+                    "the tables with their current schema."
+                )
 
     def apply_corrections(self, table_id: TableId, df: DataFrame, tc: TableCorrections) -> DataFrame:
         """Drop every changed row, add back the last after-image of those still present."""

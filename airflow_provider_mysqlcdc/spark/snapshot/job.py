@@ -14,25 +14,29 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ...cdc.chunks import Batch
 from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.faults import HANDOFF_PIECE_HANDED, HANDOFF_ROWS_WRITTEN, crash_point
 from ...cdc.model import TableId, TableSchema
-from ...cdc.chunks import Batch
-from ...cdc.resnapshot import (
-    Handoff, forget_orphans, new_handoff_id, rows_rel, write_manifest,
-)
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
+from ...cdc.resnapshot import (
+    Handoff,
+    forget_orphans,
+    new_handoff_id,
+    rows_rel,
+    write_manifest,
+)
 from ...cdc.state import StateStore
-from .arrow_read import choose_reader
-from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
-from .materialize import SinkFilesMaterializer
-from ..sinks.snapshot_files import file_count
-from .progress import SnapshotProgress
 from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
 from ..sinks.routed import RoutedSink, pipeline_sink
+from ..sinks.snapshot_files import file_count
+from .arrow_read import choose_reader
+from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
+from .materialize import SinkFilesMaterializer
+from .progress import SnapshotProgress
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,13 @@ def _staging(spark: SparkSession, state: StateStore) -> str | None:
     return url if spark_can_write(spark, url) else None
 
 
-def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: str,
-                       plan: Plan | None = None, progress_interval_s: float = 20.0) -> dict[str, Any]:
+def run_snapshot_batch(
+    spark: SparkSession,
+    config: PipelineConfig,
+    batch_id: str,
+    plan: Plan | None = None,
+    progress_interval_s: float = 20.0,
+) -> dict[str, Any]:
     state = StateStore(config.state_location)
     plan = plan or state.read_plan()
     if plan is None:
@@ -53,35 +62,37 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     batch = plan.batch(batch_id)
     source = config.source
     schemas = {t: plan.schemas[t] for t in batch.tables}
-    sink = pipeline_sink(config, list(plan.schemas.values()))   # a bad route/transform fails before any read
+    sink = pipeline_sink(config, list(plan.schemas.values()))  # a bad route/transform fails before any read
     if state.stream_started():
         # The stream owns the sink: the rows go to it (cdc/resnapshot.py), read in today's shape.
         routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
         direct = sink.direct_write()
         logs_changes = config.sink.type == "changelog"
-        sink.close()   # the stream writes this batch's rows
+        sink.close()  # the stream writes this batch's rows
         if routed and logs_changes:
             raise ConfigError(
                 f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
                 f"{', '.join(routed)} {'is' if len(routed) == 1 else 'are'} routed or transformed into a changelog: "
                 "such hand-offs are not logged through routes and transforms yet. Nothing was read or written. "
-                "Fix: trigger with reset=true to load everything again.")
+                "Fix: trigger with reset=true to load everything again."
+            )
         if direct is None:
             raise ConfigError(
                 f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
                 f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
                 "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
-                "(the default) and restart the stream, or trigger with reset=true to load everything again.")
+                "(the default) and restart the stream, or trigger with reset=true to load everything again."
+            )
         if not spark_can_write(spark, state.url("handoffs")):
             raise ConfigError(
                 f"batch {batch_id}: the stream runs, so this batch's rows go to it as Parquet files in the state "
                 f"location, which Spark writes itself, and this Spark has no file system for {state.location} "
                 "(Hadoop's S3 connector jars are missing). Nothing was read or written. Fix: give the Spark "
                 "application the hadoop-aws and AWS SDK jars (spark.jars) and read the batch again, or trigger "
-                "with reset=true to load everything again.")
+                "with reset=true to load everything again."
+            )
         state.delete(StateStore.batch_result_rel(batch_id))
-        return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state,
-                              progress_interval_s)
+        return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state, progress_interval_s)
     state.delete(StateStore.batch_result_rel(batch_id))
 
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
@@ -89,16 +100,27 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
     try:
         sink.prepare(list(schemas.values()))
         files = sink_files(sink, schemas, batch, plan.estimated_rows().get(batch_id, 0))
-        if files is not None:   # a killed earlier run's files: never committed, never read
+        if files is not None:  # a killed earlier run's files: never committed, never read
             for schema in schemas.values():
                 sink.discard_uncommitted(schema, batch_id)
-        reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id,
-                                       staging_dir=_staging(spark, state), materializer=files,
-                                       chunk_rows=config.split.chunk_size,
-                                       arrow_reader=uses_arrow_reader(source, files))
-        progress = SnapshotProgress(spark, batch_id, len(batch.chunks),
-                                    plan.estimated_rows().get(batch_id, 0), interval_s=progress_interval_s,
-                                    tasks=read_tasks(batch, config.split.chunk_size))
+        reader = ConsistentBatchReader(
+            spark,
+            source,
+            schemas,
+            server_id=server_id,
+            staging_dir=_staging(spark, state),
+            materializer=files,
+            chunk_rows=config.split.chunk_size,
+            arrow_reader=uses_arrow_reader(source, files),
+        )
+        progress = SnapshotProgress(
+            spark,
+            batch_id,
+            len(batch.chunks),
+            plan.estimated_rows().get(batch_id, 0),
+            interval_s=progress_interval_s,
+            tasks=read_tasks(batch, config.split.chunk_size),
+        )
         set_job_group(spark, progress.group, f"mysqlcdc read {batch_id}")
         progress.start()
         committed: set[TableId] = set()
@@ -110,9 +132,15 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
                 for r in batch.ranges():
                     describe(spark, f"mysqlcdc write {r.table_id} batch {batch_id}")
                     progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
-                    if files is not None:   # rows written once: the SELECTs wrote the sink's files
-                        w = sink.commit_chunk_files(spark, schemas[r.table_id], batch_id, files.records[r.table_id],
-                                                    got.tables[r.table_id].corrections, [r])
+                    if files is not None:  # rows written once: the SELECTs wrote the sink's files
+                        w = sink.commit_chunk_files(
+                            spark,
+                            schemas[r.table_id],
+                            batch_id,
+                            files.records[r.table_id],
+                            got.tables[r.table_id].corrections,
+                            [r],
+                        )
                     else:
                         w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
                     committed.add(r.table_id)
@@ -120,12 +148,12 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
             finally:
                 got.unpersist()
         except BaseException:
-            if files is not None:   # nothing half-written: the SELECTs' files of tables not committed
+            if files is not None:  # nothing half-written: the SELECTs' files of tables not committed
                 for t, schema in schemas.items():
                     if t not in committed:
                         try:
                             sink.discard_uncommitted(schema, batch_id)
-                        except Exception as e:   # the failure itself is what the user must see
+                        except Exception as e:  # the failure itself is what the user must see
                             log.warning("could not remove batch %s's uncommitted files of %s: %s", batch_id, t, e)
             raise
         finally:
@@ -141,10 +169,10 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         "ranges": [r.to_dict() for r in batch.ranges()],
         "low_watermark": got.low_watermark.to_dict(),
         "high_watermark": got.high_watermark.to_dict(),
-        "rows_per_chunk": {str(t): {str(k): v for k, v in tr.rows_per_chunk.items()}
-                           for t, tr in got.tables.items()},
-        "corrections": {str(t): {"deleted": tr.deleted_keys, "upserted": tr.upserted_rows}
-                        for t, tr in got.tables.items()},
+        "rows_per_chunk": {str(t): {str(k): v for k, v in tr.rows_per_chunk.items()} for t, tr in got.tables.items()},
+        "corrections": {
+            str(t): {"deleted": tr.deleted_keys, "upserted": tr.upserted_rows} for t, tr in got.tables.items()
+        },
         "backfill_events": got.backfill_events,
         "reader": {str(t): r for t, r in got.readers.items()},
         "written": written,
@@ -152,11 +180,19 @@ def run_snapshot_batch(spark: SparkSession, config: PipelineConfig, batch_id: st
         "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
     }
     state.write_batch_result(result)
-    log.info("batch %s done: %d chunks, %s rows read and %s in %.1f s (%s rows/s); backfill %d events, "
-             "%d rows corrected; high watermark %s", batch_id, len(batch.chunks), f"{rows:,}",
-             "written", elapsed,
-             f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?", got.backfill_events,
-             sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()), got.high_watermark)
+    log.info(
+        "batch %s done: %d chunks, %s rows read and %s in %.1f s (%s rows/s); backfill %d events, "
+        "%d rows corrected; high watermark %s",
+        batch_id,
+        len(batch.chunks),
+        f"{rows:,}",
+        "written",
+        elapsed,
+        f"{result['rows_per_s']:,}" if result["rows_per_s"] else "?",
+        got.backfill_events,
+        sum(tr.deleted_keys + tr.upserted_rows for tr in got.tables.values()),
+        got.high_watermark,
+    )
     return result
 
 
@@ -165,8 +201,9 @@ def read_tasks(batch: Batch, chunk_rows: int) -> int:
     return sum(len(select_groups(batch.chunks_of(t), ROWS_PER_SELECT, chunk_rows)) for t in batch.tables)
 
 
-def sink_files(sink: Any, schemas: dict[TableId, TableSchema], batch: Batch,
-               estimated_rows: int) -> SinkFilesMaterializer | None:
+def sink_files(
+    sink: Any, schemas: dict[TableId, TableSchema], batch: Batch, estimated_rows: int
+) -> SinkFilesMaterializer | None:
     """For a sink that writes a batch's rows straight into its files (Delta), the materializer
     that does so; None: the rows are staged and the sink writes them afterwards."""
     if not sink.writes_snapshot_files():
@@ -187,9 +224,11 @@ def uses_arrow_reader(source: SourceConfig, files: SinkFilesMaterializer | None)
         return False
     if files is None:
         if source.snapshot_reader == "arrow":
-            raise ConfigError("snapshot_reader 'arrow': this sink does not take a batch's rows as files (only the "
-                              "Delta sink does). Fix: set snapshot_reader to 'auto' or 'jdbc' in the MySQL "
-                              "connection's extras.")
+            raise ConfigError(
+                "snapshot_reader 'arrow': this sink does not take a batch's rows as files (only the "
+                "Delta sink does). Fix: set snapshot_reader to 'auto' or 'jdbc' in the MySQL "
+                "connection's extras."
+            )
         return False
     return True
 
@@ -209,16 +248,24 @@ def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -
             if missing:
                 raise ConfigError(
                     f"{t}: the key columns {missing} the plan chunked this table on are gone, so its batches cannot "
-                    "be read again. Fix: trigger the pipeline with reset=true to plan it anew.")
+                    "be read again. Fix: trigger the pipeline with reset=true to plan it anew."
+                )
             out[t] = replace(plan, columns=now.columns, primary_key=now.primary_key)
     return out
 
 
-
-def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batch: Batch,
-                   schemas: dict[TableId, TableSchema], state: StateStore,
-                   progress_interval_s: float = 20.0, piece_rows: int | None = None,
-                   record_result: bool = True, applier_server_id: int | None = None) -> dict[str, Any]:
+def hand_off_batch(
+    spark: SparkSession,
+    config: PipelineConfig,
+    plan: Plan,
+    batch: Batch,
+    schemas: dict[TableId, TableSchema],
+    state: StateStore,
+    progress_interval_s: float = 20.0,
+    piece_rows: int | None = None,
+    record_result: bool = True,
+    applier_server_id: int | None = None,
+) -> dict[str, Any]:
     """The batch read while the stream runs, handed to it in pieces of consecutive chunks of about
     ``piece_rows`` rows (by the plan's estimate; stream_options.handoff_piece_rows). Each piece is read in its own window (LW, SELECTs,
     HW, corrections: exact on its own key range) and becomes one hand-off, so the stream takes a
@@ -234,10 +281,22 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     pieces = split_batch(batch, estimate, piece_rows or config.stream.handoff_piece_rows)
     for orphan in forget_orphans(state):
         log.info("removed %s: a hand-off whose job died before its manifest", orphan)
-    reader = ConsistentBatchReader(spark, source, schemas, server_id=server_id, staging_dir=_staging(spark, state),
-                                   chunk_rows=config.split.chunk_size)
-    progress = SnapshotProgress(spark, batch_id, len(batch.chunks), estimate, interval_s=progress_interval_s,
-                                tasks=read_tasks(batch, config.split.chunk_size))
+    reader = ConsistentBatchReader(
+        spark,
+        source,
+        schemas,
+        server_id=server_id,
+        staging_dir=_staging(spark, state),
+        chunk_rows=config.split.chunk_size,
+    )
+    progress = SnapshotProgress(
+        spark,
+        batch_id,
+        len(batch.chunks),
+        estimate,
+        interval_s=progress_interval_s,
+        tasks=read_tasks(batch, config.split.chunk_size),
+    )
     t0 = time.monotonic()
     ids: list[str] = []
     rows_per_chunk: dict[str, dict[str, int]] = {}
@@ -254,11 +313,20 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
                 for r in piece.ranges():
                     got.frame(r.table_id).write.mode("overwrite").parquet(state.url(rows_rel(hid, r.table_id)))
                 crash_point(HANDOFF_ROWS_WRITTEN)
-                write_manifest(state, Handoff(
-                    hid, piece, got.high_watermark, got.low_watermark, {t: schemas[t] for t in piece.tables},
-                    {t: rows_rel(hid, t) for t in piece.tables},
-                    {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()},
-                    server_id if applier_server_id is None else applier_server_id, time.time()))
+                write_manifest(
+                    state,
+                    Handoff(
+                        hid,
+                        piece,
+                        got.high_watermark,
+                        got.low_watermark,
+                        {t: schemas[t] for t in piece.tables},
+                        {t: rows_rel(hid, t) for t in piece.tables},
+                        {t: sum(tr.rows_per_chunk.values()) for t, tr in got.tables.items()},
+                        server_id if applier_server_id is None else applier_server_id,
+                        time.time(),
+                    ),
+                )
             finally:
                 got.unpersist()
             if k < len(pieces) - 1:
@@ -277,19 +345,34 @@ def hand_off_batch(spark: SparkSession, config: PipelineConfig, plan: Plan, batc
     elapsed = time.monotonic() - t0
     rows = sum(sum(v.values()) for v in rows_per_chunk.values())
     result = {
-        "batch_id": batch_id, "tables": [str(t) for t in batch.tables], "chunks": [c.to_dict() for c in batch.chunks],
+        "batch_id": batch_id,
+        "tables": [str(t) for t in batch.tables],
+        "chunks": [c.to_dict() for c in batch.chunks],
         "ranges": [r.to_dict() for r in batch.ranges()],
-        "low_watermark": min(lows).to_dict(), "high_watermark": max(highs).to_dict(),
-        "rows_per_chunk": rows_per_chunk, "corrections": corrections, "backfill_events": events,
-        "written": {str(t): {"rows_written": 0, "handed_to_stream": sum(rows_per_chunk.get(str(t), {}).values())}
-                    for t in batch.tables},
-        "handoff": ids, "seconds": round(elapsed, 3), "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
+        "low_watermark": min(lows).to_dict(),
+        "high_watermark": max(highs).to_dict(),
+        "rows_per_chunk": rows_per_chunk,
+        "corrections": corrections,
+        "backfill_events": events,
+        "written": {
+            str(t): {"rows_written": 0, "handed_to_stream": sum(rows_per_chunk.get(str(t), {}).values())}
+            for t in batch.tables
+        },
+        "handoff": ids,
+        "seconds": round(elapsed, 3),
+        "rows_per_s": round(rows / elapsed) if elapsed > 0 else None,
     }
     if record_result:
         state.write_batch_result(result)
-    log.info("batch %s done: %d chunks, %s rows read and handed to the running stream in %d piece(s) in %.1f s; "
-             "it replaces the batch's key ranges with them at its micro-batches past each piece's HW", batch_id,
-             len(batch.chunks), f"{rows:,}", len(ids), elapsed)
+    log.info(
+        "batch %s done: %d chunks, %s rows read and handed to the running stream in %d piece(s) in %.1f s; "
+        "it replaces the batch's key ranges with them at its micro-batches past each piece's HW",
+        batch_id,
+        len(batch.chunks),
+        f"{rows:,}",
+        len(ids),
+        elapsed,
+    )
     return result
 
 
@@ -301,5 +384,5 @@ def split_batch(batch: Batch, estimated_rows: int, piece_rows: int) -> list[Batc
     pieces: list[Batch] = []
     for t in batch.tables:
         chunks = batch.chunks_of(t)
-        pieces += [Batch(batch.batch_id, tuple(chunks[i:i + take])) for i in range(0, len(chunks), take)]
+        pieces += [Batch(batch.batch_id, tuple(chunks[i : i + take])) for i in range(0, len(chunks), take)]
     return pieces

@@ -68,8 +68,9 @@ class SinkFilesMaterializer:
     records: dict = field(default_factory=dict)
 
     def materialize(self, df: DataFrame, label: str, table_id: Any = None) -> Materialized:
-        records, per_chunk = self.sink.write_chunk_files(self.schemas[table_id], df, self.batch_id,
-                                                         self.files(table_id))
+        records, per_chunk = self.sink.write_chunk_files(
+            self.schemas[table_id], df, self.batch_id, self.files(table_id)
+        )
         self.records[table_id] = records
         return Materialized(df, per_chunk, [])
 
@@ -85,8 +86,9 @@ class SinkFilesMaterializer:
 
         schema = self.schemas[table_id]
         unique = tuple(schema.primary_key) if len(schema.primary_key) == 1 else ()
-        records, per_group = write_files(spark, source, schema, groups, self.arrow_spec(table_id),
-                                         self.files(table_id), unique)
+        records, per_group = write_files(
+            spark, source, schema, groups, self.arrow_spec(table_id), self.files(table_id), unique
+        )
         self.records[table_id] = records
         return Materialized(None, per_group, [])  # type: ignore[arg-type]
 

@@ -36,15 +36,22 @@ class SnapshotProgress:
     """Logs ``progress: 12/40 chunks read (~1.2M of ~4.0M rows), 110k rows/s, about 25 s left``
     while a batch is read, then which phase runs (correcting, writing) until ``stop()``."""
 
-    def __init__(self, spark: Any, batch_id: str, total_chunks: int, estimated_rows: int,
-                 interval_s: float = 20.0, tasks: int | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        batch_id: str,
+        total_chunks: int,
+        estimated_rows: int,
+        interval_s: float = 20.0,
+        tasks: int | None = None,
+    ) -> None:
         """``tasks``: how many read tasks the chunks take (several chunks a SELECT); a finished
         task counts for its share of the chunks."""
         from ..runtime.job_labels import is_connect
 
         self.spark = spark
         self.connect = is_connect(spark)
-        self._remote_done: dict[int, int] = {}   # Connect: completed tasks per stage of the reading jobs
+        self._remote_done: dict[int, int] = {}  # Connect: completed tasks per stage of the reading jobs
         self.batch_id = batch_id
         self.group = READ_GROUP_PREFIX + batch_id
         self.total_chunks = max(1, int(total_chunks))
@@ -79,7 +86,7 @@ class SnapshotProgress:
         if self.connect:
             try:
                 self.spark.removeProgressHandler(self._on_progress)
-            except Exception:   # the session is closing: nothing left to report
+            except Exception:  # the session is closing: nothing left to report
                 pass
 
     def chunks_read(self) -> int:
@@ -89,7 +96,7 @@ class SnapshotProgress:
         done = 0
         for job_id in tracker.getJobIdsForGroup(self.group):
             job = tracker.getJobInfo(job_id)
-            for stage_id in (job.stageIds if job else ()):
+            for stage_id in job.stageIds if job else ():
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
                     done += int(info.numCompletedTasks)
@@ -108,8 +115,10 @@ class SnapshotProgress:
         rate = rows / elapsed if elapsed > 0 else 0.0
         left = (self.estimated_rows - rows) / rate if rate > 0 else None
         eta = f"about {_duration(left)} left" if left is not None else "time left unknown yet"
-        return (f"progress: {chunks}/{self.total_chunks} chunks read (~{short_count(rows)} of "
-                f"~{short_count(self.estimated_rows)} rows), ~{short_count(rate)} rows/s, {eta}")
+        return (
+            f"progress: {chunks}/{self.total_chunks} chunks read (~{short_count(rows)} of "
+            f"~{short_count(self.estimated_rows)} rows), ~{short_count(rate)} rows/s, {eta}"
+        )
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

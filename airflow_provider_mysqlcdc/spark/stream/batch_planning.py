@@ -20,11 +20,10 @@ from ...cdc.offsets import BinlogOffset
 from .settings import OFFSET_SCAN_SLOT, StreamSettings
 from .stream_offset import StreamOffset
 
-
 log = logging.getLogger(__name__)
 
 MIN_RANGE_BYTES = 512 << 10  # a catch-up range smaller than this is not worth a reader of its own
-SCAN_BATCH_ROWS = 2_000   # the driver's scan flushes often: a cut resumes from the last flush's transaction
+SCAN_BATCH_ROWS = 2_000  # the driver's scan flushes often: a cut resumes from the last flush's transaction
 
 
 @dataclass
@@ -34,8 +33,13 @@ class ScanResult:
     hit_limit: bool
 
 
-def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffset,
-                 max_changes: int | None, gtid_watch: GtidWatch | None = None) -> ScanResult:
+def scan_for_end(
+    settings: StreamSettings,
+    start: StreamOffset,
+    head: BinlogOffset,
+    max_changes: int | None,
+    gtid_watch: GtidWatch | None = None,
+) -> ScanResult:
     """Count captured changes from ``start`` towards ``head``; end before the (max+1)-th one.
 
     Decodes with the fast reader (counting needs each event's rows). A cut inside a
@@ -58,16 +62,26 @@ def scan_for_end(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
     server_id = settings.source.server_id_range.pick(OFFSET_SCAN_SLOT)
     n = 0
     resume_from = start.dump_from
-    reader = FastBinlogReader(settings.source, server_id, start.at, stop=head, tables=settings.tables,
-                              blocking=False, heartbeat_s=None, dump_from=start.dump_from,
-                              batch_rows=SCAN_BATCH_ROWS, on_unsupported="report", gtid_watch=gtid_watch)
+    reader = FastBinlogReader(
+        settings.source,
+        server_id,
+        start.at,
+        stop=head,
+        tables=settings.tables,
+        blocking=False,
+        heartbeat_s=None,
+        dump_from=start.dump_from,
+        batch_rows=SCAN_BATCH_ROWS,
+        on_unsupported="report",
+        gtid_watch=gtid_watch,
+    )
     try:
         for group in reader.flushes():
             offsets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
             for item in group:
                 if isinstance(item, ChangeBatch):
                     offsets.append(offsets_of(item.batch))
-                elif isinstance(item, UnsupportedRows):   # counted as one change: its rows are not decoded here
+                elif isinstance(item, UnsupportedRows):  # counted as one change: its rows are not decoded here
                     o = item.offset
                     offsets.append((np.array([o.file_index]), np.array([o.position]), np.array([0])))
             rows = sum(len(o[0]) for o in offsets)
@@ -100,8 +114,11 @@ def _file_named(settings: StreamSettings, group: list, index: int) -> str:
     from ...cdc.offsets import split_binlog_file
 
     for item in group:
-        names = (pa.compute.unique(item.batch.column("binlog_file")).to_pylist() if isinstance(item, ChangeBatch)
-                 else [item.offset.file])
+        names = (
+            pa.compute.unique(item.batch.column("binlog_file")).to_pylist()
+            if isinstance(item, ChangeBatch)
+            else [item.offset.file]
+        )
         for name in names:
             if split_binlog_file(name)[1] == index:
                 return name
@@ -131,8 +148,16 @@ def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
         if behind < settings.catchup_min_bytes:
             return None
         parts = settings.catchup_parallelism
-        end, cuts = catchup.plan_batch(conn, files, start.dump_from, head, settings.catchup_batch_bytes, parts,
-                                       MIN_RANGE_BYTES, tail_bytes=settings.catchup_min_bytes)
+        end, cuts = catchup.plan_batch(
+            conn,
+            files,
+            start.dump_from,
+            head,
+            settings.catchup_batch_bytes,
+            parts,
+            MIN_RANGE_BYTES,
+            tail_bytes=settings.catchup_min_bytes,
+        )
         if end <= start.at:  # a start inside a transaction, with the planned end before it
             end = head
             cuts = catchup.split_range(conn, files, start.dump_from, end, parts, MIN_RANGE_BYTES)

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_handoff(source: SourceConfig, schemas: Sequence[TableSchema], finished: Sequence[FinishedBatch]
-                  ) -> HandoffFilter | None:
+def build_handoff(
+    source: SourceConfig, schemas: Sequence[TableSchema], finished: Sequence[FinishedBatch]
+) -> HandoffFilter | None:
     """The handoff filter over the finished batches of captured tables (None when there are none)."""
     from ...cdc.keyorder import key_order_for
 
@@ -79,27 +80,47 @@ def before_mask(batch: pa.RecordBatch, offset: BinlogOffset) -> np.ndarray:
 
 def _last_offset(batch: pa.RecordBatch) -> BinlogOffset:
     i = batch.num_rows - 1
-    return BinlogOffset(batch.column("binlog_file")[i].as_py(), batch.column("binlog_pos")[i].as_py(),
-                        row=batch.column("binlog_row")[i].as_py())
+    return BinlogOffset(
+        batch.column("binlog_file")[i].as_py(),
+        batch.column("binlog_pos")[i].as_py(),
+        row=batch.column("binlog_row")[i].as_py(),
+    )
 
 
-def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOffset", end: "StreamOffset",
-               server_id: int, reconnect_timeout_s: float, new_tables: Any = None, allow_gtid_gaps: bool = False
-               ) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
+def fast_items(
+    source: SourceConfig,
+    tables: Sequence[TableId],
+    start: "StreamOffset",
+    end: "StreamOffset",
+    server_id: int,
+    reconnect_timeout_s: float,
+    new_tables: Any = None,
+    allow_gtid_gaps: bool = False,
+) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
     """The fast reader's row batches, unsupported events and DDL of ``[start, end)``, in binlog
     order, reconnecting as needed (a DDL or unsupported event is yielded once). A GTID gap inside
     the range fails the read (the driver's scans, which see every micro-batch's GTIDs near the
     head, end a micro-batch before a gap; this catches one inside a catch-up range)."""
-    watch = watch_or_none(allow_gtid_gaps)   # one for the reconnects too: GTIDs read again are not gaps
-    last: BinlogOffset | None = None          # the last row yielded
+    watch = watch_or_none(allow_gtid_gaps)  # one for the reconnects too: GTIDs read again are not gaps
+    last: BinlogOffset | None = None  # the last row yielded
     seen_unsupported: set[tuple[str, int]] = set()
     seen_ddl: set[tuple[str, int]] = set()
     deadline: float | None = None
     while True:
         at = start.at if last is None else BinlogOffset(last.file, last.position, None, last.row + 1)
-        reader = FastBinlogReader(source, server_id, at, stop=stop_for(end.at), tables=tables, blocking=False,
-                                  heartbeat_s=None, dump_from=start.dump_from, on_unsupported="report",
-                                  new_tables=new_tables, gtid_watch=watch)
+        reader = FastBinlogReader(
+            source,
+            server_id,
+            at,
+            stop=stop_for(end.at),
+            tables=tables,
+            blocking=False,
+            heartbeat_s=None,
+            dump_from=start.dump_from,
+            on_unsupported="report",
+            new_tables=new_tables,
+            gtid_watch=watch,
+        )
         try:
             for item in reader.batches():
                 if isinstance(item, ChangeBatch):
@@ -130,24 +151,37 @@ def fast_items(source: SourceConfig, tables: Sequence[TableId], start: "StreamOf
             deadline = deadline or time.monotonic() + reconnect_timeout_s
             if time.monotonic() > deadline:
                 raise
-            log.warning("binlog read: connection lost after %s (%s); reading again from %s",
-                        last or start.at, type(e).__name__, start.dump_from)
+            log.warning(
+                "binlog read: connection lost after %s (%s); reading again from %s",
+                last or start.at,
+                type(e).__name__,
+                start.dump_from,
+            )
             time.sleep(1.0)
         finally:
             reader.close()
 
 
-def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[TableSchema],
-                  finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
-                  first_file_index: int, reconnect_timeout_s: float, allow_gtid_gaps: bool = False
-                  ) -> Iterator[pa.RecordBatch]:
+def range_batches(
+    layout: SourceLayout,
+    source: SourceConfig,
+    schemas: Sequence[TableSchema],
+    finished: Sequence[FinishedBatch],
+    start: "StreamOffset",
+    end: "StreamOffset",
+    server_id: int,
+    first_file_index: int,
+    reconnect_timeout_s: float,
+    allow_gtid_gaps: bool = False,
+) -> Iterator[pa.RecordBatch]:
     """The source batches of ``[start, end)``: handoff-filtered, in the layout, numbered by position."""
     handoff = build_handoff(source, schemas, finished) if finished else None
     tables = [s.table_id for s in schemas]
     unsupported: list[UnsupportedRows] = []
     try:
-        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s,
-                               allow_gtid_gaps=allow_gtid_gaps):
+        for item in fast_items(
+            source, tables, start, end, server_id, reconnect_timeout_s, allow_gtid_gaps=allow_gtid_gaps
+        ):
             if isinstance(item, SchemaChange):
                 continue  # the row path has one shape per table for the whole query
             if isinstance(item, UnsupportedRows):
@@ -164,8 +198,11 @@ def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[
             if batch.num_rows:
                 yield layout.from_arrow(item.table_id, batch, first_file_index)
         if unsupported:
-            log.info("binlog read: %d rows events read by python-mysql-replication (%s)", len(unsupported),
-                     "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})))
+            log.info(
+                "binlog read: %d rows events read by python-mysql-replication (%s)",
+                len(unsupported),
+                "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})),
+            )
             changes = library_changes(source, schemas, unsupported, start.at, end.at, server_id)
             if handoff is not None:
                 yield from _filtered(layout, handoff, changes, first_file_index)
@@ -176,17 +213,27 @@ def range_batches(layout: SourceLayout, source: SourceConfig, schemas: Sequence[
             handoff.close()
 
 
-def _filtered(layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[RowChange], first_file_index: int
-              ) -> Iterator[pa.RecordBatch]:
+def _filtered(
+    layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[RowChange], first_file_index: int
+) -> Iterator[pa.RecordBatch]:
     kept = [out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
     if kept:
         yield from layout.from_changes(kept, first_file_index)
 
 
-def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[TableSchema],
-                finished: Sequence[FinishedBatch], start: "StreamOffset", end: "StreamOffset", server_id: int,
-                first_file_index: int, reconnect_timeout_s: float, new_tables: Any = None,
-                allow_gtid_gaps: bool = False) -> Iterator[TableRows | DdlMark]:
+def range_items(
+    book: "LayoutBook",
+    source: SourceConfig,
+    schemas: Sequence[TableSchema],
+    finished: Sequence[FinishedBatch],
+    start: "StreamOffset",
+    end: "StreamOffset",
+    server_id: int,
+    first_file_index: int,
+    reconnect_timeout_s: float,
+    new_tables: Any = None,
+    allow_gtid_gaps: bool = False,
+) -> Iterator[TableRows | DdlMark]:
     """What a direct write's task gets for ``[start, end)``: each table's rows in the layout of
     the version they were logged with, and the DDL on captured tables between them, in binlog
     order (rows python-mysql-replication reads come last; their ``_seq`` places them)."""
@@ -195,8 +242,7 @@ def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[Tabl
     unsupported: list[UnsupportedRows] = []
     base = book.base
     try:
-        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s, new_tables,
-                               allow_gtid_gaps):
+        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s, new_tables, allow_gtid_gaps):
             if isinstance(item, SchemaChange):
                 yield book.mark(item, first_file_index)
                 continue
@@ -214,14 +260,21 @@ def range_items(book: "LayoutBook", source: SourceConfig, schemas: Sequence[Tabl
                         yield TableRows(item.table_id, layout.slot(item.table_id), rows)
                     batch = batch.filter(pa.array(~early))
             if batch.num_rows:
-                yield TableRows(item.table_id, layout.slot(item.table_id),
-                                layout.from_arrow(item.table_id, batch, first_file_index))
+                yield TableRows(
+                    item.table_id, layout.slot(item.table_id), layout.from_arrow(item.table_id, batch, first_file_index)
+                )
         if unsupported:
-            log.info("binlog read: %d rows events read by python-mysql-replication (%s)", len(unsupported),
-                     "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})))
+            log.info(
+                "binlog read: %d rows events read by python-mysql-replication (%s)",
+                len(unsupported),
+                "; ".join(sorted({f"{u.table_id}: {u.reason}" for u in unsupported})),
+            )
             changes = library_changes(source, schemas, unsupported, start.at, end.at, server_id)
-            kept = ([out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
-                    if handoff is not None else list(changes))
+            kept = (
+                [out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
+                if handoff is not None
+                else list(changes)
+            )
             for rows in base.from_changes(kept, first_file_index):
                 t = TableId(rows.column("database")[0].as_py(), rows.column("table")[0].as_py())
                 yield TableRows(t, base.slot(t), rows)

@@ -88,18 +88,17 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from ...cdc.offsets import BinlogOffset
 from ...cdc.gtid_watch import watch_or_none
+from ...cdc.offsets import BinlogOffset
+from . import first_plan
 from .batch_planning import CatchupPlan, plan_catchup, scan_for_end
 from .binlog_server import check_available, head_offset
 from .change_rows import SourceLayout
-from . import first_plan
 from .plan_ahead import PlanAhead
 from .reconnect import with_reconnect
 from .settings import FORMAT_NAME, StreamSettings, settings_from_options, source_layout
 from .startup import stable_initial_offset
 from .stream_offset import StreamOffset
-
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +120,9 @@ class BinlogPartition(InputPartition):
     """One range of a micro-batch: offsets as JSON texts, the reader's server id, and the
     micro-batch's first binlog file index (every range numbers its rows from it)."""
 
-    def __init__(self, start: dict, end: dict, server_id: int, first_file_index: int, part: int = 0,
-                 parts: int = 1) -> None:
+    def __init__(
+        self, start: dict, end: dict, server_id: int, first_file_index: int, part: int = 0, parts: int = 1
+    ) -> None:
         super().__init__(json.dumps([start, end, server_id, first_file_index, part, parts]))
         self.start = start
         self.end = end
@@ -141,13 +141,13 @@ class BinlogStreamReader(DataSourceStreamReader):
         self.settings = settings
         self._layout: SourceLayout | None = None
         # Driver-side memory (not needed for correctness; the executor never uses it):
-        self._idle_scan: tuple[str, StreamOffset] | None = None   # (start json, scanned-to head)
+        self._idle_scan: tuple[str, StreamOffset] | None = None  # (start json, scanned-to head)
         self._last_move = time.monotonic()
         self._empty_ranges: set[str] = set()
-        self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}      # range json -> catch-up cuts
+        self._cuts: dict[str, tuple[BinlogOffset, ...]] = {}  # range json -> catch-up cuts
         self._initial: dict | None = None
-        self._ahead: PlanAhead[StreamOffset, CatchupPlan | None] = PlanAhead()   # the next catch-up plan
-        self._first_plan_dir = settings.first_plan_dir   # the launcher's plan of the first one (first_plan.py)
+        self._ahead: PlanAhead[StreamOffset, CatchupPlan | None] = PlanAhead()  # the next catch-up plan
+        self._first_plan_dir = settings.first_plan_dir  # the launcher's plan of the first one (first_plan.py)
         # The highest GTID per domain / server uuid the scans have read: they read every micro-batch
         # near the head from its start, so a number skipped between two of them is seen too.
         self._gtids = watch_or_none(settings.allow_gtid_gaps)
@@ -169,15 +169,14 @@ class BinlogStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return with_reconnect(lambda: self._latest(start, max_rows), self.settings.reconnect_timeout_s,
-                              "latest offset")
+        return with_reconnect(lambda: self._latest(start, max_rows), self.settings.reconnect_timeout_s, "latest offset")
 
     def _latest(self, start_d: dict, max_rows: int | None) -> dict:
         start = StreamOffset.from_dict(start_d)
         key = json.dumps(start_d)
         check_available(self.settings.source, start.dump_from, self.settings.tables)
         head = head_offset(self.settings.source)
-        launched, self._first_plan_dir = self._first_plan_dir, None   # looked at by the first call only
+        launched, self._first_plan_dir = self._first_plan_dir, None  # looked at by the first call only
         if head <= start.at:
             first_plan.discard(launched)
             return start_d
@@ -194,12 +193,16 @@ class BinlogStreamReader(DataSourceStreamReader):
             self._idle_scan = None
             self._last_move = time.monotonic()
             self._cuts[json.dumps([start_d, end_d])] = plan.cuts
-            if self._gtids is not None:   # not scanned: its ranges check their own GTIDs
+            if self._gtids is not None:  # not scanned: its ranges check their own GTIDs
                 self._gtids.reset()
-            log.info("binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges%s",
-                     plan.behind_bytes / (1 << 20), plan.end, len(plan.cuts) + 1,
-                     f" (planned {made_by})" if ahead else "")
-            if plan.end.at < head:   # more backlog: plan the next micro-batch while this one runs
+            log.info(
+                "binlog stream: %.0f MiB behind the head; catch-up micro-batch to %s in %d ranges%s",
+                plan.behind_bytes / (1 << 20),
+                plan.end,
+                len(plan.cuts) + 1,
+                f" (planned {made_by})" if ahead else "",
+            )
+            if plan.end.at < head:  # more backlog: plan the next micro-batch while this one runs
                 settings = self.settings
                 self._ahead.begin(plan.end, lambda at: plan_catchup(settings, at, head_offset(settings.source)))
             return end_d
@@ -236,8 +239,10 @@ class BinlogStreamReader(DataSourceStreamReader):
         first = min(StreamOffset.from_dict(start).dump_from.file_index, StreamOffset.from_dict(end).at.file_index)
         bounds = [start] + [StreamOffset.boundary(c).to_dict() for c in self._cuts.pop(key, ())] + [end]
         n = len(bounds) - 1
-        return [BinlogPartition(a, b, self.settings.catchup_server_id(i), first, i, n)
-                for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+        return [
+            BinlogPartition(a, b, self.settings.catchup_server_id(i), first, i, n)
+            for i, (a, b) in enumerate(zip(bounds, bounds[1:]))
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # imported here: the decoder is executor code, and the driver's source process (one
@@ -252,23 +257,52 @@ class BinlogStreamReader(DataSourceStreamReader):
             from ..sinks.direct import current_batch_id, spec_from_json
             from .layout_book import LayoutBook
 
-            items = range_items(LayoutBook(self.layout, s.source.server_time_zone), s.source, s.schemas,
-                                s.finished, start, end, partition.server_id, partition.first_file_index,
-                                s.reconnect_timeout_s, s.new_table if s.include else None, s.allow_gtid_gaps)
+            items = range_items(
+                LayoutBook(self.layout, s.source.server_time_zone),
+                s.source,
+                s.schemas,
+                s.finished,
+                start,
+                end,
+                partition.server_id,
+                partition.first_file_index,
+                s.reconnect_timeout_s,
+                s.new_table if s.include else None,
+                s.allow_gtid_gaps,
+            )
             records = spec_from_json(s.direct_write).write_range(items, current_batch_id(), partition.part)
             rows = sum(records.column("changes").to_pylist())
             yield records
         else:
-            batches = range_batches(self.layout, s.source, s.schemas, s.finished, start, end, partition.server_id,
-                                    partition.first_file_index, s.reconnect_timeout_s, s.allow_gtid_gaps)
+            batches = range_batches(
+                self.layout,
+                s.source,
+                s.schemas,
+                s.finished,
+                start,
+                end,
+                partition.server_id,
+                partition.first_file_index,
+                s.reconnect_timeout_s,
+                s.allow_gtid_gaps,
+            )
             for batch in batches:
                 rows += batch.num_rows
                 yield batch
         if partition.parts > 1:
             _log_to_stderr()
             took, cpu = time.monotonic() - began, time.process_time() - cpu
-            log.info("catch-up range %d/%d %s .. %s: %d changes in %.2f s, %.2f s CPU (server id %d)",
-                     partition.part + 1, partition.parts, start, end.at, rows, took, cpu, partition.server_id)
+            log.info(
+                "catch-up range %d/%d %s .. %s: %d changes in %.2f s, %.2f s CPU (server id %d)",
+                partition.part + 1,
+                partition.parts,
+                start,
+                end.at,
+                rows,
+                took,
+                cpu,
+                partition.server_id,
+            )
 
     def commit(self, end: dict) -> None:
         """Spark has processed everything before ``end``; nothing to release on the server."""

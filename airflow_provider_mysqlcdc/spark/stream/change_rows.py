@@ -32,25 +32,38 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 from ...cdc.errors import SchemaMismatchError
-from ...cdc.statements import NOT_EXACT_MARKER
 from ...cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import split_binlog_file
+from ...cdc.statements import NOT_EXACT_MARKER
 from ...cdc.types import ColumnMapping, map_table
 from ..sinks.base import (
-    META_COLUMNS, META_DATABASE, META_FILE, META_GTID, META_OP, META_POS, META_ROW, META_SEQ,
-    META_TABLE, META_TS,
+    META_COLUMNS,
+    META_DATABASE,
+    META_FILE,
+    META_GTID,
+    META_OP,
+    META_POS,
+    META_ROW,
+    META_SEQ,
+    META_TABLE,
+    META_TS,
 )
 from ..types import struct_type
 
 # Columns of the stream source, by name, so the source and the projection agree.
 SRC_DATABASE = "database"
 SRC_TABLE = "table"
-SRC_OP = "op"            # insert | update | delete
+SRC_OP = "op"  # insert | update | delete
 SRC_FILE = "binlog_file"
 SRC_POS = "binlog_pos"
 SRC_ROW = "binlog_row"
@@ -60,13 +73,19 @@ SRC_SEQ = "seq"
 
 FILE_SHIFT = 52
 POS_SHIFT = 20
-MAX_FILES_PER_BATCH = 1 << (63 - 1 - FILE_SHIFT)   # 2 * seq + 1 must fit a signed 64-bit integer
+MAX_FILES_PER_BATCH = 1 << (63 - 1 - FILE_SHIFT)  # 2 * seq + 1 must fit a signed 64-bit integer
 MAX_ROWS_PER_EVENT = 1 << POS_SHIFT
 
 META_SPARK_FIELDS = {
-    META_OP: StringType(), META_DATABASE: StringType(), META_TABLE: StringType(),
-    META_FILE: StringType(), META_POS: LongType(), META_ROW: IntegerType(), META_GTID: StringType(),
-    META_TS: TimestampType(), META_SEQ: LongType(),
+    META_OP: StringType(),
+    META_DATABASE: StringType(),
+    META_TABLE: StringType(),
+    META_FILE: StringType(),
+    META_POS: LongType(),
+    META_ROW: IntegerType(),
+    META_GTID: StringType(),
+    META_TS: TimestampType(),
+    META_SEQ: LongType(),
 }
 
 _SOURCE_META_SPARK = [
@@ -86,8 +105,10 @@ def seq_of(file: str, position: int, row: int, first_file_index: int) -> int:
     """The source row number of a change at ``file:position#row`` (see the module docstring)."""
     rel = split_binlog_file(file)[1] - first_file_index
     if not 0 <= rel < MAX_FILES_PER_BATCH or not 0 <= row < MAX_ROWS_PER_EVENT:
-        raise ValueError(f"binlog offset {file}:{position}#{row} cannot be numbered in a micro-batch "
-                         f"starting at file index {first_file_index}")
+        raise ValueError(
+            f"binlog offset {file}:{position}#{row} cannot be numbered in a micro-batch "
+            f"starting at file index {first_file_index}"
+        )
     return rel << FILE_SHIFT | position << POS_SHIFT | row
 
 
@@ -127,8 +148,11 @@ class SourceLayout:
         for i, s in enumerate(self.schemas):
             mappings[s.table_id] = tuple(map_table(s, server_time_zone))
             image = struct_type(mappings[s.table_id])
-            spark_fields.append(StructField(f"t{i}", StructType([StructField("before", image, True),
-                                                                 StructField("after", image, True)]), True))
+            spark_fields.append(
+                StructField(
+                    f"t{i}", StructType([StructField("before", image, True), StructField("after", image, True)]), True
+                )
+            )
         self.spark_schema = StructType(spark_fields)
         # Spark checks returned batches against exactly this Arrow schema (types and nullability)
         self.arrow_schema = to_arrow_schema(self.spark_schema, timezone="UTC")
@@ -143,8 +167,7 @@ class SourceLayout:
         except KeyError:
             raise SchemaMismatchError(f"{table_id} is not one of the stream's captured tables") from None
 
-    def _assemble(self, slot: _TableSlot, meta: list[pa.Array], before: pa.Array, after: pa.Array
-                  ) -> pa.RecordBatch:
+    def _assemble(self, slot: _TableSlot, meta: list[pa.Array], before: pa.Array, after: pa.Array) -> pa.RecordBatch:
         n = len(meta[0])
         pair = pa.StructArray.from_arrays([before, after], fields=list(slot.pair))
         columns = list(meta)
@@ -152,7 +175,8 @@ class SourceLayout:
             columns.append(pair if other is slot else pa.nulls(n, other.pair))
         return pa.RecordBatch.from_arrays(
             [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, self.arrow_schema)],
-            schema=self.arrow_schema)
+            schema=self.arrow_schema,
+        )
 
     def _cast_image(self, slot: _TableSlot, image: pa.Array) -> pa.Array:
         if image.type == slot.image:
@@ -165,7 +189,8 @@ class SourceLayout:
                 "table's schema changed, and this sink's row path (the changelog's parquet format, direct_write "
                 f"false) reads one shape per table for the whole query, so {NOT_EXACT_MARKER} here. Fix: use a "
                 "Delta, PostgreSQL, changelog-json or console sink with its direct write (the default), which "
-                "follows DDL, or reload the table (trigger the pipeline with reset=true).")
+                "follows DDL, or reload the table (trigger the pipeline with reset=true)."
+            )
         try:
             return image.cast(slot.image)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -173,7 +198,8 @@ class SourceLayout:
                 f"{slot.schema.table_id}: binlog column types {image.type} do not convert to the stream's "
                 f"{slot.image} ({e}): this sink's row path reads one shape per table for the whole query, so "
                 f"{NOT_EXACT_MARKER} here. Fix: use a sink with its direct write (the default), which follows DDL, "
-                "or reload the table (trigger the pipeline with reset=true).") from e
+                "or reload the table (trigger the pipeline with reset=true)."
+            ) from e
 
     def from_arrow(self, table_id: TableId, batch: pa.RecordBatch, first_file_index: int) -> pa.RecordBatch:
         """A fast-decoder batch (``fastbinlog.reader.batch_schema``) in the source layout."""
@@ -185,8 +211,10 @@ class SourceLayout:
         if rel.size and (int(rel.min()) < 0 or int(rel.max()) >= MAX_FILES_PER_BATCH):
             raise ValueError(f"{table_id}: binlog files beyond the {MAX_FILES_PER_BATCH} a micro-batch may span")
         seq = pa.array((rel << FILE_SHIFT) | (pos << POS_SHIFT) | row, pa.int64())
-        meta = [batch.column(name) for name in
-                (SRC_DATABASE, SRC_TABLE, SRC_OP, SRC_FILE, SRC_POS, SRC_ROW, SRC_GTID, SRC_TS)] + [seq]
+        meta = [
+            batch.column(name)
+            for name in (SRC_DATABASE, SRC_TABLE, SRC_OP, SRC_FILE, SRC_POS, SRC_ROW, SRC_GTID, SRC_TS)
+        ] + [seq]
         before = self._cast_image(slot, batch.column("before"))
         after = self._cast_image(slot, batch.column("after"))
         return self._assemble(slot, meta, before, after)
@@ -207,13 +235,21 @@ class SourceLayout:
                 pa.array([c.offset.position for c in rows], pa.int64()),
                 pa.array([c.offset.row for c in rows], pa.int32()),
                 pa.array([c.gtid for c in rows], pa.string()),
-                pa.array([c.timestamp * 1_000_000 if c.timestamp else None for c in rows],
-                         pa.timestamp("us", tz="UTC")),
-                pa.array([seq_of(c.offset.file, c.offset.position, c.offset.row, first_file_index)
-                          for c in rows], pa.int64()),
+                pa.array(
+                    [c.timestamp * 1_000_000 if c.timestamp else None for c in rows], pa.timestamp("us", tz="UTC")
+                ),
+                pa.array(
+                    [seq_of(c.offset.file, c.offset.position, c.offset.row, first_file_index) for c in rows], pa.int64()
+                ),
             ]
-            out.append(self._assemble(slot, meta, self._images(slot, [c.before for c in rows]),
-                                      self._images(slot, [c.after for c in rows])))
+            out.append(
+                self._assemble(
+                    slot,
+                    meta,
+                    self._images(slot, [c.before for c in rows]),
+                    self._images(slot, [c.after for c in rows]),
+                )
+            )
         return out
 
     @staticmethod
@@ -225,7 +261,8 @@ class SourceLayout:
             except KeyError:
                 raise SchemaMismatchError(
                     f"{slot.schema.table_id}: a change image lacks column {mp.name!r}: the table's schema changed "
-                    "since the stream started. Fix: restart the stream job so it reads the new schema.") from None
+                    "since the stream started. Fix: restart the stream job so it reads the new schema."
+                ) from None
         mask = pa.array([img is None for img in images], pa.bool_())
         return pa.StructArray.from_arrays(arrays, fields=list(slot.image), mask=mask)
 
@@ -264,19 +301,29 @@ class ChangeProjection:
         change_schema(slot.mappings)  # refuses column names that clash with the metadata
         pair = F.col(slot.column)
         op = F.col(SRC_OP)
-        ops = (F.when(op == "update", F.array(_op(OP_UPDATE_BEFORE, "before", 0, pair),
-                                              _op(OP_UPDATE_AFTER, "after", 1, pair)))
-               .when(op == "insert", F.array(_op(OP_INSERT, "after", 0, pair)))
-               .otherwise(F.array(_op(OP_DELETE, "before", 0, pair))))
+        ops = (
+            F.when(
+                op == "update",
+                F.array(_op(OP_UPDATE_BEFORE, "before", 0, pair), _op(OP_UPDATE_AFTER, "after", 1, pair)),
+            )
+            .when(op == "insert", F.array(_op(OP_INSERT, "after", 0, pair)))
+            .otherwise(F.array(_op(OP_DELETE, "before", 0, pair)))
+        )
         self.condition = (F.col(SRC_DATABASE) == table_id.database) & (F.col(SRC_TABLE) == table_id.table)
-        self.exploded = [F.col(c) for c in (SRC_DATABASE, SRC_TABLE, SRC_FILE, SRC_POS, SRC_ROW, SRC_GTID,
-                                            SRC_TS, SRC_SEQ)] + [F.explode(ops).alias("_x")]
+        self.exploded = [
+            F.col(c) for c in (SRC_DATABASE, SRC_TABLE, SRC_FILE, SRC_POS, SRC_ROW, SRC_GTID, SRC_TS, SRC_SEQ)
+        ] + [F.explode(ops).alias("_x")]
         img = F.col("_x").getField("img")
         columns = [img.getField(mp.name).alias(mp.name) for mp in slot.mappings]
         meta = {
             META_OP: F.col("_x").getField("op"),
-            META_DATABASE: F.col(SRC_DATABASE), META_TABLE: F.col(SRC_TABLE), META_FILE: F.col(SRC_FILE),
-            META_POS: F.col(SRC_POS), META_ROW: F.col(SRC_ROW), META_GTID: F.col(SRC_GTID), META_TS: F.col(SRC_TS),
+            META_DATABASE: F.col(SRC_DATABASE),
+            META_TABLE: F.col(SRC_TABLE),
+            META_FILE: F.col(SRC_FILE),
+            META_POS: F.col(SRC_POS),
+            META_ROW: F.col(SRC_ROW),
+            META_GTID: F.col(SRC_GTID),
+            META_TS: F.col(SRC_TS),
             META_SEQ: F.col(SRC_SEQ) * 2 + F.col("_x").getField("half"),
         }
         self.output = columns + [meta[n].cast(META_SPARK_FIELDS[n]).alias(n) for n in META_COLUMNS]

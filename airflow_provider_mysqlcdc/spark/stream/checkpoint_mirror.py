@@ -27,7 +27,6 @@ import posixpath
 import shutil
 import tempfile
 import threading
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ class CheckpointMirror:
         self.url = url.rstrip("/")
         self.local_dir = local_dir or local_copy_dir(self.url)
         self.fs, self.root = fsspec.core.url_to_fs(self.url)
-        self._synced: dict[str, tuple[int, int]] = {}   # relative path -> (size, mtime_ns) uploaded
+        self._synced: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime_ns) uploaded
         self._lock = threading.Lock()
 
     def restore(self) -> int:
@@ -74,11 +73,11 @@ class CheckpointMirror:
         for dirpath, _dirs, files in os.walk(self.local_dir):
             for name in files:
                 if name.startswith(".") or ".tmp-" in name:
-                    continue   # Hadoop's .crc side files and files still being written (renamed when done)
+                    continue  # Hadoop's .crc side files and files still being written (renamed when done)
                 full = os.path.join(dirpath, name)
                 try:
                     st = os.stat(full)
-                except FileNotFoundError:   # Spark renamed or purged it meanwhile
+                except FileNotFoundError:  # Spark renamed or purged it meanwhile
                     continue
                 out[os.path.relpath(full, self.local_dir).replace(os.sep, "/")] = (st.st_size, st.st_mtime_ns)
         return out

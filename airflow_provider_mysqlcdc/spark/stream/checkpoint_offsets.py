@@ -87,4 +87,5 @@ def check_readable(checkpoint: str) -> None:
                 "filled up or a copy that stopped half way. Fix: if it is the newest file under offsets/ and "
                 "commits/ has no file of its number, delete it (that micro-batch is planned again from the last "
                 "commit); otherwise restore the checkpoint from a copy, or trigger with reset=true to load "
-                "everything again.") from None
+                "everything again."
+            ) from None

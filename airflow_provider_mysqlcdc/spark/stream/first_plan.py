@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 PLAN_FILE = "plan.json"
 FAILED_FILE = "failed"
-WAIT_S = 30.0   # the launcher's walk normally takes < 1 s; past this the source plans itself
+WAIT_S = 30.0  # the launcher's walk normally takes < 1 s; past this the source plans itself
 
 
 def expected_start(settings: Any, checkpoint: str | None) -> StreamOffset | None:
@@ -63,8 +63,9 @@ def expected_start(settings: Any, checkpoint: str | None) -> StreamOffset | None
     return None
 
 
-def plan_from_options(options: dict[str, str], checkpoint: str | None
-                      ) -> tuple[StreamOffset, CatchupPlan | None] | None:
+def plan_from_options(
+    options: dict[str, str], checkpoint: str | None
+) -> tuple[StreamOffset, CatchupPlan | None] | None:
     """The expected start and its catch-up plan (None: not behind enough), with the settings the
     source will parse from the same options."""
     from .batch_planning import plan_catchup
@@ -79,17 +80,32 @@ def plan_from_options(options: dict[str, str], checkpoint: str | None
 
 
 def encode(start: StreamOffset, plan: CatchupPlan | None) -> str:
-    return json.dumps({"start": start.to_dict(), "plan": None if plan is None else {
-        "end": plan.end.to_dict(), "cuts": [StreamOffset.boundary(c).to_dict() for c in plan.cuts],
-        "behind_bytes": plan.behind_bytes}})
+    return json.dumps(
+        {
+            "start": start.to_dict(),
+            "plan": None
+            if plan is None
+            else {
+                "end": plan.end.to_dict(),
+                "cuts": [StreamOffset.boundary(c).to_dict() for c in plan.cuts],
+                "behind_bytes": plan.behind_bytes,
+            },
+        }
+    )
 
 
 def decode(text: str) -> tuple[StreamOffset, CatchupPlan | None]:
     d = json.loads(text)
     p = d["plan"]
-    plan = None if p is None else CatchupPlan(StreamOffset.from_dict(p["end"]),
-                                               tuple(StreamOffset.from_dict(c).at for c in p["cuts"]),
-                                               int(p["behind_bytes"]))
+    plan = (
+        None
+        if p is None
+        else CatchupPlan(
+            StreamOffset.from_dict(p["end"]),
+            tuple(StreamOffset.from_dict(c).at for c in p["cuts"]),
+            int(p["behind_bytes"]),
+        )
+    )
     return StreamOffset.from_dict(d["start"]), plan
 
 
@@ -109,8 +125,9 @@ def begin(where: str, make: Callable[[], tuple[StreamOffset, CatchupPlan | None]
         try:
             made = make()
         except Exception as e:  # noqa: BLE001 -- the source then plans itself
-            log.info("binlog stream: planning the first micro-batch ahead failed (%s); the source plans it",
-                     type(e).__name__)
+            log.info(
+                "binlog stream: planning the first micro-batch ahead failed (%s); the source plans it", type(e).__name__
+            )
             made = None
         if made is None:
             _write(where, FAILED_FILE, "")
@@ -132,7 +149,7 @@ def _write(where: str, name: str, text: str) -> None:
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, os.path.join(where, name))
-    except OSError:   # the source has taken (and removed) the directory already
+    except OSError:  # the source has taken (and removed) the directory already
         pass
 
 
@@ -140,7 +157,7 @@ def take(where: str | None, start: StreamOffset, wait_s: float = WAIT_S) -> Catc
     """The plan left in ``where`` if it was made from ``start`` (waiting up to ``wait_s`` while
     it is being made); None otherwise. The directory is removed either way."""
     if not where or not os.path.isdir(where):
-        return None   # not made on this host (or taken already)
+        return None  # not made on this host (or taken already)
     try:
         deadline = time.monotonic() + wait_s
         plan_file = os.path.join(where, PLAN_FILE)

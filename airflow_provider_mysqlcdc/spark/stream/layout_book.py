@@ -35,16 +35,18 @@ class LayoutBook:
     def layout_for(self, table_id: TableId, logged: TableSchema, image_type: Any = None) -> SourceLayout:
         """The layout for rows of ``table_id`` logged as ``logged`` (the decoder's TABLE_MAP schema)."""
         slot = self.base.slots.get(table_id)
-        if slot is not None and slot.schema.column_names == logged.column_names and (
-                image_type is None or _image_fields(image_type) == _image_fields(slot.image)):
+        if (
+            slot is not None
+            and slot.schema.column_names == logged.column_names
+            and (image_type is None or _image_fields(image_type) == _image_fields(slot.image))
+        ):
             return self.base
         key = (table_id, tuple((c.name, c.column_type, c.nullable) for c in logged.columns))
         if key not in self._versions:
             identity = logged.row_identity
             if slot is not None and all(c in logged.column_names for c in slot.schema.row_identity):
                 identity = slot.schema.row_identity
-            schema = TableSchema(table_id, logged.columns, logged.primary_key, logged.chunk_key or identity,
-                                 identity)
+            schema = TableSchema(table_id, logged.columns, logged.primary_key, logged.chunk_key or identity, identity)
             self._versions[key] = SourceLayout([schema], self.server_time_zone)
         return self._versions[key]
 
@@ -53,10 +55,18 @@ class LayoutBook:
         when it could tell none), and its place."""
         captured = set(self.base.slots)
         # the reader reports captured tables, and tables the DDL brings under the pipeline's list
-        named = list(dict.fromkeys(change.tables)) if change.tables else [
-            t for t in ((change.table_id,) if change.table_id else ()) if t in captured]
+        named = (
+            list(dict.fromkeys(change.tables))
+            if change.tables
+            else [t for t in ((change.table_id,) if change.table_id else ()) if t in captured]
+        )
         if not named:
             named = sorted(t for t in captured if t.database == change.database) or sorted(captured)
         o = change.offset
-        return DdlMark(tuple(named), change.database, change.sql, StreamOffset.boundary(o).to_dict(),
-                       2 * seq_of(o.file, o.position, 0, first_file_index))
+        return DdlMark(
+            tuple(named),
+            change.database,
+            change.sql,
+            StreamOffset.boundary(o).to_dict(),
+            2 * seq_of(o.file, o.position, 0, first_file_index),
+        )

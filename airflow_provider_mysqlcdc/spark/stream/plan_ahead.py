@@ -62,8 +62,11 @@ class PlanAhead(Generic[K, P]):
             return None
         planning.join()
         if planning.error is not None:
-            log.info("binlog stream: planning ahead from %s failed (%s); planning again", start,
-                     type(planning.error).__name__)
+            log.info(
+                "binlog stream: planning ahead from %s failed (%s); planning again",
+                start,
+                type(planning.error).__name__,
+            )
             return None
         return planning.plan
 

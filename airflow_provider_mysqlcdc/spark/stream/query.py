@@ -36,18 +36,23 @@ from ...cdc.faults import RESNAPSHOT_APPLIED, RESNAPSHOT_TAKEN, SCHEMA_APPLIED, 
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
+from ..runtime.filesystems import spark_can_write
+from ..sinks.base import BATCH_ID_PROPERTY, Sink
 from . import binlog_source, first_plan
 from .change_rows import ChangeProjection, SourceLayout
-from ..runtime.filesystems import spark_can_write
 from .checkpoint_mirror import CheckpointMirror
-from ..sinks.base import BATCH_ID_PROPERTY, Sink
 
 log = logging.getLogger(__name__)
 
 
-def source_options(config: PipelineConfig, schemas: Sequence[TableSchema], password: str | None = None,
-                   reconnect_timeout_s: float | None = None, direct_write: Any = None,
-                   checkpoint_location: str | None = None) -> dict[str, str]:
+def source_options(
+    config: PipelineConfig,
+    schemas: Sequence[TableSchema],
+    password: str | None = None,
+    reconnect_timeout_s: float | None = None,
+    direct_write: Any = None,
+    checkpoint_location: str | None = None,
+) -> dict[str, str]:
     """The binlog source's options (``settings.settings_from_options`` parses them).
 
     The password goes in the ``password`` option, which Spark redacts (spark.redaction.regex);
@@ -66,13 +71,20 @@ def source_options(config: PipelineConfig, schemas: Sequence[TableSchema], passw
     return options
 
 
-def source_frame(spark: SparkSession, config: PipelineConfig, schemas: Sequence[TableSchema],
-                 password: str | None = None, reconnect_timeout_s: float | None = None,
-                 direct_write: Any = None, checkpoint_location: str | None = None) -> DataFrame:
+def source_frame(
+    spark: SparkSession,
+    config: PipelineConfig,
+    schemas: Sequence[TableSchema],
+    password: str | None = None,
+    reconnect_timeout_s: float | None = None,
+    direct_write: Any = None,
+    checkpoint_location: str | None = None,
+) -> DataFrame:
     """The streaming DataFrame of source rows (``change_rows.SourceLayout``), or with
     ``direct_write`` (a sink's spec) of the part records the source's tasks wrote."""
-    return load_source(spark, source_options(config, schemas, password, reconnect_timeout_s, direct_write,
-                                             checkpoint_location))
+    return load_source(
+        spark, source_options(config, schemas, password, reconnect_timeout_s, direct_write, checkpoint_location)
+    )
 
 
 def load_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
@@ -80,8 +92,9 @@ def load_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     return spark.readStream.format(binlog_source.FORMAT_NAME).options(**options).load()
 
 
-def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
-                        captured: Sequence[TableId] | None = None) -> Callable[[DataFrame, int], None]:
+def direct_batch_writer(
+    sink: Sink, planner: Any, resnapshots: Any = None, captured: Sequence[TableId] | None = None
+) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function when the source's tasks do the sink's share themselves
     (``sinks/direct.py``): run the micro-batch (the batch id reaches the tasks as a local
     property), then let the sink commit what their records report, table by table, as the
@@ -96,7 +109,7 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
         from .restart import RESTART, RESTART_MARKER, StreamRestart
         from .table_set import ask_reads_for_renames, take_up_new_tables
 
-        if RESTART.is_set():   # this query does not read a table it took over: nothing more from it
+        if RESTART.is_set():  # this query does not read a table it took over: nothing more from it
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
         sc = batch.sparkSession.sparkContext
         query_id = sc.getLocalProperty("sql.streaming.queryId")
@@ -110,8 +123,11 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
             records = [r.asDict() for r in batch.collect()] if batch.rdd.getNumPartitions() else []
         finally:
             sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
-        if captured is not None and resnapshots is not None and take_up_new_tables(
-                records, reading, planner, resnapshots.config, resnapshots.save_history):
+        if (
+            captured is not None
+            and resnapshots is not None
+            and take_up_new_tables(records, reading, planner, resnapshots.config, resnapshots.save_history)
+        ):
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
         if captured is not None and resnapshots is not None:
             ask_reads_for_renames(records, reading, resnapshots.config)
@@ -133,12 +149,13 @@ def direct_batch_writer(sink: Sink, planner: Any, resnapshots: Any = None,
     return write
 
 
-def batch_writer(sink: Sink, schemas: Sequence[TableSchema], server_time_zone: str = "UTC"
-                 ) -> Callable[[DataFrame, int], None]:
+def batch_writer(
+    sink: Sink, schemas: Sequence[TableSchema], server_time_zone: str = "UTC"
+) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function: fan one micro-batch out to the sink, table by table."""
     layout = SourceLayout(schemas, server_time_zone)
     captured = set(layout.slots)
-    projections: dict[TableId, ChangeProjection] = {}   # built on first use, reused by every batch
+    projections: dict[TableId, ChangeProjection] = {}  # built on first use, reused by every batch
 
     def changes(batch: DataFrame, t: TableId) -> DataFrame:
         if t not in projections:
@@ -188,14 +205,19 @@ def _prepare_from_history(sink: Sink, history: Any) -> None:
             assert first_error is not None
             raise first_error
         if schema is not versions[0]:
-            log.info("%s: the sink table has the shape of an earlier schema version; the replayed micro-batch "
-                     "applies the later DDL", t)
+            log.info(
+                "%s: the sink table has the shape of an earlier schema version; the replayed micro-batch "
+                "applies the later DDL",
+                t,
+            )
 
 
-def mirrored_writer(write: Callable[[DataFrame, int], None], mirror: CheckpointMirror
-                    ) -> Callable[[DataFrame, int], None]:
+def mirrored_writer(
+    write: Callable[[DataFrame, int], None], mirror: CheckpointMirror
+) -> Callable[[DataFrame, int], None]:
     """``write`` with the durable checkpoint brought up to date before the batch reaches the
     sink (its ``offsets/<id>`` above all) and after it."""
+
     def run(batch: DataFrame, batch_id: int) -> None:
         mirror.sync()
         write(batch, batch_id)
@@ -216,9 +238,10 @@ class MirrorListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         try:
             self.mirror.sync()
-        except Exception as e:   # the next sync retries; a listener must not raise
-            log.warning("stream checkpoint: upload to %s failed (%s); retried with the next micro-batch",
-                        self.mirror.url, e)
+        except Exception as e:  # the next sync retries; a listener must not raise
+            log.warning(
+                "stream checkpoint: upload to %s failed (%s); retried with the next micro-batch", self.mirror.url, e
+            )
 
     def onQueryIdle(self, event: Any) -> None:
         pass
@@ -227,10 +250,17 @@ class MirrorListener(StreamingQueryListener):
         self.onQueryProgress(event)
 
 
-def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schemas: Sequence[TableSchema],
-                 password: str | None = None, checkpoint_location: str | None = None,
-                 trigger_interval_s: float | None = None, query_name: str | None = None,
-                 reconnect_timeout_s: float | None = None) -> StreamingQuery:
+def start_stream(
+    spark: SparkSession,
+    config: PipelineConfig,
+    sink: Sink,
+    schemas: Sequence[TableSchema],
+    password: str | None = None,
+    checkpoint_location: str | None = None,
+    trigger_interval_s: float | None = None,
+    query_name: str | None = None,
+    reconnect_timeout_s: float | None = None,
+) -> StreamingQuery:
     """Start the binlog stream of ``config`` into ``sink`` (already ``prepare``d) and return the query.
 
     The checkpoint defaults to the state location's ``stream/checkpoint``; a restarted query
@@ -238,11 +268,14 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     """
     checkpoint = checkpoint_location or StateStore(config.state_location).checkpoint_url()
     mirror = None
-    if not spark_can_write(spark, checkpoint):   # e.g. s3:// without Hadoop's S3 jars
+    if not spark_can_write(spark, checkpoint):  # e.g. s3:// without Hadoop's S3 jars
         mirror = CheckpointMirror(checkpoint)
         mirror.restore()
-        log.info("binlog stream: Spark has no file system for %s; it checkpoints to %s, kept in step there",
-                 checkpoint, mirror.local_dir)
+        log.info(
+            "binlog stream: Spark has no file system for %s; it checkpoints to %s, kept in step there",
+            checkpoint,
+            mirror.local_dir,
+        )
         checkpoint = mirror.local_dir
     interval = config.stream.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
     direct = sink.direct_write()
@@ -258,8 +291,14 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         history = store.load(schemas, pending=config.startup_mode not in ("initial", "latest-offset"))
         forget_removed(history, config, checkpoint, store)
         schemas = history.latest_sources()
-        planner = StepPlanner(history, config.schema_change_behavior, sink.name, sink.schema_capabilities(),
-                              on_record=lambda: store.save(history), zero_dates=config.source.zero_dates)
+        planner = StepPlanner(
+            history,
+            config.schema_change_behavior,
+            sink.name,
+            sink.schema_capabilities(),
+            on_record=lambda: store.save(history),
+            zero_dates=config.source.zero_dates,
+        )
         _prepare_from_history(sink, history)
     else:
         sink.prepare(schemas)
@@ -270,21 +309,28 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
     if direct is not None:
         from .resnapshots import ResnapshotApplier
 
-        with_password = config if password is None else replace(config, source=replace(config.source,
-                                                                                        password=password))
-        write = direct_batch_writer(sink, planner, ResnapshotApplier(spark, with_password, sink, checkpoint, history,
-                                                                     save_history=lambda: store.save(history)),
-                                    captured=[s.table_id for s in schemas])
+        with_password = (
+            config if password is None else replace(config, source=replace(config.source, password=password))
+        )
+        write = direct_batch_writer(
+            sink,
+            planner,
+            ResnapshotApplier(
+                spark, with_password, sink, checkpoint, history, save_history=lambda: store.save(history)
+            ),
+            captured=[s.table_id for s in schemas],
+        )
     else:
         write = batch_writer(sink, schemas, config.source.server_time_zone)
     if mirror is not None:
         write = mirrored_writer(write, mirror)
         spark.streams.addListener(MirrorListener(mirror))
         mirror.sync()
-    writer: Any = (frame.writeStream
-                   .foreachBatch(write)
-                   .option("checkpointLocation", checkpoint)
-                   .trigger(processingTime=f"{max(interval, 0.0)} seconds"))
+    writer: Any = (
+        frame.writeStream.foreachBatch(write)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{max(interval, 0.0)} seconds")
+    )
     if query_name:
         writer = writer.queryName(query_name)
     try:
@@ -294,6 +340,11 @@ def start_stream(spark: SparkSession, config: PipelineConfig, sink: Sink, schema
         raise
     # begun only now: its imports and parsing would hold the GIL while this thread drives the JVM
     first_plan.begin(plan_dir, lambda: first_plan.plan_from_options(options, checkpoint))
-    log.info("binlog stream %s started (checkpoint %s, %d tables%s)", query.id, checkpoint, len(schemas),
-             ", files written by the source's tasks" if direct is not None else "")
+    log.info(
+        "binlog stream %s started (checkpoint %s, %d tables%s)",
+        query.id,
+        checkpoint,
+        len(schemas),
+        ", files written by the source's tasks" if direct is not None else "",
+    )
     return query

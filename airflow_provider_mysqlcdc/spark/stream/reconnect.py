@@ -12,7 +12,6 @@ from typing import Callable, TypeVar
 
 from ...cdc.connection import is_connection_loss
 
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

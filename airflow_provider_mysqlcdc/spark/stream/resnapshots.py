@@ -36,7 +36,11 @@ from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.resnapshot import (
-    Handoff, forget_rows, mark_applied, pending, same_columns,
+    Handoff,
+    forget_rows,
+    mark_applied,
+    pending,
+    same_columns,
 )
 from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
@@ -49,12 +53,18 @@ from .stream_offset import StreamOffset
 log = logging.getLogger(__name__)
 
 
-
 class ResnapshotApplier:
     """Turns pending hand-offs into records of the micro-batch that takes them over."""
 
-    def __init__(self, spark: Any, config: PipelineConfig, sink: Any, checkpoint: str, history: Any,
-                 save_history: Any = lambda: None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        config: PipelineConfig,
+        sink: Any,
+        checkpoint: str,
+        history: Any,
+        save_history: Any = lambda: None,
+    ) -> None:
         self.spark = spark
         self.config = config
         self.sink = sink
@@ -63,8 +73,8 @@ class ResnapshotApplier:
         self.save_history = save_history
         self.state = StateStore(config.state_location)
         self._waiting_logged: set[str] = set()
-        self.added: list[TableId] = []       # tables this query took over without capturing them
-        self._last_take: int | None = None    # the last micro-batch that took a piece over
+        self.added: list[TableId] = []  # tables this query took over without capturing them
+        self._last_take: int | None = None  # the last micro-batch that took a piece over
 
     def take(self, batch_id: int) -> tuple[list[dict[str, Any]], list[tuple[Handoff, dict[str, Any]]]]:
         """(records to add to the micro-batch, outcomes to mark once it is committed)."""
@@ -84,11 +94,15 @@ class ResnapshotApplier:
         taken_rows = 0
         for k, h in enumerate(handoffs):
             if taken_rows and taken_rows + sum(h.row_counts.values()) > self.config.stream.takeover_rows_per_batch:
-                break   # the rest waits for the next micro-batches: one holds a bounded share
+                break  # the rest waits for the next micro-batches: one holds a bounded share
             if h.high_watermark > s:
                 if h.handoff_id not in self._waiting_logged:
-                    log.info("re-snapshot %s waits: its HW %s is past this micro-batch's end %s", h.handoff_id,
-                             h.high_watermark, s)
+                    log.info(
+                        "re-snapshot %s waits: its HW %s is past this micro-batch's end %s",
+                        h.handoff_id,
+                        h.high_watermark,
+                        s,
+                    )
                     self._waiting_logged.add(h.handoff_id)
                 continue
             t0 = time.monotonic()
@@ -101,21 +115,36 @@ class ResnapshotApplier:
             records += recs
             taken_rows += counts["rows"]
             self._last_take = batch_id
-            outcome = {"micro_batch": batch_id, "exact_at": end.to_dict(), **counts,
-                       "seconds": round(time.monotonic() - t0, 3)}
-            log.info("re-snapshot %s (batch %s): %d rows exact at %s replace its ranges in micro-batch %d "
-                     "(%d binlog events between its HW and there, %d rows the sink held there deleted)",
-                     h.handoff_id, h.batch.batch_id, counts["rows"], s, batch_id, counts["events"], counts["deleted"])
+            outcome = {
+                "micro_batch": batch_id,
+                "exact_at": end.to_dict(),
+                **counts,
+                "seconds": round(time.monotonic() - t0, 3),
+            }
+            log.info(
+                "re-snapshot %s (batch %s): %d rows exact at %s replace its ranges in micro-batch %d "
+                "(%d binlog events between its HW and there, %d rows the sink held there deleted)",
+                h.handoff_id,
+                h.batch.batch_id,
+                counts["rows"],
+                s,
+                batch_id,
+                counts["events"],
+                counts["deleted"],
+            )
             outcomes.append((h, outcome))
         return records, outcomes
 
     def mark(self, outcomes: Sequence[tuple[Handoff, Mapping[str, Any]]]) -> None:
         for h, outcome in outcomes:
             mark_applied(self.state, h.handoff_id, outcome)
-            forget_rows(self.state, h.handoff_id)   # in the sink now (or superseded): only the record stays
+            forget_rows(self.state, h.handoff_id)  # in the sink now (or superseded): only the record stays
         if self.added:
-            log.info("the stream took over %s, which this query does not read: it starts again from its checkpoint "
-                     "to capture them", ", ".join(map(str, self.added)))
+            log.info(
+                "the stream took over %s, which this query does not read: it starts again from its checkpoint "
+                "to capture them",
+                ", ".join(map(str, self.added)),
+            )
             RESTART.set()
 
     # --- one hand-off -----------------------------------------------------------------------------
@@ -126,9 +155,20 @@ class ResnapshotApplier:
         for t, schema in h.schemas.items():
             if t not in self.history.versions or self.history.latest(t).source is None:
                 # a table added to the pipeline (or back after it was removed): captured from S on
-                self.history.record(t, TableVersion(StreamOffset(s).to_dict(), schema, schema, None, (),
-                                                    (f"added to the pipeline: its rows up to {s} came from batch "
-                                                     f"{h.batch.batch_id}, its changes from there on",)))
+                self.history.record(
+                    t,
+                    TableVersion(
+                        StreamOffset(s).to_dict(),
+                        schema,
+                        schema,
+                        None,
+                        (),
+                        (
+                            f"added to the pipeline: its rows up to {s} came from batch "
+                            f"{h.batch.batch_id}, its changes from there on",
+                        ),
+                    ),
+                )
                 self.save_history()
                 self.sink.prepare([schema])
                 if t not in self.added:
@@ -138,7 +178,8 @@ class ResnapshotApplier:
                 raise TableChangedError(
                     f"{t} is not in the shape batch {h.batch.batch_id} read it in (the stream's version has "
                     f"{[c.name for c in latest.source.columns] if latest and latest.source else 'no table'}, the batch "
-                    f"read {list(schema.column_names)}). Read the batch again.")
+                    f"read {list(schema.column_names)}). Read the batch again."
+                )
         corrections, events = self._corrections(h, s)
         reader = ConsistentBatchReader(self.spark, self.config.source, h.schemas, server_id=h.server_id)
         records = []
@@ -152,8 +193,11 @@ class ResnapshotApplier:
                 frame = reader.apply_corrections(t, frame, tc)
             rows = frame.toArrow()
             sink_keys = self.sink.keys_in_sink(schema, r)
-            gone = _keys_not_in(_in_range(sink_keys, schema, r, self.config.source), rows, schema.row_identity) \
-                if sink_keys is not None else None
+            gone = (
+                _keys_not_in(_in_range(sink_keys, schema, r, self.config.source), rows, schema.row_identity)
+                if sink_keys is not None
+                else None
+            )
             counts["rows"] += rows.num_rows
             counts["deleted"] += gone.num_rows if gone is not None else 0
             image = SourceLayout([schema], self.config.source.server_time_zone).slot(t).image
@@ -176,15 +220,18 @@ class ResnapshotApplier:
                 if isinstance(e, SchemaChange):
                     hit = [t for t in (e.tables or (e.table_id,)) if t in tables]
                     if hit and e.offset < s:
-                        raise TableChangedError(f"{', '.join(map(str, hit))} changed after batch {h.batch.batch_id} "
-                                                f"read it (DDL at {e.offset}). Read the batch again.")
+                        raise TableChangedError(
+                            f"{', '.join(map(str, hit))} changed after batch {h.batch.batch_id} "
+                            f"read it (DDL at {e.offset}). Read the batch again."
+                        )
                     continue
                 if isinstance(e, RowChange) and e.offset < s:
                     counted += 1
                     yield e
 
-        changes = changes_with_fallback(self.config.source, h.server_id, h.high_watermark, stop,
-                                        list(h.schemas.values()))
+        changes = changes_with_fallback(
+            self.config.source, h.server_id, h.high_watermark, stop, list(h.schemas.values())
+        )
         key_orders = {t: key_order_for(sch, self.config.source) for t, sch in h.schemas.items()}
         return reduce_changes(before_s(changes), h.batch, h.schemas, key_orders), counted
 
@@ -222,7 +269,7 @@ def _keys_not_in(keys: pa.Table, rows: pa.Table, identity: Sequence[str]) -> pa.
     mine = list(zip(*[keys.column(c).to_pylist() for c in ident])) if keys.num_rows else []
     seen: set = set()
     mask = []
-    for k in mine:   # once per key: a sink may hold a key twice (a Delta table written beside the stream)
+    for k in mine:  # once per key: a sink may hold a key twice (a Delta table written beside the stream)
         mask.append(k not in have and k not in seen)
         seen.add(k)
     return keys.select(ident).filter(pa.array(mask, pa.bool_())) if mine else keys.select(ident)

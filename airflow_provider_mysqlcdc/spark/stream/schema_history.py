@@ -23,7 +23,7 @@ class HistoryStore:
 
     def __init__(self, checkpoint: str, after_save: Callable[[], Any] | None = None) -> None:
         self.store = StateStore(checkpoint)
-        self.after_save = after_save   # a mirrored checkpoint uploads it (checkpoint_mirror.py)
+        self.after_save = after_save  # a mirrored checkpoint uploads it (checkpoint_mirror.py)
 
     def load(self, initial: Sequence[TableSchema], pending: bool = False) -> SchemaHistory:
         """The checkpoint's history, with tables it does not know yet starting at ``initial``
@@ -33,8 +33,11 @@ class HistoryStore:
             history.add_initial(initial)
             changed = [t for t in history.tables if len(history.versions[t]) > 1]
             if changed:
-                log.info("schema history: %d table(s) changed since their snapshot: %s", len(changed),
-                         ", ".join(map(str, changed[:10])))
+                log.info(
+                    "schema history: %d table(s) changed since their snapshot: %s",
+                    len(changed),
+                    ", ".join(map(str, changed[:10])),
+                )
             return history
         return SchemaHistory.starting_with(initial, pending=pending)
 

@@ -22,10 +22,9 @@ from ...cdc.plan import FIRST_BATCH_SLOT
 from ...cdc.state import StateStore
 from .change_rows import SourceLayout
 
-
 FORMAT_NAME = "mysqlcdc-binlog"
-STREAM_READER_SLOT = 0   # the executor's binlog reader (range 0 of a micro-batch)
-OFFSET_SCAN_SLOT = 1     # the driver's latestOffset / startup scans
+STREAM_READER_SLOT = 0  # the executor's binlog reader (range 0 of a micro-batch)
+OFFSET_SCAN_SLOT = 1  # the driver's latestOffset / startup scans
 DEFAULT_RECONNECT_TIMEOUT_S = 120.0
 # gh-ost and pt-online-schema-change helper tables (see StreamSettings.new_table)
 _OSC_HELPER = re.compile(r"^_.+_(gho|ghc|del|new|old)$")
@@ -53,12 +52,12 @@ class StreamSettings:
     catchup_parallelism: int = 1
     catchup_min_bytes: int = 16 << 20
     catchup_batch_bytes: int = 256 << 20
-    direct_write: str | None = None   # a sink's DirectSpec JSON (sinks/direct.py): tasks yield its records
-    checkpoint_location: str | None = None   # the query's checkpoint (keeps a moving initial offset)
-    include: tuple[str, ...] = ()            # the pipeline's table list: a table created under it is reported
+    direct_write: str | None = None  # a sink's DirectSpec JSON (sinks/direct.py): tasks yield its records
+    checkpoint_location: str | None = None  # the query's checkpoint (keeps a moving initial offset)
+    include: tuple[str, ...] = ()  # the pipeline's table list: a table created under it is reported
     exclude: tuple[str, ...] = ()
-    allow_gtid_gaps: bool = False            # stream_options.allow_gtid_gaps (cdc/gtid_watch.py)
-    first_plan_dir: str | None = None        # where the launcher leaves the first catch-up plan (first_plan.py)
+    allow_gtid_gaps: bool = False  # stream_options.allow_gtid_gaps (cdc/gtid_watch.py)
+    first_plan_dir: str | None = None  # where the launcher leaves the first catch-up plan (first_plan.py)
 
     def new_table(self, table_id: TableId) -> bool:
         """Whether the pipeline's table list captures ``table_id`` (a table created while streaming).
@@ -90,7 +89,8 @@ class StreamSettings:
             raise ConfigError(
                 f"stream_options.catchup_parallelism {self.catchup_parallelism} needs {extra} server ids beyond "
                 f"the stream's two and one for snapshot batches, but server_id_range {ids} has {len(ids)}. "
-                "Fix: widen server_id_range or lower catchup_parallelism.")
+                "Fix: widen server_id_range or lower catchup_parallelism."
+            )
 
 
 def source_layout(options: Mapping[str, str]) -> SourceLayout:

@@ -19,8 +19,8 @@ from .reconnect import with_reconnect
 from .settings import OFFSET_SCAN_SLOT, StreamSettings
 from .stream_offset import StreamOffset
 
-
 log = logging.getLogger(__name__)
+
 
 def initial_offset(settings: StreamSettings) -> StreamOffset:
     """Where a new query starts, per startup mode (see PipelineConfig.startup_mode)."""
@@ -33,7 +33,8 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
             raise ConfigError(
                 f"startup_mode 'initial': no finished snapshot batches in {settings.state_location} "
                 "(finished_batches.json missing or empty). Fix: run the snapshot first, or choose "
-                "another startup_mode (latest-offset, earliest-offset, specific-offset, timestamp).")
+                "another startup_mode (latest-offset, earliest-offset, specific-offset, timestamp)."
+            )
         return StreamOffset.boundary(min(b.high_watermark for b in settings.finished))
     if mode == "snapshot":
         raise ConfigError("startup_mode 'snapshot' stops after the snapshot: the stream job must not run.")
@@ -52,12 +53,14 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
             check_available(src, off, settings.tables)
             return StreamOffset.boundary(off)
         if spec.get("gtid"):
-            return StreamOffset.boundary(offset_after_gtid_set(src, src.server_id_range.pick(OFFSET_SCAN_SLOT),
-                                                               str(spec["gtid"])))
+            return StreamOffset.boundary(
+                offset_after_gtid_set(src, src.server_id_range.pick(OFFSET_SCAN_SLOT), str(spec["gtid"]))
+            )
         raise ConfigError("startup_offset needs 'file' (+ 'position') or 'gtid'.")
     if mode == "timestamp":
-        return StreamOffset.boundary(offset_at_timestamp(src, src.server_id_range.pick(OFFSET_SCAN_SLOT),
-                                                         float(settings.startup_timestamp or 0)))
+        return StreamOffset.boundary(
+            offset_at_timestamp(src, src.server_id_range.pick(OFFSET_SCAN_SLOT), float(settings.startup_timestamp or 0))
+        )
     raise ConfigError(f"startup_mode: unknown {mode!r}")
 
 
@@ -82,8 +85,11 @@ def stable_initial_offset(settings: StreamSettings) -> dict:
         store = StateStore(settings.checkpoint_location)
         if store.exists(INITIAL_OFFSET_FILE):
             kept = StreamOffset.from_dict(store.read_json(INITIAL_OFFSET_FILE))
-            log.info("binlog stream: the query starts at %s (startup_mode %s, recorded in the checkpoint)",
-                     kept, settings.startup_mode)
+            log.info(
+                "binlog stream: the query starts at %s (startup_mode %s, recorded in the checkpoint)",
+                kept,
+                settings.startup_mode,
+            )
             return kept.to_dict()
     off = with_reconnect(lambda: initial_offset(settings), settings.reconnect_timeout_s, "initial offset")
     if store is not None:
@@ -98,17 +104,26 @@ def stable_initial_offset(settings: StreamSettings) -> dict:
 # --- startup lookups: timestamp and GTID set -> offset (driver, slot OFFSET_SCAN_SLOT) ----------
 
 
-def _raw_events(source: SourceConfig, server_id: int, file: str, position: int,
-                only_events: list[type]) -> Iterator[tuple[str, Any]]:
+def _raw_events(
+    source: SourceConfig, server_id: int, file: str, position: int, only_events: list[type]
+) -> Iterator[tuple[str, Any]]:
     """(current file, event) of a non-blocking dump from ``file:position`` to the binlog's end."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import RotateEvent
 
     settings = source.connect_kwargs()
     settings.pop("autocommit", None)
-    stream = BinLogStreamReader(connection_settings=settings, server_id=server_id, is_mariadb=False,
-                                resume_stream=True, log_file=file, log_pos=position, blocking=False,
-                                only_events=[RotateEvent, *only_events], enable_logging=False)
+    stream = BinLogStreamReader(
+        connection_settings=settings,
+        server_id=server_id,
+        is_mariadb=False,
+        resume_stream=True,
+        log_file=file,
+        log_pos=position,
+        blocking=False,
+        only_events=[RotateEvent, *only_events],
+        enable_logging=False,
+    )
     current = file
     try:
         for ev in stream:

@@ -60,14 +60,17 @@ class TableReader:
         while not self._stop.is_set():
             try:
                 state = state or StateStore(self.load_config().state_location)
-                due = [r for r in table_read_requests(state)
-                       if time.monotonic() - self._failed_at.get(r["table"], -RETRY_AFTER_S) >= RETRY_AFTER_S]
-                config = self.load_config() if due else None   # the list may have changed since
+                due = [
+                    r
+                    for r in table_read_requests(state)
+                    if time.monotonic() - self._failed_at.get(r["table"], -RETRY_AFTER_S) >= RETRY_AFTER_S
+                ]
+                config = self.load_config() if due else None  # the list may have changed since
                 for request in due:
                     if self._stop.is_set():
                         return
                     self.read(config, state, request)
-            except Exception:   # the next poll tries again; the stream itself is not affected
+            except Exception:  # the next poll tries again; the stream itself is not affected
                 log.exception("table reads: looking for requests failed")
             self._stop.wait(self.poll_s)
 
@@ -81,40 +84,66 @@ class TableReader:
             plan, batch = plan_table_read(config.source, t, config.split, state.read_plan())
         except ConfigError as e:
             if _gone(config, t):
-                log.info("%s is gone from the server since it came under the table list: not read (the stream "
-                         "follows its DDL)", t)
+                log.info(
+                    "%s is gone from the server since it came under the table list: not read (the stream "
+                    "follows its DDL)",
+                    t,
+                )
                 forget_table_read(state, t)
                 return
             self._failed(state, t, e)
             return
-        except Exception as e:   # a lost connection: again in RETRY_AFTER_S
+        except Exception as e:  # a lost connection: again in RETRY_AFTER_S
             self._failed(state, t, e)
             return
-        log.info("%s came under the pipeline's table list with rows of its own (%s): the stream job reads it "
-                 "(%d chunks) and takes it over", t, request.get("reason", ""), len(batch.chunks))
+        log.info(
+            "%s came under the pipeline's table list with rows of its own (%s): the stream job reads it "
+            "(%d chunks) and takes it over",
+            t,
+            request.get("reason", ""),
+            len(batch.chunks),
+        )
         note_table_read(state, t, reading_since=time.time(), chunks=len(batch.chunks), error=None)
         try:
             schemas = current_schemas(config.source, {t: plan.schemas[t]})
-            result = hand_off_batch(self.spark, config, plan, batch, schemas, state, record_result=False,
-                                    applier_server_id=config.source.server_id_range.pick(OFFSET_SCAN_SLOT))
+            result = hand_off_batch(
+                self.spark,
+                config,
+                plan,
+                batch,
+                schemas,
+                state,
+                record_result=False,
+                applier_server_id=config.source.server_id_range.pick(OFFSET_SCAN_SLOT),
+            )
         except Exception as e:
             self._failed(state, t, e)
             return
         forget_table_read(state, t)
-        log.info("%s: %s rows read and handed to the stream in %d piece(s)", t,
-                 f"{sum(sum(v.values()) for v in result['rows_per_chunk'].values()):,}", len(result["handoff"]))
+        log.info(
+            "%s: %s rows read and handed to the stream in %d piece(s)",
+            t,
+            f"{sum(sum(v.values()) for v in result['rows_per_chunk'].values()):,}",
+            len(result["handoff"]),
+        )
 
     def _failed(self, state: StateStore, t: TableId, error: Exception) -> None:
         self._failed_at[str(t)] = time.monotonic()
         note_table_read(state, t, error=f"{type(error).__name__}: {error}", failed_at=time.time())
-        log.warning("%s: reading it for the stream failed (%s: %s); trying again in %.0f s", t,
-                    type(error).__name__, error, RETRY_AFTER_S)
+        log.warning(
+            "%s: reading it for the stream failed (%s: %s); trying again in %.0f s",
+            t,
+            type(error).__name__,
+            error,
+            RETRY_AFTER_S,
+        )
 
 
 def _gone(config: PipelineConfig, t: TableId) -> bool:
     import contextlib
 
     with contextlib.closing(config.source.connect()) as conn, conn.cursor() as cur:
-        cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                    (t.database, t.table))
+        cur.execute(
+            "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (t.database, t.table)
+        )
         return cur.fetchone() is None
