@@ -120,7 +120,7 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
             ) from None
         sink = pipeline_sink(config, list(plan.schemas.values()))
         try:
-            report = run_check(config, sink, tables=as_list(self.tables) or None, rescan_ranges=rescan)
+            report = run_check(config, sink, tables=as_list(self.tables, "tables") or None, rescan_ranges=rescan)
         finally:
             sink.close()
         for line in report.summary().split("; "):
@@ -149,7 +149,7 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
             raise AirflowSkipException("the consistency check is switched off (min_interval_s < 0)")
         last = read_report(state)
         age = time.time() - float(last.get("checked_at") or 0) if last else None
-        if age is not None and age < interval:
+        if last and age is not None and age < interval:
             raise AirflowSkipException(
                 f"the last consistency check ran {age:.0f} s ago (min_interval_s={interval:.0f}): {last.get('summary')}"
             )
