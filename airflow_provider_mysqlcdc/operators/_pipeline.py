@@ -47,7 +47,10 @@ def epoch_seconds(value: Any, what: str) -> float | None:
     import pendulum
 
     try:
-        return float(pendulum.parse(text, tz="UTC").timestamp())
+        parsed = pendulum.parse(text, tz="UTC")
+        if not isinstance(parsed, pendulum.DateTime):  # a duration or the like: no point in time
+            raise ValueError(text)
+        return float(parsed.timestamp())
     except Exception:
         raise ConfigError(
             f"{what}: {text!r} is neither epoch seconds nor an ISO 8601 date-time. "

@@ -195,17 +195,17 @@ class MySqlCdcPlanOperator(BaseOperator):
         sink_type: str = "delta",
         sink_options: Mapping[str, Any] | str | None = None,
         sink_conn_id: str | None = None,
-        chunk_size: int = 8096,
+        chunk_size: int | str = 8096,
         chunk_key_columns: Mapping[str, str] | str | None = None,
-        rows_per_batch: int = 5_000_000,
-        parallelism: int = 4,
+        rows_per_batch: int | str = 5_000_000,
+        parallelism: int | str = 4,
         max_batches: int | None = None,
         startup_mode: str = "initial",
         startup_offset: Mapping[str, Any] | str | None = None,
-        startup_timestamp: float | None = None,
+        startup_timestamp: float | str | None = None,
         stream_options: Mapping[str, Any] | str | None = None,
         schema_change_behavior: str = "lenient",
-        reset: bool = False,
+        reset: bool | str = False,
         reread_batches: Sequence[str] | str | None = None,
         zero_dates: str = "null",
         spark_runtime: str | None = None,
@@ -447,6 +447,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             self.log.info("startup mode %s: no snapshot, the stream starts from the binlog", config.startup_mode)
             return []
         if plan is None:
+            assert fresh is not None  # planned above: no stored plan and a mode that snapshots
             plan = fresh
             state.write_plan(plan)
             self.log.info(

@@ -207,7 +207,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         self._hook = None  # build the real hook (with the secret env) in execute
 
     @config_errors_fail_at_once
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the stub says None; XCom gets our dict
         self._storage = storage_credentials(self.aws_conn_id or None)
         use_credentials(self._storage)
         state = StateStore(self.state_location)
