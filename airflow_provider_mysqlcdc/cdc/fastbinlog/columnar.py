@@ -24,7 +24,7 @@ sliced column-wise and decoded per value.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -272,7 +272,7 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
     mask = nulls if nulls is not None and nulls.any() else None
 
     def width(w: int | np.ndarray) -> np.ndarray:
-        w = np.full(n, w, dtype=np.int64) if np.isscalar(w) else w.astype(np.int64)
+        w = np.full(n, w, dtype=np.int64) if np.isscalar(w) else cast(np.ndarray, w).astype(np.int64)
         return np.where(mask, 0, w) if mask is not None else w
 
     if t in (C.T_TINY, C.T_SHORT, C.T_INT24, C.T_LONG, C.T_LONGLONG):
@@ -368,9 +368,9 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         groups = V.decimal_groups(c.precision, c.scale)
         size = sum(b for b, _ in groups)
         raw = _be(B, p, size)
-        sign = np.uint64(1 << (8 * size - 1))
-        positive = (raw & sign) != 0
-        raw = raw ^ sign
+        sign_bit = np.uint64(1 << (8 * size - 1))
+        positive = (raw & sign_bit) != 0
+        raw = raw ^ sign_bit
         ones = np.uint64((1 << (8 * size)) - 1)
         raw = np.where(positive, raw, raw ^ ones)
         v = np.zeros(n, dtype=np.int64)

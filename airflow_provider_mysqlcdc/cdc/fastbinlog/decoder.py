@@ -27,7 +27,7 @@ import dataclasses
 import struct
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -113,8 +113,9 @@ class TableDecoder:
         null_row = (None,) * len(self.columns)
         if None in images:
             images = [null_row if img is None else img for img in images]
+        rows = cast("Sequence[tuple]", images)  # no None left
         # map(itemgetter) per column: zip(*images) is quadratic-ish with 10^5 rows
-        return [_to_arrow(c, list(map(itemgetter(j), images))) for j, c in enumerate(self.columns)]
+        return [_to_arrow(c, list(map(itemgetter(j), rows))) for j, c in enumerate(self.columns)]
 
     def image_struct(self, images: Sequence[tuple | None]) -> pa.StructArray:
         """The images as one struct array; rows without an image are null structs."""
@@ -469,8 +470,8 @@ def _generate(tm: TableMap, plans: list[ColumnPlan]) -> tuple[Callable, str]:
     src.append(f"        append({row})")
     src.append("    return out, p")
     source = "\n".join(src) + "\n"
-    code = compile(source, f"<fastbinlog decoder {tm.database}.{tm.table}>", "exec")
-    exec(code, g)
+    compiled = compile(source, f"<fastbinlog decoder {tm.database}.{tm.table}>", "exec")
+    exec(compiled, g)
     return g["decode_rows"], source
 
 

@@ -91,8 +91,8 @@ def changes_with_fallback(
     readers cannot hold one server id at once. ``dump_from``: where the dump starts when
     ``start`` is inside a transaction (its table maps come before it).
     """
-    items = []
-    unsupported = []
+    items: list[RowChange | SchemaChange | Heartbeat | UnsupportedRows] = []
+    unsupported: list[UnsupportedRows] = []
     with FastBinlogReader(
         source,
         server_id,
@@ -107,7 +107,8 @@ def changes_with_fallback(
         for item in reader.changes():
             if isinstance(item, UnsupportedRows):
                 unsupported.append(item)
-            if unsupported:
+                items.append(item)
+            elif unsupported:
                 items.append(item)
             else:
                 yield item

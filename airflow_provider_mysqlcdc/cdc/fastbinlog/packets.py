@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 import numpy as np
 import pymysql
 
 from .constants import CHECKSUM_LEN, MAX_PACKET_LEN
 from .errors import ChecksumError, CompressedEventError, ProtocolError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 ReadInto = Callable[[memoryview], int]
 
@@ -238,7 +241,7 @@ def checksums_valid(events: np.ndarray, starts: np.ndarray) -> bool:
     heads = starts[1:]
     for j, b in enumerate(_RESIDUE_BYTES):
         events[heads + j] ^= b
-    return zlib.crc32(events) == CRC32_RESIDUE
+    return zlib.crc32(cast("Buffer", events)) == CRC32_RESIDUE  # numpy declares __buffer__ for 3.12+ only
 
 
 def mariadb_uncompress(data: bytes | memoryview) -> bytes:

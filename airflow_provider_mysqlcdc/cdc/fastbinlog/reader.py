@@ -53,7 +53,7 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, cast
 
 import numpy as np
 import pyarrow as pa
@@ -85,6 +85,9 @@ from .errors import (
 )
 from .packets import CRC32_RESIDUE, checksums_valid, mariadb_uncompress, verify_checksum
 from .tablemap import parse_table_map, read_lenenc, table_map_names
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +213,11 @@ class _Builder:
         if skip:
             self.skips[self.n] = skip
         self.pieces.append((ev, None))
-        if not self.gtids or not isinstance(self.gtids[-1], list):
-            self.gtids.append([])
-        self.gtids[-1].append(gtid)
+        run = self.gtids[-1] if self.gtids else None
+        if not isinstance(run, list):
+            run = []
+            self.gtids.append(run)
+        run.append(gtid)
         self.n += 1
 
     def add_many(self, blob: bytes | np.ndarray, lengths: np.ndarray, gtids: list[Any] | np.ndarray, file: str) -> None:
@@ -233,7 +238,7 @@ class _Builder:
                 [np.array([len(b)], dtype=np.int64) if lens is None else lens for b, lens in pieces]
             )
         base = np.cumsum(lengths) - lengths
-        blob = b"".join(b for b, _ in pieces)
+        blob = b"".join(cast("Iterable[Buffer]", (b for b, _ in pieces)))  # bytes and uint8 arrays
         B = np.frombuffer(blob, dtype=np.uint8)
         typ = B[base + 4]
         size = _gather_u32(B, base + 9)
@@ -731,6 +736,10 @@ class FastBinlogReader:
 
         rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
         cur_pos, in_txn, txn = self._pos, self._in_txn, self._txn
+        # the current event is buf[o:end]: in the receive buffer (buf is rbuf) or an event
+        # read_event() returned (bytes; so "buf if buf is not rbuf" is bytes, cast below)
+        buf: bytes | bytearray
+        item: Item | None
         bulk_min = self.bulk_min_events
         bulk_bytes = 32 * bulk_min  # ~ the bytes of that many small events
         bulk_target = 1 << 20  # read ahead up to this much for the numpy walk
@@ -831,7 +840,7 @@ class FastBinlogReader:
                             f"{from_bytes(buf[o + 19 : o + 19 + tid_len], 'little')} without its TABLE_MAP: a read "
                             "must start at a transaction boundary (or pass dump_from = the transaction's start)"
                         )
-                    ev = buf if buf is not rbuf else bytes(view[o:end])
+                    ev = cast(bytes, buf) if buf is not rbuf else bytes(view[o:end])
                     if verify and crc:
                         if crc32(ev) != RESIDUE:
                             verify_checksum(ev, f"{self._file}:{pos}")
@@ -879,7 +888,7 @@ class FastBinlogReader:
                             verify_checksum(view[o:end] if buf is rbuf else buf, f"{self._file}:{pos}")
                         continue
                     else:
-                        ev = buf if buf is not rbuf else bytes(view[o:end])
+                        ev = cast(bytes, buf) if buf is not rbuf else bytes(view[o:end])
                         key = ev[19 + tm_post : len(ev) - crc]
                         dec = tm_cache.get(key, _MISSING)
                         if dec is _MISSING:
@@ -899,7 +908,7 @@ class FastBinlogReader:
                     seq_no, domain = _GTID(buf, o + 19)
                     gtid_parts = (domain, _U32(buf, o + 5)[0], seq_no)
                     if verify and crc:
-                        gtid_event = bytes(view[o:end]) if buf is rbuf else buf
+                        gtid_event = bytes(view[o:end]) if buf is rbuf else cast(bytes, buf)
                     if watch is not None:
                         if gtid_event is not None:  # a damaged event must not pass for a gap
                             verify_checksum(gtid_event, f"{self._file}:{pos}")
@@ -919,7 +928,7 @@ class FastBinlogReader:
                     continue
 
                 # --- everything else: rare, so on a copy and with the state in self -----------
-                ev = buf if buf is not rbuf else bytes(view[o:end])
+                ev = cast(bytes, buf) if buf is not rbuf else bytes(view[o:end])
                 self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
                 if gtid_parts is not None:  # a DDL or a rotation may need the current GTID
                     self._gtid = f"{gtid_parts[0]}-{gtid_parts[1]}-{gtid_parts[2]}"
@@ -1087,18 +1096,19 @@ class FastBinlogReader:
             emitted.append((events, offsets))
             g = last_gtid[idx]
             ge = e[np.maximum(g, 0)]
-            gtids: np.ndarray | list[Any] = np.empty((len(idx), 3), dtype=np.uint64)  # (domain, server, seq)
-            gtids[:, 0] = _gather_u32(B, ge + 27)
-            gtids[:, 1] = _gather_u32(B, ge + 5)
-            gtids[:, 2] = _gather_u32(B, ge + 19).astype(np.uint64) | (
+            parts3 = np.empty((len(idx), 3), dtype=np.uint64)  # (domain, server, seq)
+            parts3[:, 0] = _gather_u32(B, ge + 27)
+            parts3[:, 1] = _gather_u32(B, ge + 5)
+            parts3[:, 2] = _gather_u32(B, ge + 19).astype(np.uint64) | (
                 _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32)
             )
+            gtids: np.ndarray | list[Any] = parts3
             if (g < 0).any():  # before the stretch's first GTID: the transaction's, carried in
                 carried = gtid_parts if gtid_parts is not None else self._gtid
                 if type(carried) is tuple:
-                    gtids[g < 0] = carried
+                    parts3[g < 0] = carried
                 else:
-                    gtids = list(map(tuple, gtids.tolist()))
+                    gtids = list(map(tuple, parts3.tolist()))
                     for j in np.nonzero(g < 0)[0].tolist():
                         gtids[j] = carried
                 carried_used = True
