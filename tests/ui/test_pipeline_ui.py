@@ -281,8 +281,16 @@ def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
     browser.screenshot("watchdog-lag")
     line = next(ln for ln in log.splitlines() if "stream alive" in ln)
     assert "lag" in line and "last commit: micro-batch" in line, line
-    (ti,) = airflow_api.task_instances(WATCHDOG, run_id)
+    tis = {t["task_id"]: t for t in airflow_api.task_instances(WATCHDOG, run_id)}
+    assert sorted(tis) == ["consistency_check", "stream_health"], sorted(tis)
+    ti = tis["stream_health"]
     assert ti["state"] == "success"
+    # the consistency check ran after it, through the same connections, and found the sink exact
+    assert tis["consistency_check"]["state"] == "success", tis["consistency_check"]
+    check = airflow_api.get(f"/dags/{WATCHDOG}/dagRuns/{run_id}/taskInstances/consistency_check/xcomEntries/return_value")
+    report = check["value"] if isinstance(check["value"], dict) else json.loads(check["value"])
+    assert report["consistent"] is True and report["tables"], report
+    assert all(t["state"] == "consistent" for t in report["tables"]), report["summary"]
     xcom = airflow_api.get(f"/dags/{WATCHDOG}/dagRuns/{run_id}/taskInstances/stream_health/xcomEntries/return_value")
     value = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
     assert value["running"] is True and "lag_s" in value
