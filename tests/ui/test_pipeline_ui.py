@@ -287,7 +287,9 @@ def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
     assert ti["state"] == "success"
     # the consistency check ran after it, through the same connections, and found the sink exact
     assert tis["consistency_check"]["state"] == "success", tis["consistency_check"]
-    check = airflow_api.get(f"/dags/{WATCHDOG}/dagRuns/{run_id}/taskInstances/consistency_check/xcomEntries/return_value")
+    check = airflow_api.get(
+        f"/dags/{WATCHDOG}/dagRuns/{run_id}/taskInstances/consistency_check/xcomEntries/return_value"
+    )
     report = check["value"] if isinstance(check["value"], dict) else json.loads(check["value"])
     assert report["consistent"] is True and report["tables"], report
     assert all(t["state"] == "consistent" for t in report["tables"]), report["summary"]
