@@ -456,7 +456,8 @@ def plan_columns(
 
     def add(c: Column, copy_from: str | None = None) -> None:
         fill, note = fills.get(c.name.lower(), (None, None))
-        if find(c.name) is not None:  # lenient kept a column of that name (dropped earlier, now back)
+        kept = find(c.name)
+        if kept is not None:  # lenient kept a column of that name (dropped earlier, now back)
             if copy_from:
                 notes.append(
                     f"column {c.name}: the sink table already has a column of that name, which keeps "
@@ -467,9 +468,7 @@ def plan_columns(
             # whatever the kept column held
             if note:
                 notes.append(note)
-            actions.append(
-                SinkAction(ADD_COLUMN, columns[find(c.name)].name, columns[find(c.name)], fill=fill, refill=True)
-            )
+            actions.append(SinkAction(ADD_COLUMN, columns[kept].name, columns[kept], fill=fill, refill=True))
             return
         if note:
             notes.append(note)

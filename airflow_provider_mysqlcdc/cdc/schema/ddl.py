@@ -491,9 +491,10 @@ def _read_type(cur: _Cursor) -> _TypeSpec:
     charset = None
     if word == "NATIONAL":
         word = cur.next().word or ""
-        base = {"CHAR": "nchar", "CHARACTER": "nchar", "VARCHAR": "nvarchar", "VARCHARACTER": "nvarchar"}.get(word)
-        if base is None:
+        national = {"CHAR": "nchar", "CHARACTER": "nchar", "VARCHAR": "nvarchar", "VARCHARACTER": "nvarchar"}.get(word)
+        if national is None:
             raise cur.fail(f"NATIONAL {word} is not a type")
+        base = national
     if base in ("char", "nchar") and cur.accept("VARYING") or base == "nchar" and cur.accept("VARCHAR"):
         base = "nvarchar" if base == "nchar" else "varchar"
     elif word == "DOUBLE":
@@ -722,8 +723,8 @@ def _prefilter_attributes(toks: Sequence[_Tok]) -> _Attributes:
         elif w in ("WITH", "WITHOUT") and nxt[:2] == ["SYSTEM", "VERSIONING"]:
             i += 3
             continue
-        elif w in ("GENERATED", "AS") and _row_period(toks, i):  # MariaDB: AS ROW START / END
-            out.generated = "row_" + _row_period(toks, i).lower()  # type: ignore[operator]
+        elif w in ("GENERATED", "AS") and (period := _row_period(toks, i)):  # MariaDB: AS ROW START / END
+            out.generated = "row_" + period.lower()
             i += 5 if w == "GENERATED" else 3
             continue
         elif w == "SERIAL" and nxt[:2] == ["DEFAULT", "VALUE"]:
@@ -966,7 +967,7 @@ def _create_table(cur: _Cursor, ctx: _Context) -> list[SchemaChange]:
     if cur.accept("LIKE"):
         return [CreateTable(table, like=ctx.table(cur), if_not_exists=if_not_exists)]
     body: list[_Tok] = []
-    if cur.peek() is not None and cur.peek().type == "L_PAREN":
+    if (head := cur.peek()) is not None and head.type == "L_PAREN":
         end = _matching_paren(cur.toks, cur.i)
         body = cur.toks[cur.i + 1 : end]
         cur.i = end + 1
@@ -1229,7 +1230,7 @@ class _Alter:
                 return set()
             cur.accept("COLUMN")
             cur.accept("IF", "EXISTS")
-            return {cur.name().lower()} if cur.peek() is not None and cur.peek().is_name else set()
+            return {cur.name().lower()} if (head := cur.peek()) is not None and head.is_name else set()
         except DdlParseError:
             return set()
 
@@ -1316,7 +1317,7 @@ class _Alter:
             return
         if cur.accept("CONSTRAINT"):
             cur.accept("IF", "EXISTS")
-            if cur.peek() is not None and cur.peek().is_name and cur.peek().text.upper() == "PRIMARY":
+            if (head := cur.peek()) is not None and head.is_name and head.text.upper() == "PRIMARY":
                 self.events.append(AlterKey(self.table, ()))
             return
         if _drops_no_column(cur):

@@ -15,6 +15,7 @@ from typing import Callable, Collection
 
 from ..model import TableId
 from .ddl import DdlParseError, might_touch, parse_ddl
+from .events import DropDatabase
 
 BEGIN = "begin"
 END = "end"  # a bare COMMIT / ROLLBACK
@@ -105,7 +106,7 @@ def captured_ddl_tables(
         if new_tables is None or not _may_bring_a_table(sql):
             return None
         try:
-            named = [t for e in parse_ddl(sql, database) for t in _brought(e)]
+            named: list[TableId] = [t for e in parse_ddl(sql, database) for t in _brought(e)]
         except DdlParseError:
             return None
         found = [t for t in dict.fromkeys(named) if t not in captured and new_tables(t)]
@@ -113,13 +114,13 @@ def captured_ddl_tables(
     brought: list[TableId] = []
     try:
         events = parse_ddl(sql, database)
-        named: list[TableId] = []
+        named = []
         for e in events:
             for t in e.tables:
                 if t not in named:
                     named.append(t)
             brought += _brought(e)
-        drops_database = [e.database for e in events if e.kind == "drop_database"]
+        drops_database = [e.database for e in events if isinstance(e, DropDatabase)]
     except DdlParseError as e:
         named = list(getattr(e, "tables", None) or ())
         drops_database = []

@@ -18,7 +18,7 @@ import functools
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Union
+from typing import Any, ClassVar, Mapping, Union, cast
 
 from ..model import Column, TableId
 from ..version import ServerVersion
@@ -197,7 +197,7 @@ class _Event:
     def from_dict(cls, d: Mapping[str, Any]):
         if d.get("kind") != cls.kind:
             raise ValueError(f"not a {cls.kind} event: {d.get('kind')!r}")
-        hints = _hints(cls)
+        hints = _hints(cast(type, cls))  # mypy checks type[_Event] against Hashable by the instances' __hash__
         kwargs = {f.name: _decode(hints[f.name], d[f.name]) for f in dataclasses.fields(cls) if f.name in d}  # type: ignore[arg-type]
         return cls(**kwargs)
 
@@ -404,7 +404,7 @@ SchemaChange = Union[
     DropDatabase,
 ]
 
-EVENT_TYPES: dict[str, type] = {c.kind: c for c in typing.get_args(SchemaChange)}
+EVENT_TYPES: dict[str, type[_Event]] = {c.kind: c for c in typing.get_args(SchemaChange)}
 
 
 def change_from_dict(d: Mapping[str, Any]) -> SchemaChange:

@@ -21,7 +21,7 @@ added by ALTER TABLE are not tracked (index changes have no events).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import CdcError
 from ..model import Column, TableId, TableSchema
@@ -115,17 +115,16 @@ def apply_to_tables(
             if change.table in out and not change.if_not_exists:
                 del out[change.table]
             return out
-        new = _create(out.get(change.table), change, table_charset, like)
-        out[change.table] = new  # type: ignore[assignment]
+        out[change.table] = _create(out.get(change.table), change, table_charset, like)
         return out
     table = change.tables[0]
     if table not in out:
         return out
-    new = apply_change(out[table], change, table_charset)
-    if new is None:
+    changed = apply_change(out[table], change, table_charset)
+    if changed is None:
         del out[table]
     else:
-        out[table] = new
+        out[table] = changed
     return out
 
 
@@ -300,8 +299,8 @@ def _drop_column(schema: TableSchema, change: DropColumn, table_charset: str | N
     if i is None:
         if change.if_exists:
             return schema
-        _require(schema, change.name, change)
-    name = schema.columns[i].name  # type: ignore[index]
+        i = _require(schema, change.name, change)  # raises: no such column
+    name = schema.columns[i].name
     columns = [c for c in schema.columns if c.name != name]
     pk = tuple(n for n in schema.primary_key if n.lower() != name.lower())
     return _with_columns(schema, columns, pk, _dropped(name))
@@ -312,15 +311,15 @@ def _rename_column(schema: TableSchema, change: RenameColumn, table_charset: str
     if i is None:
         if change.if_exists:
             return schema
-        _require(schema, change.old, change)
+        i = _require(schema, change.old, change)  # raises: no such column
     j = _index(schema, change.new)
     if j is not None and j != i:
         raise SchemaChangeError(
             f"RENAME COLUMN {change.old} TO {change.new}: {schema.table_id} already has {change.new!r}"
         )
-    old = schema.columns[i].name  # type: ignore[index]
+    old = schema.columns[i].name
     columns = list(schema.columns)
-    columns[i] = dataclasses.replace(columns[i], name=change.new)  # type: ignore[index]
+    columns[i] = dataclasses.replace(columns[i], name=change.new)
     rename = _renamed(old, change.new)
     return _with_columns(schema, columns, tuple(rename(n) or n for n in schema.primary_key), rename)
 
@@ -330,8 +329,8 @@ def _alter_column_type(schema: TableSchema, change: AlterColumnType, table_chars
     if i is None:
         if change.if_exists:
             return schema
-        _require(schema, change.name, change)
-    before = schema.columns[i]  # type: ignore[index]
+        i = _require(schema, change.name, change)  # raises: no such column
+    before = schema.columns[i]
     charset = _default_charset(schema, table_charset)
     if charset is None and change.column.is_text and before.data_type in TEXT_TYPES:
         charset = before.charset  # best guess when the table default is unknown
@@ -409,7 +408,8 @@ def _truncate(schema: TableSchema, change: TruncateTable, table_charset: str | N
     return schema
 
 
-_HANDLERS: dict[type, Callable[[TableSchema, SchemaChange, str | None], TableSchema]] = {
+# each handler takes the event type it is registered under (looked up by type(change))
+_HANDLERS: dict[type, Callable[[TableSchema, Any, str | None], TableSchema]] = {
     AddColumn: _add_column,
     DropColumn: _drop_column,
     RenameColumn: _rename_column,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Literal, Mapping, Sequence
 
 from ..errors import SchemaMismatchError
 from ..model import Column, TableId, TableSchema
@@ -164,11 +164,12 @@ class StepPlanner:
                 src, sink, pending = version.source, version.sink, version.pending
                 continue
             logged = self._moded(logged_schema(t, r, src or sink or self._last_live(t)))
+            assert logged is not None  # _moded keeps a schema a schema
             if src is None and pending:  # a rename brought a table under this name: its rows say its shape
                 flush()
                 settled = self._settle(t, current, src, sink, logged)
                 steps.append(settled)
-                current = self.history.at(t, current.offset) if current.offset else self.history.versions[t][0]
+                current = self._settled(t, current)
                 src, sink, pending = logged, settled.sink_after, False
                 rows.append(r)
                 continue
@@ -191,7 +192,7 @@ class StepPlanner:
                 flush()
                 settled = self._settle(t, current, src, sink, logged)
                 steps.append(settled)
-                current = self.history.at(t, current.offset) if current.offset else self.history.versions[t][0]
+                current = self._settled(t, current)
                 src, sink, pending = logged, settled.sink_after, False
             elif pending:  # the rows confirm the shape the history guessed: no longer pending
                 current = replace(current, pending=False)
@@ -228,8 +229,8 @@ class StepPlanner:
                 if t in e.tables or isinstance(e, RenameTable) and t in (e.old, e.new)
             ]
             unreadable = None
-        except DdlParseError as e:
-            events, unreadable = [], e
+        except DdlParseError as err:
+            events, unreadable = [], err
         if unreadable is not None:
             if self.behavior in ("exception", "evolve"):
                 raise SchemaMismatchError(
@@ -323,7 +324,9 @@ class StepPlanner:
             sink,
         )
 
-    def _fold(self, t: TableId, src: TableSchema | None, events: Sequence[Any]) -> TableSchema | str | None:
+    def _fold(
+        self, t: TableId, src: TableSchema | None, events: Sequence[Any]
+    ) -> TableSchema | Literal["pending"] | None:
         """The source version after ``events``; "pending" when only the next TABLE_MAP can tell."""
         current: TableSchema | None = src
         for e in events:
@@ -380,6 +383,14 @@ class StepPlanner:
         return ChangeStep(
             latest.ddl or "", latest.offset or {}, -1, plan.actions, sink, plan.sink, logged, settled.notes
         )
+
+    def _settled(self, t: TableId, latest: TableVersion) -> TableVersion:
+        """The version ``_settle`` put in place of ``latest``."""
+        if not latest.offset:
+            return self.history.versions[t][0]
+        version = self.history.at(t, latest.offset)
+        assert version is not None  # _settle replaced the version at that offset
+        return version
 
     def _record(
         self, t: TableId, mark: Mapping[str, Any], version: TableVersion, sink_before: TableSchema | None
