@@ -317,8 +317,7 @@ def _nothing_matched(
     p: TablePattern, tables: Sequence[_TableInfo], views: Sequence[TableId] = (), hidden: Collection[TableId] = ()
 ) -> str:
     msg = f"table pattern {p.text!r} matches no table on the server."
-    if p.exact and p.table_id in hidden:
-        t = p.table_id
+    if (t := p.table_id) is not None and t in hidden:  # table_id: None unless the pattern is exact
         return (
             f"table pattern {p.text!r} matches no table the connection's user can see: it has no SELECT grant "
             f"on {t} (a table without one is invisible to it, whether it exists or not). Fix: GRANT SELECT ON "

@@ -103,7 +103,7 @@ class MysqlGtidSet:
         merged: dict[SourceKey, list[Interval]] = {k: list(v) for k, v in self.sources.items()}
         for k, iv in other.sources.items():
             merged.setdefault(k, []).extend(iv)
-        return MysqlGtidSet(merged)
+        return MysqlGtidSet({k: tuple(v) for k, v in merged.items()})
 
     def add(self, gtid: str) -> "MysqlGtidSet":
         """Add one transaction, ``uuid:N`` or ``uuid:tag:N``."""

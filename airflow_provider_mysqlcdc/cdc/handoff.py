@@ -39,7 +39,7 @@ class _TableIndex:
         self.entries = entries
         self.unbounded = [e for e in entries if e.range.start is None]
         bounded = [e for e in entries if e.range.start is not None]
-        starts = _sort_keys(order, [e.range.start for e in bounded])
+        starts = _sort_keys(order, [e.range.start for e in bounded if e.range.start is not None])
         keyed = sorted(zip(starts, range(len(bounded)), bounded), key=lambda t: (t[0], t[1]))
         self.starts = [sk for sk, _, _ in keyed]
         self.bounded = [e for _, _, e in keyed]
@@ -115,9 +115,12 @@ class HandoffFilter:
             return [change]
         t, o = change.table_id, change.offset
         if change.kind == "insert":
+            assert change.after is not None  # an insert has its after image
             return [change] if self._emit(index, t, change.after, o) else []
         if change.kind == "delete":
+            assert change.before is not None  # a delete has its before image
             return [change] if self._emit(index, t, change.before, o) else []
+        assert change.before is not None and change.after is not None  # an update has both
         old = self._emit(index, t, change.before, o)
         new = self._emit(index, t, change.after, o)
         if old and new:

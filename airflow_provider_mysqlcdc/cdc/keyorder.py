@@ -360,7 +360,7 @@ class KeyOrder:
     def _build(self, key: Sequence[Any] | None) -> tuple:
         if key is None:  # an unbounded start sorts before everything, NULL included
             return ()
-        out = []
+        out: list[tuple[Any, ...]] = []  # per column: (0,) for NULL, (1, its sort key)
         for i, (o, v) in enumerate(zip(self._orders, key)):
             if v is None:
                 out.append((0,))

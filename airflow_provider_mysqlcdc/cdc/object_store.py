@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, cast
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
@@ -128,7 +128,7 @@ def with_storage_options(options: Mapping[str, object], creds: StorageCredential
     out = dict(options)
     if creds is None:
         return out
-    merged = {**dict(out.get("storage_options") or {}), **creds.storage_options()}
+    merged = {**dict(cast("Mapping[str, object]", out.get("storage_options") or {})), **creds.storage_options()}
     out["storage_options"] = merged
     return out
 

@@ -121,7 +121,7 @@ class ChunkSplitter:
     def _even(self, schema: TableSchema, col: Column) -> list[Key] | None:
         """Boundaries computed from MIN/MAX, or None when the key is too sparse or too dense."""
         name = quote_ident(col.name)
-        lo, hi = self._one(f"SELECT MIN({name}), MAX({name}) FROM {schema.table_id.quoted}")
+        lo, hi = self._aggregate(f"SELECT MIN({name}), MAX({name}) FROM {schema.table_id.quoted}")
         if lo is None:  # empty table, or every chunk key NULL
             return []
         as_decimal = isinstance(lo, decimal.Decimal)
@@ -154,7 +154,7 @@ class ChunkSplitter:
         ) or (0,)
         estimate = int(estimate or 0)
         if estimate < EXACT_COUNT_BELOW_CHUNKS * self.options.chunk_size:
-            (count,) = self._one(f"SELECT COUNT(*) FROM {schema.table_id.quoted}")
+            (count,) = self._aggregate(f"SELECT COUNT(*) FROM {schema.table_id.quoted}")
             return int(count)
         return estimate
 
@@ -213,6 +213,12 @@ class ChunkSplitter:
             cur.execute(sql, args)
             row = cur.fetchone()
             return None if row is None else tuple(row)
+
+    def _aggregate(self, sql: str, args: Any = None) -> tuple:
+        """The one row of an aggregate without GROUP BY (MIN/MAX, COUNT): there is always one."""
+        row = self._one(sql, args)
+        assert row is not None
+        return row
 
 
 def _unsplittable(cols: Sequence[Column]) -> Column | None:

@@ -508,8 +508,10 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
             "tables without a primary key)"
         )
     columns: list[Column] = []
+    merged_column = sink.source_column if sink.merged else None
     if sink.merged:
-        columns.append(source_column(sink.source_column, 1))
+        assert merged_column is not None  # routing names the source column of every merged sink
+        columns.append(source_column(merged_column, 1))
     if projection is None:
         columns += [replace(c, ordinal=len(columns) + i + 1) for i, c in enumerate(schema.columns)]
     else:
@@ -533,7 +535,7 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
     if projection is None and filt is None and not sink.merged and sink.table_id == t:
         return TableView(schema, schema, None, None, None, source_arrow=source_arrow)  # no rule touches it
     # the source identity (primary_keys equal it, checked above), behind the source column when merged
-    identity = (sink.source_column, *schema.row_identity) if sink.merged else tuple(schema.row_identity)
+    identity = (merged_column, *schema.row_identity) if merged_column is not None else tuple(schema.row_identity)
     sink_schema = TableSchema(
         sink.table_id,
         tuple(columns),
@@ -545,9 +547,7 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
         zero_dates=schema.zero_dates,
     )
     map_table(sink_schema, "UTC")  # every sink column has a type
-    return TableView(
-        schema, sink_schema, projection, filt, sink.source_column if sink.merged else None, source_arrow=source_arrow
-    )
+    return TableView(schema, sink_schema, projection, filt, merged_column, source_arrow=source_arrow)
 
 
 def _meta_values(compiled: Any) -> set[str]:

@@ -216,7 +216,9 @@ _GRANT_RE = re.compile(
 
 def _split_privileges(text: str) -> list[str]:
     """``SELECT (a, b), INSERT`` -> ['SELECT', 'INSERT']: commas inside column lists don't split."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in text:
         if ch == "(":
             depth += 1
