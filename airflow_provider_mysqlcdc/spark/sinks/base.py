@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from pyspark.sql import DataFrame
 
@@ -44,6 +44,25 @@ class SnapshotWrite:
 
     rows_written: int
     details: Mapping[str, Any]
+
+
+class SnapshotFileSink(Protocol):
+    """What a sink whose ``writes_snapshot_files()`` is True has besides ``Sink`` (Delta, and a
+    routed sink around one): the batch's SELECTs write its files (``snapshot_files.py``)."""
+
+    def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int) -> Any: ...
+
+    def commit_chunk_files(
+        self,
+        spark: Any,
+        schema: TableSchema,
+        batch_id: str,
+        records: Sequence[Any],
+        corrections: Any,
+        ranges: Sequence[KeyRange],
+    ) -> SnapshotWrite: ...
+
+    def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int: ...
 
 
 class Sink(ABC):

@@ -77,7 +77,7 @@ def last_per_identity(rows: pa.Table, identity: Sequence[str], seq: str) -> pa.T
     """
     if rows.num_rows <= 1:
         return rows
-    keys = {}
+    keys: dict[str, Any] = {}  # k0, k1, ...: the identity columns, -0.0 made 0.0
     for name in identity:
         col = rows.column(name)
         if pa.types.is_floating(col.type):

@@ -50,7 +50,7 @@ import json
 import logging
 import math
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -416,7 +416,7 @@ class ChangelogSink(Sink):
             )
             records = write_files(frame, spec)
             check_files(self.fs_spec, records)
-            spans = [(json.loads(r.stats), r) for r in records]  # order_by: stats are the _seq span
+            spans = [(json.loads(cast(str, r.stats)), r) for r in records]  # order_by: stats are the _seq span
             return sorted(((span["first"], span["last"], r) for span, r in spans), key=lambda x: x[0])
 
         parts = write(selected)

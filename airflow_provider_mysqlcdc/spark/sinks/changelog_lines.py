@@ -222,7 +222,7 @@ class ChangeLines:
         one_file = file_names is not None and len(file_names) == 1
         meta = concat_texts(
             [
-                json_string(file_names[0].as_py()) if one_file else json_texts(files),
+                json_string(file_names[0].as_py()) if one_file and file_names is not None else json_texts(files),
                 ',"binlog_pos":',
                 batch.column("binlog_pos").cast(pa.string()),
                 ',"binlog_row":',

@@ -502,6 +502,8 @@ class DeltaSink(Sink):
         bounds = integer_bounds(schema, key_range)
         if bounds is None:
             return table.to_pyarrow_table(columns=cols)
+        lo: int | decimal.Decimal | None
+        hi: int | decimal.Decimal | None
         col, lo, hi = bounds
         if pa.types.is_decimal(table_arrow_schema(schema).field(col).type):
             # BIGINT UNSIGNED is DECIMAL(20,0) here: an int bound >= 2^63 overflows the filter's int64

@@ -41,12 +41,13 @@ def _accepted(sink_type: str) -> list[str]:
 
     from . import changelog, console, delta, postgres
 
-    cls = {
+    classes: dict[str, type[Sink]] = {
         "delta": delta.DeltaSink,
         "postgres": postgres.PostgresSink,
         "changelog": changelog.ChangelogSink,
         "console": console.ConsoleSink,
-    }.get(sink_type)
+    }
+    cls = classes.get(sink_type)
     if cls is None:
         return []
     params = inspect.signature(cls.__init__).parameters.values()

@@ -163,6 +163,13 @@ def pg_type(mp: ColumnMapping) -> str:
 # --- connection -----------------------------------------------------------------------------
 
 
+def _row(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a query that always returns one (a SELECT of expressions, a row just upserted)."""
+    row = cur.fetchone()
+    assert row is not None
+    return row
+
+
 @dataclass(frozen=True)
 class PgConnection:
     """A libpq conninfo without the password, plus the password kept out of repr and logs."""
@@ -183,7 +190,7 @@ class PgConnection:
             dict(conninfo_to_dict(dsn)) if isinstance(dsn, str) else {k: v for k, v in dsn.items() if v is not None}
         )
         in_dsn = params.pop("password", None)
-        pw = password or in_dsn
+        pw = password or (None if in_dsn is None else str(in_dsn))
         if pw is None and password_file:
             pw = Path(password_file).read_text().rstrip("\r\n")
         if pw is None:
@@ -541,7 +548,7 @@ class PostgresSink(Sink):
 
     @staticmethod
     def _exists(conn: psycopg.Connection, t: PgTable) -> bool:
-        return conn.execute("SELECT to_regclass(%s)", (t.qualified,)).fetchone()[0] is not None
+        return _row(conn.execute("SELECT to_regclass(%s)", (t.qualified,)))[0] is not None
 
     @staticmethod
     def _create(conn: psycopg.Connection, t: PgTable) -> None:
@@ -618,11 +625,11 @@ class PostgresSink(Sink):
             for tid in table_ids:
                 name = self.table_name_format.format(database=tid.database, table=tid.table)
                 key, qualified = f"{self.schema}.{name}", f"{qi(self.schema)}.{qi(name)}"
-                if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone()[0] is not None:
+                if _row(conn.execute("SELECT to_regclass(%s)", (qualified,)))[0] is not None:
                     conn.execute(f"DROP TABLE {qualified}")
                     removed.append(key)
                 for book in (SNAPSHOT_BATCHES, PROGRESS):
-                    if conn.execute("SELECT to_regclass(%s)", (self._bookkeeping(book),)).fetchone()[0] is not None:
+                    if _row(conn.execute("SELECT to_regclass(%s)", (self._bookkeeping(book),)))[0] is not None:
                         conn.execute(f"DELETE FROM {self._bookkeeping(book)} WHERE sink_table = %s", (key,))
         self._prepared.difference_update(table_ids)
         return removed
@@ -687,7 +694,7 @@ class PostgresSink(Sink):
         conn = self._driver_conn()
         with conn.transaction():
             batch_no, first_run = self._lock_batch(conn, t, staged.batch_id)
-            if conn.execute("SELECT to_regclass(%s)", (staging,)).fetchone()[0] is None:
+            if _row(conn.execute("SELECT to_regclass(%s)", (staging,)))[0] is None:
                 raise RuntimeError(
                     f"{t.qualified} batch {staged.batch_id}: staging table {staged.staging} is gone "
                     "(another run of the same batch dropped it). Rerun the batch."
@@ -734,10 +741,12 @@ class PostgresSink(Sink):
         conn.execute(
             f"INSERT INTO {table} (sink_table, batch_id) VALUES (%s, %s) ON CONFLICT DO NOTHING", (t.key, batch_id)
         )
-        batch_no, committed_at = conn.execute(
-            f"SELECT batch_no, committed_at FROM {table} WHERE sink_table = %s AND batch_id = %s FOR UPDATE",
-            (t.key, batch_id),
-        ).fetchone()
+        batch_no, committed_at = _row(
+            conn.execute(
+                f"SELECT batch_no, committed_at FROM {table} WHERE sink_table = %s AND batch_id = %s FOR UPDATE",
+                (t.key, batch_id),
+            )
+        )
         return batch_no, committed_at is None
 
     def write_snapshot(
@@ -1006,9 +1015,9 @@ class PostgresSink(Sink):
                 created = self.table(step.sink_after)
                 empty = (
                     self._exists(conn, created)
-                    and conn.execute(
-                        sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(sql.SQL(created.qualified))
-                    ).fetchone()[0]
+                    and _row(
+                        conn.execute(sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(sql.SQL(created.qualified)))
+                    )[0]
                 )
                 if empty:  # prepared when the query started (the history listed it): take it as it is
                     self._check_compatible(conn, created)
@@ -1031,9 +1040,7 @@ class PostgresSink(Sink):
         conn.execute(
             f"INSERT INTO {table} (sink_table, last_batch_id) VALUES (%s, -1) ON CONFLICT DO NOTHING", (t.key,)
         )
-        last = conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE", (t.key,)).fetchone()[
-            0
-        ]
+        last = _row(conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE", (t.key,)))[0]
         if last >= batch_id:
             return False
         conn.execute(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +34,7 @@ from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from ...cdc.table_views import Rules, TableView, resolve_views, sink_schemas
-from .base import META_OP, META_SEQ, Sink, SnapshotWrite
+from .base import META_OP, META_SEQ, Sink, SnapshotFileSink, SnapshotWrite
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +172,9 @@ class RoutedSink(Sink):
 
     def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int) -> Any:
         view = self._view_for(schema)
-        return self.inner.write_chunk_files(
+        return self._file_sink().write_chunk_files(
             view.sink_schema,
-            transform_frame(frame, view),  # type: ignore[attr-defined]
+            transform_frame(frame, view),
             self._label(view, batch_id),
             files,
         )
@@ -198,10 +198,10 @@ class RoutedSink(Sink):
         ranges: Sequence[KeyRange],
     ) -> SnapshotWrite:
         view = self._view_for(schema)
-        return self.inner.commit_chunk_files(
+        return self._file_sink().commit_chunk_files(
             spark,
             view.sink_schema,
-            self._label(view, batch_id),  # type: ignore
+            self._label(view, batch_id),
             records,
             view.corrections(corrections),
             self._ranges(view, ranges),
@@ -209,7 +209,11 @@ class RoutedSink(Sink):
 
     def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int:
         view = self._view_for(schema)
-        return self.inner.discard_uncommitted(view.sink_schema, self._label(view, batch_id))  # type: ignore
+        return self._file_sink().discard_uncommitted(view.sink_schema, self._label(view, batch_id))
+
+    def _file_sink(self) -> SnapshotFileSink:
+        """The inner sink, where it writes snapshot files (the callers above run only then)."""
+        return cast(SnapshotFileSink, self.inner)
 
     # --- stream -------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import SparkSession
 
@@ -31,6 +31,7 @@ from ...cdc.resnapshot import (
 from ...cdc.state import StateStore
 from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
+from ..sinks.base import SnapshotFileSink
 from ..sinks.routed import RoutedSink, pipeline_sink
 from ..sinks.snapshot_files import file_count
 from .arrow_read import choose_reader
@@ -100,9 +101,10 @@ def run_snapshot_batch(
     try:
         sink.prepare(list(schemas.values()))
         files = sink_files(sink, schemas, batch, plan.estimated_rows().get(batch_id, 0))
+        file_sink = cast(SnapshotFileSink, sink)  # used where files is not None: the sink writes files
         if files is not None:  # a killed earlier run's files: never committed, never read
             for schema in schemas.values():
-                sink.discard_uncommitted(schema, batch_id)
+                file_sink.discard_uncommitted(schema, batch_id)
         reader = ConsistentBatchReader(
             spark,
             source,
@@ -133,7 +135,7 @@ def run_snapshot_batch(
                     describe(spark, f"mysqlcdc write {r.table_id} batch {batch_id}")
                     progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
                     if files is not None:  # rows written once: the SELECTs wrote the sink's files
-                        w = sink.commit_chunk_files(
+                        w = file_sink.commit_chunk_files(
                             spark,
                             schemas[r.table_id],
                             batch_id,
@@ -152,7 +154,7 @@ def run_snapshot_batch(
                 for t, schema in schemas.items():
                     if t not in committed:
                         try:
-                            sink.discard_uncommitted(schema, batch_id)
+                            file_sink.discard_uncommitted(schema, batch_id)
                         except Exception as e:  # the failure itself is what the user must see
                             log.warning("could not remove batch %s's uncommitted files of %s: %s", batch_id, t, e)
             raise
