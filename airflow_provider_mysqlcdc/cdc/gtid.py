@@ -93,9 +93,10 @@ class MysqlGtidSet:
     def is_empty(self) -> bool:
         return not self.sources
 
-    def contains(self, other: "MysqlGtidSet") -> bool:
+    def contains(self, other: "GtidSet") -> bool:
         """Whether every transaction of ``other`` is in this set (superset or equal)."""
         _same_flavor(self, other)
+        assert isinstance(other, MysqlGtidSet)  # _same_flavor raised otherwise
         return all(_covers(self.sources.get(k, ()), iv) for k, iv in other.sources.items())
 
     def union(self, other: "MysqlGtidSet") -> "MysqlGtidSet":
@@ -159,9 +160,10 @@ class MariadbGtidSet:
     def is_empty(self) -> bool:
         return not self.domains
 
-    def contains(self, other: "MariadbGtidSet") -> bool:
+    def contains(self, other: "GtidSet") -> bool:
         """Whether this position is at or past ``other`` in every domain ``other`` has."""
         _same_flavor(self, other)
+        assert isinstance(other, MariadbGtidSet)  # _same_flavor raised otherwise
         return all(d in self.domains and self.domains[d][1] >= seq for d, (_, seq) in other.domains.items())
 
     def union(self, other: "MariadbGtidSet") -> "MariadbGtidSet":

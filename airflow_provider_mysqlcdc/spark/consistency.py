@@ -316,7 +316,9 @@ def run_check(
     window_start = min(starts + [position])
     # a PostgreSQL table may hold a micro-batch planned after the source's snapshot: read up to its end
     window_stop = max([position] + [sink_at[t] for t in live])
-    checkpoints = {t: [sink_at[t], position] + ([baseline.position] if t in base else []) for t in live}
+    checkpoints = {
+        t: [sink_at[t], position] + ([baseline.position] if t in base and baseline is not None else []) for t in live
+    }
     window = WindowSums(window_start, live, checkpoints)
     if live and window_start < window_stop:
         server_id = server_id if server_id is not None else check_server_id(plan, source, config)
@@ -339,7 +341,8 @@ def run_check(
         n = len(lay.ranges)
         scanned = scans.get(t, {})
         if t in base:
-            at_p = base[t].plus(window.between(t, baseline.position, position))  # type: ignore[union-attr]
+            assert baseline is not None  # base holds the baseline's sums
+            at_p = base[t].plus(window.between(t, baseline.position, position))
             drift = []
             for i, (rows, total) in scanned.items():
                 if (at_p.counts[i], at_p.sums[i]) != (rows, total):

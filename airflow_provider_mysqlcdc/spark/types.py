@@ -16,7 +16,7 @@ normalizer never produces one).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -118,7 +118,9 @@ def finalize_columns(df: DataFrame, mappings: Iterable[ColumnMapping]) -> DataFr
     return df.select(*[_final_column(mp) for mp in mappings])
 
 
-def rows_to_dataframe(spark: SparkSession, rows: list[Mapping[str, Any]], mappings: list[ColumnMapping]) -> DataFrame:
+def rows_to_dataframe(
+    spark: SparkSession, rows: Sequence[Mapping[str, Any]], mappings: list[ColumnMapping]
+) -> DataFrame:
     """Normalized binlog rows (``row_normalizer`` output) as a DataFrame of ``struct_type``."""
     names = [mp.name for mp in mappings]
     tuples = [tuple(r[n] for n in names) for r in rows]

@@ -116,6 +116,7 @@ def write_part(
         if writer is None:
             return {"path": "", "size": 0, "num_rows": 0, "stats": None, "counts": json.dumps(counts)}
         writer.close()
+        assert out is not None  # opened with the writer
         out.close()
     except BaseException:
         for f in (writer, out):

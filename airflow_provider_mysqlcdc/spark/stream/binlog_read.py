@@ -189,7 +189,7 @@ def range_batches(
                 continue
             batch = item.batch
             horizon = handoff.horizon(item.table_id) if handoff is not None else None
-            if horizon is not None:
+            if handoff is not None and horizon is not None:
                 early = before_mask(batch, horizon)
                 if early.any():
                     changes = ChangeBatch(item.table_id, item.decoder, batch.filter(pa.array(early))).changes()
@@ -252,7 +252,7 @@ def range_items(
             layout = book.layout_for(item.table_id, item.decoder.schema, item.decoder.image_type)
             batch = item.batch
             horizon = handoff.horizon(item.table_id) if handoff is not None else None
-            if horizon is not None:
+            if handoff is not None and horizon is not None:
                 early = before_mask(batch, horizon)
                 if early.any():
                     changes = ChangeBatch(item.table_id, item.decoder, batch.filter(pa.array(early))).changes()

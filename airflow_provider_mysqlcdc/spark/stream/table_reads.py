@@ -69,6 +69,7 @@ class TableReader:
                 for request in due:
                     if self._stop.is_set():
                         return
+                    assert config is not None  # loaded above: due is not empty
                     self.read(config, state, request)
             except Exception:  # the next poll tries again; the stream itself is not affected
                 log.exception("table reads: looking for requests failed")
