@@ -25,7 +25,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Mapping, Optional, Union
 
 import jsonschema
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
@@ -159,7 +159,7 @@ def _schema_message(error: jsonschema.ValidationError, default: Any) -> str:
     """The message of the first schema violation: found, need, fix (with the default when there is one)."""
     bad, kw, arg = error.instance, error.validator, error.validator_value
     if kw == "type":
-        kinds = arg if isinstance(arg, list) else [arg]
+        kinds: list[str] = arg if isinstance(arg, list) else [arg]
         need = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds if k != "null")
         fix = f"give {need}"
     elif kw == "enum":
@@ -288,7 +288,7 @@ def _setting_check(s: Setting, value: Any) -> Any:
     return value
 
 
-_PY_TYPES: dict[str, Any] = {
+_PY_TYPES: dict[str | None, Any] = {  # looked up with None too: a schema without a type
     "string": str,
     "integer": int,
     "number": float,
@@ -302,11 +302,19 @@ def _annotation(schema: Mapping[str, Any]) -> Any:
     """The Python type of a JSON schema ``type`` (the value is checked by the schema first)."""
     kinds = schema.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    types = [
-        list[_PY_TYPES.get((schema.get("items") or {}).get("type"), Any)] if k == "array" else _PY_TYPES.get(k, Any)
-        for k in kinds
-    ]
+    item = _PY_TYPES.get((schema.get("items") or {}).get("type"), Any)
+    types = [_list_of(item) if k == "array" else _PY_TYPES.get(k, Any) for k in kinds]
     return Union[tuple(types)] if len(types) > 1 else types[0]
+
+
+def _list_of(item: Any) -> Any:
+    """``list[item]`` of a type known only at run time."""
+    return list[item]
+
+
+def _annotated(annotation: Any, metadata: Any) -> Any:
+    """``Annotated[annotation, metadata]`` of a type known only at run time."""
+    return Annotated[annotation, metadata]
 
 
 def checked(
@@ -336,7 +344,7 @@ def _setting_fields(section: str) -> dict[str, Any]:
     for s in SETTINGS:
         if FILE_KEYS.get(s.name, ("",))[0] != section:
             continue
-        annotation = Annotated[_annotation(s.schema), BeforeValidator(functools.partial(_setting_check, s))]
+        annotation = _annotated(_annotation(s.schema), BeforeValidator(functools.partial(_setting_check, s)))
         if s.name in REQUIRED:
             fields[FILE_KEYS[s.name][1]] = (annotation, Field(title=s.title, description=s.description))
         else:
@@ -351,13 +359,19 @@ def _setting_fields(section: str) -> dict[str, Any]:
     return fields
 
 
-SourceSection = create_model(  # type: ignore[call-overload]
-    "SourceSection",
-    __base__=_Section,
-    __module__=__name__,
-    __doc__="``source``: the Source settings of the trigger form (``conn_id`` is ``mysql_conn_id``).",
-    **_setting_fields(SOURCE_SECTION),
-)
+if TYPE_CHECKING:  # mypy sees the base; the setting fields create_model adds are looked up as Any
+
+    class SourceSection(_Section):
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    SourceSection = create_model(
+        "SourceSection",
+        __base__=_Section,
+        __module__=__name__,
+        __doc__="``source``: the Source settings of the trigger form (``conn_id`` is ``mysql_conn_id``).",
+        **_setting_fields(SOURCE_SECTION),
+    )
 
 
 class _SinkBase(_Section):
@@ -386,13 +400,19 @@ class _SinkBase(_Section):
         return self
 
 
-SinkSection = create_model(  # type: ignore[call-overload]
-    "SinkSection",
-    __base__=_SinkBase,
-    __module__=__name__,
-    __doc__="``sink``: ``type``, ``options`` and ``conn_id`` (``sink_type``, ``sink_options``, ``sink_conn_id``).",
-    **_setting_fields(SINK_SECTION),
-)
+if TYPE_CHECKING:  # mypy sees the base; the setting fields create_model adds are looked up as Any
+
+    class SinkSection(_SinkBase):
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    SinkSection = create_model(
+        "SinkSection",
+        __base__=_SinkBase,
+        __module__=__name__,
+        __doc__="``sink``: ``type``, ``options`` and ``conn_id`` (``sink_type``, ``sink_options``, ``sink_conn_id``).",
+        **_setting_fields(SINK_SECTION),
+    )
 
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
 
@@ -489,13 +509,19 @@ class _PipelineBase(_Section):
         return self
 
 
-PipelineSection = create_model(  # type: ignore[call-overload]
-    "PipelineSection",
-    __base__=_PipelineBase,
-    __module__=__name__,
-    __doc__="``pipeline``: name, schedule, snapshot parallelism, and the Snapshot, Stream and state settings.",
-    **_setting_fields(PIPELINE_SECTION),
-)
+if TYPE_CHECKING:  # mypy sees the base; the setting fields create_model adds are looked up as Any
+
+    class PipelineSection(_PipelineBase):
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    PipelineSection = create_model(
+        "PipelineSection",
+        __base__=_PipelineBase,
+        __module__=__name__,
+        __doc__="``pipeline``: name, schedule, snapshot parallelism, and the Snapshot, Stream and state settings.",
+        **_setting_fields(PIPELINE_SECTION),
+    )
 
 
 _TABLE_TEXT = {"type": "string", "pattern": TABLE_ENTRY_PATTERN}
@@ -598,11 +624,11 @@ class PipelineSpec(_Section):
     """One pipeline file, checked. ``settings()`` are the run settings it sets (the trigger form's
     defaults of its DAG); ``route`` and ``transform`` are handed on as typed rules."""
 
-    source: SourceSection  # type: ignore[valid-type]
-    sink: SinkSection = Field(default_factory=SinkSection)  # type: ignore[valid-type]
+    source: SourceSection
+    sink: SinkSection = Field(default_factory=SinkSection)
     route: tuple[RouteRule, ...] = ()
     transform: tuple[TransformRule, ...] = ()
-    pipeline: PipelineSection  # type: ignore[valid-type]
+    pipeline: PipelineSection
 
     @model_validator(mode="before")
     @classmethod
@@ -649,7 +675,7 @@ SECTIONS: dict[tuple[Any, ...], type[BaseModel]] = {
     ("sink",): SinkSection,
     ("pipeline",): PipelineSection,
 }
-_RULES = {"route": RouteRule, "transform": TransformRule}
+_RULES: dict[str, type[BaseModel]] = {"route": RouteRule, "transform": TransformRule}
 
 # Flink CDC's source keys, and what they are here.
 _CONNECTION_KEYS = ("hostname", "host", "port", "username", "user", "password")
@@ -674,7 +700,7 @@ _FOREIGN_SOURCE_KEYS = {
     "type": "the source is always a MySQL or MariaDB server, reached through source.conn_id. Fix: remove the key",
 }
 
-_EXAMPLES = {
+_EXAMPLES: dict[tuple[Any, ...], str] = {
     ("source",): "a source section, e.g. source: {conn_id: mysql_cdc_default, tables: [shop.orders]}",
     ("pipeline",): "a pipeline section, e.g. pipeline: {name: shop_orders, state_location: s3://cdc/state/shop}",
     ("tables",): "tables: [shop.orders] (db.table entries or regular expressions over db.table)",
