@@ -18,6 +18,7 @@ test: bootstrap lint
 lint: bootstrap
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 unit: bootstrap
 	$(PY) -m pytest -q tests/unit
