@@ -36,9 +36,20 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from .chunks import Batch, KeyRange
-from .keyorder import KeyOrder, _bit_to_int, _datetime, _num, _time, key_order_for
+from .keyorder import (
+    BINARY_TYPES,
+    DATETIME_TYPES,
+    NUMERIC_TYPES,
+    KeyOrder,
+    _bit_to_int,
+    _datetime,
+    _num,
+    _time,
+    key_order_for,
+)
 from .model import Column, TableId, TableSchema
 from .offsets import BinlogOffset
+from .splitter import INTEGER_TYPES
 from .sql import python_codec, range_predicate
 from .values import decode_key, encode_key
 
@@ -46,7 +57,6 @@ MASK64 = (1 << 64) - 1
 MASK32 = (1 << 32) - 1
 _C1 = 0x9E3779B1
 _C2 = 0xC2B2AE3D
-INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
 STATE_DIR = "consistency"
 BASELINE_REL = f"{STATE_DIR}/baseline.json"
 REPORT_REL = f"{STATE_DIR}/last.json"
@@ -104,30 +114,14 @@ def canonical_value(column: Column, v: Any) -> bytes:
     dtype = column.data_type.lower()
     if dtype == "bit":
         return b"i" + str(_bit_to_int(v)).encode()
-    if dtype in ("date", "datetime", "timestamp"):
+    if dtype in DATETIME_TYPES:
         return b"t" + ",".join(map(str, _datetime(v))).encode()
     if dtype == "time":
         td = _time(v)
         return b"T" + str((td.days * 86_400 + td.seconds) * 1_000_000 + td.microseconds).encode()
-    if dtype in (
-        "tinyint",
-        "smallint",
-        "mediumint",
-        "int",
-        "integer",
-        "bigint",
-        "decimal",
-        "numeric",
-        "float",
-        "double",
-        "real",
-        "year",
-    ):
+    if dtype in NUMERIC_TYPES:
         return _canonical_number(v)
-    if (
-        dtype in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
-        or (column.charset or "").lower() == "binary"
-    ):
+    if dtype in BINARY_TYPES or (column.charset or "").lower() == "binary":
         b = v.encode("utf-8") if isinstance(v, str) else bytes(v)
         n = column.char_max_length
         if dtype == "binary" and n and len(b) < n:

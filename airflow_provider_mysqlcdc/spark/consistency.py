@@ -142,7 +142,7 @@ def read_report(state: StateStore) -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
-def source_snapshot(conn: Any, tables: Sequence[TableId]):
+def source_snapshot(conn: Any):
     """A consistent read view and the binlog offset it belongs to (see the module docstring)."""
     from ..cdc.server import server_version
 
@@ -295,7 +295,7 @@ def run_check(
                 sums = baseline.sums_of(lay) if baseline is not None else None
                 if sums is not None:
                     base[t] = sums
-            with source_snapshot(conn, list(layouts)) as position:
+            with source_snapshot(conn) as position:
                 for t, lay in layouts.items():
                     n = len(lay.ranges)
                     if t in base:
