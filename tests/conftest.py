@@ -16,8 +16,12 @@ import pytest
 from tests.support import airflow_env
 from tests.support.mariadb import MariaDB
 
-# Before anything imports airflow: a private AIRFLOW_HOME with a SQLite metadata DB.
-airflow_env.configure()
+# Before anything imports airflow: a private AIRFLOW_HOME with a SQLite metadata DB (one per
+# pytest-xdist worker).
+_AIRFLOW_HOME = airflow_env.configure()
+# The local Spark Connect servers the tests start live in this session's (worker's) own runtime
+# directory, not the user's ~/.mysqlcdc, and are stopped when the session ends.
+os.environ["MYSQLCDC_RUNTIME_DIR"] = str(_AIRFLOW_HOME / "connect-runtime")
 
 _db_counter = itertools.count()
 
@@ -74,6 +78,15 @@ def postgres():
 
     with running_postgres() as server:
         yield server
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+    try:
+        stop_local_servers(Path(os.environ["MYSQLCDC_RUNTIME_DIR"]))
+    except Exception:  # clean-up only
+        pass
 
 
 def pytest_unconfigure(config):

@@ -67,6 +67,7 @@ def s3_run(mariadb, s3, tmp_path_factory):
     db = f"s3_{os.getpid()}"
     work = tmp_path_factory.mktemp("s3e2e")
     runtime = work / "connect-runtime"
+    runtime_before = os.environ.get("MYSQLCDC_RUNTIME_DIR")
     os.environ["MYSQLCDC_RUNTIME_DIR"] = str(runtime)
     mariadb.execute(f"CREATE DATABASE `{db}`")
     specs = [create_int_table(mariadb, db, 40_000, "orders"), create_composite_table(mariadb, db, 12_000)]
@@ -110,7 +111,10 @@ def s3_run(mariadb, s3, tmp_path_factory):
         from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
 
         stop_local_servers(runtime)
-        os.environ.pop("MYSQLCDC_RUNTIME_DIR", None)
+        if runtime_before is None:
+            os.environ.pop("MYSQLCDC_RUNTIME_DIR", None)
+        else:
+            os.environ["MYSQLCDC_RUNTIME_DIR"] = runtime_before
 
 
 def _sink_problems(run, timeout_s: float = 300.0) -> str:

@@ -21,13 +21,22 @@ _HOME: Path | None = None
 
 
 def configure() -> Path:
+    """The test Airflow's home, set in ``os.environ`` so child processes share it. Under
+    pytest-xdist each worker takes its own home under the controller's (one SQLite metadata DB
+    per worker: SQLite does not take two writers)."""
     global _HOME
     if _HOME is not None:
         return _HOME
-    home = Path(os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="mysqlcdc-airflow-"))
+    base = Path(os.environ.get("MYSQLCDC_TEST_AIRFLOW_BASE") or tempfile.mkdtemp(prefix="mysqlcdc-airflow-"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    home = Path(os.environ["MYSQLCDC_TEST_AIRFLOW_HOME"]) if os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME") else None
+    if home is None or os.environ.get("MYSQLCDC_TEST_AIRFLOW_WORKER", "") != worker:
+        home = base / worker if worker else base
     home.mkdir(parents=True, exist_ok=True)
     os.environ.update(
         {
+            "MYSQLCDC_TEST_AIRFLOW_BASE": str(base),
+            "MYSQLCDC_TEST_AIRFLOW_WORKER": worker,
             "MYSQLCDC_TEST_AIRFLOW_HOME": str(home),  # child processes share this Airflow
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -43,15 +52,40 @@ def configure() -> Path:
 
 
 def migrate() -> None:
-    """Create the metadata DB once per AIRFLOW_HOME (about 20 s)."""
-    home = configure()
+    """A migrated metadata DB in this home (see ``copy_migrated_db``)."""
+    copy_migrated_db(configure())
+
+
+def copy_migrated_db(home: Path) -> None:
+    """``home/airflow.db`` as ``airflow db migrate`` leaves it. The migration (about 20 s) runs
+    once per test session, into a template under the session's base that every home (each
+    xdist worker's, the UI services', a test's private one) copies; a home already migrated is
+    left alone."""
     stamp = home / ".migrated"
     if stamp.exists():
         return
-    airflow = str(Path(sys.executable).parent / "airflow")
-    p = subprocess.run([airflow, "db", "migrate"], env=dict(os.environ), capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"airflow db migrate failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    import fcntl
+    import shutil
+
+    base = os.environ.get("MYSQLCDC_TEST_AIRFLOW_BASE")  # unset outside the tests (a bench)
+    template = (Path(base) if base else home.parent) / "migrated-template"
+    template.mkdir(parents=True, exist_ok=True)
+    with open(template / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (template / ".migrated").exists():
+            airflow = str(Path(sys.executable).parent / "airflow")
+            env = {
+                **os.environ,
+                "AIRFLOW_HOME": str(template),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{template}/airflow.db",
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(template / "logs"),
+            }
+            p = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RuntimeError(f"airflow db migrate failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+            (template / ".migrated").touch()
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template / "airflow.db", home / "airflow.db")
     stamp.touch()
 
 

@@ -40,6 +40,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from tests.support import airflow_env
+
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_BIN = str(Path(sys.executable).parent / "airflow")
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -195,9 +197,7 @@ class AirflowServices:
     def start(self, timeout: float = 180) -> "AirflowServices":
         t0 = time.monotonic()
         try:
-            if not (self.home / ".migrated").exists():
-                self.airflow("db", "migrate", timeout=timeout)
-                (self.home / ".migrated").touch()
+            airflow_env.copy_migrated_db(self.home)  # the session's migrated DB, copied
             self.timings["db_migrate_s"] = time.monotonic() - t0
             t1 = time.monotonic()
             for name in SERVICES:

@@ -13,7 +13,11 @@ from typing import Callable, Iterator, Sequence
 
 class CommandLineWatcher:
     """Records the command line of every process whose argv mentions one of ``needles``
-    (polled every ``every_s``); ``on_new`` may act on a new one (e.g. kill it)."""
+    (polled every ``every_s``); ``on_new`` may act on a new one (e.g. kill it).
+
+    Only this test session's processes count: those whose environment carries this session's
+    (pytest-xdist worker's) Airflow home, which every process the tests start inherits. Another
+    worker's Spark jobs on the same machine are not seen."""
 
     def __init__(
         self, needles: Sequence[str], every_s: float = 0.2, on_new: Callable[[int, str], None] | None = None
@@ -25,6 +29,7 @@ class CommandLineWatcher:
         self.by_pid: dict[int, list[str]] = {}
         self.parent: dict[int, int] = {}
         self._pids: set[tuple[int, str]] = set()
+        self._owner = os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -55,6 +60,18 @@ class CommandLineWatcher:
         lines, parent = self.by_pid.get(pid, []), self.parent.get(pid)
         return bool(lines) and parent is not None and lines[0] in self.by_pid.get(parent, [])
 
+    def _ours(self, process) -> bool:
+        """False only for a process known to belong to another session (an environment that
+        cannot be read, e.g. of a process already gone, counts as ours)."""
+        if not self._owner:
+            return True
+        import psutil
+
+        try:
+            return process.environ().get("MYSQLCDC_TEST_AIRFLOW_HOME", self._owner) == self._owner
+        except (psutil.Error, OSError):
+            return True
+
     def _run(self) -> None:
         import psutil
 
@@ -72,6 +89,8 @@ class CommandLineWatcher:
                 if key in self._pids:
                     continue
                 self._pids.add(key)
+                if not self._ours(p):
+                    continue
                 self.seen.append(line)
                 self.by_pid.setdefault(p.info["pid"], []).append(line)
                 self.parent.setdefault(p.info["pid"], p.info["ppid"])

@@ -554,9 +554,9 @@ def test_in_airflows_metadata_db_only_the_broken_files_dag_file_has_an_error(tmp
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
     }
-    for command in (["db", "migrate"], ["dags", "reserialize"]):
-        p = subprocess.run([AIRFLOW, *command], env=env, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    airflow_env.copy_migrated_db(home)  # what `airflow db migrate` leaves, made once per session
+    p = subprocess.run([AIRFLOW, "dags", "reserialize"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     p = subprocess.run(
         [AIRFLOW, "dags", "list-import-errors", "-o", "json"], env=env, capture_output=True, text=True, timeout=300
     )
