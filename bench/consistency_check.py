@@ -31,25 +31,21 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from airflow_provider_mysqlcdc.cdc.batching import BatchSizing  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.consistency import run_check  # noqa: E402
-from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink  # noqa: E402
-from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E402
-from tests.support.mariadb import MariaDB  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
+from airflow_provider_mysqlcdc.cdc.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.consistency import run_check
+from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink
+from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from mysqlcdc_harness.mariadb import MariaDB
+from mysqlcdc_harness.spark import local_spark
 
 HIGH = 18446744000000000000  # + seq * 1000 stays below 2^64 - 1 for 10M rows
 

@@ -1,7 +1,7 @@
 """Initial load through the DAG template, end to end: `airflow dags test mysql_cdc_pipeline`.
 
 Builds a 20,000,000-row table (override with --rows) in a private MariaDB (BIGINT primary key,
-INT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), as tests/support/tables.py), then runs the
+INT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), as harness/mysqlcdc_harness/tables.py), then runs the
 template DAG (dags/mysql_cdc_pipeline.py) with the real Airflow CLI in a private AIRFLOW_HOME
 (SQLite): validate -> plan -> one mapped snapshot task per batch (spark-submit, local[2],
 snapshot parallelism 1) into a Delta Lake. The stream task is skipped by default
@@ -38,13 +38,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
+from mysqlcdc_harness.tables import VALUE_DDL, VALUE_FILL
 
-from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail  # noqa: E402
-from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
-from tests.support.tables import VALUE_DDL, VALUE_FILL  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DAG_ID = "mysql_cdc_pipeline"
 DB, TABLE = "bench", "orders"
@@ -179,7 +178,7 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
     triggerer; LocalExecutor), triggered through the REST API as the UI does; mapped snapshot
     tasks overlap up to --parallelism. The stream task runs (it launches the stream, stopped
     afterwards); the figure ends at the last snapshot task's end."""
-    from tests.support.airflow_services import AirflowServices
+    from mysqlcdc_harness.airflow_services import AirflowServices
 
     extra = {
         "MYSQLCDC_SNAPSHOT_PARALLELISM": str(args.parallelism),

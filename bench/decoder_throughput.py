@@ -24,24 +24,20 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from workloads import binlog_bytes, binlog_files, load, timed
 
-from workloads import binlog_bytes, binlog_files, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
-
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.events import RowChange  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.types import row_normalizer  # noqa: E402
-from tests.support.mariadb import MariaDB, _find  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
+from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.events import RowChange
+from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.types import row_normalizer
+from mysqlcdc_harness.mariadb import MariaDB, _find
 
 
 def main() -> None:

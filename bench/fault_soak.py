@@ -61,22 +61,19 @@ import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import pymysql
 
-import pymysql  # noqa: E402
-
-from airflow_provider_mysqlcdc.cdc.batching import BatchSizing  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.offsets import split_binlog_file  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
-from tests.support.sink_compare import mysql_rows  # noqa: E402
-from tests.support.stream_job import committed, in_flight, kill_job, start_job, start_snapshot_job  # noqa: E402
-from tests.support.tables import (
+from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
+from airflow_provider_mysqlcdc.cdc.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.offsets import split_binlog_file
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
+from mysqlcdc_harness.sink_compare import mysql_rows
+from mysqlcdc_harness.stream_job import committed, in_flight, kill_job, start_job, start_snapshot_job
+from mysqlcdc_harness.tables import (
     VALUE_COLS,
     VALUE_DDL,
     VALUE_FILL,
@@ -84,9 +81,11 @@ from tests.support.tables import (
     create_composite_table,
     create_int_table,
     create_string_table,
-)  # noqa: E402
-from tests.support.verify import diff  # noqa: E402
-from tests.support.writer import ConcurrentWriter, TableSpec  # noqa: E402
+)
+from mysqlcdc_harness.verify import diff
+from mysqlcdc_harness.writer import ConcurrentWriter, TableSpec
+
+ROOT = Path(__file__).resolve().parents[1]
 
 KINDS = ("snapshot", "stream", "catchup", "mariadb")
 SINKS = ("delta", "postgres", "changelog")
@@ -900,7 +899,7 @@ def main() -> int:
         stack.callback(server.stop)
         pg = None
         if "postgres" in sinks:
-            from tests.support.postgres import running_postgres
+            from mysqlcdc_harness.postgres import running_postgres
 
             pg = stack.enter_context(running_postgres())
         t0 = time.monotonic()

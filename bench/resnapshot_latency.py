@@ -30,25 +30,23 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.plan import build_plan  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.resnapshot import ROOT as HANDOFFS  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.resnapshot import ROOT as HANDOFFS
 from airflow_provider_mysqlcdc.cdc.resnapshot import read_applied
-from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E402
-from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E402
-from tests.support.mariadb import MariaDB  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
+from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from mysqlcdc_harness.mariadb import MariaDB
+from mysqlcdc_harness.spark import local_spark
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -12,12 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from mysqlcdc_harness.mariadb import MariaDB
+from mysqlcdc_harness.pipeline import run_consistency_case
+from mysqlcdc_harness.spark import local_spark
 
-from tests.support.mariadb import MariaDB  # noqa: E402
-from tests.support.pipeline import run_consistency_case  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:

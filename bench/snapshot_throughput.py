@@ -17,21 +17,19 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.sql import range_predicate
+from airflow_provider_mysqlcdc.spark.runtime.session import JDBC_DRIVER_CLASS
+from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader, jdbc_url
+from mysqlcdc_harness import pipeline
+from mysqlcdc_harness.mariadb import MariaDB
+from mysqlcdc_harness.spark import local_spark
+from mysqlcdc_harness.tables import create_int_table
 
-from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.sql import range_predicate  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime.session import JDBC_DRIVER_CLASS  # noqa: E402
-from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader, jdbc_url  # noqa: E402
-from tests.support import pipeline  # noqa: E402
-from tests.support.mariadb import MariaDB  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
-from tests.support.tables import create_int_table  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(fn):

@@ -48,24 +48,23 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from stream_throughput import Bench, cpu_line, decode_counted
+from workloads import cpu_seconds
+
+from airflow_provider_mysqlcdc.cdc import catchup
+from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.pipeline import StreamOptions
+from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode
+from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import DirectWrite
+from airflow_provider_mysqlcdc.spark.sinks.last_change import LastChange
+from airflow_provider_mysqlcdc.spark.stream.batch_planning import MIN_RANGE_BYTES
+from airflow_provider_mysqlcdc.spark.stream.binlog_read import range_items
+from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
+from airflow_provider_mysqlcdc.spark.stream.layout_book import LayoutBook
+from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from stream_throughput import Bench, cpu_line, decode_counted  # noqa: E402  (bench/ is on sys.path as the script's directory)
-from workloads import cpu_seconds  # noqa: E402
-
-from airflow_provider_mysqlcdc.cdc import catchup  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.pipeline import StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode  # noqa: E402
-from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import DirectWrite  # noqa: E402
-from airflow_provider_mysqlcdc.spark.sinks.last_change import LastChange  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.batch_planning import MIN_RANGE_BYTES  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.binlog_read import range_items  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.layout_book import LayoutBook  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset  # noqa: E402
 
 TABLE = TableId("bench", "events")
 NOT_CAPTURED = TableId("bench", "no_such_table")

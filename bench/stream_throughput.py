@@ -56,31 +56,29 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
+from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed
+
+from airflow_provider_mysqlcdc.cdc import catchup
+from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
+from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.events import RowChange
+from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode
+from airflow_provider_mysqlcdc.spark.runtime.session import light_jit_for_next_driver
+from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
+from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from mysqlcdc_harness.mariadb import MariaDB, _find
+from mysqlcdc_harness.spark import local_spark
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed  # noqa: E402  (bench/ is on sys.path as the script's directory)
-
-from airflow_provider_mysqlcdc.cdc import catchup  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.events import RowChange  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime.session import light_jit_for_next_driver  # noqa: E402
-from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink  # noqa: E402
-from airflow_provider_mysqlcdc.spark.stream.query import start_stream  # noqa: E402
-from tests.support.mariadb import MariaDB, _find  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
 
 TABLE = TableId("bench", "events")
 

@@ -13,7 +13,7 @@ import time
 from typing import Callable
 
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from tests.support.mariadb import MariaDB
+from mysqlcdc_harness.mariadb import MariaDB
 
 SHAPE = "(id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64), amount DECIMAL(12,2), ts DATETIME(3), note TEXT)"
 KEYS = 1000

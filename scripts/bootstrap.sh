@@ -41,7 +41,7 @@ if [ -z "$jv" ] || [ "$jv" -lt 17 ]; then
 fi
 
 PY=${PYTHON:-python3}
-stamp=".venv/.installed-$(cat setup.cfg pyproject.toml constraints.txt | sha1sum | cut -c1-12)"
+stamp=".venv/.installed-$(cat setup.cfg pyproject.toml constraints.txt harness/pyproject.toml | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   if [ ! -x .venv/bin/python ]; then
     echo "bootstrap: creating .venv with $($PY --version)"
@@ -52,6 +52,9 @@ if [ ! -f "$stamp" ]; then
   # setup.cfg declares ranges (the package installs into other Airflow releases too); the
   # project's own venv takes the exact versions of constraints.txt.
   .venv/bin/python -m pip install -q -e '.[dev]' -c constraints.txt
+  # The test harness (harness/mysqlcdc_harness), imported by tests/, bench/ and scripts/; its
+  # dependencies are the dev extras above.
+  .venv/bin/python -m pip install -q --no-deps -e harness
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -453,6 +453,8 @@ def check_target(
             "".join(line + "\n" for line in run([*pip, "freeze"], cwd=work).stdout.splitlines() if " @ " not in line)
         )  # a constraint cannot name a file
         run([*pip, "install", "-q", "-c", frozen, *[str(r) for r in test_tools(src)]], cwd=work)
+        # the test harness (mysqlcdc_harness), from the same snapshot; its needs are the tools above
+        run([*pip, "install", "-q", "--no-deps", str(tests / "harness")], cwd=work)
         test_env = clean_env(venv)
     if unit:
         t = time.monotonic()

@@ -27,16 +27,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from airflow_provider_mysqlcdc.cdc.batching import batch_label
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
-from airflow_provider_mysqlcdc.cdc.batching import batch_label  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
-from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail  # noqa: E402
-from tests.support.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
-from tests.support.sink_compare import delta_rows, mysql_rows  # noqa: E402
-from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table  # noqa: E402
-from tests.support.writer import ConcurrentWriter  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DAG_ID = "mysql_cdc_pipeline"
 WRITE_AFTER_SNAPSHOT_S = 30

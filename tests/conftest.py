@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import airflow_env
-from tests.support.mariadb import MariaDB
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import MariaDB
 
 # Before anything imports airflow: a private AIRFLOW_HOME with a SQLite metadata DB (one per
 # pytest-xdist worker).
@@ -53,7 +53,7 @@ def fresh_db(mariadb, request):
 
 @pytest.fixture(scope="session")
 def spark():
-    from tests.support.spark import local_spark
+    from mysqlcdc_harness.spark import local_spark
 
     session = local_spark()
     try:
@@ -74,7 +74,7 @@ def tmp_dir():
 @pytest.fixture(scope="session")
 def postgres():
     """A private PostgreSQL (its own data dir, port and socket dir), stopped afterwards."""
-    from tests.support.postgres import running_postgres
+    from mysqlcdc_harness.postgres import running_postgres
 
     with running_postgres() as server:
         yield server

@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from tests.support import airflow_env
-from tests.support.processes import CommandLineWatcher
-from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
-from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.processes import CommandLineWatcher
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -104,8 +104,8 @@ def test_the_runs_batches_share_one_spark_connect_application(mariadb, tmp_path,
 
 def test_a_spark_connect_connection_where_nothing_listens_fails_the_task_with_the_fix(mariadb, tmp_path, runtime_dir):
     from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from mysqlcdc_harness.mariadb import free_port
     from tests.e2e.test_pipeline_dag import _use_source, run_dag
-    from tests.support.mariadb import free_port
 
     db = f"connect_bad_{os.getpid()}"
     mariadb.execute(f"CREATE DATABASE `{db}`")

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import airflow_env
-from tests.support.processes import CommandLineWatcher
-from tests.support.s3 import BUCKET, aws_env, s3_delta_rows, s3_server
-from tests.support.sink_compare import mysql_rows, wait_until_equal
-from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.processes import CommandLineWatcher
+from mysqlcdc_harness.s3 import BUCKET, aws_env, s3_delta_rows, s3_server
+from mysqlcdc_harness.sink_compare import mysql_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

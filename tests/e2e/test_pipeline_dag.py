@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.processes import CommandLineWatcher
-from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
-from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.processes import CommandLineWatcher
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -61,7 +61,7 @@ def _use_source(server, db: str) -> None:
 
 
 def run_dag(conf: dict, log_path: Path):
-    """``dag.test()`` of the template in a subprocess (see tests/support/airflow_runner.py)."""
+    """``dag.test()`` of the template in a subprocess (see harness/mysqlcdc_harness/airflow_runner.py)."""
     res = airflow_env.run_template(["test", json.dumps(conf)], log_path)
     return airflow_env.dag_run("mysql_cdc_pipeline", res["run_id"])
 

@@ -25,11 +25,11 @@ import yaml
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.pipelines.dagfiles import write_dag_files
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.sink_compare import delta_rows, postgres_rows, wait_until_equal
-from tests.support.tables import create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.sink_compare import delta_rows, postgres_rows, wait_until_equal
+from mysqlcdc_harness.tables import create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -116,7 +116,7 @@ def test_merged_shards_projected_and_filtered_equal_the_transformed_source(kind,
     pg, pg_schema = None, ""
     sink: dict = {"type": kind if kind != "postgres" else "delta", "options": {"root": str(tmp_dir / "lake")}}
     if kind == "postgres":
-        from tests.support.postgres import DATABASE, SUPERUSER
+        from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
 
         pg = request.getfixturevalue("postgres")
         pg_schema = pg.fresh_schema("routes_")

@@ -18,7 +18,7 @@ unicode, reserved words, dots), an empty table, a partitioned table, a 16 MB row
 binlogs, a password full of URL and SQL metacharacters: those cases (``...-accepted-by-design``)
 assert that validate and plan accept them, and what plan made of them.
 
-Each case holds its README row's message pattern (``tests/support/readme_errors.py`` reads the
+Each case holds its README row's message pattern (``harness/mysqlcdc_harness/readme_errors.py`` reads the
 table and says what the placeholders mean); every case checks that the message matches it, and
 ``test_every_message_pattern_is_in_the_readme`` that the row exists: the table and the code
 cannot drift apart unnoticed. A case marked xfail is a problem found here and not fixed in this
@@ -45,8 +45,8 @@ import pytest
 
 from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
 from airflow_provider_mysqlcdc.cdc.errors import CdcError
-from tests.support.mariadb import ROOT_PASSWORD, MariaDB, free_port
-from tests.support.readme_errors import error_table_first_cells, message_regex
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB, free_port
+from mysqlcdc_harness.readme_errors import error_table_first_cells, message_regex
 
 pytestmark = pytest.mark.integration
 
@@ -755,7 +755,7 @@ PG_SCHEMA = "cat_never_made"
 
 def _postgres_sink(password: str) -> Callable[[Ctx], Any]:
     def run(ctx: Ctx) -> Any:
-        from tests.support.postgres import DATABASE, SUPERUSER
+        from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
 
         pg = ctx.postgres()
         ctx.monkeypatch.setenv(

@@ -17,7 +17,7 @@ from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
-from tests.support.verify import collect
+from mysqlcdc_harness.verify import collect
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -1,6 +1,6 @@
 """The exactly-once binlog stream against a real MariaDB and a local Spark.
 
-The sink is the test MemorySink (tests/support/memory_sink.py): one JSON-lines file per
+The sink is the test MemorySink (harness/mysqlcdc_harness/memory_sink.py): one JSON-lines file per
 (table, micro-batch). Once spark/sinks/changelog.py exists, SINK_FACTORY below is the one
 line that switches the subprocess job to the real ChangelogSink (and ``changes_of`` reads it).
 
@@ -26,16 +26,16 @@ from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, S
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.stream.query import source_frame, start_stream
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.memory_sink import MemorySink, apply_rows, batch_files, read_changes
-from tests.support.stream_job import committed, start_job
-from tests.support.tables import create_composite_table, create_int_table
-from tests.support.verify import diff
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.memory_sink import MemorySink, apply_rows, batch_files, read_changes
+from mysqlcdc_harness.stream_job import committed, start_job
+from mysqlcdc_harness.tables import create_composite_table, create_int_table
+from mysqlcdc_harness.verify import diff
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-# The subprocess job writes into the real ChangelogSink; ["--sink-factory", "tests.support.memory_sink:build"]
+# The subprocess job writes into the real ChangelogSink; ["--sink-factory", "mysqlcdc_harness.memory_sink:build"]
 # (and memory_sink.read_changes in changes_of) puts the test sink back.
 SINK_FACTORY: list[str] = []
 

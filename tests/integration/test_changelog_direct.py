@@ -14,6 +14,10 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+from mysqlcdc_harness.memory_sink import apply_rows
+from mysqlcdc_harness.stream_job import committed
+from mysqlcdc_harness.tables import create_int_table
+from mysqlcdc_harness.verify import diff
 from tests.integration.test_binlog_stream import (
     _assert_exactly_once,
     _caught_up,
@@ -24,10 +28,6 @@ from tests.integration.test_binlog_stream import (
     _wait,
     changes_of,
 )
-from tests.support.memory_sink import apply_rows
-from tests.support.stream_job import committed
-from tests.support.tables import create_int_table
-from tests.support.verify import diff
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

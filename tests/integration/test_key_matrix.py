@@ -1,6 +1,6 @@
 """Every key type, through every path, into every sink: sink equals source, every cell.
 
-One table per type MySQL accepts in a PRIMARY KEY (tests/support/key_matrix.py: every integer
+One table per type MySQL accepts in a PRIMARY KEY (harness/mysqlcdc_harness/key_matrix.py: every integer
 width signed and unsigned at 0, -1 and its ends, 2^63 - 1 / 2^63 / 2^64 - 1, DECIMAL of scale 0
 and not, negative, wider than 38 digits, strings under binary, NO PAD, case- and
 accent-insensitive collations, BINARY/VARBINARY with 0x00 and 0xFF, the temporal types, YEAR,
@@ -49,7 +49,7 @@ from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatc
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
-from tests.support import key_matrix as M
+from mysqlcdc_harness import key_matrix as M
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.tables import create_composite_table, create_int_table
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.tables import create_composite_table, create_int_table
 
 pytestmark = pytest.mark.integration
 

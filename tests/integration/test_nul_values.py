@@ -19,7 +19,7 @@ from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import (
+from mysqlcdc_harness.sink_compare import (
     delta_rows,
     mysql_rows,
     postgres_for,

@@ -1,6 +1,6 @@
 """The changelog sink and the state location on S3, through the jobs as the operators run them.
 
-moto's S3 server on localhost (tests/support/s3.py). The snapshot jobs and the stream job run
+moto's S3 server on localhost (harness/mysqlcdc_harness/s3.py). The snapshot jobs and the stream job run
 as their own processes with the credentials in their environment only (what the operators
 give them from the ``aws`` connection); the test process holds none outside ``aws_env``
 blocks. Writers run throughout; the stream is killed with SIGKILL mid-run and started again,
@@ -21,12 +21,12 @@ from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.s3 import aws_env, credentials, s3_server
-from tests.support.sink_compare import mysql_rows, wait_until_equal
-from tests.support.stream_job import kill_job, start_job, start_snapshot_job
-from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.s3 import aws_env, credentials, s3_server
+from mysqlcdc_harness.sink_compare import mysql_rows, wait_until_equal
+from mysqlcdc_harness.stream_job import kill_job, start_job, start_snapshot_job
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.sink_compare import delta_rows, sink_config, wait_until_equal
 
 pytestmark = [pytest.mark.integration]
 

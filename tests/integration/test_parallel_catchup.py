@@ -19,6 +19,12 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.memory_sink import apply_rows
+from mysqlcdc_harness.stream_job import committed, in_flight, kill_job
+from mysqlcdc_harness.tables import create_composite_table, create_int_table
+from mysqlcdc_harness.verify import diff
+from mysqlcdc_harness.writer import ConcurrentWriter
 from tests.integration.test_binlog_stream import (
     _assert_exactly_once,
     _config,
@@ -29,12 +35,6 @@ from tests.integration.test_binlog_stream import (
     _wait,
     changes_of,
 )
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.memory_sink import apply_rows
-from tests.support.stream_job import committed, in_flight, kill_job
-from tests.support.tables import create_composite_table, create_int_table
-from tests.support.verify import diff
-from tests.support.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration]
 

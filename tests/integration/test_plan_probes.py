@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.postgres import DATABASE, SUPERUSER
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,7 @@ def test_a_binlog_retention_shorter_than_the_snapshot_is_warned_about_in_plan(ma
     """Not a failure (the load may still make it): a warning with the numbers and the fix."""
     from unittest import mock
 
-    from tests.support.tables import create_int_table
+    from mysqlcdc_harness.tables import create_int_table
 
     create_int_table(mariadb, fresh_db, 2_000, "orders")
     conn = mariadb.source_config().connect()

@@ -9,10 +9,10 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.postgres import DATABASE, SUPERUSER
-from tests.support.tables import create_int_table
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
+from mysqlcdc_harness.tables import create_int_table
 
 pytestmark = pytest.mark.integration
 
@@ -130,7 +130,7 @@ def test_the_plan_says_which_batches_this_run_reads_again_and_refuses_unknown_na
 
 
 def test_a_longer_table_list_plans_only_the_new_tables_and_a_shorter_one_drops_the_others(source, tmp_dir, mariadb):
-    from tests.support.tables import create_int_table as make
+    from mysqlcdc_harness.tables import create_int_table as make
 
     db = source
     make(mariadb, db, 250, "extra")

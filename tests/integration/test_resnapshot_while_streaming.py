@@ -26,9 +26,9 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
-from tests.support.tables import VALUE_COLS, create_composite_table, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -229,7 +229,7 @@ def test_a_stream_killed_while_it_takes_a_resnapshot_over_restarts_exactly(
     """The stream job kills itself (SIGKILL, its process group) once it has built a re-snapshot's
     records (nothing written), or once the sink committed them (the hand-off not yet marked):
     started again, it takes the hand-off over once more, marks it, and the sink equals the source."""
-    from tests.support.stream_job import committed, kill_job, start_job
+    from mysqlcdc_harness.stream_job import committed, kill_job, start_job
 
     spec = create_int_table(mariadb, fresh_db, 3_000, "orders")
     src = mariadb.source_config(server_id_range="6500-6599")
@@ -301,7 +301,7 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
     a manifest and nothing else; the batch's rerun hands every piece over; the sink equals the
     source (PostgreSQL: the take-over path is the sinks' common one). Writers on."""
     from airflow_provider_mysqlcdc.cdc.resnapshot import pending
-    from tests.support.stream_job import kill_job, start_snapshot_job
+    from mysqlcdc_harness.stream_job import kill_job, start_snapshot_job
 
     spec = create_int_table(mariadb, fresh_db, 4_000, "orders")
     src = mariadb.source_config(server_id_range="6300-6399")
@@ -386,7 +386,7 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
     from dataclasses import replace
 
     from airflow_provider_mysqlcdc.cdc.plan import extend_plan
-    from tests.support.stream_job import committed, kill_job, start_job
+    from mysqlcdc_harness.stream_job import committed, kill_job, start_job
 
     specs = [
         create_int_table(mariadb, fresh_db, 3_000, "orders"),
@@ -529,7 +529,7 @@ def test_tables_created_under_a_captured_pattern_are_streamed_from_their_creatio
     them over, with writers on them. Writers on throughout."""
     import dataclasses
 
-    from tests.support.stream_job import committed, kill_job, start_job
+    from mysqlcdc_harness.stream_job import committed, kill_job, start_job
 
     spec = create_int_table(mariadb, fresh_db, 2_000, "orders")
     create_int_table(mariadb, fresh_db, 600, "archive")

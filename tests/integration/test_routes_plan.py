@@ -9,9 +9,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.tables import create_int_table
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.tables import create_int_table
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
-from tests.support.tables import VALUE_COLS, VALUE_DDL, create_composite_table, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, VALUE_DDL, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -224,7 +224,7 @@ def test_a_crash_inside_a_schema_change_restarts_exactly(
 ):
     """The stream job kills itself (SIGKILL, its whole process group) at one point of a DDL's
     micro-batch; started again, it applies the change once and the sink equals the source."""
-    from tests.support.stream_job import committed, kill_job, start_job
+    from mysqlcdc_harness.stream_job import committed, kill_job, start_job
 
     spec = create_int_table(mariadb, fresh_db, 2_000, "orders")
     src = mariadb.source_config(server_id_range="6400-6499")

@@ -23,8 +23,8 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, read_json_lines, row_decoder
 from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
+from mysqlcdc_harness.pipeline import plan_table
 from tests.integration.test_sink_delta import change_rows, change_struct, row, sink_struct, small_schema
-from tests.support.pipeline import plan_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -21,9 +21,9 @@ from airflow_provider_mysqlcdc.spark.sinks.arrow_files import MissingFilesError
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS
 from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
-from tests.support.pipeline import plan_table
-from tests.support.tables import create_int_table
-from tests.support.verify import collect, diff, rows_by_identity
+from mysqlcdc_harness.pipeline import plan_table
+from mysqlcdc_harness.tables import create_int_table
+from mysqlcdc_harness.verify import collect, diff, rows_by_identity
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

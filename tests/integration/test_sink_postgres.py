@@ -29,10 +29,10 @@ from airflow_provider_mysqlcdc.spark.sinks.postgres import (
 )
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.types import struct_type
-from tests.support.pipeline import fresh_select, plan_table
-from tests.support.postgres import PostgreSQL, running_postgres
-from tests.support.tables import create_int_table, create_string_table
-from tests.support.verify import diff
+from mysqlcdc_harness.pipeline import fresh_select, plan_table
+from mysqlcdc_harness.postgres import PostgreSQL, running_postgres
+from mysqlcdc_harness.tables import create_int_table, create_string_table
+from mysqlcdc_harness.verify import diff
 
 pytestmark = pytest.mark.integration
 UTC = dt.timezone.utc

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.pipeline import run_consistency_case
-from tests.support.tables import VARIANTS
+from mysqlcdc_harness.pipeline import run_consistency_case
+from mysqlcdc_harness.tables import VARIANTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -15,7 +15,7 @@ from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.session import jdbc_jar_path
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
-from tests.support.tables import create_int_table
+from mysqlcdc_harness.tables import create_int_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parents[2]

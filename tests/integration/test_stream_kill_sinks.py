@@ -16,10 +16,10 @@ from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.plan import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
-from tests.support.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
-from tests.support.stream_job import committed, in_flight, kill_job, start_job
-from tests.support.tables import VALUE_COLS, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.stream_job import committed, in_flight, kill_job, start_job
+from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

@@ -34,10 +34,10 @@ from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (
     wait_for_first_commit,
 )
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import STATUS_REL, committed_key, read_status
-from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
-from tests.support.stream_job import committed
-from tests.support.tables import VALUE_COLS, create_int_table
-from tests.support.writer import ConcurrentWriter, TableSpec
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from mysqlcdc_harness.stream_job import committed
+from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter, TableSpec
 
 pytestmark = [pytest.mark.integration]
 
@@ -186,7 +186,7 @@ def _pipeline(mariadb, db: str, tmp_dir: Path, password: str) -> tuple[PipelineC
 @pytest.mark.slow
 def test_launched_stream_reports_status_survives_sigkill_and_stops(mariadb, fresh_db, tmp_dir):
     """Three launches of one pipeline: fresh, relaunched on a quiet server, relaunched after SIGKILL."""
-    from tests.support.mariadb import ROOT_PASSWORD
+    from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 
     config, cfg_path, spec = _pipeline(mariadb, fresh_db, tmp_dir, ROOT_PASSWORD)
     t = TableId(spec.database, spec.table)

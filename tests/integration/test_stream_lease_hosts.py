@@ -17,10 +17,10 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from tests.support.s3 import aws_env, s3_server
-from tests.support.stream_job import committed, kill_job, start_job
-from tests.support.tables import create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.s3 import aws_env, s3_server
+from mysqlcdc_harness.stream_job import committed, kill_job, start_job
+from mysqlcdc_harness.tables import create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

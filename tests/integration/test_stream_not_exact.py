@@ -32,11 +32,11 @@ from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (
     wait_for_first_commit,
 )
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import read_status
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
-from tests.support.tables import VALUE_COLS, VALUE_FILL, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, VALUE_FILL, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

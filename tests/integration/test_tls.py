@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from tests.support.mariadb import MariaDB
+from mysqlcdc_harness.mariadb import MariaDB
 
 pytestmark = [pytest.mark.integration]
 
@@ -128,7 +128,7 @@ def test_the_connection_fields_reach_the_mode_and_trust_is_warned_about(tls_serv
     import json
 
     from airflow_provider_mysqlcdc.hooks.mysql_cdc import MySqlCdcHook
-    from tests.support.mariadb import ROOT_PASSWORD
+    from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 
     server, ca = tls_server
 

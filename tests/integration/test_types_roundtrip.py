@@ -24,7 +24,7 @@ from airflow_provider_mysqlcdc.spark.types import (
     snapshot_select,
     struct_type,
 )
-from tests.support.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 
 pytestmark = pytest.mark.integration
 

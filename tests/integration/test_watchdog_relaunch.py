@@ -23,12 +23,12 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.operators._pipeline import write_config
 from airflow_provider_mysqlcdc.operators._stream import StreamControl
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
-from tests.support import airflow_env
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.postgres import DATABASE, SUPERUSER
-from tests.support.sink_compare import mysql_rows, postgres_rows, wait_until_equal
-from tests.support.tables import VALUE_COLS, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
+from mysqlcdc_harness.sink_compare import mysql_rows, postgres_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

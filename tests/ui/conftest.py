@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.airflow_services import AirflowServices
-from tests.support.browser import artifacts_dir, open_browser_logged_in
+from mysqlcdc_harness.airflow_services import AirflowServices
+from mysqlcdc_harness.browser import artifacts_dir, open_browser_logged_in
 
 _UI_DIR = Path(__file__).resolve().parent
 _FAILED = pytest.StashKey[bool]()

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.airflow_env import REPO
-from tests.support.mariadb import ROOT_PASSWORD
-from tests.support.sink_compare import delta_rows, mysql_rows, wait_until_equal
-from tests.support.tables import VALUE_COLS, create_int_table
-from tests.support.writer import ConcurrentWriter
+from mysqlcdc_harness.airflow_env import REPO
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

@@ -39,7 +39,7 @@ def wait_until_equal(read_expected, read_actual, timeout_s: float = 90.0, every_
     """Poll until the sink equals the source; '' on success, else the last difference."""
     import time
 
-    from tests.support.verify import diff
+    from mysqlcdc_harness.verify import diff
 
     deadline = time.time() + timeout_s
     while True:

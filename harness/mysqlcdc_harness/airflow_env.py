@@ -188,11 +188,11 @@ def clear_and_run(dag, run_id: str, task_ids: Sequence[Any]):
 
 
 def run_template(action: Sequence[str], log_path: Path, timeout_s: float = 1500) -> dict[str, Any]:
-    """``tests/support/airflow_runner.py`` in a subprocess, output appended to ``log_path``;
+    """``harness/mysqlcdc_harness/airflow_runner.py`` in a subprocess, output appended to ``log_path``;
     returns ``{"run_id", "state"}`` and a handle to the run for queries."""
     with open(log_path, "ab") as out:
         p = subprocess.run(
-            [sys.executable, "-m", "tests.support.airflow_runner", *action],
+            [sys.executable, "-m", "mysqlcdc_harness.airflow_runner", *action],
             cwd=str(REPO),
             env=dict(os.environ),
             stdout=out,

@@ -33,9 +33,9 @@ from airflow_provider_mysqlcdc.pipelines.spec import (
     TransformRule,
     watchdog_dag_id,
 )
-from tests.support import airflow_env
+from mysqlcdc_harness import airflow_env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "platform_repo"
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 

@@ -31,7 +31,7 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import PacketReader, frame
 from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import _packet_chain
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from tests.unit.test_fastbinlog_events import (
+from tests.unit.cdc.fastbinlog.test_fastbinlog_events import (
     Binlog,
     Col,
     event,

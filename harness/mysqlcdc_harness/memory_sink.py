@@ -20,7 +20,7 @@ from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
 from airflow_provider_mysqlcdc.cdc.types import map_table
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP, META_SEQ, Sink, SnapshotWrite
-from tests.support.json_values import encode_value, image_decoder
+from mysqlcdc_harness.json_values import encode_value, image_decoder
 
 BATCH_KEY = "_batch_id"
 
@@ -64,7 +64,7 @@ class MemorySink(Sink):
 
 
 def build(config: SinkConfig) -> MemorySink:
-    """``--sink-factory tests.support.memory_sink:build`` for spark_jobs/binlog_stream.py."""
+    """``--sink-factory mysqlcdc_harness.memory_sink:build`` for spark_jobs/binlog_stream.py."""
     return MemorySink(**dict(config.options))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from tests.support import airflow_env
+from mysqlcdc_harness import airflow_env
 
 
 def test_airflow_lists_the_provider_and_its_connection_form_fields():

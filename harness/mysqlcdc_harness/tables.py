@@ -11,7 +11,7 @@ import decimal
 import random
 import string
 
-from tests.support.writer import TableSpec
+from mysqlcdc_harness.writer import TableSpec
 
 
 def _values(rng: random.Random):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.support.processes import CommandLineWatcher
+from mysqlcdc_harness.processes import CommandLineWatcher
 
 FORKS = (
     "import os, sys, time\n"

@@ -1,9 +1,9 @@
 """Run the DAG template in a separate process, its whole console output in a file.
 
-    python -m tests.support.airflow_runner test '<run_conf json>'
-    python -m tests.support.airflow_runner clear <run_id> '<task ids json>'
-    python -m tests.support.airflow_runner dag-file <path of a DAG file> <dag id>
-    python -m tests.support.airflow_runner dag-file-clear <path of a DAG file> <dag id> <run_id> '<task ids json>'
+    python -m mysqlcdc_harness.airflow_runner test '<run_conf json>'
+    python -m mysqlcdc_harness.airflow_runner clear <run_id> '<task ids json>'
+    python -m mysqlcdc_harness.airflow_runner dag-file <path of a DAG file> <dag id>
+    python -m mysqlcdc_harness.airflow_runner dag-file-clear <path of a DAG file> <dag id> <run_id> '<task ids json>'
 
 ``dag.test()`` logs to this process's stdout through Airflow's own logging set-up, so a
 separate process is the reliable way to keep every line (for the tests that grep them for
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tests.support import airflow_env
+from mysqlcdc_harness import airflow_env
 
 
 def main(argv: list[str]) -> int:

@@ -40,7 +40,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tests.support import airflow_env
+from mysqlcdc_harness import airflow_env
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_BIN = str(Path(sys.executable).parent / "airflow")
@@ -127,7 +127,7 @@ class AirflowServices:
         passwords.write_text(json.dumps({self.user: self.password}))
         venv_bin = str(Path(sys.executable).parent)
         env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
-        # The repository on the path, as for the tests: DAG files may import tests.support helpers.
+        # The repository on the path, as for the tests: DAG files may import mysqlcdc_harness helpers.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         env.update(
             {

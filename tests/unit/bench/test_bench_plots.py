@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-PLOTS_PY = Path(__file__).resolve().parents[2] / "bench" / "plots.py"
+PLOTS_PY = Path(__file__).resolve().parents[3] / "bench" / "plots.py"
 
 
 @pytest.fixture(scope="module")

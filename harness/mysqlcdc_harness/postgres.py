@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import psycopg
 import pytest
 
-from tests.support.mariadb import free_port
+from mysqlcdc_harness.mariadb import free_port
 
 PG_BIN = Path(os.environ.get("MYSQLCDC_PG_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "mysqlcdc"

@@ -22,7 +22,7 @@ from airflow_provider_mysqlcdc.cdc.server import current_offset, server_version
 from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
-from tests.support.verify import apply_changes, collect
+from mysqlcdc_harness.verify import apply_changes, collect
 
 
 @dataclass
@@ -160,9 +160,9 @@ def run_consistency_case(
     """
     import time
 
-    from tests.support.tables import VARIANTS
-    from tests.support.verify import diff
-    from tests.support.writer import ConcurrentWriter
+    from mysqlcdc_harness.tables import VARIANTS
+    from mysqlcdc_harness.verify import diff
+    from mysqlcdc_harness.writer import ConcurrentWriter
 
     spec = VARIANTS[variant](server, database, rows)
     source = server.source_config()
