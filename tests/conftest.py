@@ -26,6 +26,22 @@ os.environ["MYSQLCDC_RUNTIME_DIR"] = str(_AIRFLOW_HOME / "connect-runtime")
 _db_counter = itertools.count()
 
 
+@pytest.fixture(autouse=True)
+def _no_storage_credentials_leak():
+    """Operators run in the test process give it their storage credentials (``use_credentials``,
+    as a task process gets them); they are taken back after each test, so no later test (one that
+    requires a process without AWS credentials) depends on which tests ran before it on its worker."""
+    from airflow_provider_mysqlcdc.cdc.object_store import ALL_NAMES
+
+    before = {k: os.environ.get(k) for k in ALL_NAMES}
+    yield
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def mariadb():
     base = Path(tempfile.mkdtemp(prefix="mysqlcdc-mariadb-"))

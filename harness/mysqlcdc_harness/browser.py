@@ -482,8 +482,9 @@ class Browser:
     def _type_into(self, name: str, css: str, text: str, *, exact: bool = True, attempts: int = 5) -> None:
         """Clears a text input and types ``text``. A section that is still opening, or a field
         React re-renders as it empties, can refuse keys for a moment ("element not
-        interactable", a stale element): the input is found again and typed again, until it
-        holds exactly ``text`` (with ``exact``)."""
+        interactable", a stale element), or, on a loaded machine, swallow a key while it
+        re-renders: the input is found again and typed again (one key at a time), until it holds
+        exactly ``text`` (with ``exact``)."""
         for attempt in range(attempts):
             try:
                 element = self.field(name).find_element(By.CSS_SELECTOR, css)
@@ -491,8 +492,12 @@ class Browser:
                 self.click(element)
                 element.send_keys(Keys.CONTROL, "a")
                 element.send_keys(Keys.BACKSPACE)
-                if text:
+                if text and attempt == 0:
                     element.send_keys(text)
+                elif text:  # on a loaded machine a re-render can swallow a key: one key at a time
+                    for ch in text:
+                        element.send_keys(ch)
+                        time.sleep(0.01)
                 if not exact or (element.get_attribute("value") or "") == text:
                     return
             except (ElementNotInteractableException, StaleElementReferenceException):

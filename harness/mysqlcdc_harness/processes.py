@@ -15,9 +15,10 @@ class CommandLineWatcher:
     """Records the command line of every process whose argv mentions one of ``needles``
     (polled every ``every_s``); ``on_new`` may act on a new one (e.g. kill it).
 
-    Only this test session's processes count: those whose environment carries this session's
-    (pytest-xdist worker's) Airflow home, which every process the tests start inherits. Another
-    worker's Spark jobs on the same machine are not seen."""
+    Only processes of this test count: started after the watcher (a Spark Connect server an
+    earlier test left idling is not this test's), and not known to belong to another session (their
+    environment carries another pytest-xdist worker's Airflow home, which every process the tests
+    start inherits)."""
 
     def __init__(
         self, needles: Sequence[str], every_s: float = 0.2, on_new: Callable[[int, str], None] | None = None
@@ -30,10 +31,12 @@ class CommandLineWatcher:
         self.parent: dict[int, int] = {}
         self._pids: set[tuple[int, str]] = set()
         self._owner = os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME")
+        self._since = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> "CommandLineWatcher":
+        self._since = time.time()
         self._thread.start()
         return self
 
@@ -61,13 +64,16 @@ class CommandLineWatcher:
         return bool(lines) and parent is not None and lines[0] in self.by_pid.get(parent, [])
 
     def _ours(self, process) -> bool:
-        """False only for a process known to belong to another session (an environment that
-        cannot be read, e.g. of a process already gone, counts as ours)."""
-        if not self._owner:
-            return True
+        """False only for a process known to be older than the watcher or to belong to another
+        session (one that cannot be read, e.g. already gone, counts as ours)."""
         import psutil
 
         try:
+            # create_time counts from the boot time, which the kernel gives in whole seconds
+            if process.create_time() < self._since - 1.0:
+                return False
+            if not self._owner:
+                return True
             return process.environ().get("MYSQLCDC_TEST_AIRFLOW_HOME", self._owner) == self._owner
         except (psutil.Error, OSError):
             return True

@@ -4,6 +4,7 @@ counted a JVM twice while it was starting its Python driver)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -35,3 +36,25 @@ def test_a_fork_child_before_its_exec_is_not_a_process_of_its_own():
     assert len(watcher.by_pid) == 2, watcher.by_pid  # the parent and its forked copy were both seen
     assert watcher.processes(needle) == [proc.pid]
     assert seen == [proc.pid]  # on_new is not called for the copy either
+
+
+def test_only_this_tests_processes_count_not_older_ones_nor_another_workers():
+    """A process already running when the watcher starts (a server an earlier test left idling)
+    and one whose environment names another session's Airflow home (another xdist worker's Spark
+    job) are not seen; one this test starts is."""
+    needle = "watcher-needle-older-9c1d"
+    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(5)", needle]
+    older = subprocess.Popen(sleeper)
+    time.sleep(1.6)  # older by more than the watcher's one-second allowance
+    env = dict(os.environ, MYSQLCDC_TEST_AIRFLOW_HOME="/elsewhere/another-worker")
+    watcher = CommandLineWatcher((needle,), every_s=0.05).start()
+    try:
+        other = subprocess.Popen(sleeper, env=env)
+        mine = subprocess.Popen(sleeper)
+        time.sleep(0.5)
+    finally:
+        watcher.stop()
+        for p in (older, other, mine):
+            p.kill()
+            p.wait()
+    assert watcher.processes(needle) == [mine.pid], (older.pid, other.pid, mine.pid, watcher.by_pid)
