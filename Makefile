@@ -12,7 +12,7 @@ demo: bootstrap
 	$(PY) scripts/demo.py
 
 test: bootstrap lint
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS) tests
 
 # ruff (lint, import order, format) and mypy on the package, as configured in pyproject.toml
 lint: bootstrap

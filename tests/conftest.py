@@ -71,7 +71,7 @@ def fresh_db(mariadb, request):
 def spark():
     from mysqlcdc_harness.spark import local_spark
 
-    session = local_spark()
+    session = local_spark(light_jit=True)
     try:
         yield session
     finally:
@@ -94,6 +94,37 @@ def postgres():
 
     with running_postgres() as server:
         yield server
+
+
+# `make test` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A module whose
+# tests share a module-scoped fixture (one DAG run, one Airflow UI, one key matrix) is one group,
+# kept on one worker so its set-up runs once; every other test goes on its own, the long end-to-end
+# and browser tests first and the many short unit tests last, so the two workers end together.
+_FIRST = ("tests/e2e/", "tests/ui/", "tests/install/", "tests/integration/")
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item) -> int:
+        path = item.nodeid.replace("\\", "/")
+        return next((i for i, prefix in enumerate(_FIRST) if path.startswith(prefix)), len(_FIRST))
+
+    items.sort(key=rank)  # stable: the order inside each group stays
+    grouping = bool(config.getvalue("loadgroup")) if hasattr(config.option, "loadgroup") else False
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        scopes = {d.scope for ds in (defs.name2fixturedefs.values() if defs else ()) for d in ds}
+        if not scopes & set(_SHARED_SCOPES):
+            continue
+        group = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        item.add_marker(pytest.mark.xdist_group(group))
+        if grouping and hasattr(item, "_id"):
+            # pytest-xdist 3.8 puts the group into the node id through ``_nodeid``, which pytest 9
+            # no longer reads (its node ids are ``_id``): done here the way pytest 9 stores them
+            from _pytest.nodeid import coerce_node_id
+
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -124,6 +124,8 @@ def test_a_dead_or_reused_pid_is_not_running(fake):
     proc = launch()
     assert running_local_stream(state) is not None
     rec = state.read_json(PROCESS_REL)
+    # until the child has exec'd, it shows this process's command line, and is taken as ours
+    _wait(lambda: proc.job_file in (stream_launcher._cmdline(proc.pid) or []), 30, "the child to exec")
     state.write_json(PROCESS_REL, {**rec, "config_url": "/somewhere/else.json"})  # pid reuse guard
     assert running_local_stream(state) is None
     state.write_json(PROCESS_REL, {**rec, "host": "another-host"})
