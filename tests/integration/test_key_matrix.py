@@ -294,9 +294,7 @@ def matrix(mariadb, postgres, spark):
                 sink=_sink_config(p, pw, postgres, db),
                 split=SplitOptions(chunk_size=3),
                 rules=_rules(db) if p.routed else Rules(),
-                # 5 streams in one Spark application: an idle trigger (and a heartbeat's empty
-                # micro-batch, as the other pipelines write the binlog) costs CPU the others need
-                stream=StreamOptions(max_events_per_batch=5000, heartbeat_s=2.0, trigger_interval_s=0.5),
+                stream=StreamOptions(max_events_per_batch=5000, heartbeat_s=1.0, trigger_interval_s=0.3),
             )
             # packed as the Airflow plan step packs: a few batches of many tables, some tables' chunks in two
             plan = build_plan(
@@ -312,17 +310,14 @@ def matrix(mariadb, postgres, spark):
                 run_snapshot_batch(spark, config, b.batch_id, plan=plan)
             state.write_finished(state.finished_from_results())
             schemas = {t.table: s for t, s in plan.schemas.items()}
-            runs.append(Running(p, db, config, schemas))
-            timings[f"snapshot {p.name}"] = time.monotonic() - t0
+            run = Running(p, db, config, schemas)
+            run.query = start_stream(
+                spark, config, pipeline_sink(config, list(plan.schemas.values())), list(plan.schemas.values())
+            )
+            runs.append(run)
+            timings[f"snapshot+start {p.name}"] = time.monotonic() - t0
             t0 = time.monotonic()
         assert len(window_done) == len(PATHS) * len(M.KEY_TYPES), "a table's window round did not run"
-        # The streams start once every snapshot is done (each from its own batches' lowest high
-        # watermark, as after any snapshot), so no stream competes with a later pipeline's batches.
-        for run in runs:
-            schemas = list(StateStore(run.config.state_location).read_plan().schemas.values())
-            run.query = start_stream(spark, run.config, pipeline_sink(run.config, schemas), schemas)
-        timings["streams started"] = time.monotonic() - t0
-        t0 = time.monotonic()
         for run in runs:
             for kt in M.KEY_TYPES:
                 mariadb.execute(*M.stream(kt), database=run.db)
