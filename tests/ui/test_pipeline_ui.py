@@ -275,7 +275,9 @@ def test_clearing_a_finished_batch_while_the_stream_runs_replaces_its_range(airf
 
 
 def test_the_stream_lag_can_be_read_in_the_ui(airflow_api, browser, source):
-    run_id = airflow_api.trigger(WATCHDOG, {})
+    # check now (0: at every run), as a user asking for a check would: the scheduled watchdog runs
+    # every 5 minutes and may have checked moments ago, inside the default hourly interval
+    run_id = airflow_api.trigger(WATCHDOG, {"consistency_every_s": 0})
     airflow_api.wait_for_run(WATCHDOG, run_id, ["success"], timeout=180)
     log = browser.read_task_log(WATCHDOG, run_id, "stream_health", wait_for="stream alive")
     browser.screenshot("watchdog-lag")
