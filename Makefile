@@ -14,7 +14,7 @@ demo: bootstrap
 test: bootstrap lint
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
-# The same suite on two pytest-xdist workers (~39 min here instead of ~61; three tests are still
+# The same suite on two pytest-xdist workers (~39 min here instead of ~61; two tests are still
 # flaky under that load, see README "Tests"): not yet what CI runs.
 test-parallel: bootstrap lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS) tests
