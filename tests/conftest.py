@@ -96,7 +96,7 @@ def postgres():
         yield server
 
 
-# `make test` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A module whose
+# `make test-parallel` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A module whose
 # tests share a module-scoped fixture (one DAG run, one Airflow UI, one key matrix) is one group,
 # kept on one worker so its set-up runs once; every other test goes on its own, the long end-to-end
 # and browser tests first and the many short unit tests last, so the two workers end together.
@@ -111,13 +111,13 @@ def pytest_collection_modifyitems(session, config, items):
         return next((i for i, prefix in enumerate(_FIRST) if path.startswith(prefix)), len(_FIRST))
 
     items.sort(key=rank)  # stable: the order inside each group stays
-    grouping = bool(config.getvalue("loadgroup")) if hasattr(config.option, "loadgroup") else False
+    grouping = bool(getattr(config.option, "loadgroup", False))  # set on xdist's workers
     for item in items:
         defs = getattr(item, "_fixtureinfo", None)
         scopes = {d.scope for ds in (defs.name2fixturedefs.values() if defs else ()) for d in ds}
         if not scopes & set(_SHARED_SCOPES):
             continue
-        group = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        group = item.nodeid.split("::", 1)[0]  # the module
         item.add_marker(pytest.mark.xdist_group(group))
         if grouping and hasattr(item, "_id"):
             # pytest-xdist 3.8 puts the group into the node id through ``_nodeid``, which pytest 9

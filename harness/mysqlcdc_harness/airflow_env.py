@@ -27,17 +27,15 @@ def configure() -> Path:
     global _HOME
     if _HOME is not None:
         return _HOME
+    # the controller's base reaches the workers and every child process through the environment
     base = Path(os.environ.get("MYSQLCDC_TEST_AIRFLOW_BASE") or tempfile.mkdtemp(prefix="mysqlcdc-airflow-"))
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    home = Path(os.environ["MYSQLCDC_TEST_AIRFLOW_HOME"]) if os.environ.get("MYSQLCDC_TEST_AIRFLOW_HOME") else None
-    if home is None or os.environ.get("MYSQLCDC_TEST_AIRFLOW_WORKER", "") != worker:
-        home = base / worker if worker else base
+    home = base / worker if worker else base
     home.mkdir(parents=True, exist_ok=True)
     os.environ.update(
         {
             "MYSQLCDC_TEST_AIRFLOW_BASE": str(base),
-            "MYSQLCDC_TEST_AIRFLOW_WORKER": worker,
-            "MYSQLCDC_TEST_AIRFLOW_HOME": str(home),  # child processes share this Airflow
+            "MYSQLCDC_TEST_AIRFLOW_HOME": str(home),  # marks this session's processes (processes.py)
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
