@@ -144,6 +144,24 @@ def stats_columns(schema: pa.Schema) -> dict[str, str]:
     return {STATS_COLUMNS: ",".join("`" + n.replace("`", "``") + "`" for n in names)}
 
 
+def _commit_info(fs: Any, base: str, version: int) -> dict[str, Any] | None:
+    """The ``commitInfo`` action of one version's log file (its custom metadata at the top
+    level, as delta-rs writes it), ``{}`` when it has none, None when the file is gone."""
+    import pyarrow.fs as pafs
+
+    path = f"{base}_delta_log/{version:020d}.json"
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return None
+    with fs.open_input_stream(path) as f:
+        text = f.read().decode("utf-8")
+    for line in text.splitlines():
+        if '"commitInfo"' in line:
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return dict(action["commitInfo"])
+    return {}
+
+
 def sql_ident(name: str) -> str:
     """A column name quoted for delta-rs (DataFusion) SQL: case and odd characters kept."""
     return '"' + name.replace('"', '""') + '"'
@@ -515,20 +533,29 @@ class DeltaSink(Sink):
         """The table's keys at the version before the first commit of a micro-batch after
         ``upto_batch`` (a micro-batch may span several commits, one per step: reading at the
         latest version could catch half of one). Delta keeps every version, so this is exact
-        while the stream keeps writing; the history is read back only as far as that commit."""
+        while the stream keeps writing; the log is read back only as far as that commit.
+
+        Each version's commit info is read from that version's own log file: delta-rs'
+        ``history()`` lists the newest commits on storage but numbers them down from the version
+        the table object was loaded at, so a commit landing between the two shifts every number
+        (seen: the check read the table one micro-batch too early and reported a lost row)."""
         from deltalake import DeltaTable
 
         table = self.open_table(schema.table_id)
         cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
         version = table.version()
+        fs, base = self._fs(schema.table_id).open()
         first_after = None
-        for entry in table.history(limit=200):
-            batch = entry.get("mysqlcdc.stream_batch")
+        for v in range(version, max(-1, version - 200), -1):
+            info = _commit_info(fs, base, v)
+            if info is None:  # cleaned up by log retention: nothing older is needed
+                break
+            batch = info.get("mysqlcdc.stream_batch")
             if batch is None or int(batch) <= int(upto_batch):
-                if entry.get("operation") != "SET TBLPROPERTIES":
+                if info.get("operation") != "SET TBLPROPERTIES":
                     break
                 continue
-            first_after = int(entry["version"])
+            first_after = v
         if first_after is not None:
             version = first_after - 1
             table = DeltaTable(
