@@ -70,6 +70,38 @@ def create_composite_table(server, db: str, rows: int, table: str = "tenant_item
     )
 
 
+U64_MAX = 2**64 - 1
+
+
+def create_unsigned_edge_table(server, db: str, rows: int, table: str = "u_edges") -> TableSpec:
+    """BIGINT UNSIGNED keys, half just above 0 and half just below 2^64 - 1 (where a cast to a
+    signed 64-bit type turns keys >= 2^63 negative): the writer inserts, deletes and moves keys
+    at both ends."""
+    half = rows // 2
+    server.execute(
+        f"CREATE TABLE `{table}` (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, {VALUE_DDL}) ENGINE=InnoDB",
+        f"INSERT INTO `{table}` SELECT seq * 3, {', '.join(VALUE_FILL)} FROM seq_1_to_{half}",
+        f"INSERT INTO `{table}` SELECT {U64_MAX} - seq * 3, {', '.join(VALUE_FILL)} FROM seq_1_to_{rows - half}",
+        f"ANALYZE TABLE `{table}`",
+        database=db,
+    )
+    span = rows * 3 + 1000
+
+    def new_key(rng: random.Random) -> tuple[int]:
+        k = rng.randint(0, span)
+        return (k if rng.random() < 0.5 else U64_MAX - k,)
+
+    return TableSpec(
+        db,
+        table,
+        ("id",),
+        VALUE_COLS,
+        new_key=new_key,
+        values=_values,
+        near=lambda k, rng: (min(U64_MAX, max(0, k[0] + rng.randint(-3, 3))),),
+    )
+
+
 def _flip_case(s: str, rng: random.Random) -> str:
     return "".join(ch.upper() if rng.random() < 0.5 else ch.lower() for ch in s)
 
