@@ -47,14 +47,17 @@ class CommandLineWatcher:
     def matching(self, needle: str) -> list[str]:
         return [c for c in self.seen if needle in c]
 
-    def processes(self, *needles: str, unless: str | None = None) -> list[int]:
+    def processes(self, *needles: str, unless: str | Sequence[str] | None = None) -> list[int]:
         """Pids that at some point ran a command line containing every needle (one process
         may exec several command lines: spark-submit -> spark-class -> java). A child seen
         between its fork and its exec shows its parent's command line (the JVM starting its
-        Python driver or workers does this); it is not counted as a process of its own."""
+        Python driver or workers does this); it is not counted as a process of its own. A
+        command line holding any of ``unless`` does not count."""
+
+        excluded = (unless,) if isinstance(unless, str) else tuple(unless or ())
 
         def runs(lines: list[str]) -> bool:
-            return any(all(n in ln for n in needles) and (unless is None or unless not in ln) for ln in lines)
+            return any(all(n in ln for n in needles) and not any(u in ln for u in excluded) for ln in lines)
 
         return [pid for pid, lines in self.by_pid.items() if runs(lines) and not self._fork_copy(pid)]
 

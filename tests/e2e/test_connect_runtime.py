@@ -78,7 +78,10 @@ def test_the_runs_batches_share_one_spark_connect_application(mariadb, tmp_path,
         states = airflow_env.task_states(dr)
         snapshots = [k for k in states if k[0] == "snapshot"]
         assert len(snapshots) >= 4 and all(v[0] == "success" for v in states.values()), states
-        servers = watcher.processes(CONNECT_SERVER, "-cp ", unless="org.apache.spark.launcher.Main")
+        # not counted: the launcher JVM, and the class-data-sharing archive builder, which runs a
+        # stopped server's java command line with -Xshare:dump (any earlier test's server may have
+        # started it: the archive directory is per user, not per test)
+        servers = watcher.processes(CONNECT_SERVER, "-cp ", unless=("org.apache.spark.launcher.Main", "-Xshare:dump"))
         assert len(servers) == 1, f"one Spark application for the run's {len(snapshots)} batches: " + "; ".join(
             f"pid {pid} (parent {watcher.parent.get(pid)}): {[ln[-160:] for ln in watcher.by_pid[pid]]}"
             for pid in servers

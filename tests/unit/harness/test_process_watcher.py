@@ -58,3 +58,24 @@ def test_only_this_tests_processes_count_not_older_ones_nor_another_workers():
             p.kill()
             p.wait()
     assert watcher.processes(needle) == [mine.pid], (older.pid, other.pid, mine.pid, watcher.by_pid)
+
+
+def test_command_lines_holding_an_excluded_word_do_not_count():
+    """The Connect test excludes the launcher JVM and the archive builder (-Xshare:dump)."""
+    needle = "watcher-needle-unless-4e2b"
+    code = "import time; time.sleep(2)"
+    watcher = CommandLineWatcher((needle,), every_s=0.05).start()
+    try:
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, needle, extra])
+            for extra in ("server", "-Xshare:dump", "Main")
+        ]
+        time.sleep(0.6)
+    finally:
+        watcher.stop()
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert sorted(watcher.processes(needle)) == sorted(p.pid for p in procs)
+    assert watcher.processes(needle, unless=("-Xshare:dump", "Main")) == [procs[0].pid]
+    assert sorted(watcher.processes(needle, unless="Main")) == sorted(p.pid for p in procs[:2])
