@@ -96,7 +96,7 @@ def postgres():
         yield server
 
 
-# `make test-parallel` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A module whose
+# `make test` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A module whose
 # tests share a module-scoped fixture (one DAG run, one Airflow UI, one key matrix) is one group,
 # kept on one worker so its set-up runs once; every other test goes on its own, the long end-to-end
 # and browser tests first and the many short unit tests last, so the two workers end together.
