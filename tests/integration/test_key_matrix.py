@@ -326,7 +326,9 @@ def matrix(mariadb, postgres, spark):
                 continue
             state = StateStore(run.config.state_location)
             plan = state.read_plan()
-            # the second batch, and every batch holding BIGINT UNSIGNED keys (ranges bounded at and above 2^63)
+            # the second batch, and every batch holding BIGINT UNSIGNED keys (keys at and above 2^63; the plan
+            # packs each of these small tables into one batch, so their range is the whole table: a range
+            # bounded at 2^63 or above is tests/unit/spark/sinks/test_delta_exact_stats.py's)
             victims = [
                 b
                 for i, b in enumerate(plan.batches)
