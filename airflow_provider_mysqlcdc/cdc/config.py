@@ -149,6 +149,24 @@ class SourceConfig:
             params.append(f"serverSslCert={quote(str(ssl['ca']), safe='/')}")
         return "&".join(params)
 
+    # Where the server is and how to log in: what the source's connection says at each launch.
+    ADDRESS_FIELDS = ("host", "port", "user", "ssl", "connect_timeout")
+
+    def following(self, current: "SourceConfig") -> tuple["SourceConfig", list[str]]:
+        """This (stored) source with the address of ``current`` (the connection as it is now), and
+        what changed, in words without secrets. A failover to a new endpoint is followed by
+        editing the connection: the pipeline's state keeps the address it was planned with, and a
+        relaunch must not keep dialling a server that is gone. The rest stays as planned (the
+        server ids, the time zone values were read in, how zero dates and snapshots are read)."""
+        changes = []
+        for name in self.ADDRESS_FIELDS:
+            old, new = getattr(self, name), getattr(current, name)
+            if (dict(old) if isinstance(old, Mapping) else old) != (dict(new) if isinstance(new, Mapping) else new):
+                changes.append("TLS settings changed" if name == "ssl" else f"{name} {old!r} -> {new!r}")
+        if not changes:
+            return self, []
+        return replace(self, **{n: getattr(current, n) for n in self.ADDRESS_FIELDS}), changes
+
     def connect(self, **overrides: Any):
         """A pymysql connection (autocommit, utf8mb4, session time zone UTC)."""
         import pymysql

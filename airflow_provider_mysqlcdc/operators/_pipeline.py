@@ -4,6 +4,7 @@ location, written by the plan step and read by the snapshot and stream steps and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from typing import Any, Mapping, Sequence
 
@@ -138,3 +139,23 @@ def read_config(state: StateStore, password: str = "") -> PipelineConfig:
             "first (it writes the pipeline's settings there), with the same state_location."
         )
     return load_pipeline_config(config_url(state), password=password)
+
+
+def follow_connection(state: StateStore, source: Any, conn_id: str, log: Any) -> PipelineConfig:
+    """The pipeline's stored settings with the source's address as the connection ``conn_id``
+    gives it now (``source``: its ``SourceConfig``, password included); a changed address is
+    logged and written back to the state, so a relaunch, a batch read again and the stream on a
+    cluster all dial the server the connection names (how a user follows a failover to a new
+    endpoint). The password never goes into the state."""
+    config = read_config(state, password=source.password)
+    followed, changes = config.source.following(source)
+    if not changes:
+        return config
+    log.warning(
+        "the source connection %r changed since the pipeline was planned (%s): following it",
+        conn_id,
+        "; ".join(changes),
+    )
+    config = dataclasses.replace(config, source=followed)
+    write_config(state, config)
+    return config

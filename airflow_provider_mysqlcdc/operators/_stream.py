@@ -23,7 +23,7 @@ from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ..spark.runtime.package_files import application_path
 from . import _spark
-from ._pipeline import config_url, read_config
+from ._pipeline import config_url, follow_connection
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +161,10 @@ class StreamControl:
 
     # --- start it ------------------------------------------------------------------------
 
-    def _passwords(self) -> tuple[str, str | None]:
+    def _sink_password(self) -> str | None:
         from airflow.sdk import BaseHook
 
-        mysql = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
-        sink = BaseHook.get_connection(self.sink_conn_id).password or "" if self.sink_conn_id else None
-        return mysql, sink
+        return BaseHook.get_connection(self.sink_conn_id).password or "" if self.sink_conn_id else None
 
     def launch(self):
         """Start the stream (it resumes from its checkpoint if it has one) and wait until its
@@ -175,11 +173,13 @@ class StreamControl:
         from ..spark.runtime.stream_launcher import launch_local_stream, wait_for_first_commit
 
         check_pyspark_install()
-        config = read_config(self.state)
         from ..spark.stream.checkpoint_offsets import check_readable
 
         check_readable(self.state.checkpoint_url())  # Spark would fail on it with a parser's stack trace
-        mysql_pw, sink_pw = self._passwords()
+        source = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config()
+        # the stream (local or on a cluster) reads the state's settings: the connection's address first
+        config = follow_connection(self.state, source, self.mysql_cdc_conn_id, log)
+        mysql_pw, sink_pw = source.password, self._sink_password()
         self.state.write_json(LAUNCH_REL, self.launch_record())
         since = time.time()
         url = config_url(self.state)

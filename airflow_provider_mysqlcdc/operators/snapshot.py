@@ -19,7 +19,7 @@ from ..spark.runtime.package_files import application_path
 from ..spark.runtime.session import jdbc_jar_path
 from . import _spark
 from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import as_list, config_url, read_config, reread_reason, truthy
+from ._pipeline import as_list, config_url, follow_connection, read_config, reread_reason, truthy
 from ._spark_output import SparkOutputLog
 
 
@@ -167,13 +167,14 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
 
     def _prepare_submit(self, state: StateStore) -> None:
         check_pyspark_install()
-        config = read_config(state)
+        source = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config()
+        config = follow_connection(state, source, self.mysql_cdc_conn_id, self.log)  # the job reads the state's
         probe = super()._get_hook()  # resolves master / deploy mode from the Spark connection
         master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]
         sink_password = None
         if self.sink_conn_id:
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
-        mysql_password = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
+        mysql_password = source.password
         self._secret_env = {
             **_spark.python_env(master),
             **_spark.secret_env(
@@ -312,8 +313,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         from ..spark.snapshot.job import run_snapshot_batch
 
         check_pyspark_install()
-        mysql_password = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config().password
-        config = read_config(state, password=mysql_password)
+        source = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config()
+        config = follow_connection(state, source, self.mysql_cdc_conn_id, self.log)
         if self.sink_conn_id:
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
             config = replace(

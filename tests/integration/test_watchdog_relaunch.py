@@ -5,10 +5,16 @@ connection ids), SIGKILLed while writers run, and the sensor -- given nothing bu
 location, as the template's watchdog is -- relaunches it with the same source, Spark and
 sink connections (before, it had no sink connection: "fe_sendauth: no password supplied").
 The PostgreSQL table then equals the source row by row.
+
+Meanwhile the source moved to a new endpoint: the pipeline was planned and first launched
+through another address of the server (a forwarder standing for the old primary's endpoint),
+which is gone before the relaunch; the user repointed the source connection, and the relaunch
+follows it (it once dialled the address stored at plan time: "nothing accepts connections").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -20,7 +26,7 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.operators._pipeline import write_config
+from airflow_provider_mysqlcdc.operators._pipeline import read_config, write_config
 from airflow_provider_mysqlcdc.operators._stream import StreamControl
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
 from mysqlcdc_harness import airflow_env
@@ -28,6 +34,7 @@ from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
 from mysqlcdc_harness.sink_compare import mysql_rows, postgres_rows, wait_until_equal
 from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
+from mysqlcdc_harness.tcp_forward import TcpForward
 from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
@@ -42,15 +49,20 @@ def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(
     spec = create_int_table(mariadb, fresh_db, 1, "orders")
     mariadb.execute("DELETE FROM orders", database=fresh_db)
     t = TableId(fresh_db, "orders")
-    airflow_env.set_connection(
-        "wd_src",
-        "mysql_cdc",
-        host="127.0.0.1",
-        port=mariadb.port,
-        login="root",
-        password=ROOT_PASSWORD,
-        extra={"server_id_range": "6800-6820"},
-    )
+    old_endpoint = TcpForward(mariadb.port)
+
+    def source_connection(port: int) -> None:
+        airflow_env.set_connection(
+            "wd_src",
+            "mysql_cdc",
+            host="127.0.0.1",
+            port=port,
+            login="root",
+            password=ROOT_PASSWORD,
+            extra={"server_id_range": "6800-6820"},
+        )
+
+    source_connection(old_endpoint.port)
     airflow_env.set_connection("wd_spark", "spark", host="local[2]")
     airflow_env.set_connection(
         "wd_pg",
@@ -65,7 +77,7 @@ def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(
     state = StateStore(str(tmp_dir / "state"))
     config = PipelineConfig(
         name="watchdog",
-        source=mariadb.source_config(server_id_range="6800-6820"),
+        source=dataclasses.replace(mariadb.source_config(server_id_range="6800-6820"), port=old_endpoint.port),
         include=(str(t),),
         state_location=state.location,
         sink=SinkConfig(
@@ -95,12 +107,15 @@ def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(
             while running_local_stream(state) is not None and time.time() < deadline:
                 time.sleep(0.2)
             time.sleep(2)
+        old_endpoint.close()  # the old primary's endpoint is gone; the user repoints the connection
+        source_connection(mariadb.port)
         sensor = MySqlCdcStreamSensor(
             task_id="stream_health", state_location=state.location, relaunch=True, start_timeout_s=240
         )
         result = sensor.poke({})
         assert result.is_done and result.xcom_value["running"], result
         assert running_local_stream(state).pid != first.pid
+        assert read_config(state).source.port == mariadb.port, "the state keeps the connection's new address"
         problem = wait_until_equal(
             lambda: mysql_rows(mariadb, t, cols, ("id",)),
             lambda: postgres_rows(postgres, pg_table, cols, ("id",), schema=schema),
@@ -111,3 +126,4 @@ def test_the_watchdog_relaunches_a_postgres_sink_stream_from_the_state_alone(
         raise AssertionError(f"{e}\njob log:\n{log_tail(state.path('stream', 'stream.log'), 60)}") from None
     finally:
         stop_local_stream(state)
+        old_endpoint.close()
