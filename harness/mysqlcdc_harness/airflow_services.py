@@ -132,6 +132,9 @@ class AirflowServices:
         env.update(
             {
                 MARKER: self.instance_id,
+                # the services' processes (and the Spark servers their tasks start) belong to this
+                # Airflow, not to the worker's: another test's process watcher must not count them
+                "MYSQLCDC_TEST_AIRFLOW_HOME": str(self.home),
                 "AIRFLOW_HOME": str(self.home),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
