@@ -94,12 +94,7 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
         sink_conn = self.sink_conn_id or launched.get("sink_conn_id")
         source = MySqlCdcHook(source_conn).get_source_config()
         config = read_config(state, password=source.password)
-        config = replace(
-            config,
-            source=replace(
-                config.source, host=source.host, port=source.port, user=source.user, password=source.password
-            ),
-        )
+        config = replace(config, source=config.source.following(source)[0])  # where the connection says
         options = dict(config.sink.options)
         if sink_conn:
             options["password"] = BaseHook.get_connection(sink_conn).password or ""
