@@ -412,3 +412,49 @@ def test_values_a_sink_stored_otherwise_are_counted_per_table_and_survive_a_rest
     rec.clock.t += 2
     again.progress("q", "run2", 1, off(1, 1000), 1)
     assert read_status(rec.state).replaced_values == {"shop.t": {"nul_in_text": 6}}
+
+
+class _Opt:
+    def __init__(self, value=None):
+        self.value = value
+
+    def isDefined(self):
+        return self.value is not None
+
+    def get(self):
+        return self.value
+
+
+class _JEvent:
+    """The py4j side of a listener event as ``_JsonEvents`` sees it: ids are Java UUIDs, the
+    progress renders itself as Spark's JSON (a source's endOffset is an object there)."""
+
+    def __init__(self, progress=None, exception=None):
+        self._progress, self._exception = progress, exception
+
+    def id(self):
+        return SimpleNamespace(toString=lambda: "q")
+
+    def runId(self):
+        return SimpleNamespace(toString=lambda: "run1")
+
+    def progress(self):
+        return SimpleNamespace(json=lambda: json.dumps(self._progress))
+
+    def exception(self):
+        return _Opt(self._exception)
+
+
+def test_the_json_bridge_feeds_the_listener_one_json_document_per_event(rec):
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import StreamStatusListener, _JsonEvents
+
+    bridge = _JsonEvents(StreamStatusListener(rec.r))
+    bridge.onQueryStarted(_JEvent())
+    progress = {"id": "q", "runId": "run1", "batchId": 3, "numInputRows": 7, "sources": [{"endOffset": off(2, 40)}]}
+    bridge.onQueryProgress(_JEvent(progress))
+    st = read_status(rec.state)
+    assert (st.batch_id, st.committed_offset, st.rows_last_batch) == (3, off(2, 40), 7)
+    bridge.onQueryIdle(_JEvent())
+    bridge.onQueryTerminated(_JEvent(exception="BinlogPurgedError: gone"))
+    st = read_status(rec.state)
+    assert (st.state, st.exception) == ("failed", "BinlogPurgedError: gone")
