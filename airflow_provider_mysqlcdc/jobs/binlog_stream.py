@@ -30,8 +30,10 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 DEFAULT_LOCAL_MASTER = "local[2,4]"
@@ -173,7 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder, light_jit_for_next_driver
+    from airflow_provider_mysqlcdc.spark.runtime.session import (
+        build_class_sharing_archive,
+        class_sharing_for_next_driver,
+        configure_builder,
+        driver_java_command,
+        light_jit_for_next_driver,
+    )
     from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
     from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
@@ -219,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
+    recording, class_list = False, Path(tempfile.gettempdir()) / f"mysqlcdc-classes-{os.getpid()}.lst"
     if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
         builder = builder.master(args.master or DEFAULT_LOCAL_MASTER)
+        # Spark's classes mapped from the host's archive; the first driver without one records them
+        recording = class_sharing_for_next_driver(record=class_list)
         if sink.direct_write() is not None:
             # the source's tasks do the sink's work (spark/sinks/direct.py): rows never enter the
             # JVM, and C2's compilations were most of its CPU in a catch-up (runtime/session.py)
@@ -231,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException:
         sink.close()
         raise
+    java_argv = driver_java_command(spark) if recording else None
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # Micro-batches are small: Spark's default of 200 shuffle partitions would make the
         # sinks' reductions (Delta, PostgreSQL) and the per-table fan-out run 200 tiny tasks each.
@@ -274,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         sink.close()
         spark.stop()
         keeper.close(release=not keeper.lost)
+        if recording:
+            build_class_sharing_archive(java_argv, class_list)
     return 4 if keeper.lost else 0
 
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,16 +34,28 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
-    from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder
+    from airflow_provider_mysqlcdc.spark.runtime.session import (
+        build_class_sharing_archive,
+        class_sharing_for_next_driver,
+        configure_builder,
+        driver_java_command,
+    )
     from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 
     config = load_pipeline_config(args.config, password=read_password(args.password_file))
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} snapshot {args.batch_id}")
+    class_list = Path(tempfile.gettempdir()) / f"mysqlcdc-classes-{os.getpid()}.lst"
+    # Started by plain python, PySpark launches a local driver here: Spark's classes come from the
+    # host's class-data-sharing archive, or the first such driver records them for one.
+    recording = "PYSPARK_GATEWAY_PORT" not in os.environ and class_sharing_for_next_driver(record=class_list)
     spark = configure_builder(builder).getOrCreate()
+    java_argv = driver_java_command(spark) if recording else None
     try:
         result = run_snapshot_batch(spark, config, args.batch_id)
     finally:
         spark.stop()
+        if recording:
+            build_class_sharing_archive(java_argv, class_list)
     rows = sum(sum(v.values()) for v in result["rows_per_chunk"].values())
     summary = {
         "batch_id": result["batch_id"],

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
-from airflow_provider_mysqlcdc.spark.runtime.session import configure_builder, light_jit_for_next_driver
+from airflow_provider_mysqlcdc.spark.runtime.session import (
+    class_sharing_for_next_driver,
+    configure_builder,
+    light_jit_for_next_driver,
+)
 
 
 def local_spark(app_name: str = "mysqlcdc-tests", cores: int = 2, memory: str = "3g", light_jit: bool = False):
@@ -21,6 +25,7 @@ def local_spark(app_name: str = "mysqlcdc-tests", cores: int = 2, memory: str = 
     before = os.environ.get("SPARK_SUBMIT_OPTS")
     if light_jit:
         light_jit_for_next_driver()
+    class_sharing_for_next_driver()  # Spark's classes from the host's archive, when there is one
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)

@@ -165,7 +165,7 @@ def start_build(key: str, java_argv: Sequence[str], class_list: Path) -> bool:
     cmd = [
         sys.executable,
         "-m",
-        __name__,
+        "airflow_provider_mysqlcdc.spark.runtime.class_sharing",  # not __name__: "__main__" when run with -m
         "build",
         "--archive",
         str(archive),
@@ -205,6 +205,58 @@ def build(archive: Path, class_list: Path, lock: Path, jvm: Path) -> int:
                 p.unlink()
 
 
+def prepare(timeout_s: float = BUILD_TIMEOUT_S) -> int:
+    """Build this host's archive now, if there is none: a short local Spark session records the
+    classes a job loads, then the builder dumps them (about a minute of one core, once per JDK and
+    Spark). Without it the first local driver or Connect server records them and the archive is
+    built in the background after it stops; this only does that ahead of time (``make
+    bootstrap``, a machine image). 0 when the archive is there."""
+    from .session import _cds_key, class_sharing_for_next_driver, configure_builder, driver_java_command
+
+    key = _cds_key()
+    if key is None or not enabled():
+        print("class-data sharing is off here (MYSQLCDC_CDS=0, no java or no Spark jars): nothing to build")
+        return 0
+    archive = archive_path(key)
+    if archive.exists():
+        print(f"{archive} is there")
+        return 0
+    from pyspark.sql import SparkSession
+
+    class_list = archive_dir() / f"prepare-{os.getpid()}.lst"
+    class_list.parent.mkdir(parents=True, exist_ok=True)
+    if not class_sharing_for_next_driver(record=class_list):
+        print("the driver's options choose class sharing themselves (SPARK_SUBMIT_OPTS): nothing to build")
+        return 0
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers: this environment's Python
+    builder = SparkSession.builder.master("local[1]").appName("mysqlcdc class-data sharing")
+    builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    spark = configure_builder(builder).getOrCreate()
+    java_argv = driver_java_command(spark)
+    try:  # what every job does first: plan, shuffle, run Python workers over Arrow
+        df = spark.range(1000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS s")
+        df.groupBy("k").count().collect()
+        df.mapInArrow(lambda batches: batches, df.schema).count()
+    except Exception:
+        with contextlib.suppress(OSError):
+            class_list.unlink()
+        raise
+    finally:
+        spark.stop()
+    if java_argv is None or not start_build(key, java_argv, class_list):
+        with contextlib.suppress(OSError):
+            class_list.unlink()
+        print(f"could not start building {archive}; local drivers start without it")
+        return 1
+    deadline = time.monotonic() + timeout_s
+    while not archive.exists() and archive.with_suffix(".building").exists() and time.monotonic() < deadline:
+        time.sleep(1.0)
+    with contextlib.suppress(OSError):
+        class_list.unlink()
+    print(f"{archive} {'built' if archive.exists() else 'not built (see its .log)'}")
+    return 0 if archive.exists() else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -215,7 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--class-list", required=True)
     b.add_argument("--lock", required=True)
     b.add_argument("--jvm", required=True, help="a JSON file: java and its options")
+    sub.add_parser("prepare", help="build this host's archive now (once per JDK and Spark)")
     args = ap.parse_args(argv)
+    if args.cmd == "prepare":
+        return prepare()
     return build(Path(args.archive), Path(args.class_list), Path(args.lock), Path(args.jvm))
 
 

@@ -5,6 +5,7 @@ server starting on the archive -- is in tests/integration/test_connect_class_sha
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,46 @@ def test_the_users_own_class_sharing_options_win(cds_dir, tmp_path):
     assert class_sharing.java_options(key, tmp_path / "c.lst", "-Dmine=1") != []
     assert class_sharing.java_options(key, tmp_path / "c.lst", "-Xshare:off") == []
     assert class_sharing.java_options(key, tmp_path / "c.lst", "-XX:SharedArchiveFile=/mine.jsa") == []
+
+
+def test_local_jobs_share_the_connect_servers_archive_and_record_when_there_is_none(cds_dir, tmp_path, monkeypatch):
+    """The spark-submit / python-launched local drivers (snapshot and stream jobs, the operators'
+    local runtime) take the archive under the local Connect server's key; with none yet, only a
+    driver that can build one afterwards records (``record``), the others start as before."""
+    from airflow_provider_mysqlcdc.spark.runtime import session
+
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    lst = tmp_path / "classes.lst"
+    assert session.class_sharing_options() == []
+    assert session.class_sharing_options(record=lst) == [f"-XX:DumpLoadedClassList={lst}"]
+    assert session.class_sharing_for_next_driver(record=lst) is True
+    assert f"-XX:DumpLoadedClassList={lst}" in os.environ["SPARK_SUBMIT_OPTS"]
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+
+    jar = session.jdbc_jar_path()
+    archive = class_sharing.archive_path(class_sharing.archive_key((jar,) if jar else ()))
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    archive.write_bytes(b"x")
+    used = [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    assert session.class_sharing_options() == used
+    assert session.class_sharing_for_next_driver(record=lst) is False  # nothing to record
+    # the user's own class-sharing options win
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xshare:off")
+    assert session.class_sharing_options() == []
+    monkeypatch.setenv(class_sharing.CDS_ENV, "0")
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    assert session.class_sharing_options() == []
+
+
+def test_the_operators_local_spark_submit_gets_the_archive(cds_dir, monkeypatch):
+    from airflow_provider_mysqlcdc.operators._spark import python_env
+    from airflow_provider_mysqlcdc.spark.runtime import session
+
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Dmine=1")
+    assert "SPARK_SUBMIT_OPTS" not in python_env("local[2]")  # no archive yet
+    jar = session.jdbc_jar_path()
+    archive = class_sharing.archive_path(class_sharing.archive_key((jar,) if jar else ()))
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    archive.write_bytes(b"x")
+    assert python_env("local[2]")["SPARK_SUBMIT_OPTS"] == f"-Dmine=1 -XX:SharedArchiveFile={archive} -Xshare:auto"
+    assert python_env("spark://master:7077") == {}  # a cluster's driver is not on this host
