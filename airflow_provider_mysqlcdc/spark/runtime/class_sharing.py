@@ -75,7 +75,9 @@ def archive_key(extra_jars: Sequence[str] = ()) -> str | None:
     java, jars = _java_binary(), _spark_jars_dir()
     if java is None or jars is None:
         return None
-    h = hashlib.sha1(f"{java}:{os.stat(java).st_mtime_ns}".encode())
+    # Spark's jar directory by its path too: an archive holds the class path it was dumped with, and
+    # a JVM on another path (a second virtualenv with the same Spark) cannot use it
+    h = hashlib.sha1(f"{java}:{os.stat(java).st_mtime_ns}:{jars.resolve()}".encode())
     for p in sorted(jars.iterdir()):
         with contextlib.suppress(OSError):
             h.update(f"{p.name}:{p.stat().st_size}".encode())

@@ -151,3 +151,16 @@ def test_the_operators_local_spark_submit_gets_the_archive(cds_dir, monkeypatch)
     archive.write_bytes(b"x")
     assert python_env("local[2]")["SPARK_SUBMIT_OPTS"] == f"-Dmine=1 -XX:SharedArchiveFile={archive} -Xshare:auto"
     assert python_env("spark://master:7077") == {}  # a cluster's driver is not on this host
+
+
+def test_key_follows_where_sparks_jars_are(cds_dir, tmp_path, monkeypatch):
+    """Two virtualenvs with the same Spark have the same jars at different paths: an archive holds
+    the class path it was dumped with, so each gets its own."""
+    here = class_sharing.archive_key()
+    other = tmp_path / "spark"
+    (other / "jars").mkdir(parents=True)
+    for jar in sorted((Path(class_sharing._spark_jars_dir()) or Path()).iterdir()):
+        (other / "jars" / jar.name).write_bytes(b"")
+        os.truncate(other / "jars" / jar.name, jar.stat().st_size)
+    monkeypatch.setenv("SPARK_HOME", str(other))
+    assert class_sharing.archive_key() != here
