@@ -213,9 +213,9 @@ def prepare(timeout_s: float = BUILD_TIMEOUT_S) -> int:
     Spark). Without it the first local driver or Connect server records them and the archive is
     built in the background after it stops; this only does that ahead of time (``make
     bootstrap``, a machine image). 0 when the archive is there."""
-    from .session import _cds_key, class_sharing_for_next_driver, configure_builder, driver_java_command
+    from .session import class_sharing_for_next_driver, class_sharing_key, configure_builder, driver_java_command
 
-    key = _cds_key()
+    key = class_sharing_key()
     if key is None or not enabled():
         print("class-data sharing is off here (MYSQLCDC_CDS=0, no java or no Spark jars): nothing to build")
         return 0

@@ -52,14 +52,14 @@ def class_sharing_options(record: Path | None = None) -> list[str]:
     if not class_sharing.enabled():
         return []
     options = class_sharing.java_options(
-        _cds_key(), record or Path(os.devnull), os.environ.get("SPARK_SUBMIT_OPTS", "")
+        class_sharing_key(), record or Path(os.devnull), os.environ.get("SPARK_SUBMIT_OPTS", "")
     )
     if record is None and not any(o.startswith("-XX:SharedArchiveFile=") for o in options):
         return []
     return options
 
 
-def _cds_key() -> str | None:
+def class_sharing_key() -> str | None:
     from . import class_sharing
 
     jar = jdbc_jar_path()  # the local Connect server's key: one archive for the server and the jobs
@@ -83,7 +83,7 @@ def build_class_sharing_archive(java_argv: list[str] | None, class_list: Path) -
     and Spark; see class_sharing.start_build), then drop the class list."""
     from . import class_sharing
 
-    key = _cds_key()
+    key = class_sharing_key()
     try:
         if java_argv and key is not None and class_sharing.start_build(key, java_argv, class_list):
             logging.getLogger(__name__).info(
