@@ -73,11 +73,11 @@ def python_env(master: str) -> dict[str, str]:
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     if bindir not in path.split(os.pathsep):
         env["PATH"] = bindir + os.pathsep + path
-    from ..spark.runtime.session import class_sharing_options
+    from ..spark.runtime.session import class_sharing_options, with_class_sharing
 
     cds = class_sharing_options()  # the driver runs here: Spark's classes from this host's archive
     if cds:
-        env["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS", "").strip(), *cds]))
+        env["SPARK_SUBMIT_OPTS"] = with_class_sharing(os.environ.get("SPARK_SUBMIT_OPTS", ""), cds)
     return env
 
 

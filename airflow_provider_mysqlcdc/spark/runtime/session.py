@@ -66,15 +66,18 @@ def class_sharing_key() -> str | None:
     return class_sharing.archive_key((jar,) if jar else ())
 
 
+def with_class_sharing(java_options: str, options: list[str]) -> str:
+    """``java_options`` (a ``SPARK_SUBMIT_OPTS`` value) with the class-sharing ``options`` after them."""
+    return " ".join(filter(None, [(java_options or "").strip(), *options]))
+
+
 def class_sharing_for_next_driver(record: Path | None = None) -> bool:
     """Have the driver JVM this process starts next (PySpark launching a local one) use the class
     archive, or record its classes into ``record`` when there is none yet (True then). Through
     ``SPARK_SUBMIT_OPTS``, as ``light_jit_for_next_driver``."""
     options = class_sharing_options(record)
     if options:
-        os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-            filter(None, [os.environ.get("SPARK_SUBMIT_OPTS", "").strip(), *options])
-        )
+        os.environ["SPARK_SUBMIT_OPTS"] = with_class_sharing(os.environ.get("SPARK_SUBMIT_OPTS", ""), options)
     return any(o.startswith("-XX:DumpLoadedClassList=") for o in options)
 
 
