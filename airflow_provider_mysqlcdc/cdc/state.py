@@ -188,6 +188,21 @@ class StateStore:
 
         self.write_json(self.RESTART_REQUEST, {"reason": reason, "at": time.time()})
 
+    STOPPED_ON_REQUEST = "stream/stopped_on_request.json"
+
+    def request_stream_stop(self, reason: str) -> None:
+        """Ask the running stream job to stop between micro-batches, wherever its driver runs (a
+        cluster node has no signal from us: it polls this request with the restart one)."""
+        import time
+
+        self.write_json(self.RESTART_REQUEST, {"reason": reason, "at": time.time(), "action": "stop"})
+
+    def clear_stream_requests(self) -> None:
+        """A launch starts a stream that should run: no stop request or stopped mark left from before."""
+        for rel in (self.RESTART_REQUEST, self.STOPPED_ON_REQUEST):
+            if self.exists(rel):
+                self.delete(rel)
+
     def take_restart_request(self) -> dict[str, Any] | None:
         """The pending request, removed (the stream job polls this)."""
         if not self.exists(self.RESTART_REQUEST):

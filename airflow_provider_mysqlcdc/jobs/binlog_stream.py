@@ -89,6 +89,11 @@ def _run_until_stopped(
 
     while not stop.is_set():
         request = state.take_restart_request() if state is not None else None
+        if request is not None and request.get("action") == "stop":
+            # a stop asked through the state location: the only way to reach a driver on a cluster node
+            log.info("binlog stream: stop requested (%s)", request.get("reason"))
+            state.write_json(state.STOPPED_ON_REQUEST, {"reason": request.get("reason"), "at": time.time()})
+            break
         if request is not None:
             log.info("binlog stream: restart requested (%s)", request.get("reason"))
             _between_triggers(query, grace_s, log)
@@ -225,11 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     keeper = LeaseKeeper(lease, stop, log).start()
 
     sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
     recording, class_list = False, Path(tempfile.gettempdir()) / f"mysqlcdc-classes-{os.getpid()}.lst"
     if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
-        builder = builder.master(args.master or DEFAULT_LOCAL_MASTER)
+        master = args.master or DEFAULT_LOCAL_MASTER
+        if master.lower().startswith("local"):
+            # local executors are this machine's: this interpreter. On a cluster (client deploy mode)
+            # the executors run the cluster's Python (spark.pyspark.python, or python3 on the nodes).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.master(master)
         # Spark's classes mapped from the host's archive; the first driver without one records them
         recording = class_sharing_for_next_driver(record=class_list)
         if sink.direct_write() is not None:

@@ -1,11 +1,18 @@
 """Launching the binlog stream and telling whether it runs: shared by the stream operator
 and the stream sensor, so "start it" and "bring it back" are one code path.
 
-Local master (``local[*]``): the job runs as a detached background process on this worker,
-its pid, log and status in the state location (``spark/runtime/stream_launcher.py``). A cluster
-master: spark-submit in cluster deploy mode, fire-and-forget; the job's status file (written
-by the driver after every micro-batch) is then the only sign of life, so a status older than
-``stale_after_s`` counts as dead.
+Local master (``local[*]``), or client deploy mode on a cluster: the job runs as a detached
+background process on this worker, its pid, log and status in the state location
+(``spark/runtime/stream_launcher.py``). A cluster master (standalone, YARN, Kubernetes) in cluster
+deploy mode, the default: the driver is submitted to the cluster (``spark/runtime/cluster_stream.py``)
+and lives there; its lease in the state location (renewed by the driver every third of its time to
+live) is then the sign of life: an expired lease means a dead driver, whatever its last status says.
+
+How to run on a cluster is a property of the cluster, so it lives with the Spark connection, in
+its extra (next to the Spark provider's ``deploy-mode``): ``mysqlcdc_spark_home`` (the cluster's
+SPARK_HOME), ``mysqlcdc_password_file`` (the MySQL password's file on the cluster's nodes),
+``mysqlcdc_cluster_provides_password`` and ``mysqlcdc_shared_filesystem``. The operators'
+parameters of the same names win over them.
 """
 
 from __future__ import annotations
@@ -17,11 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..cdc.lease import StreamLease
-from ..cdc.object_store import StorageCredentials
 from ..cdc.state import StateStore
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
-from ..spark.runtime.package_files import application_path
 from . import _spark
 from ._pipeline import config_url, follow_connection
 
@@ -65,7 +70,22 @@ _LAUNCH_KEYS = (
     "cluster_provides_password",
     "python_archive",
     "aws_conn_id",
+    "conf",
 )
+CLUSTER_DRIVER_REL = "stream/cluster_driver.json"
+SPARK_EXTRA_PREFIX = "mysqlcdc_"
+
+
+def spark_connection_extra(conn_id: str) -> dict[str, Any]:
+    """The Spark connection's ``mysqlcdc_*`` extras, without the prefix."""
+    from airflow.sdk import BaseHook
+
+    extra = BaseHook.get_connection(conn_id).extra_dejson or {}
+    return {k[len(SPARK_EXTRA_PREFIX) :]: v for k, v in extra.items() if k.startswith(SPARK_EXTRA_PREFIX)}
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def read_launch_record(state: StateStore) -> dict[str, Any] | None:
@@ -94,7 +114,7 @@ class StreamControl:
         self._master: tuple[str, str | None] | None = None
 
     def launch_record(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in _LAUNCH_KEYS}
+        return {k: (dict(getattr(self, k)) if k == "conf" else getattr(self, k)) for k in _LAUNCH_KEYS}
 
     @classmethod
     def from_state(cls, state_location: str, **given: Any) -> "StreamControl":
@@ -116,13 +136,31 @@ class StreamControl:
     @property
     def master(self) -> tuple[str, str | None]:
         if self._master is None:
-            c = self._spark_hook()._connection
+            hook = self._spark_hook()
+            c = hook._connection
             self._master = (c["master"], c["deploy_mode"])
+            self._submit_info = {
+                "binary": getattr(hook, "spark_binary", None) or c.get("spark_binary"),
+                "queue": c.get("queue"),
+                "namespace": c.get("namespace"),
+            }
         return self._master
 
     @property
     def is_local(self) -> bool:
-        return self.master[0].lower().startswith("local")
+        """The driver runs on this host (local mode, or client deploy mode on a cluster)."""
+        from ..spark.runtime.cluster_stream import stream_placement
+
+        return stream_placement(*self.master) == "here"
+
+    def cluster_settings(self) -> dict[str, Any]:
+        """The Spark connection's ``mysqlcdc_*`` extras, overridden by this control's own values."""
+        extra = spark_connection_extra(self.spark_conn_id)
+        if self.password_file:
+            extra["password_file"] = self.password_file
+        if self.cluster_provides_password:
+            extra["cluster_provides_password"] = True
+        return extra
 
     # --- is it running -------------------------------------------------------------------
 
@@ -144,9 +182,21 @@ class StreamControl:
             return _Starting(int(owner.get("pid") or 0), host=owner.get("host"))
         if self.is_local:
             return None
-        if status is not None and status.state in ("starting", "running") and status.age_s() < self.stale_after_s:
-            return status  # a cluster stream: its recent status is the sign of life (a failed one is dead)
+        # A driver on the cluster: its lease, renewed every third of its time to live, is the sign
+        # of life (an old status is not: a driver killed on its node leaves its last status behind).
+        # One submitted moments ago may not hold it yet: starting, until it wrote its first status
+        # (it takes the lease before that; from then on the lease alone tells).
+        submitted = self._cluster_driver_record()
+        since = float(submitted.get("submitted_at") or 0) if submitted else 0.0
+        if since and time.time() - since < self.start_timeout_s and (status is None or status.updated_at < since):
+            return _Starting(0, host=submitted.get("driver_id") if submitted else None)
         return None
+
+    def _cluster_driver_record(self) -> dict[str, Any] | None:
+        try:
+            return self.state.read_json(CLUSTER_DRIVER_REL) if self.state.exists(CLUSTER_DRIVER_REL) else None
+        except (OSError, ValueError):
+            return None
 
     def log_path(self) -> str | None:
         """Where the last local launch logs (None on a cluster: see the Spark UI / history)."""
@@ -181,6 +231,7 @@ class StreamControl:
         config = follow_connection(self.state, source, self.mysql_cdc_conn_id, log)
         mysql_pw, sink_pw = source.password, self._sink_password()
         self.state.write_json(LAUNCH_REL, self.launch_record())
+        self.state.clear_stream_requests()  # a stop asked of an earlier stream is not this one's
         since = time.time()
         url = config_url(self.state)
         storage = storage_credentials(self.aws_conn_id or None)
@@ -193,42 +244,67 @@ class StreamControl:
             )
             log.info("stream launched locally: pid %s, log %s", proc.pid, proc.log_path)
             return wait_for_first_commit(self.state, since, self.start_timeout_s, proc)
-        self._submit_to_cluster(url, mysql_pw, sink_pw, config.name, storage)
-        return wait_for_first_commit(self.state, since, self.start_timeout_s, None)
+        self._submit_to_cluster(url, config.name)
+        return wait_for_first_commit(self.state, since, self.start_timeout_s, None, local=False)
 
-    def _submit_to_cluster(
-        self, url: str, mysql_pw: str, sink_pw: str | None, name: str, storage: StorageCredentials | None = None
-    ) -> None:
-        master, deploy_mode = self.master
-        env = _spark.secret_env(
-            master=master,
-            deploy_mode=deploy_mode,
-            mysql_password=mysql_pw,
-            sink_password=sink_pw,
-            password_file=self.password_file,
-            cluster_provides_password=self.cluster_provides_password,
-            storage_env=storage.env() if storage else None,
-        )
+    def _submit_to_cluster(self, url: str, name: str) -> None:
+        """The driver to the cluster (cluster deploy mode); the passwords come from the cluster."""
+        from ..cdc.errors import ConfigError
+        from ..spark.runtime import cluster_stream
+        from ..spark.runtime.connect_server import stop_idle_servers
+
+        master, _ = self.master
+        settings = self.cluster_settings()
+        password_file = settings.get("password_file") or None
+        if not password_file and not _truthy(settings.get("cluster_provides_password")):
+            raise ConfigError(
+                f"the binlog stream's driver runs on the cluster ({master}), which cannot be handed the MySQL password "
+                "without a command line, Spark conf or the Spark UI showing it. Fix: put it in a file on the "
+                "cluster's nodes (mode 600) and set mysqlcdc_password_file in the Spark connection's extra, or have "
+                "the cluster set $MYSQLCDC_PASSWORD (and $PGPASSWORD for a PostgreSQL sink) in its drivers' "
+                "environment (spark-env.sh, a Kubernetes secret) and set mysqlcdc_cluster_provides_password: true; "
+                "or set deploy-mode: client to run the driver on the Airflow worker."
+            )
+        if self.sink_conn_id and not _truthy(settings.get("cluster_provides_password")):
+            raise ConfigError(
+                f"the binlog stream's driver runs on the cluster ({master}) and writes PostgreSQL "
+                f"({self.sink_conn_id}), whose password only the cluster can hand it. Fix: have the cluster set "
+                "$PGPASSWORD and $MYSQLCDC_PASSWORD in its drivers' environment and set "
+                "mysqlcdc_cluster_provides_password: true in the Spark connection's extra; or set deploy-mode: client."
+            )
+        if self.state.fs.protocol in ("file", "local", ("file", "local")) and not _truthy(
+            settings.get("shared_filesystem")
+        ):
+            raise ConfigError(
+                f"the binlog stream's driver runs on a node of the cluster ({master}), but the state location "
+                f"{self.state.location} is a local path of this Airflow worker: the driver would write its checkpoint "
+                "and status where nobody reads them. Fix: put state_location on storage every node reaches (s3://..., "
+                "with aws_conn_id), or, if that path is a file system mounted on every node, set "
+                "mysqlcdc_shared_filesystem: true in the Spark connection's extra."
+            )
         archive, archive_conf = _spark.archive_conf(self.python_archive)
-        conf = {
-            "spark.yarn.submit.waitAppCompletion": "false",
-            "spark.kubernetes.submission.waitAppCompletion": "false",
-            "spark.task.maxFailures": "4",
-            **archive_conf,
-            **dict(self.conf),
-        }
-        args = ["--config", url] + (["--password-file", self.password_file] if self.password_file else [])
-        hook = self._spark_hook(
-            conf=conf,
+        info = getattr(self, "_submit_info", {})
+        sub = cluster_stream.submission(
+            spark_submit=cluster_stream.spark_submit_binary(info.get("binary")),
+            master=master,
             name=f"mysqlcdc {name} binlog stream",
-            application_args=args,
-            py_files=_spark.package_zip(),
+            config_url=url,
+            conf={**archive_conf, **dict(self.conf)},
+            password_file=password_file,
+            spark_home=settings.get("spark_home") or None,
             archives=archive,
-            env_vars=env or None,
-            deploy_mode="cluster",
+            queue=info.get("queue"),
+            namespace=info.get("namespace"),
         )
-        hook.submit(application_path("binlog_stream"))
-        log.info("stream submitted to %s in cluster deploy mode", master)
+        if sub.manager == "standalone" and stop_idle_servers():
+            log.info("stopped the idle local Spark Connect server: its executors held the cluster's cores")
+        log.info("submitting the binlog stream's driver to %s: %s", master, " ".join(sub.argv))
+        submitted = cluster_stream.submit(sub)
+        self.state.write_json(
+            CLUSTER_DRIVER_REL,
+            {"master": master, "driver_id": submitted.driver_id, "submitted_at": time.time(), "manager": sub.manager},
+        )
+        log.info("the binlog stream's driver runs on the cluster %s as %s", master, submitted.driver_id or "?")
 
 
 @dataclass

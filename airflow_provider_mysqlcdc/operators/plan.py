@@ -335,9 +335,9 @@ class MySqlCdcPlanOperator(BaseOperator):
     # --- run -----------------------------------------------------------------------------
 
     def _forget(self, state: StateStore) -> None:
-        from ..spark.runtime.stream_launcher import stop_local_stream
+        from ..spark.runtime.stream_launcher import stop_stream
 
-        if stop_local_stream(state):
+        if stop_stream(state, "reset: the pipeline loads again"):
             self.log.info("reset: stopped the running stream")
         self._forget_sink_tables(state)
         for rel in ("plan.json", "batches", "batch_owners", "finished_batches.json", "stream", "handoffs", "staging"):

@@ -29,7 +29,8 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     XCom holds the same figures, and each asset in ``outlets`` gets an event whose ``extra``
     carries them (the Assets view shows them).
 
-    A dead stream (local: its process is gone; cluster: no status for ``stale_after_s``) is
+    A dead stream (its driver's lease in the state location expired, or, on this host, its
+    process is gone; a stream stopped on request is left stopped) is
     relaunched from its checkpoint when ``relaunch`` is set (nothing is lost: it resumes after
     the last committed micro-batch), else the sensor fails. A state location where no stream
     was ever started has nothing to watch: the task is skipped. Connection ids not given
@@ -42,7 +43,8 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     :param sink_conn_id: the PostgreSQL sink's connection (default: as launched). (templated)
     :param max_lag_s: succeed only when the lag is at most this (None: any lag). (templated)
     :param relaunch: start a dead stream again. (templated)
-    :param stale_after_s: on a cluster, a status this old means the stream is dead.
+    :param stale_after_s: unused: a driver's lease, renewed every third of ``stream.lease_ttl_s``,
+        tells whether it lives, on a cluster as here. Kept so existing DAGs still parse.
     :param aws_conn_id: the ``aws`` connection of a state location on object storage (needed to read
         it, so not taken from the launch record; a relaunch hands its credentials to the stream). (templated)
     """
@@ -120,6 +122,12 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         control = self.control()
         self._check_server(control)
         status = control.running()
+        if status is None and state.exists(state.STOPPED_ON_REQUEST):
+            raise AirflowSkipException(
+                f"the stream of {self.state_location} was stopped on request "
+                f"({(state.read_json(state.STOPPED_ON_REQUEST) or {}).get('reason')}): not relaunching it. "
+                "Run the pipeline's stream task to start it again."
+            )
         if status is None:
             self._refuse_relaunch_when_not_exact(state)
             if not truthy(self.relaunch):

@@ -2,6 +2,7 @@
 
     python -m mysqlcdc_harness.airflow_runner test '<run_conf json>'
     python -m mysqlcdc_harness.airflow_runner clear <run_id> '<task ids json>'
+    python -m mysqlcdc_harness.airflow_runner watchdog '<run_conf json>'
     python -m mysqlcdc_harness.airflow_runner dag-file <path of a DAG file> <dag id>
     python -m mysqlcdc_harness.airflow_runner dag-file-clear <path of a DAG file> <dag id> <run_id> '<task ids json>'
 
@@ -23,13 +24,15 @@ def main(argv: list[str]) -> int:
     airflow_env.configure()
     if argv[0] in ("dag-file", "dag-file-clear"):
         dag = _from_dag_file(argv[1], argv[2])
+    elif argv[0] == "watchdog":
+        dag = airflow_env.load_template_dag("mysql_cdc_stream_watchdog")
     else:
         dag = airflow_env.load_template_dag()
     for t in dag.tasks:
         t.retries = 0
     if argv[0] == "dag-file":
         dr = dag.test()
-    elif argv[0] == "test":
+    elif argv[0] in ("test", "watchdog"):
         dr = dag.test(run_conf=json.loads(argv[1]))
     elif argv[0] == "dag-file-clear":  # dag-file-clear <path> <dag id> <run id> <task ids as JSON>
         ids = [tuple(x) if isinstance(x, list) else x for x in json.loads(argv[4])]

@@ -167,7 +167,8 @@ def ensure_local_server(
             return info
         port, token = _free_port(), secrets.token_hex(24)
         log_path = directory / f"server-{fp}.log"
-        env = dict(os.environ, **{TOKEN_ENV: token, "PYSPARK_PYTHON": sys.executable})
+        env = dict(os.environ, **{TOKEN_ENV: token})
+        env.update(_python_env(settings))
         bindir = str(Path(sys.executable).parent)
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
@@ -375,6 +376,31 @@ def serve(directory: Path, fingerprint: str, port: int, idle_s: float, settings:
         with contextlib.suppress(OSError):
             class_list.unlink()
     return rc
+
+
+def _python_env(settings: ServerSettings) -> dict[str, str]:
+    """The Python the server's Python workers run. Local master: this interpreter (its executors
+    are this machine's). A cluster: the user's ``spark.pyspark.python`` if given, else none, so the
+    executors run ``python3`` from their nodes' PATH: the cluster's Python, never a path that only
+    exists on this Airflow worker."""
+    if settings.master.strip().lower().startswith("local"):
+        return {"PYSPARK_PYTHON": sys.executable}
+    given = dict(settings.conf).get("spark.pyspark.python")
+    return {"PYSPARK_PYTHON": given} if given else {}  # else the user's $PYSPARK_PYTHON, or python3
+
+
+def stop_idle_servers(directory: Path | None = None, timeout_s: float = 40.0) -> int:
+    """Stop the local servers no task uses now (no fresh lease). On a standalone cluster an idle
+    server still holds its executors' cores, which the stream's driver and executors need."""
+    directory = directory or runtime_dir()
+    stopped = 0
+    for path in directory.glob("server-*.json"):
+        info = _read_info(path)
+        if info is None or not _alive(info.supervisor_pid) or fresh_leases(directory, info.fingerprint):
+            continue
+        stop_server(info, timeout_s)
+        stopped += 1
+    return stopped
 
 
 def stop_local_servers(directory: Path | None = None, timeout_s: float = 40.0) -> int:

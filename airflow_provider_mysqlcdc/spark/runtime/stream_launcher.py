@@ -238,7 +238,7 @@ def _read_record(state: "StateStore") -> LocalStreamProcess | None:
 # --- public API -----------------------------------------------------------------------------------
 
 
-def _child_env(password: str, python: str, extra_env: Mapping[str, str] | None) -> dict[str, str]:
+def _child_env(password: str, python: str, extra_env: Mapping[str, str] | None, master: str) -> dict[str, str]:
     env = dict(os.environ)
     # A caller that holds a SparkSession itself has these set; the child must start its own
     # JVM, not attach to the caller's (which dies with the caller).
@@ -246,7 +246,8 @@ def _child_env(password: str, python: str, extra_env: Mapping[str, str] | None) 
         env.pop(name, None)
     env.update(extra_env or {})
     env[PASSWORD_ENV] = password
-    env["PYSPARK_PYTHON"] = python
+    if master.strip().lower().startswith("local"):
+        env["PYSPARK_PYTHON"] = python  # local executors: this interpreter; a cluster's: its own Python
     return env
 
 
@@ -313,7 +314,7 @@ def launch_local_stream(
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=_child_env(password, python, extra_env),
+                env=_child_env(password, python, extra_env, master),
                 start_new_session=True,
                 close_fds=True,
             )
@@ -423,6 +424,30 @@ def stop_local_stream(state: "StateStore", timeout_s: float = 30) -> bool:
     return running is not None
 
 
+def stop_stream(state: "StateStore", reason: str, timeout_s: float = 60) -> bool:
+    """Stop the pipeline's stream wherever its driver runs: a local one by signal, one elsewhere
+    (a cluster node, another Airflow worker) through a stop request in the state location, then
+    wait until it gave up its lease. True if a running stream was stopped."""
+    from ...cdc.lease import StreamLease
+
+    if stop_local_stream(state, timeout_s=min(timeout_s, 30)):
+        return True
+    lease = StreamLease(state)
+    if lease.holder() is None:
+        return False
+    state.request_stream_stop(reason)
+    deadline = time.monotonic() + timeout_s
+    while lease.holder() is not None:
+        if time.monotonic() > deadline:
+            raise StreamStartError(
+                f"the binlog stream did not stop within {timeout_s:.0f} s of the stop request (its lease is still "
+                f"held: {lease.holder()}). Fix: stop its driver through the cluster manager (the Spark master's UI, "
+                "yarn application -kill, kubectl delete pod), then try again."
+            )
+        time.sleep(1.0)
+    return True
+
+
 def _died_message(proc: LocalStreamProcess) -> str:
     rc = proc.returncode(wait_s=10.0)
     how = f"exited with code {rc}" if rc is not None else "exited"
@@ -440,7 +465,12 @@ def _with_tail(message: str, log_path: str | None) -> str:
 
 
 def wait_for_first_commit(
-    state: "StateStore", since: float, timeout_s: float, process: LocalStreamProcess | None = None, poll_s: float = 0.5
+    state: "StateStore",
+    since: float,
+    timeout_s: float,
+    process: LocalStreamProcess | None = None,
+    poll_s: float = 0.5,
+    local: bool = True,
 ) -> "StreamStatus":
     """Return the stream's status once it shows a micro-batch committed at or after ``since``
     (epoch seconds, e.g. the launch time); raise ``StreamStartError`` (with the log's tail)
@@ -451,10 +481,12 @@ def wait_for_first_commit(
     -- Spark only runs one when the source's offset moved -- so an idle trigger after
     ``since`` confirms it too: then ``status.committed_at`` is None, ``status.idle_at`` set,
     and ``batch_id`` / ``committed_offset`` are the checkpoint's last commit.
+
+    ``local=False``: the driver runs on a cluster; no local process record is consulted.
     """
     from .stream_status import read_status
 
-    process = process or _read_record(state)
+    process = process or (_read_record(state) if local else None)
     deadline = time.monotonic() + timeout_s
     log_path = process.log_path if process is not None else None
 
@@ -480,7 +512,13 @@ def wait_for_first_commit(
                 return st
             raise StreamStartError(_with_tail(_died_message(process), log_path))
         if time.monotonic() >= deadline:
-            where = f" (pid {process.pid}, still running; log {log_path})" if process is not None else ""
+            where = (
+                f" (pid {process.pid}, still running; log {log_path})"
+                if process is not None
+                else " (its driver on the cluster: see its log through the Spark master's UI)"
+                if not local
+                else ""
+            )
             raise StreamStartError(
                 _with_tail(
                     f"the binlog stream{where} has not committed a micro-batch within {timeout_s:.0f} s. It may still "

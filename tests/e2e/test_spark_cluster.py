@@ -1,0 +1,268 @@
+"""The whole pipeline on a Spark standalone cluster whose nodes share no files with Airflow.
+
+A master and two workers (``mysqlcdc_harness.spark_cluster``): each worker in its own mount and
+UTS namespace -- its own host name, a private ``/tmp``, the repository and ``/opt`` hidden, and a
+node Python environment (the package from a wheel) at a path the Airflow host does not have. The
+state location and the Delta lake live on an S3 API server (moto); the nodes reach it with their
+own credentials (as an instance role would give), the Airflow tasks with the ``aws`` connection.
+The MySQL password the stream's driver needs is a file on the nodes only (the Spark connection's
+``mysqlcdc_password_file``). The Airflow test process has no PYSPARK_PYTHON: nothing tells Spark
+to use the Airflow worker's interpreter.
+
+The DAG template runs with ``dag.test()`` and ``spark_default`` = the cluster in cluster deploy
+mode, writers on throughout. Checked: the snapshot batches run on the cluster's executors; the
+stream's driver runs on a node (its status and lease name the node), not on the Airflow host; the
+driver's environment holds none of the Airflow worker's secrets (the submission client sends
+spark-submit's environment to the driver); killed with SIGKILL, the stream is brought back on the
+cluster by the watchdog DAG from its checkpoint on S3; the sink equals the source row by row; a
+stop request through the state location stops the driver on the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD
+from mysqlcdc_harness.processes import CommandLineWatcher
+from mysqlcdc_harness.s3 import BUCKET, aws_env, s3_delta_rows, s3_server
+from mysqlcdc_harness.sink_compare import mysql_rows, wait_until_equal
+from mysqlcdc_harness.spark_cluster import NODE_SECRETS_DIR, node_spark_home, standalone_cluster
+from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
+from mysqlcdc_harness.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+PASSWORD_FILE = f"{NODE_SECRETS_DIR}/password"
+LEASE_TTL_S = 15
+
+
+def _stream_drivers() -> list[psutil.Process]:
+    """The stream job's Python processes on the nodes (children of a DriverWrapper JVM)."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = p.info.get("cmdline") or []
+        if "airflow_provider_mysqlcdc.jobs.binlog_stream" in cmd and "python" in os.path.basename(cmd[0]):
+            out.append(p)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster_run(mariadb, tmp_path_factory):
+    from airflow_provider_mysqlcdc.cdc.object_store import ALL_NAMES
+    from tests.e2e.test_pipeline_dag import _use_source, run_dag
+
+    assert not any(os.environ.get(k) for k in ALL_NAMES), "the test process must not hold AWS credentials"
+    work = tmp_path_factory.mktemp("cluster_e2e")
+    saved = {
+        k: os.environ.get(k)
+        for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP", "MYSQLCDC_RUNTIME_DIR")
+    }
+    for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        os.environ.pop(k, None)  # an Airflow worker does not tell Spark which Python the cluster has
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["MYSQLCDC_RUNTIME_DIR"] = str(work / "connect-runtime")
+    with s3_server(work) as s3:
+        node_env = {
+            "AWS_ACCESS_KEY_ID": s3["key_id"],
+            "AWS_SECRET_ACCESS_KEY": s3["secret"],
+            "AWS_REGION": s3["region"],
+            "AWS_DEFAULT_REGION": s3["region"],
+            "AWS_ENDPOINT_URL": s3["endpoint"],
+            "AWS_ALLOW_HTTP": "true",
+        }
+        with standalone_cluster(
+            work / "cluster",
+            tmp_path_factory.getbasetemp() / "cluster-cache",
+            workers=2,
+            cores=2,
+            node_env=node_env,
+            node_secrets={"password": ROOT_PASSWORD},
+        ) as cluster:
+            db = f"cl_{os.getpid()}"
+            mariadb.execute(f"CREATE DATABASE `{db}`")
+            specs = [create_int_table(mariadb, db, 30_000, "orders"), create_composite_table(mariadb, db, 8_000)]
+            _use_source(mariadb, db)
+            host, port = cluster.master_url.rsplit(":", 1)
+            airflow_env.set_connection(
+                "spark_default",
+                "spark",
+                host=host,
+                port=int(port),
+                extra={
+                    "deploy-mode": "cluster",
+                    "mysqlcdc_spark_home": node_spark_home(),
+                    "mysqlcdc_password_file": PASSWORD_FILE,
+                },
+            )
+            airflow_env.set_connection(
+                "aws_lake",
+                "aws",
+                host="",
+                login=s3["key_id"],
+                password=s3["secret"],
+                extra={"endpoint_url": s3["endpoint"], "region_name": s3["region"]},
+            )
+            prefix = f"c{os.getpid()}"
+            conf = {
+                "tables": [f"{db}.orders", "tenant_items"],
+                "state_location": f"s3://{BUCKET}/{prefix}/state",
+                "sink_type": "delta",
+                "sink_options": {"root": f"s3://{BUCKET}/{prefix}/tables"},
+                "aws_conn_id": "aws_lake",
+                "chunk_size": 3000,
+                "rows_per_batch": 12_000,
+                "stream_options": {
+                    "max_events_per_batch": 20000,
+                    "heartbeat_s": 1.0,
+                    "trigger_interval_s": 0.5,
+                    "lease_ttl_s": LEASE_TTL_S,
+                },
+            }
+            watcher = CommandLineWatcher(
+                ("SparkSubmit", "binlog_stream", "SparkConnectServer", "DriverWrapper")
+            ).start()
+            writers = [
+                ConcurrentWriter(lambda: mariadb.connect(db), s, seed=61 + i, threads=1, pause_s=0.005).start()
+                for i, s in enumerate(specs)
+            ]
+            run = {
+                "db": db,
+                "work": work,
+                "specs": specs,
+                "conf": conf,
+                "writers": writers,
+                "watcher": watcher,
+                "server": mariadb,
+                "s3": s3,
+                "cluster": cluster,
+            }
+            try:
+                run["dr"] = run_dag(conf, work / "dag_test_output.log")
+                yield run
+            finally:
+                for w in writers:
+                    w.stop()
+                watcher.stop()
+                from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+                stop_local_servers(work / "connect-runtime")
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _status(run):
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import read_status
+
+    with aws_env(run["s3"]):
+        return read_status(StateStore(run["conf"]["state_location"]))
+
+
+def _sink_problems(run, timeout_s: float = 300.0) -> str:
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+
+    problems = []
+    root = run["conf"]["sink_options"]["root"]
+    for spec in run["specs"]:
+        t = TableId(spec.database, spec.table)
+        cols = list(spec.key_columns) + list(VALUE_COLS)
+        problem = wait_until_equal(
+            lambda: mysql_rows(run["server"], t, cols, spec.key_columns),
+            lambda: s3_delta_rows(run["s3"], f"{root}/{t.database}/{t.table}", spec.key_columns),
+            timeout_s=timeout_s,
+        )
+        if problem:
+            problems.append(f"{t}: {problem}")
+    return "; ".join(problems)
+
+
+def test_the_pipeline_runs_on_the_cluster_and_the_watchdog_brings_a_killed_stream_back_there(cluster_run):
+    run = cluster_run
+    cluster = run["cluster"]
+    states = airflow_env.task_states(run["dr"])
+    assert run["dr"].state == "success", (states, cluster.worker_logs())
+    status = _status(run)
+    assert status is not None and status.host.startswith("spark-node-"), f"the driver runs on a node: {status}"
+    drivers = _stream_drivers()
+    assert len(drivers) == 1, [d.cmdline() for d in drivers]
+    first = drivers[0]
+    # the submission client hands spark-submit's environment to the driver: none of Airflow's
+    environ = open(f"/proc/{first.pid}/environ", "rb").read().decode(errors="replace")
+    assert ROOT_PASSWORD not in environ and "AIRFLOW_CONN_" not in environ and run["s3"]["secret"] in environ, (
+        "the driver has the node's storage credentials and none of the Airflow worker's secrets"
+    )
+    assert [d for d in cluster.active_drivers() if "binlog stream" in json.dumps(d) or d.get("state") == "RUNNING"]
+    # executors of the snapshot ran on both nodes (the Connect server's application)
+    apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
+    assert any("snapshot" in a.get("name", "") for a in apps), apps
+
+    time.sleep(4)  # the writers go on; the stream follows them on the cluster
+    # kill -9 the driver (its Python and its JVM), then let the watchdog bring it back
+    jvm = first.parent()
+    for p in (first, jvm):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.send_signal(signal.SIGKILL)
+    time.sleep(LEASE_TTL_S + 2)  # its lease expires: the only sign of a driver's death on another host
+    res = airflow_env.run_template(
+        [
+            "watchdog",
+            json.dumps(
+                {"state_location": run["conf"]["state_location"], "aws_conn_id": "aws_lake", "consistency_every_s": -1}
+            ),
+        ],
+        run["work"] / "watchdog_output.log",
+    )
+    dr = airflow_env.dag_run("mysql_cdc_stream_watchdog", res["run_id"])
+    assert airflow_env.task_states(dr).get(("stream_health", -1), ("",))[0] == "success", (
+        airflow_env.task_states(dr),
+        Path(run["work"] / "watchdog_output.log").read_text(errors="replace")[-3000:],
+    )
+    again = _stream_drivers()
+    assert len(again) == 1 and again[0].pid != first.pid, "relaunched once, on the cluster"
+    status = _status(run)
+    assert status.host.startswith("spark-node-") and status.pid == again[0].pid
+    time.sleep(4)
+    changes = sum(w.stop().total for w in run["writers"])
+    run["writers"].clear()
+    assert changes > 300, f"the writers changed rows throughout ({changes})"
+    assert not _sink_problems(run)
+
+    # a stop asked through the state location reaches the driver on its node
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_stream
+
+    with aws_env(run["s3"]):
+        assert stop_stream(StateStore(run["conf"]["state_location"]), "test: stop", timeout_s=90)
+    deadline = time.monotonic() + 30
+    while _stream_drivers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _stream_drivers(), "the driver exited on the stop request"
+    assert _status(run).state == "stopped"
+
+
+def test_no_secret_on_a_command_line_or_in_the_launch_record(cluster_run):
+    run = cluster_run
+    secret_words = (ROOT_PASSWORD, run["s3"]["secret"])
+    seen = run["watcher"].matching("")
+    assert any("PythonRunner" in c for c in seen), "the stream was submitted as Spark's Python runner"
+    for line in seen:
+        assert not any(s in line for s in secret_words), line
+    with aws_env(run["s3"]):
+        from airflow_provider_mysqlcdc.cdc.state import StateStore
+
+        state = StateStore(run["conf"]["state_location"])
+        for rel in ("stream/launch.json", "stream/cluster_driver.json", "stream/status.json", "pipeline.json"):
+            text = json.dumps(state.read_json(rel))
+            assert not any(s in text for s in secret_words), rel
