@@ -266,3 +266,28 @@ def test_no_secret_on_a_command_line_or_in_the_launch_record(cluster_run):
         for rel in ("stream/launch.json", "stream/cluster_driver.json", "stream/status.json", "pipeline.json"):
             text = json.dumps(state.read_json(rel))
             assert not any(s in text for s in secret_words), rel
+
+
+def test_a_driver_the_cluster_cannot_start_fails_the_launch_at_once_with_the_fix(cluster_run):
+    """A wrong cluster SPARK_HOME (the driver's jar is not on the node): the submission fails in
+    seconds with the driver's id and what to check, as a configuration error (not retried)."""
+    from airflow_provider_mysqlcdc.cdc.errors import ConfigError
+    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.spark.runtime.cluster_stream import ClusterSubmitError
+
+    run = cluster_run
+    host, port = run["cluster"].master_url.rsplit(":", 1)
+    airflow_env.set_connection(
+        "spark_wrong_home",
+        "spark",
+        host=host,
+        port=int(port),
+        extra={"mysqlcdc_spark_home": "/nowhere/spark", "mysqlcdc_password_file": PASSWORD_FILE},
+    )
+    with aws_env(run["s3"]):
+        control = StreamControl(run["conf"]["state_location"], "mysql_cdc_default", "spark_wrong_home")
+        started = time.monotonic()
+        with pytest.raises(ClusterSubmitError, match="failed on a worker") as e:
+            control._submit_to_cluster(run["conf"]["state_location"] + "/pipeline.json", "wrong home")
+    assert isinstance(e.value, ConfigError) and "mysqlcdc_spark_home" in str(e.value)
+    assert time.monotonic() - started < 90

@@ -270,7 +270,7 @@ def submit(sub: ClusterSubmission, timeout_s: float = 300.0) -> Submitted:
     out = (proc.stdout or "") + (proc.stderr or "")
     driver = _DRIVER_ID.search(out) or _YARN_APP.search(out) or _K8S_POD.search(out)
     driver_id = driver.group(1) if driver else None
-    failed_state = re.search(r"State of driver\S* (\S+) is (FAILED|ERROR|KILLED)", out)
+    failed_state = re.search(r"State of (?:driver )?(driver-\S+) is (FAILED|ERROR|KILLED)", out)
     if proc.returncode != 0 or failed_state:
         raise ClusterSubmitError(_submit_failure(sub, out, driver_id, proc.returncode))
     return Submitted(driver_id, out)
