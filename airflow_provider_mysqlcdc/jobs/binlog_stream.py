@@ -264,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         if stop.is_set():  # terminated while starting up
             return 0
         listener = install_status_listener(spark, config, StateStore(config.state_location))
+        spark_master = spark.sparkContext.master
+        if not spark_master.lower().startswith("local"):
+            # the cluster's executors run the cluster's Python: one that lacks the package (or runs
+            # another version) fails here with what to install, not inside the first micro-batch
+            from airflow_provider_mysqlcdc.spark.runtime.executor_check import check_executors
+
+            check_executors(spark, spark_master)
         sink.observe_replaced_values(listener.recorder.count_replaced)  # e.g. U+0000 into PostgreSQL
         # tables renamed into the list bring rows the binlog lacks: this job reads them itself
         reads = TableReader(spark, lambda: load_pipeline_config(args.config, password=password)).start()

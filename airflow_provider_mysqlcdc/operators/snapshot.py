@@ -325,6 +325,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                 config, sink=replace(config.sink, options=with_storage_options(config.sink.options, self._storage))
             )
         lease: Any = contextlib.nullcontext()
+        on_cluster = True
         if self.connect_conn_id:
             from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
@@ -337,6 +338,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                 self._conn_id, self.conf, reads_bypass_jvm(config.source, config.sink.type, config.sink.options)
             )
             master = settings.master
+            on_cluster = not master.strip().lower().startswith("local")
             info = ensure_local_server(settings, idle_s=float(self.connect_idle_s))
             url, lease = info.url, Lease(info)
             where = f"the local Spark Connect server at {info.display_url} ({master})"
@@ -352,6 +354,10 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             with lease, remote_session(url) as spark:
                 spark.version  # the first call to the server: a wrong or dead endpoint fails here
                 reached = True
+                if on_cluster:  # the cluster's Python, not this worker's: can it run this package?
+                    from ..spark.runtime.executor_check import check_executors
+
+                    check_executors(spark, where)
                 self._connect_session = spark
                 try:
                     run_snapshot_batch(spark, config, self.batch_id, progress_interval_s=20.0)

@@ -291,3 +291,32 @@ def test_a_driver_the_cluster_cannot_start_fails_the_launch_at_once_with_the_fix
             control._submit_to_cluster(run["conf"]["state_location"] + "/pipeline.json", "wrong home")
     assert isinstance(e.value, ConfigError) and "mysqlcdc_spark_home" in str(e.value)
     assert time.monotonic() - started < 90
+
+
+def test_executors_whose_python_cannot_run_the_package_fail_the_first_task_with_what_to_install(cluster_run, tmp_path):
+    """The nodes' system Python (no package; PySpark ships its own modules) as the executors' interpreter: the probe
+    every job runs first on a cluster says so as a configuration error."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "from airflow_provider_mysqlcdc.cdc.errors import ConfigError\n"
+        "from airflow_provider_mysqlcdc.spark.runtime.executor_check import check_executors\n"
+        "spark = SparkSession.builder.master({run_master!r})"
+        ".config('spark.cores.max', '1').config('spark.task.maxFailures', '1').getOrCreate()\n"
+        "try:\n"
+        "    check_executors(spark, 'the test cluster')\n"
+        "    print('NO ERROR')\n"
+        "except ConfigError as e:\n"
+        "    print('CONFIG ERROR', e)\n"
+        "spark.stop()\n".replace("{run_master!r}", repr(cluster_run["cluster"].master_url))
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
+    env["PYSPARK_PYTHON"] = "/usr/bin/python3"  # what a driver names when it assumes the nodes' system Python
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
+    line = next((ln for ln in out.stdout.splitlines() if "ERROR" in ln), out.stdout + out.stderr[-3000:])
+    assert line.startswith("CONFIG ERROR"), line
+    assert "cannot import 'airflow_provider_mysqlcdc'" in line and "spark.pyspark.python" in line, line
