@@ -114,9 +114,19 @@ def stream_placement(master: str, deploy_mode: str | None) -> str:
     return "here" if mode == "client" else "cluster"
 
 
+# Kubernetes secret *references* (name:key, mount paths): how the cluster hands a secret over
+# without it passing through Spark conf, so allowed although their keys name a password.
+SECRET_REFERENCES = (
+    "spark.kubernetes.driver.secretKeyRef.",
+    "spark.kubernetes.executor.secretKeyRef.",
+    "spark.kubernetes.driver.secrets.",
+    "spark.kubernetes.executor.secrets.",
+)
+
+
 def refuse_secret_conf(conf: Mapping[str, str]) -> None:
     """Spark conf is shown in the Spark UI and kept in the launch record: no secrets in it."""
-    bad = sorted(k for k in conf if SECRET_CONF.search(k))
+    bad = sorted(k for k in conf if SECRET_CONF.search(k) and not k.startswith(SECRET_REFERENCES))
     if bad:
         raise ConfigError(
             f"the stream's Spark conf holds secret-looking settings ({', '.join(bad)}): Spark shows its conf in the "

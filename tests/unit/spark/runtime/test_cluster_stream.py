@@ -104,6 +104,13 @@ def test_secret_looking_conf_is_refused(key):
         _sub("spark://m:7077", conf={key: "v"})
 
 
+def test_kubernetes_secret_references_are_not_secrets():
+    sub = _sub(
+        "k8s://https://k:6443", conf={"spark.kubernetes.driver.secretKeyRef.MYSQLCDC_PASSWORD": "mysql:password"}
+    )
+    assert "spark.kubernetes.driver.secretKeyRef.MYSQLCDC_PASSWORD=mysql:password" in sub.argv
+
+
 def test_no_password_or_airflow_secret_reaches_the_submission():
     environ = {
         "PATH": "/airflow/venv/bin:/usr/bin",
