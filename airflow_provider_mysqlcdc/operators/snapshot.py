@@ -171,6 +171,11 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         config = follow_connection(state, source, self.mysql_cdc_conn_id, self.log)  # the job reads the state's
         probe = super()._get_hook()  # resolves master / deploy mode from the Spark connection
         master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]
+        if master.lower().startswith("spark://") and (deploy_mode or "client") == "cluster":
+            # spark-submit runs no Python application in cluster mode on a standalone master; a
+            # batch's driver lives as long as its task anyway (the stream's goes to the cluster).
+            self._deploy_mode = deploy_mode = "client"
+            self.log.info("a snapshot batch runs its driver in this task (client deploy mode) on %s", master)
         sink_password = None
         if self.sink_conn_id:
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""

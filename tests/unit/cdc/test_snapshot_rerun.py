@@ -114,3 +114,24 @@ def test_the_task_waits_for_the_stream_to_take_the_handoff_and_reports_it(state,
     op.handoff_timeout_s = 0.5
     with pytest.raises(Exception, match="has not taken its rows .* Is it running"):
         op._wait_for_stream(state, "h-3")
+
+
+def test_a_submitted_batch_on_a_standalone_cluster_runs_its_driver_in_the_task(state, monkeypatch):
+    """spark-submit refuses Python applications in cluster mode on a standalone master: a batch
+    keeps its driver in its task (client mode), where the passwords stay in a private environment."""
+    import json
+
+    from airflow_provider_mysqlcdc.operators import snapshot as mod
+
+    body = {"conn_type": "spark", "host": "spark://m", "port": 7077, "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", json.dumps(body))
+    monkeypatch.setattr(mod, "check_pyspark_install", lambda: None)
+    monkeypatch.setattr(
+        mod, "MySqlCdcHook", lambda conn_id: SimpleNamespace(get_source_config=lambda: SimpleNamespace(password="pw"))
+    )
+    monkeypatch.setattr(mod, "follow_connection", lambda *a: SimpleNamespace(name="p"))
+    op = _op(state, conn_id="spark_standalone")
+    op._storage = None
+    op._prepare_submit(state)
+    assert op._deploy_mode == "client"
+    assert op._secret_env["MYSQLCDC_PASSWORD"] == "pw"
