@@ -275,6 +275,13 @@ def build_pipeline_dags(
                 "checksums per batch) at most this often; 0: at every "
                 "watchdog run; -1: never.",
             ),
+            "stop_stream": Param(
+                False,
+                type="boolean",
+                title="Stop the stream",
+                description="Stop the stream (between micro-batches, wherever its driver runs) instead of "
+                "watching it. It stays stopped until the pipeline's stream task runs again (clear it).",
+            ),
         },
     ) as watchdog:
         health = MySqlCdcStreamSensor(
@@ -283,6 +290,7 @@ def build_pipeline_dags(
             aws_conn_id="{{ params.aws_conn_id or '' }}",  # no native rendering here: None would be 'None'
             max_lag_s=WATCHDOG_MAX_LAG_S,
             relaunch=True,
+            stop="{{ params.stop_stream }}",
             poke_interval=30,
             timeout=240,
             mode="reschedule",

@@ -43,6 +43,9 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     :param sink_conn_id: the PostgreSQL sink's connection (default: as launched). (templated)
     :param max_lag_s: succeed only when the lag is at most this (None: any lag). (templated)
     :param relaunch: start a dead stream again. (templated)
+    :param stop: stop the stream instead of watching it (a stop request through the state location,
+        honoured between micro-batches wherever the driver runs); it then stays stopped, also for
+        later watchdog runs, until the pipeline's stream task runs again. (templated)
     :param stale_after_s: unused: a driver's lease, renewed every third of ``stream.lease_ttl_s``,
         tells whether it lives, on a cluster as here. Kept so existing DAGs still parse.
     :param aws_conn_id: the ``aws`` connection of a state location on object storage (needed to read
@@ -57,6 +60,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         "max_lag_s",
         "relaunch",
         "aws_conn_id",
+        "stop",
     )
     ui_color = "#e3f7e3"
     operator_extra_links = (StreamSparkUiLink(),)
@@ -77,10 +81,12 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         python_archive: str | None = None,
         conf: Mapping[str, str] | None = None,
         aws_conn_id: str | None = None,
+        stop: Any = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
+        self.stop = stop
         self.state_location = state_location
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.spark_conn_id = spark_conn_id
@@ -119,6 +125,8 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                 f"no binlog stream has been started with the state location {self.state_location} yet: nothing "
                 "to watch. Trigger the pipeline DAG first (its stream task starts the stream)."
             )
+        if truthy(self.stop):
+            self._stop_stream(state)
         control = self.control()
         self._check_server(control)
         status = control.running()
@@ -150,6 +158,18 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
             )
             return False
         return PokeReturnValue(is_done=True, xcom_value=summary)
+
+    def _stop_stream(self, state: StateStore) -> None:
+        """Stop it and leave the mark that keeps later watchdog runs from relaunching it."""
+        from ..spark.runtime.stream_launcher import stop_stream
+
+        reason = f"stopped from Airflow ({self.dag_id} triggered with stop_stream)"
+        stopped = stop_stream(state, reason)
+        state.write_json(state.STOPPED_ON_REQUEST, {"reason": reason, "at": time.time()})
+        raise AirflowSkipException(
+            ("the stream stopped" if stopped else "no stream was running")
+            + f": it stays stopped until the pipeline's stream task runs again ({self.state_location})."
+        )
 
     def _relaunch(self, control: StreamControl) -> Any:
         """Launch the stream; when another launcher (a second watchdog, the pipeline's stream task)

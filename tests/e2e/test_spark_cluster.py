@@ -239,16 +239,22 @@ def test_the_pipeline_runs_on_the_cluster_and_the_watchdog_brings_a_killed_strea
     assert changes > 300, f"the writers changed rows throughout ({changes})"
     assert not _sink_problems(run)
 
-    # a stop asked through the state location reaches the driver on its node
-    from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_stream
-
-    with aws_env(run["s3"]):
-        assert stop_stream(StateStore(run["conf"]["state_location"]), "test: stop", timeout_s=90)
-    deadline = time.monotonic() + 30
-    while _stream_drivers() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not _stream_drivers(), "the driver exited on the stop request"
+    # stopped from Airflow: the watchdog DAG triggered with stop_stream; its request in the state
+    # location reaches the driver on its node, and later watchdog runs leave the stream stopped
+    for i, conf in enumerate(({"stop_stream": True}, {})):
+        res = airflow_env.run_template(
+            [
+                "watchdog",
+                json.dumps({"state_location": run["conf"]["state_location"], "aws_conn_id": "aws_lake", **conf}),
+            ],
+            run["work"] / f"watchdog_stop_{i}.log",
+        )
+        dr = airflow_env.dag_run("mysql_cdc_stream_watchdog", res["run_id"])
+        assert airflow_env.task_states(dr)[("stream_health", -1)][0] == "skipped", airflow_env.task_states(dr)
+        deadline = time.monotonic() + 30
+        while _stream_drivers() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _stream_drivers(), "the driver exited on the stop request and was not relaunched"
     assert _status(run).state == "stopped"
 
 
