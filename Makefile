@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-serial lint unit compat bench-snapshot bench-dag bench-soak clean
+.PHONY: bootstrap demo test test-serial lint unit compat bench-snapshot bench-dag bench-cluster bench-soak clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -44,6 +44,11 @@ bench-snapshot: bootstrap
 # The DAG template's initial load of a 20M-row table (BENCH_ARGS="--rows 2000000" for a quick check).
 bench-dag: bootstrap
 	$(PY) bench/dag_initial_load.py $(BENCH_ARGS)
+
+# The stream's catch-up on a standalone Spark cluster (2 isolated workers) vs local mode, one run
+# (BENCH_ARGS="--rows 400000 --repeats 1" for a quick check).
+bench-cluster: bootstrap
+	$(PY) bench/cluster_stream.py $(BENCH_ARGS)
 
 # The kill -9 fault soak, 100 rounds (hours; BENCH_ARGS="--rounds 4 --rows 3000" for a quick check).
 bench-soak: bootstrap
