@@ -7,6 +7,8 @@ API server (moto), alternately:
 
   * ``local``: the stream job launched as the stream task launches it on a local master
     (a detached ``python jobs/binlog_stream.py --master local[2,4]`` on this host);
+  * ``client``: the same job with the cluster as its master (deploy mode client): the driver
+    here, its executors on the workers;
   * ``cluster``: the stream's driver submitted to a standalone cluster of ``--workers`` workers
     with ``--cores`` cores each (mysqlcdc_harness.spark_cluster: each worker in its own mount
     namespace with its own node environment), exactly as the stream task submits it
@@ -84,6 +86,14 @@ def run_once(placement: str, n: int, source, start: BinlogOffset, end: BinlogOff
     t0 = time.perf_counter()
     if placement == "local":
         launch_local_stream(url, state, password=ROOT_PASSWORD, master="local[2,4]", extra_env=credentials_env())
+    elif placement == "client":  # deploy-mode client: the driver here, its executors on the cluster
+        launch_local_stream(
+            url,
+            state,
+            password=ROOT_PASSWORD,
+            master=master,
+            extra_env={**credentials_env(), "SPARK_LOCAL_IP": "127.0.0.1"},
+        )
     else:
         sub = cluster_stream.submission(
             spark_submit=cluster_stream.spark_submit_binary(),
@@ -124,6 +134,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cores", type=int, default=1, help="cores per worker")
+    ap.add_argument("--placements", default="local,cluster,client", help="which of local, cluster, client to run")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mysqlcdc-cluster-bench-"))
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -151,9 +162,10 @@ def main() -> None:
                 node_secrets={"password": ROOT_PASSWORD},
             ) as cluster:
                 print(f"cluster: {cluster.master_url}, {args.workers} workers x {args.cores} core(s)", flush=True)
-                runs: dict[str, list[dict]] = {"local": [], "cluster": []}
+                chosen = [p.strip() for p in args.placements.split(",") if p.strip()]
+                runs: dict[str, list[dict]] = {p: [] for p in ("local", "cluster", "client")}
                 for n in range(args.repeats):
-                    for placement in ("local", "cluster"):
+                    for placement in chosen:
                         r = run_once(placement, n, source, start, end, cluster.master_url, args.workers * args.cores)
                         runs[placement].append(r)
                         print(
@@ -161,13 +173,20 @@ def main() -> None:
                             f"{r['catchup_s']:.1f} s ({changes / r['catchup_s']:,.0f} changes/s)",
                             flush=True,
                         )
-        ratios = [lo["catchup_s"] / cl["catchup_s"] for lo, cl in zip(runs["local"], runs["cluster"])]
-        med = {p: statistics.median(r["catchup_s"] for r in rs) for p, rs in runs.items()}
-        first = statistics.median(r["first_commit_s"] for r in runs["cluster"])
-        first_local = statistics.median(r["first_commit_s"] for r in runs["local"])
+        ratios = [lo["catchup_s"] / cl["catchup_s"] for lo, cl in zip(runs["local"], runs["cluster"])] or [float("nan")]
+        med = {p: statistics.median(r["catchup_s"] for r in rs) if rs else float("nan") for p, rs in runs.items()}
+
+        def med_of(p: str, f) -> float:
+            return statistics.median(f(r) for r in runs[p]) if runs[p] else float("nan")
+
+        first = med_of("cluster", lambda r: r["first_commit_s"])
+        first_local = med_of("local", lambda r: r["first_commit_s"])
         print(
-            f"median catch-up: local {med['local']:.1f} s, cluster {med['cluster']:.1f} s; "
-            f"first commit: local {first_local:.1f} s, cluster {first:.1f} s"
+            f"median catch-up: local {med['local']:.1f} s, cluster {med['cluster']:.1f} s, client mode "
+            f"{med['client']:.1f} s; first commit: local {first_local:.1f} s, cluster {first:.1f} s; catch-up after "
+            f"the first commit: local {med_of('local', lambda r: r['catchup_s'] - r['first_commit_s']):.1f} s, "
+            f"cluster {med_of('cluster', lambda r: r['catchup_s'] - r['first_commit_s']):.1f} s, "
+            f"client mode {med_of('client', lambda r: r['catchup_s'] - r['first_commit_s']):.1f} s"
         )
         print(
             f"cluster_vs_local={statistics.median(ratios):.2f} local_changes_per_s={changes / med['local']:.0f} "

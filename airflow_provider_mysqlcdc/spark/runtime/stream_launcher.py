@@ -248,6 +248,12 @@ def _child_env(password: str, python: str, extra_env: Mapping[str, str] | None, 
     env[PASSWORD_ENV] = password
     if master.strip().lower().startswith("local"):
         env["PYSPARK_PYTHON"] = python  # local executors: this interpreter; a cluster's: its own Python
+    elif "PYSPARK_PYTHON" not in env:
+        # Client mode on a cluster: one name, python3, serves the driver's own Python workers (the
+        # source's planning runs there) and the executors, each resolving it on its own PATH.
+        bindir = os.path.dirname(python)
+        if bindir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     return env
 
 

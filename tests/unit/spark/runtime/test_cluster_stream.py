@@ -225,3 +225,16 @@ def test_client_mode_keeps_the_driver_here(monkeypatch, tmp_path):
     _spark_conn(monkeypatch, {"deploy-mode": "client"})
     assert StreamControl(str(tmp_path / "state"), "src", "cl_spark").is_local
     assert os.environ.get("AIRFLOW_CONN_CL_SPARK")
+
+
+def test_client_mode_driver_finds_this_python_as_python3_and_gives_executors_none(monkeypatch):
+    """Client mode: the driver's own Python workers (the source's planning) resolve python3 on this
+    host's PATH (this venv first); no PYSPARK_PYTHON names this host's interpreter to the executors."""
+    from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import _child_env
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    env = _child_env("pw", "/venv/bin/python", {}, "spark://m:7077")
+    assert "PYSPARK_PYTHON" not in env and env["PATH"].split(":")[0] == "/venv/bin"
+    local = _child_env("pw", "/venv/bin/python", {}, "local[2,4]")
+    assert local["PYSPARK_PYTHON"] == "/venv/bin/python"
