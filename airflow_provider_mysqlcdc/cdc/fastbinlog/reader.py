@@ -288,7 +288,7 @@ class _Builder:
         columns_out = [
             pa.repeat(pa.scalar(tid.database), total),
             pa.repeat(pa.scalar(tid.table), total),
-            _OPS.take(pa.array(kind[ev_row])),
+            _ops().take(pa.array(kind[ev_row])),
             pa.array([f for _, f in self.files], pa.string()).take(pa.array(file_idx[ev_row])),
             pa.array(pos[ev_row]),
             pa.array(rows.astype(np.int32)),
@@ -368,7 +368,20 @@ class _Builder:
         return dec.image_arrays(images), np.array(ev_of, dtype=np.int64), np.array(image, dtype=np.int64)
 
 
-_OPS = pa.array(["insert", "update", "delete"], pa.string())
+_OP_NAMES = ("insert", "update", "delete")
+_ops_array: pa.Array | None = None
+
+
+def _ops() -> pa.Array:
+    """The op names as an Arrow array, built on first use: ``pa.array`` at import time makes
+    pyarrow import pandas (0.18 s measured, in every process that imports the decoder: each of
+    Spark's Python workers), which nothing here needs."""
+    global _ops_array
+    if _ops_array is None:
+        _ops_array = pa.array(list(_OP_NAMES), pa.string())
+    return _ops_array
+
+
 _ROWS_COMPRESSED = {**{t: False for t in C.ROWS_EVENTS}, **{t: True for t in C.COMPRESSED_ROWS_EVENTS}}
 
 
