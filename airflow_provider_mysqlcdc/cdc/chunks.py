@@ -127,13 +127,15 @@ class FinishedBatch:
     batch_id: str
     ranges: tuple[KeyRange, ...]
     high_watermark: BinlogOffset
+    # The server the watermark was taken on (cdc/failover.ServerIdentity as text; None before it was
+    # recorded): on another server the stream places the watermark by its GTID state.
+    server: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "batch_id": self.batch_id,
-            "ranges": [r.to_dict() for r in self.ranges],
-            "high_watermark": self.high_watermark.to_dict(),
-        }
+        hw = self.high_watermark.to_dict()
+        if self.server:
+            hw["server"] = self.server
+        return {"batch_id": self.batch_id, "ranges": [r.to_dict() for r in self.ranges], "high_watermark": hw}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "FinishedBatch":
@@ -141,6 +143,7 @@ class FinishedBatch:
             d["batch_id"],
             tuple(KeyRange.from_dict(r) for r in d["ranges"]),
             BinlogOffset.from_dict(d["high_watermark"]),
+            d["high_watermark"].get("server") or None,
         )
 
 

@@ -117,6 +117,7 @@ class StateStore:
                 r["batch_id"],
                 tuple(KeyRange.from_dict(x) for x in r["ranges"]),
                 BinlogOffset.from_dict(r["high_watermark"]),
+                r["high_watermark"].get("server") or None,
             )
             for r in self.batch_results()
         ]

@@ -549,6 +549,7 @@ class FastBinlogReader:
         bulk_min_events: int = 64,
         new_tables: Callable[[TableId], bool] | None = None,
         gtid_watch: GtidWatch | None = None,
+        expect_server: str | None = None,
     ) -> None:
         if stop is not None and stop < start:
             raise ValueError(f"binlog read: stop {stop} is before start {start}")
@@ -574,6 +575,7 @@ class FastBinlogReader:
         self.bulk_min_events = bulk_min_events
         self.bulk_events = 0  # events walked by _bulk_walk (observability, tests)
         self.gtid_watch = gtid_watch  # every GTID read goes past it (cdc/gtid_watch.py): a jump stops the read
+        self.expect_server = expect_server  # the server the offsets belong to (cdc/failover.py), checked per connect
         self.unsupported: dict[TableId, str] = {}
         self.decoders: dict[bytes, TableDecoder | Unsupported | None] = {}
         self._conn: DumpConnection | None = None
@@ -616,9 +618,12 @@ class FastBinlogReader:
     def _open(self) -> DumpConnection:
         ctl = self.source.connect()
         try:
+            version = server_version(ctl)
+            if self.expect_server is not None:
+                self._check_server(ctl, version)
             check_start_available(ctl, self.dump_from, self.tables)
             self._charsets = server_charsets(ctl)
-            self._names_expected = server_version(ctl).has_binlog_row_metadata
+            self._names_expected = version.has_binlog_row_metadata
         finally:
             ctl.close()
         conn = DumpConnection(
@@ -634,6 +639,18 @@ class FastBinlogReader:
         if self._done:  # closed (from another thread) while connecting
             self.close()
         return conn
+
+    def _check_server(self, ctl: Any, version: Any) -> None:
+        """Offsets mean something only in the binlog of the server that wrote them: refuse another."""
+        from ..failover import SourceChangedError, server_identity
+
+        now = server_identity(ctl, version)
+        if str(now) != self.expect_server:
+            raise SourceChangedError(
+                f"binlog read from {self.dump_from}: those offsets belong to the server {self.expect_server}, and the "
+                f"endpoint now reaches {now} (a failover): the range is not read by file and position there. The "
+                "stream's driver places it on the new server by GTID when the query runs again."
+            )
 
     # --- public iteration ------------------------------------------------------------------
 

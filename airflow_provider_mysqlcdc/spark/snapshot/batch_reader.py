@@ -35,6 +35,7 @@ from ...cdc.config import SourceConfig
 from ...cdc.corrections import TableCorrections, reduce_changes
 from ...cdc.errors import TableChangedError
 from ...cdc.events import SchemaChange
+from ...cdc.failover import ServerIdentity, SourceChangedError, gtid_state_at, server_identity
 from ...cdc.fastbinlog.fallback import changes_with_fallback
 from ...cdc.keyorder import key_order_for
 from ...cdc.model import TableId, TableSchema, quote_ident
@@ -99,6 +100,7 @@ class BatchRead:
     backfill_events: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     readers: dict[TableId, str] = field(default_factory=dict)  # "arrow" or "jdbc": which read the table
+    server: str | None = None  # the server both watermarks were taken on (cdc/failover.ServerIdentity)
     _held: list[Materialized] = field(default_factory=list, repr=False)
 
     def frame(self, table_id: TableId) -> DataFrame:
@@ -209,13 +211,33 @@ class ConsistentBatchReader:
         return lw
 
     def _high_watermark(self, conn, version) -> BinlogOffset:
-        return current_offset(conn, version)
+        """The head, with the GTID state exactly at it (MariaDB's ``gtid_binlog_pos`` may lag the
+        position by a transaction): the stream places the watermark by GTID after a failover."""
+        hw = current_offset(conn, version)
+        if version.is_mariadb:
+            exact = gtid_state_at(conn, version, hw)
+            if exact is not None:
+                hw = BinlogOffset(hw.file, hw.position, exact)
+        return hw
+
+    def _same_server(self, before: ServerIdentity, version) -> None:
+        """Fail the batch (nothing written; the task's retry reads it again) when the server behind
+        the endpoint changed during its window: rows and watermarks of two servers never mix."""
+        with contextlib.closing(self.source.connect()) as fresh:
+            now = server_identity(fresh, version)
+        if now != before:
+            raise SourceChangedError(
+                f"the source server changed during this batch's window ({before.describe()} at the low watermark, "
+                f"{now.describe()} now: a failover): the batch wrote nothing. It is read again by the task's retry; "
+                "if retries are exhausted, clear the batch's task."
+            )
 
     def read(self, batch: Batch) -> BatchRead:
         timings: dict[str, float] = {}
         t0 = time.monotonic()
         with contextlib.closing(self.source.connect()) as conn:
             version = server_version(conn)
+            server = server_identity(conn, version)
             lw = self._low_watermark(conn, version)
             timings["low_watermark_s"] = time.monotonic() - t0
             self._check_unchanged(conn, batch)
@@ -247,7 +269,8 @@ class ConsistentBatchReader:
             timings["select_s"] = time.monotonic() - t1
 
             hw = self._high_watermark(conn, version)
-        result = BatchRead(batch, lw, hw, {}, timings=timings, readers=readers, _held=held)
+            self._same_server(server, version)
+        result = BatchRead(batch, lw, hw, {}, timings=timings, readers=readers, server=str(server), _held=held)
 
         t2 = time.monotonic()
         corrections: dict[TableId, TableCorrections] = {}

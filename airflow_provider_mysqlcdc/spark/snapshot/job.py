@@ -170,7 +170,7 @@ def run_snapshot_batch(
         "chunks": [c.to_dict() for c in batch.chunks],
         "ranges": [r.to_dict() for r in batch.ranges()],
         "low_watermark": got.low_watermark.to_dict(),
-        "high_watermark": got.high_watermark.to_dict(),
+        "high_watermark": {**got.high_watermark.to_dict(), **({"server": got.server} if got.server else {})},
         "rows_per_chunk": {str(t): {str(k): v for k, v in tr.rows_per_chunk.items()} for t, tr in got.tables.items()},
         "corrections": {
             str(t): {"deleted": tr.deleted_keys, "upserted": tr.upserted_rows} for t, tr in got.tables.items()

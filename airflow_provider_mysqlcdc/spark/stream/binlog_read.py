@@ -57,7 +57,7 @@ def build_handoff(
     for b in finished:
         ranges = tuple(r for r in b.ranges if r.table_id in by_id)
         if ranges:
-            kept.append(FinishedBatch(b.batch_id, ranges, b.high_watermark))
+            kept.append(FinishedBatch(b.batch_id, ranges, b.high_watermark, b.server))
     if not kept:
         return None
     tables = {r.table_id for b in kept for r in b.ranges}
@@ -96,11 +96,14 @@ def fast_items(
     reconnect_timeout_s: float,
     new_tables: Any = None,
     allow_gtid_gaps: bool = False,
+    source_server: str | None = None,
 ) -> Iterator[ChangeBatch | UnsupportedRows | SchemaChange]:
     """The fast reader's row batches, unsupported events and DDL of ``[start, end)``, in binlog
     order, reconnecting as needed (a DDL or unsupported event is yielded once). A GTID gap inside
     the range fails the read (the driver's scans, which see every micro-batch's GTIDs near the
-    head, end a micro-batch before a gap; this catches one inside a catch-up range)."""
+    head, end a micro-batch before a gap; this catches one inside a catch-up range). With
+    ``source_server``, every (re)connection must reach that server (``cdc/failover.py``): offsets
+    of one server are never read in another's binlog."""
     watch = watch_or_none(allow_gtid_gaps)  # one for the reconnects too: GTIDs read again are not gaps
     last: BinlogOffset | None = None  # the last row yielded
     seen_unsupported: set[tuple[str, int]] = set()
@@ -120,6 +123,7 @@ def fast_items(
             on_unsupported="report",
             new_tables=new_tables,
             gtid_watch=watch,
+            expect_server=source_server,
         )
         try:
             for item in reader.batches():
@@ -173,6 +177,7 @@ def range_batches(
     first_file_index: int,
     reconnect_timeout_s: float,
     allow_gtid_gaps: bool = False,
+    source_server: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The source batches of ``[start, end)``: handoff-filtered, in the layout, numbered by position."""
     handoff = build_handoff(source, schemas, finished) if finished else None
@@ -180,7 +185,14 @@ def range_batches(
     unsupported: list[UnsupportedRows] = []
     try:
         for item in fast_items(
-            source, tables, start, end, server_id, reconnect_timeout_s, allow_gtid_gaps=allow_gtid_gaps
+            source,
+            tables,
+            start,
+            end,
+            server_id,
+            reconnect_timeout_s,
+            allow_gtid_gaps=allow_gtid_gaps,
+            source_server=source_server,
         ):
             if isinstance(item, SchemaChange):
                 continue  # the row path has one shape per table for the whole query
@@ -233,6 +245,7 @@ def range_items(
     reconnect_timeout_s: float,
     new_tables: Any = None,
     allow_gtid_gaps: bool = False,
+    source_server: str | None = None,
 ) -> Iterator[TableRows | DdlMark]:
     """What a direct write's task gets for ``[start, end)``: each table's rows in the layout of
     the version they were logged with, and the DDL on captured tables between them, in binlog
@@ -242,7 +255,9 @@ def range_items(
     unsupported: list[UnsupportedRows] = []
     base = book.base
     try:
-        for item in fast_items(source, tables, start, end, server_id, reconnect_timeout_s, new_tables, allow_gtid_gaps):
+        for item in fast_items(
+            source, tables, start, end, server_id, reconnect_timeout_s, new_tables, allow_gtid_gaps, source_server
+        ):
             if isinstance(item, SchemaChange):
                 yield book.mark(item, first_file_index)
                 continue

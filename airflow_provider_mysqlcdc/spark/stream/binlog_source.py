@@ -94,6 +94,7 @@ from . import first_plan
 from .batch_planning import CatchupPlan, plan_catchup, scan_for_end
 from .binlog_server import check_available, head_offset
 from .change_rows import SourceLayout
+from .placement import Placement
 from .plan_ahead import PlanAhead
 from .reconnect import with_reconnect
 from .settings import FORMAT_NAME, StreamSettings, settings_from_options, source_layout
@@ -121,15 +122,25 @@ class BinlogPartition(InputPartition):
     micro-batch's first binlog file index (every range numbers its rows from it)."""
 
     def __init__(
-        self, start: dict, end: dict, server_id: int, first_file_index: int, part: int = 0, parts: int = 1
+        self,
+        start: dict,
+        end: dict,
+        server_id: int,
+        first_file_index: int,
+        part: int = 0,
+        parts: int = 1,
+        source_server: str | None = None,
+        handoff: list[dict] | None = None,
     ) -> None:
-        super().__init__(json.dumps([start, end, server_id, first_file_index, part, parts]))
+        super().__init__(json.dumps([start, end, server_id, first_file_index, part, parts, source_server, handoff]))
         self.start = start
         self.end = end
         self.server_id = server_id
         self.first_file_index = first_file_index
         self.part = part
         self.parts = parts
+        self.source_server = source_server  # the server the offsets are on: the reader refuses another
+        self.handoff = handoff  # the finished batches placed on that server (None: the settings' own)
 
 
 class BinlogStreamReader(DataSourceStreamReader):
@@ -148,6 +159,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         self._initial: dict | None = None
         self._ahead: PlanAhead[StreamOffset, CatchupPlan | None] = PlanAhead()  # the next catch-up plan
         self._first_plan_dir = settings.first_plan_dir  # the launcher's plan of the first one (first_plan.py)
+        self._places = Placement(settings)  # offsets' servers; a failover's relocation (placement.py)
         # The highest GTID per domain / server uuid the scans have read: they read every micro-batch
         # near the head from its start, so a number skipped between two of them is seen too.
         self._gtids = watch_or_none(settings.allow_gtid_gaps)
@@ -161,7 +173,7 @@ class BinlogStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         """Where the query starts; the same answer every time it is asked (see ``stable_initial_offset``)."""
         if self._initial is None:
-            self._initial = stable_initial_offset(self.settings)
+            self._initial = stable_initial_offset(self.settings, self._places)
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -169,11 +181,22 @@ class BinlogStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return with_reconnect(lambda: self._latest(start, max_rows), self.settings.reconnect_timeout_s, "latest offset")
+        return with_reconnect(lambda: self._placed(start, max_rows), self.settings.reconnect_timeout_s, "latest offset")
+
+    def _placed(self, start_d: dict, max_rows: int | None) -> dict:
+        """``_latest`` from ``start_d`` found on the server reachable now (a failover moves it), its
+        end marked with that server and its GTID state (``placement.py``)."""
+        start, server = self._places.resolve(StreamOffset.from_dict(start_d))
+        end_d = self._latest(start.to_dict(), max_rows)
+        end = StreamOffset.from_dict(end_d)
+        if end.same_place(start):
+            return start_d  # no progress: Spark must see the very same offset
+        placed = self._places.place(end, server)
+        return start_d if placed is None else placed.to_dict()
 
     def _latest(self, start_d: dict, max_rows: int | None) -> dict:
         start = StreamOffset.from_dict(start_d)
-        key = json.dumps(start_d)
+        key = _place_key(start)
         check_available(self.settings.source, start.dump_from, self.settings.tables)
         head = head_offset(self.settings.source)
         launched, self._first_plan_dir = self._first_plan_dir, None  # looked at by the first call only
@@ -192,7 +215,7 @@ class BinlogStreamReader(DataSourceStreamReader):
             end_d = plan.end.to_dict()
             self._idle_scan = None
             self._last_move = time.monotonic()
-            self._cuts[json.dumps([start_d, end_d])] = plan.cuts
+            self._cuts[_range_key(start, plan.end)] = plan.cuts
             if self._gtids is not None:  # not scanned: its ranges check their own GTIDs
                 self._gtids.reset()
             log.info(
@@ -225,22 +248,31 @@ class BinlogStreamReader(DataSourceStreamReader):
             return start_d
         self._idle_scan = None
         self._last_move = time.monotonic()
-        end_d = reached.to_dict()
-        self._empty_ranges.add(json.dumps([start_d, end_d]))
-        return end_d
+        self._empty_ranges.add(_range_key(StreamOffset.from_dict(start_d), reached))
+        return reached.to_dict()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
-        key = json.dumps([start, end])
+        return with_reconnect(lambda: self._partitions(start, end), self.settings.reconnect_timeout_s, "partitions")
+
+    def _partitions(self, start_d: dict, end_d: dict) -> Sequence[InputPartition]:
+        start, server = self._places.resolve(StreamOffset.from_dict(start_d))
+        end, _ = self._places.resolve(StreamOffset.from_dict(end_d))
+        if end.same_place(start):
+            return []
+        key = _range_key(start, end)
         if key in self._empty_ranges:
             self._empty_ranges.discard(key)
             return []  # scanned on this driver: no captured change in it
-        first = min(StreamOffset.from_dict(start).dump_from.file_index, StreamOffset.from_dict(end).at.file_index)
-        bounds = [start] + [StreamOffset.boundary(c).to_dict() for c in self._cuts.pop(key, ())] + [end]
+        handoff = self._places.handoff(server, start)
+        handoff_d = None if handoff is None else [b.to_dict() for b in handoff]
+        first = min(start.dump_from.file_index, end.at.file_index)
+        bounds = [start.to_dict()] + [StreamOffset.boundary(c).to_dict() for c in self._cuts.pop(key, ())]
+        bounds.append(end.to_dict())
         n = len(bounds) - 1
         return [
-            BinlogPartition(a, b, self.settings.catchup_server_id(i), first, i, n)
+            BinlogPartition(a, b, self.settings.catchup_server_id(i), first, i, n, server, handoff_d)
             for i, (a, b) in enumerate(zip(bounds, bounds[1:]))
         ]
 
@@ -252,6 +284,11 @@ class BinlogStreamReader(DataSourceStreamReader):
         assert isinstance(partition, BinlogPartition)
         s = self.settings
         start, end = StreamOffset.from_dict(partition.start), StreamOffset.from_dict(partition.end)
+        finished = s.finished
+        if partition.handoff is not None:
+            from ...cdc.chunks import FinishedBatch
+
+            finished = tuple(FinishedBatch.from_dict(d) for d in partition.handoff)
         began, cpu, rows = time.monotonic(), time.process_time(), 0
         if s.direct_write is not None:
             from ..sinks.direct import current_batch_id, spec_from_json
@@ -261,7 +298,7 @@ class BinlogStreamReader(DataSourceStreamReader):
                 LayoutBook(self.layout, s.source.server_time_zone),
                 s.source,
                 s.schemas,
-                s.finished,
+                finished,
                 start,
                 end,
                 partition.server_id,
@@ -269,6 +306,7 @@ class BinlogStreamReader(DataSourceStreamReader):
                 s.reconnect_timeout_s,
                 s.new_table if s.include else None,
                 s.allow_gtid_gaps,
+                partition.source_server,
             )
             records = spec_from_json(s.direct_write).write_range(items, current_batch_id(), partition.part)
             rows = sum(records.column("changes").to_pylist())
@@ -278,13 +316,14 @@ class BinlogStreamReader(DataSourceStreamReader):
                 self.layout,
                 s.source,
                 s.schemas,
-                s.finished,
+                finished,
                 start,
                 end,
                 partition.server_id,
                 partition.first_file_index,
                 s.reconnect_timeout_s,
                 s.allow_gtid_gaps,
+                partition.source_server,
             )
             for batch in batches:
                 rows += batch.num_rows
@@ -309,6 +348,15 @@ class BinlogStreamReader(DataSourceStreamReader):
 
     def stop(self) -> None:
         """Nothing held between calls: every scan opens and closes its own connections."""
+
+
+def _place_key(off: StreamOffset) -> str:
+    """A text for an offset's place in the binlog (its server and GTID aside)."""
+    return f"{off.at.file}:{off.at.position}#{off.at.row}<{off.dump_from.file}:{off.dump_from.position}"
+
+
+def _range_key(start: StreamOffset, end: StreamOffset) -> str:
+    return f"{_place_key(start)}..{_place_key(end)}"
 
 
 class BinlogDataSource(DataSource):

@@ -9,7 +9,7 @@ set scan the retained binlog for the first transaction that qualifies.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
@@ -18,6 +18,9 @@ from .binlog_server import check_available, head_offset
 from .reconnect import with_reconnect
 from .settings import OFFSET_SCAN_SLOT, StreamSettings
 from .stream_offset import StreamOffset
+
+if TYPE_CHECKING:
+    from .placement import Placement
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +72,7 @@ MOVING_STARTUP_MODES = ("latest-offset", "earliest-offset")
 INITIAL_OFFSET_FILE = "mysqlcdc_initial_offset.json"
 
 
-def stable_initial_offset(settings: StreamSettings) -> dict:
+def stable_initial_offset(settings: StreamSettings, places: "Placement | None" = None) -> dict:
     """The query's initial offset, asked of the server once per checkpoint.
 
     Spark asks a source for its initial offset both to plan micro-batch 0 and to run it,
@@ -77,6 +80,10 @@ def stable_initial_offset(settings: StreamSettings) -> dict:
     holds only end offsets). For ``latest-offset`` two answers differ as soon as the server
     writes in between, and changes between them would be skipped, so the first answer is
     kept in the query's checkpoint directory and returned from then on.
+
+    The offset is marked with the server it belongs to and the GTID state there (``placement.py``):
+    for ``initial`` those of the snapshot's high watermark (taken by the snapshot), else asked of
+    the server now.
     """
     store = None
     if settings.startup_mode in MOVING_STARTUP_MODES and settings.checkpoint_location:
@@ -91,11 +98,25 @@ def stable_initial_offset(settings: StreamSettings) -> dict:
                 settings.startup_mode,
             )
             return kept.to_dict()
-    off = with_reconnect(lambda: initial_offset(settings), settings.reconnect_timeout_s, "initial offset")
+    off = with_reconnect(lambda: _placed_initial(settings, places), settings.reconnect_timeout_s, "initial offset")
     if store is not None:
         store.write_json(INITIAL_OFFSET_FILE, off.to_dict())
     log.info("binlog stream: new query starts at %s (startup_mode %s)", off, settings.startup_mode)
     return off.to_dict()
+
+
+def _placed_initial(settings: StreamSettings, places: "Placement | None") -> StreamOffset:
+    if settings.startup_mode == "initial" and settings.finished:
+        first = min(settings.finished, key=lambda b: b.high_watermark)
+        return StreamOffset.boundary(first.high_watermark, first.server)
+    off = initial_offset(settings)
+    if places is None:
+        return off
+    _, server = places.resolve(off)
+    placed = places.place(off, server)
+    if placed is None:  # the server changed between the two questions: ask again
+        return _placed_initial(settings, places)
+    return placed
 
 
 # --- the Spark data source ------------------------------------------------------------------------

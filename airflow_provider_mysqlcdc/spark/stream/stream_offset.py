@@ -6,7 +6,7 @@ same keys in the same order (the format is described in ``binlog_source.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ...cdc.events import RowChange
@@ -21,6 +21,10 @@ class StreamOffset:
 
     at: BinlogOffset
     txn_start: BinlogOffset | None = None
+    # The server the offset was taken on (``cdc/failover.ServerIdentity`` as text); ``at.gtid`` is
+    # then the GTID state at ``dump_from`` (every transaction before it). Both let a stream that
+    # finds another server behind the endpoint place the offset there by GTID (a failover).
+    server: str | None = field(default=None, compare=False)
 
     @property
     def dump_from(self) -> BinlogOffset:
@@ -35,6 +39,7 @@ class StreamOffset:
             "txn_file": self.txn_start.file if self.txn_start else None,
             "txn_position": self.txn_start.position if self.txn_start else None,
             "gtid": self.at.gtid,
+            "server": self.server,
         }
 
     @classmethod
@@ -43,12 +48,21 @@ class StreamOffset:
         txn = None
         if d.get("txn_file"):
             txn = BinlogOffset(str(d["txn_file"]), int(d["txn_position"]))
-        return cls(at, txn)
+        return cls(at, txn, d.get("server") or None)
 
     @classmethod
-    def boundary(cls, offset: BinlogOffset) -> "StreamOffset":
+    def boundary(cls, offset: BinlogOffset, server: str | None = None) -> "StreamOffset":
         """A transaction boundary (watermarks, heads, file starts)."""
-        return cls(BinlogOffset(offset.file, offset.position, offset.gtid, 0))
+        return cls(BinlogOffset(offset.file, offset.position, offset.gtid, 0), None, server)
+
+    def placed(self, gtid: str | None, server: str) -> "StreamOffset":
+        """This offset marked as taken on ``server``, with the GTID state at its ``dump_from``."""
+        a = self.at
+        return StreamOffset(BinlogOffset(a.file, a.position, gtid, a.row), self.txn_start, server)
+
+    def same_place(self, other: "StreamOffset") -> bool:
+        """The same point of the binlog (GTID and server aside)."""
+        return self.at == other.at and self.dump_from == other.dump_from
 
     @classmethod
     def after(cls, change: RowChange, txn_start: BinlogOffset | None) -> "StreamOffset":

@@ -23,10 +23,14 @@ T = TableId("db", "t")
 
 def test_offset_json_has_fixed_keys_and_order():
     a = StreamOffset.boundary(BinlogOffset("mysql-bin.000010", 4, "0-1-5"))
-    assert list(a.to_dict()) == ["file", "position", "row", "txn_file", "txn_position", "gtid"]
+    assert list(a.to_dict()) == ["file", "position", "row", "txn_file", "txn_position", "gtid", "server"]
     assert json.dumps(a.to_dict()) == (
-        '{"file": "mysql-bin.000010", "position": 4, "row": 0, "txn_file": null, "txn_position": null, "gtid": "0-1-5"}'
+        '{"file": "mysql-bin.000010", "position": 4, "row": 0, "txn_file": null, "txn_position": null, '
+        '"gtid": "0-1-5", "server": null}'
     )
+    placed = a.placed("0-1-6", "mariadb:7")
+    assert StreamOffset.from_dict(placed.to_dict()).server == "mariadb:7"
+    assert placed == a and placed.same_place(a)  # equality is the place: server and GTID aside
     mid = StreamOffset(BinlogOffset("mysql-bin.000010", 900, row=3), BinlogOffset("mysql-bin.000010", 700))
     assert list(mid.to_dict()) == list(a.to_dict())
     for o in (a, mid):
@@ -182,7 +186,7 @@ def test_catchup_plan_becomes_one_partition_per_range_with_its_own_server_id(mon
     r = bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=3))
     start = StreamOffset(BinlogOffset(f, 300, None, 2), BinlogOffset(f, 120)).to_dict()
     got = r.latestOffset(start, ReadMaxRows(10))
-    assert got == end.to_dict()  # not bounded by the row limit
+    assert got == end.placed(None, "mariadb:1").to_dict()  # not bounded by the row limit; marked with its server
     parts = r.partitions(start, got)
     assert [(p.start, p.end) for p in parts] == [
         (start, StreamOffset.boundary(cuts[0]).to_dict()),
