@@ -235,11 +235,28 @@ def _missing(have: GtidSet, need: GtidSet) -> str:
     hs = have.sources if isinstance(have, MysqlGtidSet) else {}
     for key, intervals in sorted(need.sources.items()):
         held = hs.get(key, ())
+        name = key[0] + (f":{key[1]}" if key[1] else "")
         for s, e in intervals:
-            if not any(a <= s and e <= b for a, b in held):
-                name = key[0] + (f":{key[1]}" if key[1] else "")
-                parts.append(f"{name}:{s}-{e}" if s != e else f"{name}:{s}")
+            for a, b in _minus((s, e), held):
+                parts.append(f"{name}:{a}-{b}" if a != b else f"{name}:{a}")
     return "; ".join(parts)
+
+
+def _minus(interval: tuple[int, int], held: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of an inclusive interval that no held interval covers."""
+    out = [interval]
+    for a, b in held:
+        nxt = []
+        for s, e in out:
+            if b < s or e < a:
+                nxt.append((s, e))
+                continue
+            if s < a:
+                nxt.append((s, a - 1))
+            if b < e:
+                nxt.append((b + 1, e))
+        out = nxt
+    return out
 
 
 def _not_exact(

@@ -211,6 +211,36 @@ class MariaDB:
         rows = self.query("SHOW MASTER STATUS")
         return rows[0][0], int(rows[0][1])
 
+    # --- replication (failover tests) ---------------------------------------------------------
+
+    def gtid_binlog_pos(self) -> str:
+        return str(self.query("SELECT @@global.gtid_binlog_pos")[0][0] or "")
+
+    def replicate_from(self, primary: "MariaDB") -> None:
+        """Become a GTID replica of ``primary`` from its current position (both servers set up their
+        users themselves, so nothing before now is replayed). Start the replica with
+        ``--log-slave-updates`` so its binlog holds the primary's transactions, as a promotable
+        replica's does."""
+        self.execute(
+            "STOP SLAVE",
+            f"SET GLOBAL gtid_slave_pos = '{primary.gtid_binlog_pos()}'",
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={primary.port}, MASTER_USER='root', "
+            f"MASTER_PASSWORD='{ROOT_PASSWORD}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+            "START SLAVE",
+        )
+
+    def caught_up(self, primary: "MariaDB", timeout_s: float = 60) -> None:
+        """Wait until this replica has applied everything ``primary`` has logged."""
+        pos = primary.gtid_binlog_pos()
+        got = self.query("SELECT MASTER_GTID_WAIT(%s, %s)", (pos, timeout_s))[0][0]
+        if got != 0:
+            status = self.query("SHOW SLAVE STATUS")
+            raise RuntimeError(f"replica did not reach {pos} in {timeout_s} s: {status}")
+
+    def promote(self) -> None:
+        """Stop replicating and forget the primary, as an orchestrator promoting this replica does."""
+        self.execute("STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = OFF")
+
     def cli(self, *args: str, database: str | None = None) -> list[str]:
         """argv for the ``mariadb`` client against this server (password via env, not argv)."""
         argv = [_find("mariadb"), "--no-defaults", "-h127.0.0.1", f"-P{self.port}", "-uroot"]

@@ -53,6 +53,16 @@ class TcpForward:
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
 
+    def retarget(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        """The endpoint now leads to another server (a managed database's endpoint after a failover):
+        open connections are cut, new ones reach ``target``."""
+        self.target = (target_host, target_port)
+        with self._lock:
+            for s in self._open:
+                with contextlib.suppress(OSError):
+                    s.close()
+            self._open.clear()
+
     def close(self) -> None:
         """Stop listening and cut every forwarded connection: nothing answers at ``port`` now."""
         self._closed.set()

@@ -1,0 +1,141 @@
+"""Finding a committed offset again on a promoted replica, by GTID (``cdc/failover.relocate``).
+
+A real MariaDB primary and a GTID replica with ``log_slave_updates`` (and a transaction of its
+own in another domain, as replicas often have). The offset the stream committed on the primary
+is placed in the replica's binlog; reading the replica from there must give exactly the
+transactions after it. The ways it cannot be exact stop with what is missing or errant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysqlcdc.cdc.failover import (
+    FailoverNotExactError,
+    ServerIdentity,
+    event_gtid,
+    gtid_state_at,
+    relocate,
+    server_identity,
+    show_events,
+)
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.server import current_offset, list_binlogs, server_version
+from mysqlcdc_harness.mariadb import MariaDB
+
+pytestmark = [pytest.mark.integration]
+
+CAPTURED = {"app.orders"}
+
+
+@contextlib.contextmanager
+def _pair():
+    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
+    primary = MariaDB(base_dir=base / "primary", server_id=11, extra_args=["--log-slave-updates"])
+    replica = MariaDB(base_dir=base / "replica", server_id=12, extra_args=["--log-slave-updates"])
+    try:
+        primary.start()
+        replica.start()
+        replica.replicate_from(primary)
+        primary.execute(
+            "CREATE DATABASE app",
+            "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, v INT)",
+            "CREATE TABLE app.audit (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT)",
+        )
+        yield primary, replica
+    finally:
+        for s in (primary, replica):
+            s.stop()
+
+
+def _write(server: MariaDB, first: int, n: int) -> None:
+    with contextlib.closing(server.connect("app")) as c, c.cursor() as cur:
+        for i in range(first, first + n):
+            cur.execute("INSERT INTO orders VALUES (%s, %s)", (i, i))
+            cur.execute("INSERT INTO audit (v) VALUES (%s)", (i,))
+            if i % 3 == 0:
+                cur.execute("UPDATE orders SET v = v + 1 WHERE id = %s", (i - 1,))
+
+
+def _committed(server: MariaDB) -> BinlogOffset:
+    with contextlib.closing(server.connect()) as c:
+        v = server_version(c)
+        off = current_offset(c, v)
+        return BinlogOffset(off.file, off.position, gtid_state_at(c, v, off))
+
+
+def _gtids_from(server: MariaDB, at: BinlogOffset) -> list[str]:
+    with contextlib.closing(server.connect()) as c:
+        walk = show_events(c, [f for f, _ in list_binlogs(c)])
+        return [g for ev in walk(at.file, at.position) if (g := event_gtid(ev, "mariadb"))]
+
+
+def _relocate(replica: MariaDB, committed: BinlogOffset):
+    with contextlib.closing(replica.connect()) as c:
+        v = server_version(c)
+        return relocate(c, v, ServerIdentity("mariadb", 11), server_identity(c, v), committed, CAPTURED.__contains__)
+
+
+def test_a_caught_up_replica_continues_exactly_after_the_committed_gtid_state():
+    with _pair() as (primary, replica):
+        # the replica's own transaction, in a domain of its own, on a table the pipeline does not capture
+        replica.execute("SET SESSION gtid_domain_id = 7", "CREATE TABLE app.replica_local (id INT PRIMARY KEY)")
+        _write(primary, 1, 40)
+        primary.execute("FLUSH BINARY LOGS")  # the committed offset in a later file than the replica's
+        _write(primary, 41, 10)
+        committed = _committed(primary)
+        _write(primary, 51, 30)  # after the commit: the stream must read exactly these on the replica
+        after_on_primary = _gtids_from(primary, committed)
+        replica.caught_up(primary)
+        replica.execute("FLUSH BINARY LOGS")
+        primary.kill()
+        replica.promote()
+        _write(replica, 81, 5)  # the new primary takes writes
+        moved = _relocate(replica, committed)
+        assert moved.new == ServerIdentity("mariadb", 12)
+        got = _gtids_from(replica, moved.offset)
+        assert got[: len(after_on_primary)] == after_on_primary, (moved.describe(), got, after_on_primary)
+        rest = got[len(after_on_primary) :]  # then only the new primary's own writes (12 transactions)
+        assert len(rest) == 12 and all(g.startswith("0-12-") for g in rest), rest
+        assert moved.skipped == ("7-12-1",), moved.describe()  # passed over: no captured table
+        # the placed offset carries the new server's GTID state there
+        with contextlib.closing(replica.connect()) as c:
+            assert gtid_state_at(c, server_version(c), moved.offset) == moved.offset.gtid
+
+
+def test_a_replica_that_was_behind_stops_naming_the_missing_transactions():
+    with _pair() as (primary, replica):
+        _write(primary, 1, 10)
+        replica.caught_up(primary)
+        replica.execute("STOP SLAVE")  # falls behind
+        _write(primary, 11, 10)
+        committed = _committed(primary)  # the sink has these; the replica never got them
+        primary.kill()
+        replica.promote()
+        with pytest.raises(FailoverNotExactError) as e:
+            _relocate(replica, committed)
+        text = str(e.value)
+        assert "lacks transactions the sink already holds" in text and "domain 0: 0-11-" in text, text
+        assert "the stream cannot stay exact" in text and "Fix:" in text
+        assert "max_allowed_packet" not in text
+
+
+def test_an_errant_transaction_on_a_captured_table_stops_the_stream():
+    with _pair() as (primary, replica):
+        _write(primary, 1, 10)
+        replica.caught_up(primary)
+        # written on the replica only: the old primary (and so the sink) never had it
+        replica.execute("SET SESSION gtid_domain_id = 7", "INSERT INTO app.orders VALUES (1000000, 1)")
+        _write(primary, 11, 5)
+        committed = _committed(primary)
+        replica.caught_up(primary)
+        primary.kill()
+        replica.promote()
+        with pytest.raises(FailoverNotExactError) as e:
+            _relocate(replica, committed)
+        text = str(e.value)
+        assert "errant transactions: 7-12-1" in text and "app.orders" in text, text
