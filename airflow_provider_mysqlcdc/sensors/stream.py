@@ -130,6 +130,8 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         control = self.control()
         self._check_server(control)
         status = control.running()
+        if status is not None and getattr(status, "state", None) == "failed":
+            self._refuse_relaunch_when_not_exact(state)  # still exiting, but already stopped for good
         if status is None and state.exists(state.STOPPED_ON_REQUEST):
             raise AirflowSkipException(
                 f"the stream of {self.state_location} was stopped on request "
@@ -174,10 +176,17 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     def _relaunch(self, control: StreamControl) -> Any:
         """Launch the stream; when another launcher (a second watchdog, the pipeline's stream task)
         won the race for the stream's lease meanwhile, its stream is the one to watch."""
-        from ..spark.runtime.stream_launcher import StreamStartError
+        from ..cdc.statements import NOT_EXACT_MARKER
+        from ..spark.runtime.stream_launcher import StreamFailedError, StreamStartError
 
         try:
             status = control.launch()
+        except StreamFailedError as e:
+            # the relaunched stream itself failed (judged by what it did, not by having started):
+            # its reason is the check's; one it cannot get past is not retried
+            if NOT_EXACT_MARKER in e.reason:
+                raise fail_fast(self.log, ConfigError(f"the relaunched stream stopped: {_first_line(e.reason)}"))
+            raise
         except StreamStartError:
             other = control.running()
             if other is None:
@@ -225,7 +234,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         if status is not None and status.state == "failed" and NOT_EXACT_MARKER in (status.exception or ""):
             reason = status.exception or ""
             start = reason.find("the binlog at ")
-            message = reason[start:].splitlines()[0] if start >= 0 else reason
+            message = reason[start:].splitlines()[0] if start >= 0 else _first_line(reason)
             raise fail_fast(self.log, ConfigError("the stream stopped and is not relaunched: " + message))
 
     def _report(self, summary: dict[str, Any], control: StreamControl) -> None:
@@ -336,3 +345,11 @@ def _offset_text(offset: Mapping[str, Any] | None) -> str:
     if not offset:
         return "-"
     return f"{offset.get('file')}:{offset.get('position')}"
+
+
+def _first_line(reason: str) -> str:
+    """The stream's own error out of a Spark failure text: from the engine's exception name on."""
+    for line in reason.splitlines():
+        if "Error: " in line and "airflow_provider_mysqlcdc" in line:
+            return line.split("Error: ", 1)[1].strip()
+    return reason.splitlines()[0] if reason else reason

@@ -49,6 +49,15 @@ class StreamStartError(CdcError):
     """The stream process could not be started, died, or did not commit in time (see the log tail)."""
 
 
+class StreamFailedError(StreamStartError):
+    """The stream just launched started its query, which then failed before committing: the stream's
+    own reason (``status.exception``), not a race with another launcher."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 @dataclass
 class LocalStreamProcess:
     """A stream job launched on this host (the content of ``stream/process.json``).
@@ -501,10 +510,11 @@ def wait_for_first_commit(
         if st is not None and st.works_since(since):
             return st
         if st is not None and st.state == "failed" and st.updated_at >= since:
-            raise StreamStartError(
+            raise StreamFailedError(
                 _with_tail(
                     f"the binlog stream's query failed before committing a micro-batch: {st.exception}", log_path
-                )
+                ),
+                st.exception or "",
             )
         return None
 

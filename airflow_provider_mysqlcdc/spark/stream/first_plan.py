@@ -74,9 +74,23 @@ def plan_from_options(
 
     settings = settings_from_options(options)
     start = expected_start(settings, checkpoint)
-    if start is None:
+    if start is None or not _on_this_server(settings, start):
         return None
     return start, plan_catchup(settings, start, head_offset(settings.source))
+
+
+def _on_this_server(settings: Any, start: StreamOffset) -> bool:
+    """Whether ``start`` is an offset of the server behind the endpoint now: after a failover the
+    source first places it on the new server (``placement.py``), so there is nothing to plan here."""
+    if start.server is None:
+        return True
+    import contextlib
+
+    from ...cdc.failover import server_identity
+    from ...cdc.server import server_version
+
+    with contextlib.closing(settings.source.connect()) as conn:
+        return str(server_identity(conn, server_version(conn))) == start.server
 
 
 def encode(start: StreamOffset, plan: CatchupPlan | None) -> str:

@@ -30,6 +30,7 @@ from ...cdc.failover import (
 )
 from ...cdc.gtid import parse_gtid_set
 from ...cdc.model import TableId
+from ...cdc.offsets import BinlogOffset
 from ...cdc.version import ServerVersion
 from .settings import StreamSettings
 from .stream_offset import StreamOffset
@@ -95,7 +96,8 @@ class Placement:
                     "captured tables while the stream runs, or start a new initial load (trigger with reset=true)."
                 )
             began = time.monotonic()
-            moved = relocate(conn, version, old, ident, off.dump_from, self._captured)
+            at = BinlogOffset(off.dump_from.file, off.dump_from.position, off.at.gtid)  # the GTID is dump_from's
+            moved = relocate(conn, version, old, ident, at, self._captured)
         placed = StreamOffset.boundary(moved.offset, here)
         self._moved[key] = placed
         log.warning("%s (found in %.2f s)", moved.describe(), time.monotonic() - began)

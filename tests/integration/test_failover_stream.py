@@ -1,0 +1,228 @@
+"""A primary failover under a running pipeline, through the doors a user has: the stream task
+(``StreamControl``) and the watchdog's relaunch (``MySqlCdcStreamSensor``).
+
+A MariaDB primary and a GTID replica (``log_slave_updates``, with a transaction of its own in
+another domain); the source connection names an endpoint that forwards to the primary, as a
+managed database's endpoint does. The stream loads into PostgreSQL with writers on; then writers
+off, the replica caught up, the stream and the primary killed, the replica promoted and the
+endpoint moved to it (same endpoint), the new primary taking writes. The watchdog relaunches the
+stream, which must place its committed offset on the new server by GTID (it once asked the new
+server for the old primary's file and position and died with "log event entry exceeded
+max_allowed_packet"), and the sink must equal the new primary row by row.
+
+When the replica was behind, the relaunched stream stops naming the missing transactions and the
+watchdog fails with that reason, never a retry into the wrong place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
+from airflow_provider_mysqlcdc.cdc.failover import gtid_state_at
+from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.server import current_offset, server_version
+from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.operators._pipeline import write_config
+from airflow_provider_mysqlcdc.operators._stream import StreamControl
+from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
+from airflow_provider_mysqlcdc.spark.stream.placement import FAILOVERS_FILE
+from mysqlcdc_harness import airflow_env
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
+from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
+from mysqlcdc_harness.sink_compare import mysql_rows, postgres_rows, wait_until_equal
+from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
+from mysqlcdc_harness.tcp_forward import TcpForward
+from mysqlcdc_harness.writer import ConcurrentWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+DB = "shop"
+COLS = ["id", *VALUE_COLS]
+
+
+@dataclasses.dataclass
+class Rig:
+    primary: MariaDB
+    replica: MariaDB
+    endpoint: TcpForward
+    state: StateStore
+    control: StreamControl
+    spec: object
+    table: TableId
+    pg_table: str
+    schema: str
+
+
+@contextlib.contextmanager
+def _rig(postgres, tmp_dir: Path, name: str):
+    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
+    primary = MariaDB(base_dir=base / "primary", server_id=21, extra_args=["--log-slave-updates"])
+    replica = MariaDB(base_dir=base / "replica", server_id=22, extra_args=["--log-slave-updates"])
+    endpoint = None
+    state = StateStore(str(tmp_dir / name))
+    try:
+        primary.start()
+        replica.start()
+        replica.replicate_from(primary)
+        primary.execute(f"CREATE DATABASE {DB}")
+        spec = create_int_table(primary, DB, 1, "orders")
+        primary.execute("DELETE FROM orders", database=DB)
+        # the replica's own transaction, in a domain of its own, on a table the pipeline does not capture
+        replica.caught_up(primary)
+        replica.execute("SET SESSION gtid_domain_id = 9", f"CREATE TABLE {DB}.replica_only (id INT PRIMARY KEY)")
+        endpoint = TcpForward(primary.port)
+        airflow_env.set_connection(
+            "fo_src",
+            "mysql_cdc",
+            host="127.0.0.1",
+            port=endpoint.port,
+            login="root",
+            password=ROOT_PASSWORD,
+            extra={"server_id_range": "7100-7120"},
+        )
+        airflow_env.set_connection("fo_spark", "spark", host="local[2]")
+        airflow_env.set_connection(
+            "fo_pg",
+            "postgres",
+            host="127.0.0.1",
+            port=postgres.port,
+            login=SUPERUSER,
+            password=postgres.password,
+            schema=DATABASE,
+        )
+        schema = postgres.fresh_schema()
+        t = TableId(DB, "orders")
+        config = PipelineConfig(
+            name=name,
+            source=dataclasses.replace(primary.source_config(server_id_range="7100-7120"), port=endpoint.port),
+            include=(str(t),),
+            state_location=state.location,
+            sink=SinkConfig(
+                "postgres",
+                {
+                    "dsn": {"host": "127.0.0.1", "port": postgres.port, "dbname": DATABASE, "user": SUPERUSER},
+                    "schema": schema,
+                },
+            ),
+            stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
+        )
+        write_config(state, config)
+        with contextlib.closing(primary.connect()) as c:  # the (empty) snapshot's watermark, as a batch records it
+            v = server_version(c)
+            hw = current_offset(c, v)
+            hw = BinlogOffset(hw.file, hw.position, gtid_state_at(c, v, hw))
+        state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), hw, "mariadb:21")])
+        control = StreamControl(state.location, "fo_src", "fo_spark", "fo_pg", start_timeout_s=240)
+        yield Rig(primary, replica, endpoint, state, control, spec, t, f"{DB}__orders", schema)
+    finally:
+        with contextlib.suppress(Exception):
+            stop_local_stream(state)
+        if endpoint is not None:
+            endpoint.close()
+        for s in (primary, replica):
+            s.stop()
+
+
+def _kill_stream(state: StateStore) -> None:
+    proc = running_local_stream(state)
+    assert proc is not None, "the stream is not running"
+    os.killpg(proc.pgid, signal.SIGKILL)
+    deadline = time.time() + 30
+    while running_local_stream(state) is not None and time.time() < deadline:
+        time.sleep(0.2)
+
+
+def _sink_equals(rig: Rig, server: MariaDB, postgres) -> str | None:
+    return wait_until_equal(
+        lambda: mysql_rows(server, rig.table, COLS, ("id",)),
+        lambda: postgres_rows(postgres, rig.pg_table, COLS, ("id",), schema=rig.schema),
+        timeout_s=180,
+    )
+
+
+def _watchdog(rig: Rig):
+    from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
+
+    return MySqlCdcStreamSensor(
+        task_id="stream_health", state_location=rig.state.location, relaunch=True, start_timeout_s=240
+    )
+
+
+def test_a_promoted_replica_behind_the_same_endpoint_continues_the_stream_exactly(postgres, tmp_dir, monkeypatch):
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with _rig(postgres, tmp_dir, "failover_same_endpoint") as rig:
+        try:
+            rig.control.launch()
+            with ConcurrentWriter(lambda: rig.primary.connect(DB), rig.spec, seed=31, threads=1, pause_s=0.01):
+                time.sleep(3)
+            problem = _sink_equals(rig, rig.primary, postgres)
+            assert not problem, f"before the failover: {problem}"
+            rig.replica.caught_up(rig.primary)
+            _kill_stream(rig.state)
+            rig.primary.kill()
+            rig.replica.promote()
+            rig.endpoint.retarget(rig.replica.port)  # the endpoint now leads to the promoted replica
+            promoted_at = time.monotonic()
+            with ConcurrentWriter(lambda: rig.replica.connect(DB), rig.spec, seed=32, threads=1, pause_s=0.01):
+                result = _watchdog(rig).poke({})
+                first_commit_s = time.monotonic() - promoted_at
+                time.sleep(2)
+            assert result.is_done and result.xcom_value["running"], result
+            problem = _sink_equals(rig, rig.replica, postgres)
+            assert not problem, f"after the failover: {problem}"
+            moves = rig.state.read_json(FAILOVERS_FILE)
+            assert [(m["old_server"], m["new_server"]) for m in moves] == [("mariadb:21", "mariadb:22")], moves
+            assert moves[0]["skipped"] == ["9-22-1"], moves  # the replica's own domain: no captured table
+            print(f"failover (same endpoint): promoted -> first micro-batch committed on it in {first_commit_s:.1f} s")
+            assert first_commit_s < 60 + 30
+        except AssertionError as e:
+            raise AssertionError(f"{e}\njob log:\n{log_tail(rig.state.path('stream', 'stream.log'), 80)}") from None
+
+
+def test_a_replica_that_was_behind_stops_the_stream_and_the_watchdog_says_why(postgres, tmp_dir, monkeypatch):
+    from airflow.exceptions import AirflowException
+
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with _rig(postgres, tmp_dir, "failover_behind") as rig:
+        rig.control.launch()
+        rig.replica.caught_up(rig.primary)
+        rig.replica.execute("STOP SLAVE")  # falls behind; the stream keeps reading the primary
+        with ConcurrentWriter(lambda: rig.primary.connect(DB), rig.spec, seed=33, threads=1, pause_s=0.01):
+            time.sleep(2)
+        problem = _sink_equals(rig, rig.primary, postgres)
+        assert not problem, problem
+        _kill_stream(rig.state)
+        rig.primary.kill()
+        rig.replica.promote()
+        # a new endpoint: the user repoints the source connection at the promoted replica
+        airflow_env.set_connection(
+            "fo_src",
+            "mysql_cdc",
+            host="127.0.0.1",
+            port=rig.replica.port,
+            login="root",
+            password=ROOT_PASSWORD,
+            extra={"server_id_range": "7100-7120"},
+        )
+        with pytest.raises(AirflowException) as e:  # the watchdog's check fails, with the stream's reason
+            _watchdog(rig).poke({})
+        text = str(e.value)
+        log = log_tail(rig.state.path("stream", "stream.log"), 200)
+        assert text.startswith("the relaunched stream stopped: source failover:"), f"{text}\n{log}"
+        assert "lacks transactions the sink already holds" in text and "domain 0: 0-21-" in text, text
+        assert "max_allowed_packet" not in text + log
+        # a second watchdog run reports the reason instead of relaunching into the same stop
+        with pytest.raises(Exception) as again:
+            _watchdog(rig).poke({})
+        assert "lacks transactions" in str(again.value), str(again.value)
