@@ -139,3 +139,90 @@ def test_an_errant_transaction_on_a_captured_table_stops_the_stream():
             _relocate(replica, committed)
         text = str(e.value)
         assert "errant transactions: 7-12-1" in text and "app.orders" in text, text
+
+
+def _settings(server: MariaDB, finished):
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+    from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings
+
+    return StreamSettings(
+        source=server.source_config(),
+        schemas=(_schema(TableId("app", "orders")),),
+        finished=tuple(finished),
+        max_events_per_batch=1000,
+        heartbeat_s=1.0,
+        reconnect_timeout_s=5.0,
+        startup_mode="initial",
+        startup_offset=None,
+        startup_timestamp=None,
+        state_location="/nonexistent",
+    )
+
+
+def _schema(table_id):
+    """Placement needs only the captured tables' ids."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(table_id=table_id)
+
+
+def test_snapshot_watermarks_of_the_old_server_are_placed_on_the_new_one_or_dropped_once_passed():
+    from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
+    from airflow_provider_mysqlcdc.cdc.model import TableId
+    from airflow_provider_mysqlcdc.spark.stream.placement import Placement
+    from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+
+    t = TableId("app", "orders")
+    with _pair() as (primary, replica):
+        _write(primary, 1, 10)
+        early = _committed(primary)  # batch a's high watermark
+        _write(primary, 11, 10)
+        late = _committed(primary)  # batch b's
+        _write(primary, 21, 10)
+        replica.caught_up(primary)
+        primary.kill()
+        replica.promote()
+        finished = [
+            FinishedBatch("a", (KeyRange(t, None, (100,), True),), early, "mariadb:11"),
+            FinishedBatch("b", (KeyRange(t, (100,), None, False),), late, "mariadb:11"),
+        ]
+        places = Placement(_settings(replica, finished))
+        start = StreamOffset.boundary(early, "mariadb:11")
+        on_new, server = places.resolve(start)
+        assert server == "mariadb:12" and on_new.server == server
+        placed = places.handoff(server, on_new)
+        # a is behind the stream (dropped: no row of a range from here is before it); b is placed where
+        # the new server's binlog holds the same transactions
+        assert [b.batch_id for b in placed] == ["b"]
+        b = placed[0]
+        late_on_new = places.resolve(StreamOffset.boundary(late, "mariadb:11"))[0].at
+        assert b.server == server and b.high_watermark == late_on_new and b.high_watermark.gtid == late_on_new.gtid
+        assert _gtids_from(replica, late_on_new)[:1] == ["0-11-" + str(int(late.gtid.split("-")[-1]) + 1)]
+        # the same server's own watermarks are used as they are
+        assert (
+            Placement(_settings(replica, [FinishedBatch("c", (), late, "mariadb:12")])).handoff(server, on_new) is None
+        )
+
+
+def test_a_snapshot_batch_whose_window_spans_a_server_change_writes_nothing():
+    import dataclasses
+    from types import SimpleNamespace
+
+    from airflow_provider_mysqlcdc.cdc.failover import SourceChangedError
+    from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
+    from mysqlcdc_harness.tcp_forward import TcpForward
+
+    with _pair() as (primary, replica), TcpForward(primary.port) as endpoint:
+        replica.caught_up(primary)
+        reader = SimpleNamespace(source=dataclasses.replace(primary.source_config(), port=endpoint.port))
+        with contextlib.closing(reader.source.connect()) as c:
+            v = server_version(c)
+            at_low = server_identity(c, v)
+        ConsistentBatchReader._same_server(reader, at_low, v)  # same server: fine
+        primary.kill()
+        replica.promote()
+        endpoint.retarget(replica.port)
+        with pytest.raises(SourceChangedError) as e:
+            ConsistentBatchReader._same_server(reader, at_low, v)
+        assert "server_id 11 at the low watermark, server_id 12 now" in str(e.value), str(e.value)
+        assert "wrote nothing" in str(e.value)
