@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-serial lint unit compat bench-snapshot bench-dag bench-cluster bench-soak clean
+.PHONY: bootstrap demo test test-serial lint unit compat bench-snapshot bench-dag bench-cluster bench-soak bench-failover clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -53,6 +53,11 @@ bench-cluster: bootstrap
 # The kill -9 fault soak, 100 rounds (hours; BENCH_ARGS="--rounds 4 --rows 3000" for a quick check).
 bench-soak: bootstrap
 	$(PY) bench/fault_soak.py $(BENCH_ARGS)
+
+# 20 failovers of the source (a primary and a GTID replica taking turns) under a running stream:
+# nothing lost or applied twice (BENCH_ARGS="--rounds 3" for a quick check).
+bench-failover: bootstrap
+	$(PY) bench/failover_soak.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .demo bench/.work .compat
