@@ -40,7 +40,7 @@ from airflow_provider_mysqlcdc.spark.stream.placement import FAILOVERS_FILE
 from mysqlcdc_harness import airflow_env
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
 from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
-from mysqlcdc_harness.sink_compare import mysql_rows, postgres_rows, wait_until_equal
+from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, wait_until_equal
 from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
 from mysqlcdc_harness.tcp_forward import TcpForward
 from mysqlcdc_harness.writer import ConcurrentWriter
@@ -62,10 +62,11 @@ class Rig:
     table: TableId
     pg_table: str
     schema: str
+    lake: Path | None = None  # the Delta sink's root (None: the PostgreSQL sink)
 
 
 @contextlib.contextmanager
-def _rig(postgres, tmp_dir: Path, name: str):
+def _rig(postgres, tmp_dir: Path, name: str, sink: str = "postgres"):
     base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
     primary = MariaDB(base_dir=base / "primary", server_id=21, extra_args=["--log-slave-updates"])
     replica = MariaDB(base_dir=base / "replica", server_id=22, extra_args=["--log-slave-updates"])
@@ -103,12 +104,15 @@ def _rig(postgres, tmp_dir: Path, name: str):
         )
         schema = postgres.fresh_schema()
         t = TableId(DB, "orders")
+        lake = tmp_dir / f"{name}-lake" if sink == "delta" else None
         config = PipelineConfig(
             name=name,
             source=dataclasses.replace(primary.source_config(server_id_range="7100-7120"), port=endpoint.port),
             include=(str(t),),
             state_location=state.location,
-            sink=SinkConfig(
+            sink=SinkConfig("delta", {"root": str(lake)})
+            if lake is not None
+            else SinkConfig(
                 "postgres",
                 {
                     "dsn": {"host": "127.0.0.1", "port": postgres.port, "dbname": DATABASE, "user": SUPERUSER},
@@ -123,8 +127,8 @@ def _rig(postgres, tmp_dir: Path, name: str):
             hw = current_offset(c, v)
             hw = BinlogOffset(hw.file, hw.position, gtid_state_at(c, v, hw))
         state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), hw, "mariadb:21")])
-        control = StreamControl(state.location, "fo_src", "fo_spark", "fo_pg", start_timeout_s=240)
-        yield Rig(primary, replica, endpoint, state, control, spec, t, f"{DB}__orders", schema)
+        control = StreamControl(state.location, "fo_src", "fo_spark", None if lake else "fo_pg", start_timeout_s=240)
+        yield Rig(primary, replica, endpoint, state, control, spec, t, f"{DB}__orders", schema, lake)
     finally:
         with contextlib.suppress(Exception):
             stop_local_stream(state)
@@ -144,11 +148,12 @@ def _kill_stream(state: StateStore) -> None:
 
 
 def _sink_equals(rig: Rig, server: MariaDB, postgres) -> str | None:
-    return wait_until_equal(
-        lambda: mysql_rows(server, rig.table, COLS, ("id",)),
-        lambda: postgres_rows(postgres, rig.pg_table, COLS, ("id",), schema=rig.schema),
-        timeout_s=180,
-    )
+    def sink_rows():
+        if rig.lake is None:
+            return postgres_rows(postgres, rig.pg_table, COLS, ("id",), schema=rig.schema)
+        return {k: {c: r[c] for c in COLS} for k, r in delta_rows(rig.lake, rig.table, ("id",)).items()}
+
+    return wait_until_equal(lambda: mysql_rows(server, rig.table, COLS, ("id",)), sink_rows, timeout_s=180)
 
 
 def _watchdog(rig: Rig):
@@ -159,9 +164,10 @@ def _watchdog(rig: Rig):
     )
 
 
-def test_a_promoted_replica_behind_the_same_endpoint_continues_the_stream_exactly(postgres, tmp_dir, monkeypatch):
+@pytest.mark.parametrize("sink", ["postgres", "delta"])
+def test_a_promoted_replica_behind_the_same_endpoint_continues_the_stream_exactly(postgres, tmp_dir, monkeypatch, sink):
     monkeypatch.delenv("PGPASSWORD", raising=False)
-    with _rig(postgres, tmp_dir, "failover_same_endpoint") as rig:
+    with _rig(postgres, tmp_dir, f"failover_same_endpoint_{sink}", sink) as rig:
         try:
             rig.control.launch()
             with ConcurrentWriter(lambda: rig.primary.connect(DB), rig.spec, seed=31, threads=1, pause_s=0.01):
