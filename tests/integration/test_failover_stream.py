@@ -232,3 +232,69 @@ def test_a_replica_that_was_behind_stops_the_stream_and_the_watchdog_says_why(po
         with pytest.raises(Exception) as again:
             _watchdog(rig).poke({})
         assert "lacks transactions" in str(again.value), str(again.value)
+
+
+def test_a_snapshot_batch_whose_window_spans_a_failover_writes_nothing_and_its_rerun_reads_the_new_server(
+    spark, tmp_dir
+):
+    from airflow_provider_mysqlcdc.cdc.failover import SourceChangedError
+    from airflow_provider_mysqlcdc.cdc.pipeline import SplitOptions
+    from airflow_provider_mysqlcdc.cdc.plan import build_plan
+    from airflow_provider_mysqlcdc.spark.snapshot import batch_reader
+    from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+
+    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
+    primary = MariaDB(base_dir=base / "primary", server_id=23, extra_args=["--log-slave-updates"])
+    replica = MariaDB(base_dir=base / "replica", server_id=24, extra_args=["--log-slave-updates"])
+    try:
+        primary.start()
+        replica.start()
+        replica.replicate_from(primary)
+        primary.execute(f"CREATE DATABASE {DB}")
+        create_int_table(primary, DB, 3000, "orders")
+        replica.caught_up(primary)
+        with TcpForward(primary.port) as endpoint:
+            src = dataclasses.replace(primary.source_config(server_id_range="7200-7220"), port=endpoint.port)
+            lake = tmp_dir / "window-lake"
+            config = PipelineConfig(
+                name="failover_window",
+                source=src,
+                include=(f"{DB}.orders",),
+                state_location=str(tmp_dir / "window-state"),
+                sink=SinkConfig("delta", {"root": str(lake)}),
+                split=SplitOptions(chunk_size=1000),
+            )
+            plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
+            state = StateStore(config.state_location)
+            state.write_plan(plan)
+            write_config(state, config)
+            (batch,) = plan.batches
+            real_hw = batch_reader.ConsistentBatchReader._high_watermark
+
+            def failover_then_hw(self, conn, version):
+                # the chunks are read; the primary dies and the promoted replica takes the endpoint
+                # before the high watermark is taken (on the batch's connection, which still reaches the
+                # old server in a planned switchover: here the old one is stopped cleanly)
+                primary.stop(remove=False)
+                replica.promote()
+                endpoint.retarget(replica.port)
+                with contextlib.closing(self.source.connect()) as fresh:
+                    return real_hw(self, fresh, version)
+
+            batch_reader.ConsistentBatchReader._high_watermark = failover_then_hw
+            try:
+                with pytest.raises(SourceChangedError) as e:
+                    run_snapshot_batch(spark, config, batch.batch_id, plan=plan)
+            finally:
+                batch_reader.ConsistentBatchReader._high_watermark = real_hw
+            assert "server_id 23 at the low watermark, server_id 24 now" in str(e.value), str(e.value)
+            assert state.read_batch_result(batch.batch_id) is None, "a batch spanning a failover recorded a result"
+            assert not (lake / DB / "orders").exists() or not delta_rows(lake, TableId(DB, "orders"), ("id",))
+            # the task's retry reads it again, on the new server, and records that server
+            run_snapshot_batch(spark, config, batch.batch_id, plan=plan)
+            result = state.read_batch_result(batch.batch_id)
+            assert result["high_watermark"]["server"] == "mariadb:24", result["high_watermark"]
+            assert len(delta_rows(lake, TableId(DB, "orders"), ("id",))) == 3000
+    finally:
+        for s in (primary, replica):
+            s.stop()
