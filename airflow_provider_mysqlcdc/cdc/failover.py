@@ -262,10 +262,14 @@ def _minus(interval: tuple[int, int], held: Sequence[tuple[int, int]]) -> list[t
 def _not_exact(
     old: ServerIdentity, new: ServerIdentity, committed: BinlogOffset, why: str, fix: str
 ) -> FailoverNotExactError:
+    now = (
+        f"the same server's binlog was reset or replaced (RESET MASTER, a restored backup), and {why}"
+        if new == old
+        else f"the server it reaches now is {new.describe()}, and {why}"
+    )
     return FailoverNotExactError(
-        f"source failover: the stream was at {committed} (GTID {committed.gtid}) of {old.describe()}; the server "
-        f"it reaches now is {new.describe()}, and {why}: {NOT_EXACT_MARKER} there, so it stops without committing "
-        f"anything past that point. Fix: {fix}"
+        f"source failover: the stream was at {committed} (GTID {committed.gtid}) of {old.describe()}; {now}: "
+        f"{NOT_EXACT_MARKER} there, so it stops without committing anything past that point. Fix: {fix}"
     )
 
 

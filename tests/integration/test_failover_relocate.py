@@ -226,3 +226,25 @@ def test_a_snapshot_batch_whose_window_spans_a_server_change_writes_nothing():
             ConsistentBatchReader._same_server(reader, at_low, v)
         assert "server_id 11 at the low watermark, server_id 12 now" in str(e.value), str(e.value)
         assert "wrote nothing" in str(e.value)
+
+
+def test_a_reset_binlog_on_the_same_server_is_never_read_by_position():
+    from airflow_provider_mysqlcdc.spark.stream.placement import Placement
+    from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+
+    with _pair() as (primary, _replica):
+        _write(primary, 1, 10)
+        with contextlib.closing(primary.connect()) as c:
+            head = current_offset(c, server_version(c))
+        places = Placement(_settings(primary, []))
+        placed = places.place(StreamOffset.boundary(head), None)
+        assert placed.server == "mariadb:11" and placed.at.gtid
+        assert places.resolve(placed) == (placed, "mariadb:11")  # a fresh driver checks it once: still there
+        assert Placement(_settings(primary, [])).resolve(placed)[0] == placed
+        primary.execute("RESET MASTER")
+        _write(primary, 100, 60)  # the new binlog grows past the old position: a read by position would "work"
+        for driver in (Placement(_settings(primary, [])), places):
+            driver.forget(placed)  # (the running driver forgets it when the head goes back before it)
+            with pytest.raises(FailoverNotExactError) as e:
+                driver.resolve(placed)
+            assert "the source's binlog was reset or replaced: server_id 11 no longer has" in str(e.value), str(e.value)

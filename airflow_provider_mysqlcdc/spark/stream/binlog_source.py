@@ -187,7 +187,12 @@ class BinlogStreamReader(DataSourceStreamReader):
         """``_latest`` from ``start_d`` found on the server reachable now (a failover moves it), its
         end marked with that server and its GTID state (``placement.py``)."""
         start, server = self._places.resolve(StreamOffset.from_dict(start_d))
-        end_d = self._latest(start.to_dict(), max_rows)
+        try:
+            end_d = self._latest(start.to_dict(), max_rows)
+        except _BinlogWentBack:
+            self._places.forget(start)  # checked again against the server: placed by GTID, or a clear stop
+            start, server = self._places.resolve(start)
+            end_d = self._latest(start.to_dict(), max_rows)
         end = StreamOffset.from_dict(end_d)
         if end.same_place(start):
             return start_d  # no progress: Spark must see the very same offset
@@ -200,6 +205,8 @@ class BinlogStreamReader(DataSourceStreamReader):
         check_available(self.settings.source, start.dump_from, self.settings.tables)
         head = head_offset(self.settings.source)
         launched, self._first_plan_dir = self._first_plan_dir, None  # looked at by the first call only
+        if head < start.dump_from and start.server is not None:
+            raise _BinlogWentBack(f"the head {head} is before {start}")
         if head <= start.at:
             first_plan.discard(launched)
             return start_d
@@ -348,6 +355,10 @@ class BinlogStreamReader(DataSourceStreamReader):
 
     def stop(self) -> None:
         """Nothing held between calls: every scan opens and closes its own connections."""
+
+
+class _BinlogWentBack(Exception):
+    """The server's binlog ends before the stream's offset: reset, or another server (see ``_placed``)."""
 
 
 def _place_key(off: StreamOffset) -> str:

@@ -48,6 +48,7 @@ class Placement:
         self.settings = settings
         self._moved: dict[tuple[str, str], StreamOffset] = {}  # (offset text, server) -> placed there
         self._handoffs: dict[str, tuple[FinishedBatch, ...]] = {}  # server -> watermarks placed there
+        self._known: dict[str, None] = {}  # offsets placed or checked on their server by this driver (recent)
 
     @contextlib.contextmanager
     def _server(self) -> Iterator[tuple[Any, ServerVersion, ServerIdentity]]:
@@ -76,15 +77,39 @@ class Placement:
                 log.warning("binlog stream: the source server changed while planning (%s -> %s)", expect, ident)
                 return None
             gtid = gtid_state_at(conn, version, off.dump_from)
-        return off.placed(gtid, str(ident))
+        placed = off.placed(gtid, str(ident))
+        self._remember(placed)
+        return placed
+
+    def _remember(self, off: StreamOffset) -> None:
+        self._known[_text(off)] = None
+        while len(self._known) > 64:
+            del self._known[next(iter(self._known))]
+
+    def forget(self, off: StreamOffset) -> None:
+        """Check ``off`` against its server again at the next ``resolve`` (the binlog went backwards)."""
+        self._known.pop(_text(off), None)
 
     def resolve(self, off: StreamOffset) -> tuple[StreamOffset, str]:
         """``off`` on the server reachable now, and that server's identity."""
         with self._server() as (conn, version, ident):
             here = str(ident)
-            if off.server is None or off.server == here:
+            if off.server is None:
                 return off, here
             key = (str(off.to_dict()), here)
+            if off.server == here:
+                if _text(off) in self._known or not off.at.gtid or self._still_there(conn, version, off):
+                    self._remember(off)
+                    return off, here
+                # The same server, but its binlog no longer holds this offset as it was (RESET MASTER, a
+                # restored backup). Not placed by GTID either: a reset server numbers its transactions from 1
+                # again, so the old GTIDs name new transactions.
+                raise FailoverNotExactError(
+                    f"the source's binlog was reset or replaced: {ident.describe()} no longer has the stream's "
+                    f"offset {off} (GTID {off.at.gtid}) as it was, and after a reset the server numbers its "
+                    f"transactions from 1 again, so neither the position nor the GTID finds the stream's place: "
+                    f"{NOT_EXACT_MARKER} there. Fix: start a new initial load (trigger with reset=true)."
+                )
             if key in self._moved:
                 return self._moved[key], here
             old = ServerIdentity.parse(off.server)
@@ -112,6 +137,12 @@ class Placement:
             }
         )
         return placed, here
+
+    def _still_there(self, conn: Any, version: ServerVersion, off: StreamOffset) -> bool:
+        """Whether the server's binlog still has ``off`` where it was: the GTID state there is the same."""
+        now = gtid_state_at(conn, version, off.dump_from)
+        flavor = version.gtid_flavor
+        return now is not None and parse_gtid_set(now, flavor) == parse_gtid_set(off.at.gtid, flavor)
 
     def _record(self, entry: dict) -> None:
         from ...cdc.state import StateStore
@@ -149,6 +180,10 @@ class Placement:
                 placed.append(FinishedBatch(b.batch_id, b.ranges, moved.offset, str(ident)))
         self._handoffs[server] = tuple(placed)
         return self._handoffs[server]
+
+
+def _text(off: StreamOffset) -> str:
+    return f"{off.server}|{off.at}|{off.dump_from}"
 
 
 def _flavor(server: str) -> Any:
