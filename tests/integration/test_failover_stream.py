@@ -196,6 +196,38 @@ def test_a_promoted_replica_behind_the_same_endpoint_continues_the_stream_exactl
             raise AssertionError(f"{e}\njob log:\n{log_tail(rig.state.path('stream', 'stream.log'), 80)}") from None
 
 
+def test_a_failover_under_a_running_stream_is_followed(postgres, tmp_dir, monkeypatch):
+    """The stream is not killed: the primary dies under it. Its reads of the old server fail, it
+    reconnects through the endpoint to the promoted replica, and either places its offset there
+    in the running driver or (a task caught mid-range refuses the other server) fails and is
+    relaunched by the watchdog, which then places it. Either way nothing is lost or doubled."""
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with _rig(postgres, tmp_dir, "failover_live") as rig:
+        try:
+            rig.control.launch()
+            with ConcurrentWriter(lambda: rig.primary.connect(DB), rig.spec, seed=41, threads=1, pause_s=0.01):
+                time.sleep(3)
+            rig.replica.caught_up(rig.primary)
+            rig.primary.kill()
+            rig.replica.promote()
+            rig.endpoint.retarget(rig.replica.port)
+            with ConcurrentWriter(lambda: rig.replica.connect(DB), rig.spec, seed=42, threads=1, pause_s=0.01):
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:  # the watchdog's runs, every few seconds here
+                    _watchdog(rig).poke({})
+                    if rig.state.exists(FAILOVERS_FILE):
+                        break
+                    time.sleep(3)
+                time.sleep(2)
+            _watchdog(rig).poke({})
+            problem = _sink_equals(rig, rig.replica, postgres)
+            assert not problem, f"after the failover: {problem}"
+            moves = rig.state.read_json(FAILOVERS_FILE)
+            assert moves and {(m["old_server"], m["new_server"]) for m in moves} == {("mariadb:21", "mariadb:22")}
+        except AssertionError as e:
+            raise AssertionError(f"{e}\njob log:\n{log_tail(rig.state.path('stream', 'stream.log'), 80)}") from None
+
+
 def test_a_replica_that_was_behind_stops_the_stream_and_the_watchdog_says_why(postgres, tmp_dir, monkeypatch):
     from airflow.exceptions import AirflowException
 
