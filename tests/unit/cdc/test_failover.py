@@ -84,6 +84,10 @@ class _Conn:
                 pass
 
             def execute(self, sql: str, args: Any = None) -> None:
+                if "MASTER STATUS" in sql:  # the head: elsewhere than the offsets asked about
+                    self.description = [("File",), ("Position",), ("Executed_Gtid_Set",)]
+                    self.row = ("bin.000099", 4, conn.executed)
+                    return
                 assert "gtid_executed" in sql, sql
                 self.row = (conn.executed,)
 
@@ -121,8 +125,10 @@ def test_mysql_gtid_sets_place_the_offset_after_the_last_committed_transaction()
 def test_mysql_state_at_an_offset_is_previous_gtids_plus_the_transactions_before_it():
     files = _binlog()
     a6 = next(e for e in files["bin.000001"] if event_gtid(e, "mysql") == f"{A}:6")
-    got = gtid_state_at(None, MYSQL, BinlogOffset("bin.000001", a6.pos), walk=_walk(files))
+    got = gtid_state_at(_Conn(f"{A}:1-14"), MYSQL, BinlogOffset("bin.000001", a6.pos), walk=_walk(files))
     assert got == f"{A}:1-5"
+    head = gtid_state_at(_Conn(f"{A}:1-14"), MYSQL, BinlogOffset("bin.000099", 4), walk=_walk(files))
+    assert head == f"{A}:1-14"  # at the head: the status row's own executed set
 
 
 def test_mysql_a_committed_state_that_covers_the_whole_binlog_continues_at_its_end():
