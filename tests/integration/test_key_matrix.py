@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,7 +278,10 @@ def matrix(mariadb, postgres, spark):
     timings: dict[str, float] = {}
     try:
         t0 = time.monotonic()
-        for i, p in enumerate(PATHS):
+
+        def snapshot(i: int, p: Path_) -> Running:
+            """One path's tables, plan and snapshot batches; the paths run side by side in one Spark
+            application (each its own database, state and sink), as several DAG runs' tasks do."""
             db = f"keys_{i}_{p.sink}"
             mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`")
             for kt in M.KEY_TYPES:
@@ -309,21 +313,24 @@ def matrix(mariadb, postgres, spark):
             for b in plan.batches:
                 run_snapshot_batch(spark, config, b.batch_id, plan=plan)
             state.write_finished(state.finished_from_results())
-            schemas = {t.table: s for t, s in plan.schemas.items()}
-            run = Running(p, db, config, schemas)
-            run.query = start_stream(
-                spark, config, pipeline_sink(config, list(plan.schemas.values())), list(plan.schemas.values())
-            )
+            return Running(p, db, config, {t.table: s for t, s in plan.schemas.items()})
+
+        with ThreadPoolExecutor(max_workers=len(PATHS)) as pool:
+            loaded = list(pool.map(lambda ip: snapshot(*ip), enumerate(PATHS)))
+        timings["snapshots"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        for run in loaded:
+            schemas = list(StateStore(run.config.state_location).read_plan().schemas.values())
+            run.query = start_stream(spark, run.config, pipeline_sink(run.config, schemas), schemas)
             runs.append(run)
-            timings[f"snapshot+start {p.name}"] = time.monotonic() - t0
-            t0 = time.monotonic()
+        timings["stream starts"] = time.monotonic() - t0
+        t0 = time.monotonic()
         assert len(window_done) == len(PATHS) * len(M.KEY_TYPES), "a table's window round did not run"
         for run in runs:
             for kt in M.KEY_TYPES:
                 mariadb.execute(*M.stream(kt), database=run.db)
-        for run in runs:
-            if not run.path.resnapshot:
-                continue
+
+        def reread(run: Running) -> None:
             state = StateStore(run.config.state_location)
             plan = state.read_plan()
             # the second batch, and every batch holding BIGINT UNSIGNED keys (keys at and above 2^63; the plan
@@ -338,6 +345,9 @@ def matrix(mariadb, postgres, spark):
                 result = run_snapshot_batch(spark, run.config, victim.batch_id, plan=plan)
                 assert result["handoff"], result
                 run.handoffs += tuple(result["handoff"])
+
+        with ThreadPoolExecutor(max_workers=len(runs)) as pool:  # the re-reading paths side by side
+            list(pool.map(reread, [run for run in runs if run.path.resnapshot]))
         timings["stream round + re-snapshots"] = time.monotonic() - t0
         t0 = time.monotonic()
         # after the re-read batches' HW: the stream corrects their rows with these changes when it takes
@@ -351,7 +361,9 @@ def matrix(mariadb, postgres, spark):
             _caught_up(runs, BinlogOffset(*mariadb.master_status()))
         for run in runs:
             _wait_applied(StateStore(run.config.state_location), run.handoffs, run.query)
-        reports = {run.path.name: _compare(mariadb, postgres, work, run, timeout_s=120) for run in runs}
+        with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+            compared = list(pool.map(lambda run: _compare(mariadb, postgres, work, run, timeout_s=120), runs))
+        reports = {run.path.name: report for run, report in zip(runs, compared)}
         timings["late round + compare"] = time.monotonic() - t0
         for run in runs:
             assert run.query.exception() is None, f"{run.path.name}: {run.query.exception()}"
