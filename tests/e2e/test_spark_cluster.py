@@ -14,8 +14,9 @@ mode, writers on throughout. Checked: the snapshot batches run on the cluster's 
 stream's driver runs on a node (its status and lease name the node), not on the Airflow host; the
 driver's environment holds none of the Airflow worker's secrets (the submission client sends
 spark-submit's environment to the driver); killed with SIGKILL, the stream is brought back on the
-cluster by the watchdog DAG from its checkpoint on S3; the sink equals the source row by row; a
-stop request through the state location stops the driver on the node.
+cluster by the watchdog DAG from its checkpoint on S3; an ADD COLUMN while it runs there reaches the
+Delta table; the sink equals the source row by row; a stop request through the state location stops the
+driver on the node.
 """
 
 from __future__ import annotations
@@ -180,7 +181,10 @@ def _sink_problems(run, timeout_s: float = 300.0) -> str:
         cols = list(spec.key_columns) + list(VALUE_COLS)
         problem = wait_until_equal(
             lambda: mysql_rows(run["server"], t, cols, spec.key_columns),
-            lambda: s3_delta_rows(run["s3"], f"{root}/{t.database}/{t.table}", spec.key_columns),
+            lambda: {
+                k: {c: r[c] for c in cols}
+                for k, r in s3_delta_rows(run["s3"], f"{root}/{t.database}/{t.table}", spec.key_columns).items()
+            },
             timeout_s=timeout_s,
         )
         if problem:
@@ -233,11 +237,21 @@ def test_the_pipeline_runs_on_the_cluster_and_the_watchdog_brings_a_killed_strea
     assert len(again) == 1 and again[0].pid != first.pid, "relaunched once, on the cluster"
     status = _status(run)
     assert status.host.startswith("spark-node-") and status.pid == again[0].pid
+
+    # a DDL while the stream runs there: the driver on the node follows it into the Delta table
+    for w in run["writers"]:
+        w.pause()
+    run["server"].execute("ALTER TABLE orders ADD COLUMN note VARCHAR(10) DEFAULT 'n'", database=run["db"])
+    for w in run["writers"]:
+        w.resume()
     time.sleep(4)
     changes = sum(w.stop().total for w in run["writers"])
     run["writers"].clear()
     assert changes > 300, f"the writers changed rows throughout ({changes})"
     assert not _sink_problems(run)
+    root = run["conf"]["sink_options"]["root"]
+    orders = s3_delta_rows(run["s3"], f"{root}/{run['db']}/orders", ("id",))
+    assert orders and all(r.get("note") == "n" for r in orders.values()), "the added column reached the sink"
 
     # stopped from Airflow: the watchdog DAG triggered with stop_stream; its request in the state
     # location reaches the driver on its node, and later watchdog runs leave the stream stopped
