@@ -168,12 +168,20 @@ def file_start_state(walk: EventWalk, file: str, flavor: Flavor) -> GtidSet:
     return parse_gtid_set("", flavor)
 
 
-def gtid_state_at(conn: Any, version: ServerVersion, offset: BinlogOffset, walk: EventWalk | None = None) -> str | None:
+def gtid_state_at(
+    conn: Any,
+    version: ServerVersion,
+    offset: BinlogOffset,
+    walk: EventWalk | None = None,
+    known: BinlogOffset | None = None,
+) -> str | None:
     """The GTID state at ``offset`` (a transaction boundary): every transaction before it, canonical.
 
     MariaDB answers with ``BINLOG_GTID_POS`` (a read of the file up to the position: about 70 ms per
     370 MB here); None when the position is not an event boundary of this server's file. MySQL has
-    no such function: the file's Previous_gtids plus the GTIDs before the position.
+    no such function: the file's Previous_gtids plus the GTIDs before the position -- or, given
+    ``known`` (an earlier boundary of the same file with its state, e.g. the last offset placed),
+    that state plus the GTIDs between the two, so a stream walks each event of its binlog once.
 
     At the binlog's head (where a stream near the head ends most micro-batches) the server's own
     GTID state answers in three short queries instead, when nothing committed while they ran."""
@@ -187,8 +195,11 @@ def gtid_state_at(conn: Any, version: ServerVersion, offset: BinlogOffset, walk:
         from .server import list_binlogs
 
         walk = show_events(conn, [f for f, _ in list_binlogs(conn)])
-    state = file_start_state(walk, offset.file, "mysql")
-    for ev in walk(offset.file, FILE_START):
+    if known is not None and known.gtid and known.file == offset.file and known.position <= offset.position:
+        state, start = parse_gtid_set(known.gtid, "mysql"), known.position
+    else:
+        state, start = file_start_state(walk, offset.file, "mysql"), FILE_START
+    for ev in walk(offset.file, start):
         if ev.file != offset.file or ev.pos >= offset.position:
             break
         gtid = event_gtid(ev, "mysql")

@@ -49,6 +49,7 @@ class Placement:
         self._moved: dict[tuple[str, str], StreamOffset] = {}  # (offset text, server) -> placed there
         self._handoffs: dict[str, tuple[FinishedBatch, ...]] = {}  # server -> watermarks placed there
         self._known: dict[str, None] = {}  # offsets placed or checked on their server by this driver (recent)
+        self._last_placed: StreamOffset | None = None  # MySQL: the next placement walks on from here
 
     @contextlib.contextmanager
     def _server(self) -> Iterator[tuple[Any, ServerVersion, ServerIdentity]]:
@@ -76,9 +77,13 @@ class Placement:
             if expect is not None and str(ident) != expect:
                 log.warning("binlog stream: the source server changed while planning (%s -> %s)", expect, ident)
                 return None
-            gtid = gtid_state_at(conn, version, off.dump_from)
+            last = self._last_placed if self._last_placed and self._last_placed.server == str(ident) else None
+            known = BinlogOffset(last.dump_from.file, last.dump_from.position, last.at.gtid) if last else None
+            gtid = gtid_state_at(conn, version, off.dump_from, known=known)
         placed = off.placed(gtid, str(ident))
         self._remember(placed)
+        if gtid is not None:
+            self._last_placed = placed
         return placed
 
     def _remember(self, off: StreamOffset) -> None:

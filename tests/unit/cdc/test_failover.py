@@ -127,6 +127,18 @@ def test_mysql_state_at_an_offset_is_previous_gtids_plus_the_transactions_before
     a6 = next(e for e in files["bin.000001"] if event_gtid(e, "mysql") == f"{A}:6")
     got = gtid_state_at(_Conn(f"{A}:1-14"), MYSQL, BinlogOffset("bin.000001", a6.pos), walk=_walk(files))
     assert got == f"{A}:1-5"
+    # from an earlier placed offset of the same file: only the events in between are walked
+    a4 = next(e for e in files["bin.000001"] if event_gtid(e, "mysql") == f"{A}:4")
+    seen: list[int] = []
+
+    def counting(file: str, pos: int):
+        for ev in _walk(files)(file, pos):
+            seen.append(ev.pos)
+            yield ev
+
+    known = BinlogOffset("bin.000001", a4.pos, f"{A}:1-3")
+    assert gtid_state_at(_Conn(""), MYSQL, BinlogOffset("bin.000001", a6.pos), counting, known) == got
+    assert min(seen) == a4.pos, "walked from the known offset, not the file's start"
     head = gtid_state_at(_Conn(f"{A}:1-14"), MYSQL, BinlogOffset("bin.000099", 4), walk=_walk(files))
     assert head == f"{A}:1-14"  # at the head: the status row's own executed set
 
