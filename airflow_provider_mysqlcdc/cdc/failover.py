@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .errors import NOT_EXACT_MARKER, CdcError
 from .gtid import Flavor, GtidSet, MariadbGtidSet, MysqlGtidSet, parse_gtid_set
 from .offsets import BinlogOffset
+from .server import binlog_gtid_pos, list_binlogs
 from .version import ServerVersion
 
 FILE_START = 4  # the first event of every binlog file
@@ -189,11 +190,8 @@ def gtid_state_at(
     if at_head is not None:
         return at_head
     if version.is_mariadb:
-        value = _scalar(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (offset.file, offset.position))
-        return None if value is None else str(parse_gtid_set(value, "mariadb"))
+        return binlog_gtid_pos(conn, offset)
     if walk is None:
-        from .server import list_binlogs
-
         walk = show_events(conn, [f for f, _ in list_binlogs(conn)])
     if known is not None and known.gtid and known.file == offset.file and known.position <= offset.position:
         state, start = parse_gtid_set(known.gtid, "mysql"), known.position
@@ -303,14 +301,10 @@ def _minus(interval: tuple[int, int], held: Sequence[tuple[int, int]]) -> list[t
 def _not_exact(
     old: ServerIdentity, new: ServerIdentity, committed: BinlogOffset, why: str, fix: str
 ) -> FailoverNotExactError:
-    now = (
-        f"the same server's binlog was reset or replaced (RESET MASTER, a restored backup), and {why}"
-        if new == old
-        else f"the server it reaches now is {new.describe()}, and {why}"
-    )
     return FailoverNotExactError(
-        f"source failover: the stream was at {committed} (GTID {committed.gtid}) of {old.describe()}; {now}: "
-        f"{NOT_EXACT_MARKER} there, so it stops without committing anything past that point. Fix: {fix}"
+        f"source failover: the stream was at {committed} (GTID {committed.gtid}) of {old.describe()}; the server "
+        f"it reaches now is {new.describe()}, and {why}: {NOT_EXACT_MARKER} there, so it stops without committing "
+        f"anything past that point. Fix: {fix}"
     )
 
 
@@ -358,8 +352,6 @@ def relocate(
             + _REREAD,
         )
     if files is None:
-        from .server import list_binlogs
-
         files = [f for f, _ in list_binlogs(conn)]
     if walk is None:
         walk = show_events(conn, files)

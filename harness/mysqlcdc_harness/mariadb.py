@@ -263,3 +263,21 @@ def running_mariadb(**kw: Any) -> Iterator[MariaDB]:
         yield db
     finally:
         db.stop()
+
+
+@contextlib.contextmanager
+def primary_and_replica(primary_id: int, replica_id: int) -> Iterator[tuple[MariaDB, MariaDB]]:
+    """A primary and its GTID replica (both ``--log-slave-updates``, as a promotable replica is),
+    each with its own data directory, removed afterwards."""
+    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
+    primary = MariaDB(base_dir=base / "primary", server_id=primary_id, extra_args=["--log-slave-updates"])
+    replica = MariaDB(base_dir=base / "replica", server_id=replica_id, extra_args=["--log-slave-updates"])
+    try:
+        primary.start()
+        replica.start()
+        replica.replicate_from(primary)
+        yield primary, replica
+    finally:
+        for server in (primary, replica):
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)

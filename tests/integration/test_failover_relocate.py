@@ -9,8 +9,6 @@ transactions after it. The ways it cannot be exact stop with what is missing or 
 from __future__ import annotations
 
 import contextlib
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +23,7 @@ from airflow_provider_mysqlcdc.cdc.failover import (
 )
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.server import current_offset, list_binlogs, server_version
-from mysqlcdc_harness.mariadb import MariaDB
+from mysqlcdc_harness.mariadb import MariaDB, primary_and_replica
 
 pytestmark = [pytest.mark.integration]
 
@@ -34,22 +32,13 @@ CAPTURED = {"app.orders"}
 
 @contextlib.contextmanager
 def _pair():
-    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
-    primary = MariaDB(base_dir=base / "primary", server_id=11, extra_args=["--log-slave-updates"])
-    replica = MariaDB(base_dir=base / "replica", server_id=12, extra_args=["--log-slave-updates"])
-    try:
-        primary.start()
-        replica.start()
-        replica.replicate_from(primary)
+    with primary_and_replica(11, 12) as (primary, replica):
         primary.execute(
             "CREATE DATABASE app",
             "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, v INT)",
             "CREATE TABLE app.audit (id BIGINT PRIMARY KEY AUTO_INCREMENT, v INT)",
         )
         yield primary, replica
-    finally:
-        for s in (primary, replica):
-            s.stop()
 
 
 def _write(server: MariaDB, first: int, n: int) -> None:

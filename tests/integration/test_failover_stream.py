@@ -21,7 +21,6 @@ import dataclasses
 import json
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from airflow_provider_mysqlcdc.operators._stream import StreamControl
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
 from airflow_provider_mysqlcdc.spark.stream.placement import FAILOVERS_FILE
 from mysqlcdc_harness import airflow_env
-from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
+from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB, primary_and_replica
 from mysqlcdc_harness.postgres import DATABASE, SUPERUSER
 from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, wait_until_equal
 from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
@@ -68,75 +67,70 @@ class Rig:
 
 @contextlib.contextmanager
 def _rig(postgres, tmp_dir: Path, name: str, sink: str = "postgres"):
-    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
-    primary = MariaDB(base_dir=base / "primary", server_id=21, extra_args=["--log-slave-updates"])
-    replica = MariaDB(base_dir=base / "replica", server_id=22, extra_args=["--log-slave-updates"])
     endpoint = None
     state = StateStore(str(tmp_dir / name))
-    try:
-        primary.start()
-        replica.start()
-        replica.replicate_from(primary)
-        primary.execute(f"CREATE DATABASE {DB}")
-        spec = create_int_table(primary, DB, 1, "orders")
-        primary.execute("DELETE FROM orders", database=DB)
-        # the replica's own transaction, in a domain of its own, on a table the pipeline does not capture
-        replica.caught_up(primary)
-        replica.execute("SET SESSION gtid_domain_id = 9", f"CREATE TABLE {DB}.replica_only (id INT PRIMARY KEY)")
-        endpoint = TcpForward(primary.port)
-        airflow_env.set_connection(
-            "fo_src",
-            "mysql_cdc",
-            host="127.0.0.1",
-            port=endpoint.port,
-            login="root",
-            password=ROOT_PASSWORD,
-            extra={"server_id_range": "7100-7120"},
-        )
-        airflow_env.set_connection("fo_spark", "spark", host="local[2]")
-        airflow_env.set_connection(
-            "fo_pg",
-            "postgres",
-            host="127.0.0.1",
-            port=postgres.port,
-            login=SUPERUSER,
-            password=postgres.password,
-            schema=DATABASE,
-        )
-        schema = postgres.fresh_schema()
-        t = TableId(DB, "orders")
-        lake = tmp_dir / f"{name}-lake" if sink == "delta" else None
-        config = PipelineConfig(
-            name=name,
-            source=dataclasses.replace(primary.source_config(server_id_range="7100-7120"), port=endpoint.port),
-            include=(str(t),),
-            state_location=state.location,
-            sink=SinkConfig("delta", {"root": str(lake)})
-            if lake is not None
-            else SinkConfig(
+    with primary_and_replica(21, 22) as (primary, replica):
+        try:
+            primary.execute(f"CREATE DATABASE {DB}")
+            spec = create_int_table(primary, DB, 1, "orders")
+            primary.execute("DELETE FROM orders", database=DB)
+            # the replica's own transaction, in a domain of its own, on a table the pipeline does not capture
+            replica.caught_up(primary)
+            replica.execute("SET SESSION gtid_domain_id = 9", f"CREATE TABLE {DB}.replica_only (id INT PRIMARY KEY)")
+            endpoint = TcpForward(primary.port)
+            airflow_env.set_connection(
+                "fo_src",
+                "mysql_cdc",
+                host="127.0.0.1",
+                port=endpoint.port,
+                login="root",
+                password=ROOT_PASSWORD,
+                extra={"server_id_range": "7100-7120"},
+            )
+            airflow_env.set_connection("fo_spark", "spark", host="local[2]")
+            airflow_env.set_connection(
+                "fo_pg",
                 "postgres",
-                {
-                    "dsn": {"host": "127.0.0.1", "port": postgres.port, "dbname": DATABASE, "user": SUPERUSER},
-                    "schema": schema,
-                },
-            ),
-            stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
-        )
-        write_config(state, config)
-        with contextlib.closing(primary.connect()) as c:  # the (empty) snapshot's watermark, as a batch records it
-            v = server_version(c)
-            hw = current_offset(c, v)
-            hw = BinlogOffset(hw.file, hw.position, gtid_state_at(c, v, hw))
-        state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), hw, "mariadb:21")])
-        control = StreamControl(state.location, "fo_src", "fo_spark", None if lake else "fo_pg", start_timeout_s=240)
-        yield Rig(primary, replica, endpoint, state, control, spec, t, f"{DB}__orders", schema, lake)
-    finally:
-        with contextlib.suppress(Exception):
-            stop_local_stream(state)
-        if endpoint is not None:
-            endpoint.close()
-        for s in (primary, replica):
-            s.stop()
+                host="127.0.0.1",
+                port=postgres.port,
+                login=SUPERUSER,
+                password=postgres.password,
+                schema=DATABASE,
+            )
+            schema = postgres.fresh_schema()
+            t = TableId(DB, "orders")
+            lake = tmp_dir / f"{name}-lake" if sink == "delta" else None
+            config = PipelineConfig(
+                name=name,
+                source=dataclasses.replace(primary.source_config(server_id_range="7100-7120"), port=endpoint.port),
+                include=(str(t),),
+                state_location=state.location,
+                sink=SinkConfig("delta", {"root": str(lake)})
+                if lake is not None
+                else SinkConfig(
+                    "postgres",
+                    {
+                        "dsn": {"host": "127.0.0.1", "port": postgres.port, "dbname": DATABASE, "user": SUPERUSER},
+                        "schema": schema,
+                    },
+                ),
+                stream=StreamOptions(max_events_per_batch=2000, heartbeat_s=1.0, trigger_interval_s=0.5),
+            )
+            write_config(state, config)
+            with contextlib.closing(primary.connect()) as c:  # the (empty) snapshot's watermark, as a batch records it
+                v = server_version(c)
+                hw = current_offset(c, v)
+                hw = BinlogOffset(hw.file, hw.position, gtid_state_at(c, v, hw))
+            state.write_finished([FinishedBatch("all", (KeyRange(t, None, None, True),), hw, "mariadb:21")])
+            control = StreamControl(
+                state.location, "fo_src", "fo_spark", None if lake else "fo_pg", start_timeout_s=240
+            )
+            yield Rig(primary, replica, endpoint, state, control, spec, t, f"{DB}__orders", schema, lake)
+        finally:
+            with contextlib.suppress(Exception):
+                stop_local_stream(state)
+            if endpoint is not None:
+                endpoint.close()
 
 
 def _kill_stream(state: StateStore) -> None:
@@ -310,13 +304,7 @@ def test_a_snapshot_batch_whose_window_spans_a_failover_writes_nothing_and_its_r
     from airflow_provider_mysqlcdc.spark.snapshot import batch_reader
     from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 
-    base = Path(tempfile.mkdtemp(prefix="mysqlcdc-failover-"))
-    primary = MariaDB(base_dir=base / "primary", server_id=23, extra_args=["--log-slave-updates"])
-    replica = MariaDB(base_dir=base / "replica", server_id=24, extra_args=["--log-slave-updates"])
-    try:
-        primary.start()
-        replica.start()
-        replica.replicate_from(primary)
+    with primary_and_replica(23, 24) as (primary, replica):
         primary.execute(f"CREATE DATABASE {DB}")
         create_int_table(primary, DB, 3000, "orders")
         replica.caught_up(primary)
@@ -362,6 +350,3 @@ def test_a_snapshot_batch_whose_window_spans_a_failover_writes_nothing_and_its_r
             result = state.read_batch_result(batch.batch_id)
             assert result["high_watermark"]["server"] == "mariadb:24", result["high_watermark"]
             assert len(delta_rows(lake, TableId(DB, "orders"), ("id",))) == 3000
-    finally:
-        for s in (primary, replica):
-            s.stop()
