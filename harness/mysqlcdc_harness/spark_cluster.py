@@ -122,6 +122,13 @@ def node_spark_home() -> str:
     return f"{NODE_VENV}/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/pyspark"
 
 
+def _outermost(dirs: list[str]) -> list[str]:
+    """The directories to cover, without those inside another one of them: a repository checked out
+    under /tmp is hidden with /tmp (mounting over it after /tmp is covered fails: it no longer exists)."""
+    norm = list(dict.fromkeys(p.rstrip("/") or "/" for p in dirs))  # in the caller's order
+    return [d for d in norm if not any(o != d and d.startswith(o.rstrip("/") + "/") for o in norm)]
+
+
 def _node_script(
     node_venv: Path, hide: list[str], secrets: Mapping[str, str], argv: list[str], hostname: str, address: str
 ) -> str:
@@ -140,7 +147,7 @@ def _node_script(
         'mkdir "$H/venv"',
         f'mount --bind {shlex.quote(str(node_venv))} "$H/venv"',
     ]
-    for d in hide:
+    for d in _outermost(hide):
         lines.append(f"mount -t tmpfs tmpfs {shlex.quote(d)}")
     lines += [
         f"mkdir -p {shlex.quote(venv_path)}",
