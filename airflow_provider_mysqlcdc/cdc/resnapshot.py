@@ -24,18 +24,22 @@ import posixpath
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .chunks import Batch, KeyRange
 from .model import Column, TableId, TableSchema
 from .offsets import BinlogOffset
 from .state import StateStore
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 ROOT = "handoffs"
 # Piece size and how many rows a micro-batch takes over: ``StreamOptions.handoff_piece_rows``
 # and ``takeover_rows_per_batch`` (the pipeline's stream_options).
 MANIFEST = "manifest.json"
 APPLIED = "applied.json"
+ROWS_FILE = "rows.parquet"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,37 @@ def new_handoff_id(batch_id: str) -> str:
 
 def rows_rel(handoff_id: str, table_id: TableId) -> str:
     return posixpath.join(ROOT, handoff_id, "rows", f"{table_id.database}.{table_id.table}")
+
+
+def write_rows(state: StateStore, rel: str, rows: "pa.Table") -> None:
+    """One table's rows of a piece, written by the batch job's own process through the state's file
+    system (pyarrow), not by Spark: Spark reaches object storage only through Hadoop's S3 connector,
+    which a cluster often lacks, while this process already writes the state there. A piece is
+    bounded (``handoff_piece_rows``), and the stream collects it whole when it takes it over."""
+    import pyarrow.parquet as pq
+
+    folder = state.path(rel)
+    state.fs.makedirs(folder, exist_ok=True)
+    with state.fs.open(posixpath.join(folder, ROWS_FILE), "wb") as f:
+        pq.write_table(rows, f)
+
+
+def read_rows(state: StateStore, rel: str) -> "pa.Table":
+    """The rows ``write_rows`` left in ``rel`` (and the ``part-*.parquet`` files of a hand-off an
+    earlier version wrote through Spark, still pending after an upgrade), in file order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = state.path(rel)
+    listed = state.fs.ls(folder, detail=False) if state.fs.exists(folder) else []
+    files = sorted(str(p) for p in listed if str(p).endswith(".parquet"))
+    if not files:
+        raise FileNotFoundError(f"no Parquet rows under {state.url(rel)}")
+    tables = []
+    for path in files:
+        with state.fs.open(path, "rb") as f:
+            tables.append(pq.read_table(f))
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
 
 
 def write_manifest(state: StateStore, handoff: Handoff) -> None:

@@ -11,7 +11,8 @@ to use the Airflow worker's interpreter.
 
 The DAG template runs with ``dag.test()`` and ``spark_default`` = the cluster in cluster deploy
 mode, writers on throughout. Checked: the snapshot batches run on the cluster's executors; the
-stream's driver runs on a node (its status and lease name the node), not on the Airflow host; the
+stream's driver runs on a node (its status and lease name the node), not on the Airflow host; a
+finished batch cleared while the stream runs there is handed to it through the state location; the
 driver's environment holds none of the Airflow worker's secrets (the submission client sends
 spark-submit's environment to the driver); killed with SIGKILL, the stream is brought back on the
 cluster by the watchdog DAG from its checkpoint on S3; an ADD COLUMN while it runs there reaches the
@@ -237,6 +238,19 @@ def test_the_pipeline_runs_on_the_cluster_and_the_watchdog_brings_a_killed_strea
     assert len(again) == 1 and again[0].pid != first.pid, "relaunched once, on the cluster"
     status = _status(run)
     assert status.host.startswith("spark-node-") and status.pid == again[0].pid
+
+    # a finished batch read again while the stream runs there (the grid's Clear on one map index,
+    # Downstream ticked): its rows reach the driver on the node as files in the state location on S3
+    # (no Hadoop S3 connector in the cluster's Spark), and the stream replaces the batch's key ranges
+    from tests.e2e.test_pipeline_dag import clear_and_run
+
+    rerun_log = run["work"] / "rerun_output.log"
+    dr2 = clear_and_run(run["dr"].run_id, [["snapshot", 0], "stream"], rerun_log)
+    states2 = airflow_env.task_states(dr2)
+    text = rerun_log.read_text(errors="replace")
+    assert states2[("snapshot", 0)][0] == "success" and states2[("stream", -1)][0] == "success", (states2, text[-3000:])
+    assert "key ranges in micro-batch" in text, text[-3000:]
+    assert [d.pid for d in _stream_drivers()] == [again[0].pid], "the stream task run again left the one driver"
 
     # a DDL while the stream runs there: the driver on the node follows it into the Delta table
     for w in run["writers"]:

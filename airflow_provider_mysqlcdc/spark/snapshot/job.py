@@ -27,6 +27,7 @@ from ...cdc.resnapshot import (
     new_handoff_id,
     rows_rel,
     write_manifest,
+    write_rows,
 )
 from ...cdc.state import StateStore
 from ..runtime.filesystems import spark_can_write
@@ -83,14 +84,6 @@ def run_snapshot_batch(
                 f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
                 "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
                 "(the default) and restart the stream, or trigger with reset=true to load everything again."
-            )
-        if not spark_can_write(spark, state.url("handoffs")):
-            raise ConfigError(
-                f"batch {batch_id}: the stream runs, so this batch's rows go to it as Parquet files in the state "
-                f"location, which Spark writes itself, and this Spark has no file system for {state.location} "
-                "(Hadoop's S3 connector jars are missing). Nothing was read or written. Fix: give the Spark "
-                "application the hadoop-aws and AWS SDK jars (spark.jars) and read the batch again, or trigger "
-                "with reset=true to load everything again."
             )
         state.delete(StateStore.batch_result_rel(batch_id))
         return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state, progress_interval_s)
@@ -313,7 +306,7 @@ def hand_off_batch(
                 hid = new_handoff_id(batch_id)
                 progress.phase(f"handing piece {k + 1}/{len(pieces)} to the running stream")
                 for r in piece.ranges():
-                    got.frame(r.table_id).write.mode("overwrite").parquet(state.url(rows_rel(hid, r.table_id)))
+                    write_rows(state, rows_rel(hid, r.table_id), got.frame(r.table_id).toArrow())
                 crash_point(HANDOFF_ROWS_WRITTEN)
                 write_manifest(
                     state,

@@ -40,6 +40,7 @@ from ...cdc.resnapshot import (
     forget_rows,
     mark_applied,
     pending,
+    read_rows,
     same_columns,
 )
 from ...cdc.schema.history import TableVersion
@@ -187,11 +188,10 @@ class ResnapshotApplier:
         for r in h.ranges:
             t = r.table_id
             schema = self.history.latest(t).source
-            frame = self.spark.read.parquet(self.state.url(h.rows[t]))
+            rows = read_rows(self.state, h.rows[t])  # pyarrow: no Hadoop file system needed for s3://
             tc = corrections.get(t)
             if tc:
-                frame = reader.apply_corrections(t, frame, tc)
-            rows = frame.toArrow()
+                rows = reader.apply_corrections(t, self.spark.createDataFrame(rows), tc).toArrow()
             sink_keys = self.sink.keys_in_sink(schema, r)
             gone = (
                 _keys_not_in(_in_range(sink_keys, schema, r, self.config.source), rows, schema.row_identity)
