@@ -151,6 +151,8 @@ class ResnapshotApplier:
     # --- one hand-off -----------------------------------------------------------------------------
 
     def _records(self, h: Handoff, s: BinlogOffset, batch_id: int, seq: int) -> tuple[list[dict], dict[str, int]]:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
         from ..snapshot.batch_reader import ConsistentBatchReader
 
         for t, schema in h.schemas.items():
@@ -191,7 +193,12 @@ class ResnapshotApplier:
             rows = read_rows(self.state, h.rows[t])  # pyarrow: no Hadoop file system needed for s3://
             tc = corrections.get(t)
             if tc:
-                rows = reader.apply_corrections(t, self.spark.createDataFrame(rows), tc).toArrow()
+                # the Spark types the batch's frame had: a timestamp without a zone stays TIMESTAMP_NTZ
+                # (createDataFrame alone would read it as the session's TIMESTAMP)
+                frame = self.spark.createDataFrame(
+                    rows, schema=from_arrow_schema(rows.schema, prefer_timestamp_ntz=True)
+                )
+                rows = reader.apply_corrections(t, frame, tc).toArrow()
             sink_keys = self.sink.keys_in_sink(schema, r)
             gone = (
                 _keys_not_in(_in_range(sink_keys, schema, r, self.config.source), rows, schema.row_identity)
