@@ -63,6 +63,32 @@ SUBMIT_ENV_KEEP = (
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Spark's own redaction pattern (spark.redaction.regex) plus credential: such keys would show in
 # the Spark UI's environment tab and in the launch record the watchdog reads.
+# The module options Spark's launcher gives the JVMs it starts on Java 17+ (read off a standalone
+# worker's command line, Spark 4.2), for the driver JVM a standalone worker starts without them.
+JAVA_MODULE_OPTIONS: tuple[str, ...] = (
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    *(
+        f"--add-opens=java.base/{package}=ALL-UNNAMED"
+        for package in (
+            "java.lang",
+            "java.lang.invoke",
+            "java.lang.reflect",
+            "java.io",
+            "java.net",
+            "java.nio",
+            "java.util",
+            "java.util.concurrent",
+            "java.util.concurrent.atomic",
+            "jdk.internal.ref",
+            "sun.nio.ch",
+            "sun.nio.cs",
+            "sun.security.action",
+            "sun.util.calendar",
+        )
+    ),
+    "--add-opens=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+)
 SECRET_CONF = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
 _DRIVER_ID = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
 _YARN_APP = re.compile(r"\b(application_\d+_\d+)\b")
@@ -205,6 +231,12 @@ def submission(
         # A standalone application takes every free core unless capped: the stream would leave none
         # for a batch read again while it runs (its Spark Connect application waits for cores).
         merged.setdefault("spark.cores.max", "2")
+        # A standalone worker starts a cluster-mode driver's JVM itself (DriverWrapper), without the
+        # module options spark-submit gives a client-mode driver: Arrow in that JVM (createDataFrame
+        # from a pyarrow table, toArrow) then fails with "sun.misc.Unsafe or
+        # java.nio.DirectByteBuffer.<init>(long, int) not available". The user's own options follow.
+        own = merged.get("spark.driver.extraJavaOptions", "")
+        merged["spark.driver.extraJavaOptions"] = " ".join([*JAVA_MODULE_OPTIONS, own]).strip()
     argv = [spark_submit, "--master", master, "--deploy-mode", "cluster", "--name", name, "--class", PYTHON_RUNNER]
     if queue and manager == "yarn":
         argv += ["--queue", queue]

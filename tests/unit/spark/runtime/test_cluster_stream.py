@@ -78,6 +78,16 @@ def test_the_users_conf_wins_over_the_defaults():
     assert sub.conf["spark.cores.max"] == "6" and "spark.driver.memory=4g" in sub.argv
 
 
+def test_a_standalone_driver_jvm_gets_the_module_options_spark_submit_gives_a_client_driver():
+    """A standalone worker starts a cluster-mode driver's JVM without them, and Arrow in that JVM
+    fails (seen: the stream's take-over of a batch read again died on createDataFrame)."""
+    opts = _sub("spark://m:7077").conf["spark.driver.extraJavaOptions"].split()
+    assert "--add-opens=java.base/java.nio=ALL-UNNAMED" in opts and "-Dio.netty.tryReflectionSetAccessible=true" in opts
+    own = _sub("spark://m:7077", conf={"spark.driver.extraJavaOptions": "-Dmine=1"}).conf
+    assert own["spark.driver.extraJavaOptions"].split()[-1] == "-Dmine=1", "the user's options come last (they win)"
+    assert "spark.driver.extraJavaOptions" not in _sub("yarn").conf
+
+
 def test_yarn_uploads_this_hosts_spark_core_jar_and_takes_the_queue():
     sub = _sub("yarn", queue="etl")
     argv = sub.argv
