@@ -29,7 +29,7 @@ lint: bootstrap
 unit: bootstrap
 	$(PY) -m pytest -q tests/unit
 
-# The support matrix, measured (README "Install"): the sdist and the wheel (python -m build,
+# The support matrix, measured (docs/deployment.md, "Support matrix"): the sdist and the wheel (python -m build,
 # twine check), then the wheel in clean venvs with pip's resolver and no constraints file, at
 # the OLDEST versions setup.cfg admits and at the NEWEST: providers list, connection type, DAG
 # import, the unit tests and the end-to-end DAG test in each (about 10 min). AIRFLOW=3.1.8:

@@ -1,4 +1,4 @@
-"""Fault soak: kill -9 at a random moment, recover as the README says, check the sink is exact.
+"""Fault soak: kill -9 at a random moment, recover as the docs say, check the sink is exact.
 
 Every round runs the pipeline's own jobs as processes (as the operators and spark-submit do)
 against one long-lived private MariaDB, in a fresh database with a fresh state location and
@@ -17,7 +17,7 @@ identity is a NOT NULL unique column (``keyless``, split on it with ``chunk_key_
    ``stream``    the stream with a micro-batch in flight, once it is near the head;
    ``catchup``   the stream with a catch-up micro-batch in flight;
    ``mariadb``   the server itself, during a batch's job or while the stream runs.
-3. Recovery as a user does it (README "Rerunning failed chunks", "Stream behaviour"): the
+3. Recovery as a user does it (docs/ui.md "Rerun a batch", docs/stream.md "Stream behaviour"): the
    killed batch's job is run again; the stream job is started again (it resumes from its
    checkpoint); the server is started again on the same data dir and port, and whatever died
    with it (a batch's job, the stream) is run again. The writers reconnect by themselves.

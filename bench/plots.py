@@ -1,4 +1,4 @@
-"""PNG pictures of the benchmarks' figures, for the README's Benchmarks section.
+"""PNG pictures of the benchmarks' figures, for CONTRIBUTING.md's Benchmarks section.
 
 The benches print text that other tools parse; a picture is an extra they write only when asked
 (``--png PATH``). matplotlib is therefore imported here only when a picture is drawn, so a bench
@@ -157,7 +157,7 @@ def dag_run(
     total_s: float | None = None,
     highlight: str | None = None,
 ) -> Path:
-    """The timeline over the rows/s bars in one picture: the README shows one image per bench."""
+    """The timeline over the rows/s bars in one picture: CONTRIBUTING.md shows one image per bench."""
     plt = require()
     n = max(len(tasks), 2) + max(len(phases), 2)
     fig, (top, bottom) = plt.subplots(

@@ -3,8 +3,7 @@
 validate -> plan -> snapshot (one mapped Spark job per batch) -> stream, and the stream's watchdog
 
 Every setting is a DAG param, so an initial load can be started from the UI's trigger form.
-The DAGs are built by ``build_pipeline_dags``, as those of a pipeline file are (README,
-"Pipelines in a platform repo"): ``examples/platform_repo/pipelines/mysql_cdc_pipeline.yaml``
+The DAGs are built by ``build_pipeline_dags``, as those of a pipeline file are (docs/pipeline-files.md): ``examples/platform_repo/pipelines/mysql_cdc_pipeline.yaml``
 is this template as a file.
 """
 

@@ -19,7 +19,7 @@ platform team does):
 * ``--airflow X``: ``apache-airflow==X`` next to the wheel.
 
 pyspark and pyspark-client (the newer Spark providers require the latter) must be one
-version; pip may pick two, and then pyspark is pinned to the client's version as the README's
+version; pip may pick two, and then pyspark is pinned to the client's version as the docs'
 install line does. Checked in each venv:
 
 * ``airflow providers list`` lists the provider, and the ``mysql_cdc`` connection type is registered;
@@ -386,7 +386,7 @@ def check_target(
     if got.get("pyspark-client") and got["pyspark"] != got["pyspark-client"]:
         say(
             f"[{label}] pip installed pyspark {got['pyspark']} beside pyspark-client {got['pyspark-client']}: "
-            f"pinning pyspark=={got['pyspark-client']} as the README's install line does"
+            f"pinning pyspark=={got['pyspark-client']} as the docs' install line does"
         )
         run([*pip, "install", "-q", f"pyspark=={got['pyspark-client']}"], cwd=work)
         results["pyspark_pinned"] = f"{got['pyspark-client']}(pip_chose_{got['pyspark']})"

@@ -48,7 +48,7 @@ class StreamOptions:
     names) and split into ``catchup_parallelism`` ranges decoded by parallel Spark tasks,
     each with its own server id (see ``cdc/catchup.py``). A catch-up micro-batch costs
     0.3-0.5 s beyond its reading (the server's walk, Spark's offset log and commit, task
-    start, the sink's commit), so ``catchup_batch_bytes`` is large (README, "Stream
+    start, the sink's commit), so ``catchup_batch_bytes`` is large (docs/stream.md, "Stream
     behaviour", has the measurements). ``heartbeat_s`` keeps offsets
     moving while captured tables are idle; ``trigger_interval_s`` paces micro-batches.
     """

@@ -159,8 +159,10 @@ SETTINGS: tuple[Setting, ...] = (
         "chunk_size",
         SNAPSHOT,
         "Chunk size (rows)",
-        "Rows per chunk: one SELECT of the snapshot reads one chunk. Flink CDC's default is 8096; larger "
-        "chunks mean fewer queries, smaller ones a finer rerun. At least 1.",
+        "Rows per chunk: the key ranges a table is split into (Flink CDC's default is 8096). A batch is a run "
+        "of whole chunks, and the snapshot reads consecutive chunks together (about 250,000 rows a query), "
+        "so this sets how finely batches are cut and how many boundary queries planning a table whose key "
+        "cannot be split evenly costs, not the number of SELECTs. At least 1.",
         8096,
         {"type": "integer", "exclusiveMinimum": 0, "maximum": 100_000_000},
     ),
@@ -239,7 +241,7 @@ SETTINGS: tuple[Setting, ...] = (
         STREAM,
         "Stream options",
         'How the stream paces itself, e.g. `{"max_events_per_batch": 20000, "trigger_interval_s": 1}`. '
-        f"Keys: {', '.join(f.name for f in dataclasses.fields(StreamOptions))} (README, Stream behaviour).",
+        f"Keys: {', '.join(f.name for f in dataclasses.fields(StreamOptions))} (docs: The stream, Stream behaviour).",
         {},
         {"type": _nullable("object")},
     ),
@@ -248,7 +250,7 @@ SETTINGS: tuple[Setting, ...] = (
         STREAM,
         "Schema changes",
         "What an `ALTER TABLE` (or rename, truncate, drop) on a captured table does to the sink tables. "
-        "The README's *Schema changes* table shows each behaviour per sink.",
+        "The docs' *Schema changes* page shows each behaviour per sink.",
         DEFAULT_BEHAVIOR,
         {"type": "string", "enum": list(BEHAVIORS), "values_display": dict(SCHEMA_CHANGE_LABELS)},
     ),

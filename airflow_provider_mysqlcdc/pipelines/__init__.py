@@ -2,7 +2,7 @@
 
 A pipeline file has the shape of Flink CDC 3's pipeline definition (``source``, ``sink``,
 ``route``, ``transform``, ``pipeline``); its run settings are the trigger form's settings
-(``cdc/settings.py``), checked the same way. The README's "Pipelines in a platform repo"
+(``cdc/settings.py``), checked the same way. The docs' "Pipeline files" page
 section describes every key.
 
 * ``spec``: the file's sections as pydantic models, and the checks of every value;

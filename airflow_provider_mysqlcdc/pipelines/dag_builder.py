@@ -82,9 +82,11 @@ press *Trigger*. The defaults load {loads} into {_SINK_WORDS.get(sink_type, sink
 
 **Rerun a failed batch:** in the grid, open the failed *snapshot* map index, press *Clear*,
 keep *Downstream* ticked in the dialog (so *stream* runs again too) and confirm. Only that
-batch's Spark job runs again. Clearing a batch that **finished** reads it again, but only
-before the stream has started; once the stream runs it is the only writer of the sink, and a
-snapshot task refuses with a message instead of overwriting newer changes.
+batch's Spark job runs again. Clearing a batch that **finished** reads it again, before or
+after the stream started: once the stream runs it is the only writer of the sink, so the batch
+hands its rows to the stream, which replaces the batch's key ranges exactly in one of its
+micro-batches (the task ends once it did). `reread_batches` in a new run's form reads batches
+or whole tables again the same way.
 
 **Reset** (last section of the form) stops the stream, drops the sink tables of the previous
 load and forgets the plan, the batch results and the stream's checkpoint: everything is loaded

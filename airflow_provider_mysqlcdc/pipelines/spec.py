@@ -776,7 +776,7 @@ def _shape_message(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
         return (
             f"found {found}, need a list of rules. Fix: start each rule with '- ', e.g. '- source_table: shop.orders'."
         )
-    return f"found {found}: {error.get('msg')}. Fix: correct the value (README, Pipelines in a platform repo)."
+    return f"found {found}: {error.get('msg')}. Fix: correct the value (docs: Pipeline files)."
 
 
 def problems_from(error: ValidationError, file: str) -> list[Problem]:

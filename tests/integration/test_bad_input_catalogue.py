@@ -8,7 +8,7 @@ on Spark: a corrupt checkpoint is read by Spark alone) -- and asserts three thin
 * it is a message for people: the engine's own error (a failed task, not retried, for a
   configuration error), never a raw exception from a library;
 * it names the problem and the fix (``Fix:``, the house style), and matches the message
-  pattern of its row in README.md's "Errors you may meet, and what to do" table;
+  pattern of its row in docs/troubleshooting.md's "Errors you may meet, and what to do" table;
 * nothing was written: the temporary directory that holds the state location and the sink
   root is byte for byte as it was before (and a PostgreSQL sink got no schema); a stream launch
   may write only its own bookkeeping (``stream/`` beside the checkpoint).
@@ -18,7 +18,7 @@ unicode, reserved words, dots), an empty table, a partitioned table, a 16 MB row
 binlogs, a password full of URL and SQL metacharacters: those cases (``...-accepted-by-design``)
 assert that validate and plan accept them, and what plan made of them.
 
-Each case holds its README row's message pattern (``harness/mysqlcdc_harness/readme_errors.py`` reads the
+Each case holds its troubleshooting row's message pattern (``harness/mysqlcdc_harness/readme_errors.py`` reads the
 table and says what the placeholders mean); every case checks that the message matches it, and
 ``test_every_message_pattern_is_in_the_readme`` that the row exists: the table and the code
 cannot drift apart unnoticed. A case marked xfail is a problem found here and not fixed in this
@@ -51,7 +51,7 @@ from mysqlcdc_harness.readme_errors import error_table_first_cells, message_rege
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+ERRORS_PAGE = REPO / "docs" / "troubleshooting.md"  # the error table users read
 DB = "shop"  # the README's examples name this database; the cases make it for real
 SPECIAL_PASSWORD = "p@ss:w/rd#1?&%=+ 'q\"\\`;$(x)"  # what URLs, shells and SQL quote
 NON_ASCII_PASSWORD = "pässwörd-€-😀"
@@ -1204,7 +1204,7 @@ def test_bad_input(case: Case, ctx: Ctx) -> None:
         if case.says is not None:
             assert re.search(case.says, message, re.DOTALL), message
         assert message_regex(case.readme).search(message), (
-            f"the README row's pattern {case.readme!r} does not match the message:\n{message}"
+            f"the troubleshooting row's pattern {case.readme!r} does not match the message:\n{message}"
         )
         assert "Fix:" in message, f"no fix named: {message}"
 
@@ -1214,9 +1214,9 @@ def _xfail(case: Case) -> bool:
 
 
 def test_every_message_pattern_is_in_the_readme() -> None:
-    """Each error case's pattern is in a first cell of README.md's error table (an xfail case's
+    """Each error case's pattern is in a first cell of docs/troubleshooting.md's error table (an xfail case's
     pattern is the message its fix is to bring: its row comes with the fix)."""
-    cells = error_table_first_cells(README)
+    cells = error_table_first_cells(ERRORS_PAGE)
     missing = sorted(
         {
             c.readme
@@ -1224,7 +1224,7 @@ def test_every_message_pattern_is_in_the_readme() -> None:
             if c.readme is not None and not _xfail(c) and not any(c.readme in cell for cell in cells)
         }
     )
-    assert not missing, "README.md's error table lacks rows for: " + "; ".join(missing)
+    assert not missing, "docs/troubleshooting.md's error table lacks rows for: " + "; ".join(missing)
 
 
 def test_the_catalogue_covers_every_group_with_40_cases_or_more() -> None:

@@ -27,7 +27,7 @@ def test_airflow_lists_the_provider_and_its_connection_form_fields():
     from packaging.version import Version
 
     if Version(airflow_version) < Version("3.2"):
-        return  # Airflow 3.1 does not read a provider's conn-fields: extras go in the Extra JSON (README)
+        return  # Airflow 3.1 does not read a provider's conn-fields: extras go in the Extra JSON (docs/connection.md)
     fields = {k for k in pm.connection_form_widgets if k.startswith("extra__mysql_cdc__")}
     assert {
         "extra__mysql_cdc__server_id_range",

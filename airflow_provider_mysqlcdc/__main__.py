@@ -1,0 +1,73 @@
+"""``python -m airflow_provider_mysqlcdc``: set up a pipeline's files, and check its source connection.
+
+    python -m airflow_provider_mysqlcdc init .            # ./dags/mysql_cdc_pipeline.py, ./pipelines/shop_orders.yaml
+    python -m airflow_provider_mysqlcdc init "$AIRFLOW_HOME" --force
+    python -m airflow_provider_mysqlcdc check-connection mysql_cdc_default
+
+``init``: the files come from the installed package (``airflow_provider_mysqlcdc/templates``), so
+they match its version. Existing files are left alone unless ``--force`` is given.
+
+``check-connection``: the connection's *Test* (every server check the validate task runs) from a
+shell. Airflow 3 ships with ``[core] test_connection = Disabled``, which greys out the UI's Test
+button and makes ``airflow connections test`` refuse; this command needs no such setting and
+also resolves connections from the environment (``AIRFLOW_CONN_<ID>``) or a secrets backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .scaffold import ScaffoldError, write_templates
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit code (0 written, 1 refused)."""
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_mysqlcdc", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    init = sub.add_parser("init", help="write the DAG template and an example pipeline file into DIR")
+    init.add_argument("dir", type=Path, help="the folder to write dags/ and pipelines/ into (e.g. $AIRFLOW_HOME)")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    check = sub.add_parser("check-connection", help="log in to the source and run every server check")
+    check.add_argument("conn_id", nargs="?", default="mysql_cdc_default", help="the connection id (mysql_cdc_default)")
+    args = parser.parse_args(argv)
+    if args.command == "check-connection":
+        return check_connection(args.conn_id)
+    try:
+        written = write_templates(args.dir, force=args.force)
+    except ScaffoldError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for path, what in written:
+        print(f"wrote {path}: {what}")
+    print(
+        "next: put dags/ in Airflow's DAGs folder (or copy the file there), create the connections "
+        "(https://github.com/mysqlcdc/airflow-provider-mysqlcdc/blob/main/docs/connection.md), then trigger mysql_cdc_pipeline in the UI; for the pipeline file: "
+        f"python -m airflow_provider_mysqlcdc.pipelines dag-files {args.dir / 'pipelines'} {args.dir / 'dags'}"
+    )
+    return 0
+
+
+def check_connection(conn_id: str) -> int:
+    """Print the connection's test result; 0 when the server is ready for CDC, 1 otherwise."""
+    from .hooks.mysql_cdc import MySqlCdcHook
+
+    try:
+        ok, message = MySqlCdcHook(conn_id).test_connection()
+    except Exception as e:  # noqa: BLE001 - a missing connection or a bad extra is this command's answer
+        if type(e).__name__ == "AirflowNotFoundException":
+            message = (
+                f"found no connection {conn_id!r} here. Fix: create it (Admin > Connections, type MySQL CDC) in "
+                f"the Airflow this command runs with, or give it as AIRFLOW_CONN_{conn_id.upper()}."
+            )
+        else:
+            message = str(e) or type(e).__name__
+        ok = False
+    print(f"{conn_id}: {'ok' if ok else 'FAILED'}: {message}", file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
