@@ -1,4 +1,4 @@
-"""Differential test: transform expressions (``cdc/transform_exprs.py``, ``cdc/transform_eval.py``)
+"""Differential test: transform expressions (``cdc/transform/transform_exprs.py``, ``cdc/transform/transform_eval.py``)
 against a real local Spark SQL, ANSI mode on and session time zone UTC.
 
 The promise of those modules: for every expression they accept, the values and the output
@@ -52,7 +52,7 @@ from typing import Any, Optional
 import pyarrow as pa
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.transform_exprs import (
+from airflow_provider_mysqlcdc.cdc.transform.transform_exprs import (
     TransformError,
     TransformEvalError,
     compile_filter,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.connect_errors import explain_connect_failure
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError, SourceUnreachableError
+from airflow_provider_mysqlcdc.cdc.source.connect_errors import explain_connect_failure
 
 
 @pytest.mark.parametrize(

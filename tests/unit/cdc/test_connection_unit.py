@@ -7,8 +7,8 @@ import ssl
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc import connection
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+from airflow_provider_mysqlcdc.cdc.source import connection
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 
 
 def _deferred(**kw) -> connection.Connection:

@@ -10,7 +10,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
-from airflow_provider_mysqlcdc.cdc.consistency import (
+from airflow_provider_mysqlcdc.cdc.events import RowChange
+from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
+from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.snapshot.consistency import (
     MASK64,
     RangeSums,
     WindowSums,
@@ -21,9 +24,6 @@ from airflow_provider_mysqlcdc.cdc.consistency import (
     sums_of_keys,
     table_layouts,
 )
-from airflow_provider_mysqlcdc.cdc.events import RowChange
-from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 
 T = TableId("db", "t")
 EXTREMES_SIGNED = [0, 1, -1, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63), 12345678901234]

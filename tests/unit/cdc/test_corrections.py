@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
-from airflow_provider_mysqlcdc.cdc.corrections import TableCorrections, reduce_changes
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.snapshot.corrections import TableCorrections, reduce_changes
 
 T = TableId("db", "t")
 U = TableId("db", "u")
@@ -232,7 +232,7 @@ def test_random_histories_match_replay_from_any_snapshot_moment():
 
 
 def test_works_with_the_real_key_order_for_numeric_keys():
-    from airflow_provider_mysqlcdc.cdc.keyorder import KeyOrder
+    from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import KeyOrder
 
     orders = {T: KeyOrder([Column("id", 1, "int", "int", False)])}
     log = Log().ins(T, id=5, v=1).ins(T, id=10, v=1).upd(T, {"id": 5, "v": 1}, id=12, v=1)

@@ -1,4 +1,4 @@
-"""``cdc/failover.relocate`` on MySQL GTID sets (uuid:intervals), through ``SHOW BINLOG EVENTS`` rows as
+"""``cdc/binlog/failover.relocate`` on MySQL GTID sets (uuid:intervals), through ``SHOW BINLOG EVENTS`` rows as
 MySQL prints them. No MySQL server can be installed here: the MariaDB flavour runs against real servers in
 ``tests/integration/test_failover_relocate.py``; this is the MySQL flavour's protocol-level test."""
 
@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.failover import (
+from airflow_provider_mysqlcdc.cdc.binlog.failover import (
     Event,
     FailoverNotExactError,
     ServerIdentity,

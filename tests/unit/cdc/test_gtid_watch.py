@@ -1,11 +1,11 @@
-"""GTID gaps (cdc/gtid_watch.py): a forward jump per source stops; re-reads and the first sight do not."""
+"""GTID gaps (cdc/binlog/gtid_watch.py): a forward jump per source stops; re-reads and the first sight do not."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.gtid_watch import GtidGapError, GtidWatch, watch_or_none
+from airflow_provider_mysqlcdc.cdc.binlog.gtid_watch import GtidGapError, GtidWatch, watch_or_none
 
 
 def test_consecutive_numbers_per_domain_pass_and_a_jump_stops_naming_where_and_the_fix():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
-from airflow_provider_mysqlcdc.cdc.handoff import HandoffFilter
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.snapshot.handoff import HandoffFilter
 
 T = TableId("db", "t")
 U = TableId("db", "u")
@@ -190,7 +190,7 @@ def test_no_batches():
 
 
 def test_works_with_the_real_key_order_for_numeric_keys():
-    from airflow_provider_mysqlcdc.cdc.keyorder import KeyOrder
+    from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import KeyOrder
 
     sch = schema(T)
     order = KeyOrder([Column("id", 1, "int", "int", True)])

@@ -7,8 +7,8 @@ import pickle
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.cdc.keyorder import KeyOrder, PadKey
 from airflow_provider_mysqlcdc.cdc.model import Column
+from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import KeyOrder, PadKey
 
 
 def col(name, data_type, charset=None, collation=None, length=None, nullable=False):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.cdc.object_store import (
+from airflow_provider_mysqlcdc.cdc.store.object_store import (
     StorageCredentials,
     credentials_from_env,
     is_object_store,

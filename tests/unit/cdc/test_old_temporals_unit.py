@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.old_temporals import old_temporal_columns, old_temporal_problems
+from airflow_provider_mysqlcdc.cdc.source.old_temporals import old_temporal_columns, old_temporal_problems
 
 
 def _schema(name: str, *cols: tuple[str, str, str]) -> TableSchema:
@@ -37,7 +37,7 @@ def test_old_fractional_columns_are_refused_naming_them():
     import pytest
 
     from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-    from airflow_provider_mysqlcdc.cdc.old_temporals import refuse_undecodable_old_temporals
+    from airflow_provider_mysqlcdc.cdc.source.old_temporals import refuse_undecodable_old_temporals
 
     cols = (
         Column("id", 1, "int", "int(11)", False),

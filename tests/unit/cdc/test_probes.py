@@ -7,7 +7,7 @@ import os
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.cdc.probes import check_startup_offset, probe_writable
+from airflow_provider_mysqlcdc.cdc.source.probes import check_startup_offset, probe_writable
 
 
 def test_a_writable_location_passes_and_keeps_nothing(tmp_path):

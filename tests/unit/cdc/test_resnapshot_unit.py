@@ -8,7 +8,13 @@ import pyarrow as pa
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk, KeyRange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.cdc.resnapshot import Handoff, mark_applied, pending, read_applied, write_manifest
+from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import (
+    Handoff,
+    mark_applied,
+    pending,
+    read_applied,
+    write_manifest,
+)
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import RESNAPSHOT_SEQ, replacement_table, resnapshot_lines
 from airflow_provider_mysqlcdc.spark.stream.resnapshots import _in_range, _keys_not_in
@@ -52,7 +58,7 @@ def test_a_manifest_round_trips_and_pending_lists_unapplied_ones_oldest_first(tm
 
 
 def test_the_health_check_lists_waiting_and_taken_over_handoffs(tmp_path):
-    from airflow_provider_mysqlcdc.cdc.resnapshot import status
+    from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import status
 
     state = StateStore(str(tmp_path))
     assert status(state) == {"pending": [], "applied": [], "applied_total": 0, "table_reads": []}
@@ -65,7 +71,7 @@ def test_the_health_check_lists_waiting_and_taken_over_handoffs(tmp_path):
 
 
 def test_a_table_read_request_lives_until_it_is_forgotten_and_carries_its_last_error(tmp_path):
-    from airflow_provider_mysqlcdc.cdc.resnapshot import (
+    from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import (
         forget_table_read,
         note_table_read,
         request_table_read,
@@ -167,7 +173,7 @@ def test_taken_over_rows_and_old_orphans_leave_the_state(tmp_path):
     import os
     import time as _time
 
-    from airflow_provider_mysqlcdc.cdc.resnapshot import forget_orphans, forget_rows
+    from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import forget_orphans, forget_rows
 
     state = StateStore(str(tmp_path))
     write_manifest(state, _handoff("a", 1.0))
@@ -216,7 +222,7 @@ def test_piece_rows_round_trip_through_the_state_without_spark(tmp_path):
     import pyarrow.parquet as pq
     import pytest
 
-    from airflow_provider_mysqlcdc.cdc.resnapshot import read_rows, rows_rel, write_rows
+    from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import read_rows, rows_rel, write_rows
 
     state = StateStore(str(tmp_path))
     rows = pa.table(

@@ -3,7 +3,7 @@ snapshot ends, silent otherwise."""
 
 from __future__ import annotations
 
-from airflow_provider_mysqlcdc.cdc.retention import retention_warning
+from airflow_provider_mysqlcdc.cdc.binlog.retention import retention_warning
 
 
 def test_retention_shorter_than_the_snapshot_with_its_margin_is_warned_about_with_the_fix():

@@ -1,4 +1,4 @@
-"""Route resolution and the change semantics under a filter (cdc/routing.py): shards merged into
+"""Route resolution and the change semantics under a filter (cdc/transform/routing.py): shards merged into
 one sink with the source table in the key, first match wins, the refusals with their fixes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.routing import (
+from airflow_provider_mysqlcdc.cdc.transform.routing import (
     DELETE,
     INSERT,
     UPDATE,
@@ -19,7 +19,7 @@ from airflow_provider_mysqlcdc.cdc.routing import (
     resolve_routing,
     sink_table_id,
 )
-from airflow_provider_mysqlcdc.cdc.transform_exprs import compile_filter
+from airflow_provider_mysqlcdc.cdc.transform.transform_exprs import compile_filter
 from airflow_provider_mysqlcdc.pipelines.spec import RouteRule, TransformRule
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.splitter import (
+from airflow_provider_mysqlcdc.cdc.snapshot.splitter import (
     chunks_from_boundaries,
     distribution_factor,
     even_boundaries,

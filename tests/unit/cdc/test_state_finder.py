@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.cdc.state_finder import find_state_locations, unique_locations
+from airflow_provider_mysqlcdc.cdc.store.state_finder import find_state_locations, unique_locations
 
 
 def _state(path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.cdc.statements import (
+from airflow_provider_mysqlcdc.cdc.source.statements import (
     NOT_EXACT_MARKER,
     StatementGuard,
     StatementLoggedChangeError,

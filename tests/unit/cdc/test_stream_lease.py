@@ -1,4 +1,4 @@
-"""The stream's lease (cdc/lease.py) on a local state location: one holder, refusals that name
+"""The stream's lease (cdc/store/lease.py) on a local state location: one holder, refusals that name
 it, take-over only after expiry, a holder that learns it lost, a clean release."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.cdc.store.lease import LeaseHeld, StreamLease
 
 
 def _lease(location, host: str, monkeypatch=None, ttl: float = 3.0) -> StreamLease:
@@ -69,7 +69,7 @@ def test_on_the_holders_own_host_a_dead_holder_frees_the_lease_at_once(tmp_path)
     import subprocess
     import sys
 
-    from airflow_provider_mysqlcdc.cdc.lease import host_id
+    from airflow_provider_mysqlcdc.cdc.store.lease import host_id
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

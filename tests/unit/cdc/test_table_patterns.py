@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.cdc.table_patterns import TablePattern, qualify
+from airflow_provider_mysqlcdc.cdc.source.table_patterns import TablePattern, qualify
 
 
 @pytest.mark.parametrize(

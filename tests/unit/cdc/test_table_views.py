@@ -1,4 +1,4 @@
-"""Route and transform views (cdc/table_views.py): a source table's rows, last changes and snapshot
+"""Route and transform views (cdc/transform/table_views.py): a source table's rows, last changes and snapshot
 corrections in its sink table's terms, and the rules refused before any row is read."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
-from airflow_provider_mysqlcdc.cdc.corrections import TableCorrections
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig
-from airflow_provider_mysqlcdc.cdc.table_views import Rules, apply_primary_keys, resolve_views, sink_schemas
+from airflow_provider_mysqlcdc.cdc.snapshot.corrections import TableCorrections
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
+from airflow_provider_mysqlcdc.cdc.transform.table_views import Rules, apply_primary_keys, resolve_views, sink_schemas
 from airflow_provider_mysqlcdc.cdc.types import arrow_schema, map_table
 
 D = decimal.Decimal

@@ -1,4 +1,4 @@
-"""Transform expressions (cdc/transform_exprs.py, cdc/transform_eval.py): every construct of the
+"""Transform expressions (cdc/transform/transform_exprs.py, cdc/transform/transform_eval.py): every construct of the
 subset with NULLs and edge values, the refusals and their messages, pickling, output_schema,
 metadata columns. No Spark here: expected values are Spark SQL's (ANSI mode, Spark 4's default;
 session time zone UTC). The values this file could not confirm in Spark's documentation are
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-from airflow_provider_mysqlcdc.cdc.transform_exprs import (
+from airflow_provider_mysqlcdc.cdc.transform.transform_exprs import (
     METADATA_COLUMNS,
     CompiledFilter,
     CompiledProjection,

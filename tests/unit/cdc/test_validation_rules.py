@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc import server
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.cdc.validation import (
+from airflow_provider_mysqlcdc.cdc.source import server
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
+from airflow_provider_mysqlcdc.cdc.source.validation import (
     ServerValidationError,
     check_privileges,
     check_server_id,

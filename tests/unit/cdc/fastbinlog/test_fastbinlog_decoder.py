@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from pymysql import charset as pc
 
-from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
-from airflow_provider_mysqlcdc.cdc.fastbinlog.columnar import columnar_reason, decode_events, gather_slices
-from airflow_provider_mysqlcdc.cdc.fastbinlog.decoder import TableDecoder, Unsupported, plan_table
-from airflow_provider_mysqlcdc.cdc.fastbinlog.tablemap import parse_table_map, table_map_names
+from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
+from airflow_provider_mysqlcdc.cdc.binlog.fast.columnar import columnar_reason, decode_events, gather_slices
+from airflow_provider_mysqlcdc.cdc.binlog.fast.decoder import TableDecoder, Unsupported, plan_table
+from airflow_provider_mysqlcdc.cdc.binlog.fast.tablemap import parse_table_map, table_map_names
 from tests.unit.cdc.fastbinlog.test_fastbinlog_events import Col, event, table_map_body
 
 CHARSETS = {}
@@ -280,7 +280,7 @@ def test_mysql_binary_json_column_in_both_decoders():
 def test_gather_slices_equals_slicing(case, order, monkeypatch):
     """Every way (Arrow's take over the slices in order, an index per byte, in chunks) gives
     exactly the slices' bytes."""
-    monkeypatch.setattr("airflow_provider_mysqlcdc.cdc.fastbinlog.columnar._GATHER_CHUNK", 256)
+    monkeypatch.setattr("airflow_provider_mysqlcdc.cdc.binlog.fast.columnar._GATHER_CHUNK", 256)
     rng = random.Random(case)
     data = bytes(rng.randrange(256) for _ in range(5000))
     starts, lengths, at = [], [], 3

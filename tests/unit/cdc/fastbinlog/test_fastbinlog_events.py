@@ -6,7 +6,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
+from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
 
 
 def lenenc(n: int) -> bytes:

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pymysqlreplication.json_binary import parse_json
 
-from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
-from airflow_provider_mysqlcdc.cdc.fastbinlog.jsonb import jsonb_text
+from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
+from airflow_provider_mysqlcdc.cdc.binlog.fast.jsonb import jsonb_text
 from airflow_provider_mysqlcdc.cdc.types import _json_text
 from tests.unit.cdc.fastbinlog.test_fastbinlog_values import _encode_decimal
 

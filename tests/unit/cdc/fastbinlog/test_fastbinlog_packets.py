@@ -10,10 +10,10 @@ import numpy as np
 import pymysql
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.fastbinlog.connection import binlog_dump_payload, register_slave_payload
-from airflow_provider_mysqlcdc.cdc.fastbinlog.constants import MAX_PACKET_LEN
-from airflow_provider_mysqlcdc.cdc.fastbinlog.errors import ChecksumError, ProtocolError
-from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import (
+from airflow_provider_mysqlcdc.cdc.binlog.fast.connection import binlog_dump_payload, register_slave_payload
+from airflow_provider_mysqlcdc.cdc.binlog.fast.constants import MAX_PACKET_LEN
+from airflow_provider_mysqlcdc.cdc.binlog.fast.errors import ChecksumError, ProtocolError
+from airflow_provider_mysqlcdc.cdc.binlog.fast.packets import (
     PacketReader,
     checksums_valid,
     frame_packets,

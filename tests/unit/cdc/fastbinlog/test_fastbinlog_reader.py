@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 from pymysql import charset as pc
 
-from airflow_provider_mysqlcdc.cdc.errors import CdcError
-from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
-from airflow_provider_mysqlcdc.cdc.fastbinlog import (
+from airflow_provider_mysqlcdc.cdc.binlog.fast import (
     ChangeBatch,
     ChecksumError,
     CompressedEventError,
@@ -26,9 +24,11 @@ from airflow_provider_mysqlcdc.cdc.fastbinlog import (
     UnsupportedRows,
     UnsupportedTableError,
 )
-from airflow_provider_mysqlcdc.cdc.fastbinlog import constants as C
-from airflow_provider_mysqlcdc.cdc.fastbinlog.packets import PacketReader, frame_packets
-from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import _packet_chain
+from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
+from airflow_provider_mysqlcdc.cdc.binlog.fast.packets import PacketReader, frame_packets
+from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import _packet_chain
+from airflow_provider_mysqlcdc.cdc.errors import CdcError
+from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from tests.unit.cdc.fastbinlog.test_fastbinlog_events import (

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_mysqlcdc.cdc.fastbinlog import values as V
+from airflow_provider_mysqlcdc.cdc.binlog.fast import values as V
 from airflow_provider_mysqlcdc.cdc.types import format_decimal
 
 US = 1_000_000
