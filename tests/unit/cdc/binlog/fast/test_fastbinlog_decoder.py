@@ -16,7 +16,7 @@ from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
 from airflow_provider_mysqlcdc.cdc.binlog.fast.columnar import columnar_reason, decode_events, gather_slices
 from airflow_provider_mysqlcdc.cdc.binlog.fast.decoder import TableDecoder, Unsupported, plan_table
 from airflow_provider_mysqlcdc.cdc.binlog.fast.tablemap import parse_table_map, table_map_names
-from tests.unit.cdc.fastbinlog.test_fastbinlog_events import Col, event, table_map_body
+from tests.unit.cdc.binlog.fast.test_fastbinlog_events import Col, event, table_map_body
 
 CHARSETS = {}
 for _i in range(1, 256):
@@ -253,7 +253,7 @@ def test_wide_decimals_are_not_columnar():
 
 
 def test_mysql_binary_json_column_in_both_decoders():
-    from tests.unit.cdc.fastbinlog.test_fastbinlog_jsonb import document
+    from tests.unit.cdc.binlog.fast.test_fastbinlog_jsonb import document
 
     dec = plan([Col(C.T_LONG, name="id", nullable=False), Col(C.T_JSON, bytes([4]), name="j")])
     assert isinstance(dec, TableDecoder) and columnar_reason(dec) is None

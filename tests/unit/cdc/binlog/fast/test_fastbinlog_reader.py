@@ -31,7 +31,7 @@ from airflow_provider_mysqlcdc.cdc.errors import CdcError
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from tests.unit.cdc.fastbinlog.test_fastbinlog_events import (
+from tests.unit.cdc.binlog.fast.test_fastbinlog_events import (
     Binlog,
     Col,
     event,

@@ -20,7 +20,7 @@ from pymysqlreplication.json_binary import parse_json
 from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
 from airflow_provider_mysqlcdc.cdc.binlog.fast.jsonb import jsonb_text
 from airflow_provider_mysqlcdc.cdc.types import _json_text
-from tests.unit.cdc.fastbinlog.test_fastbinlog_values import _encode_decimal
+from tests.unit.cdc.binlog.fast.test_fastbinlog_values import _encode_decimal
 
 LITERAL, INT16, UINT16, INT32, UINT32, INT64, UINT64, DOUBLE, STRING, OPAQUE = 4, 5, 6, 7, 8, 9, 10, 11, 12, 15
 
