@@ -31,7 +31,7 @@ def sink_tables_alias(dag_id: str) -> AssetAlias:
 def table_assets(sink_config: Any, tables: Iterable[Any], rules: Any = None) -> dict[str, str]:
     """``{"db.table": asset uri}`` for the sink tables this sink keeps for the captured ``tables``
     (their routes' sink tables when ``rules`` route them; none for the console sink)."""
-    from .cdc.table_views import sink_table_of
+    from .cdc.transform.table_views import sink_table_of
     from .spark.sinks.factory import build_sink
 
     sink = build_sink(sink_config)

@@ -43,9 +43,9 @@ def pipeline_lineage(
     """The lineage of a pipeline task from its state location: the batch's tables (or every
     planned table) read from the source and, with ``outputs``, their sink tables."""
     from .assets import table_assets
-    from .cdc.object_store import use_credentials
     from .cdc.pipeline import load_pipeline_config
     from .cdc.state import StateStore
+    from .cdc.store.object_store import use_credentials
     from .hooks.object_storage import storage_credentials
 
     use_credentials(storage_credentials(aws_conn_id or None))

@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/workloads.py
 from workloads import load  # noqa: E402
 
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.object_store import use_credentials  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.store.object_store import use_credentials  # noqa: E402
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
 from mysqlcdc_harness.s3 import BUCKET, credentials, s3_server  # noqa: E402
 from mysqlcdc_harness.spark_cluster import NODE_SECRETS_DIR, node_spark_home, standalone_cluster  # noqa: E402

@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 
 from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.consistency import run_check
 from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink

@@ -31,11 +31,11 @@ from typing import Callable
 
 from workloads import binlog_bytes, binlog_files, load, timed
 
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.binlog.fast import ChangeBatch, FastBinlogReader
+from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
 from airflow_provider_mysqlcdc.cdc.events import RowChange
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer
 from mysqlcdc_harness.mariadb import MariaDB, _find
 

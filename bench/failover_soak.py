@@ -45,12 +45,12 @@ from mysqlcdc_harness import airflow_env
 
 airflow_env.configure()  # before anything imports airflow
 
+from airflow_provider_mysqlcdc.cdc.binlog.failover import gtid_state_at  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.failover import gtid_state_at  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.model import TableId  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions  # noqa: E402
-from airflow_provider_mysqlcdc.cdc.server import current_offset, server_version  # noqa: E402
+from airflow_provider_mysqlcdc.cdc.source.server import current_offset, server_version  # noqa: E402
 from airflow_provider_mysqlcdc.cdc.state import StateStore  # noqa: E402
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB  # noqa: E402
 from mysqlcdc_harness.tcp_forward import TcpForward  # noqa: E402

@@ -64,11 +64,11 @@ from typing import Callable
 import pymysql
 
 from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import split_binlog_file
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
 from mysqlcdc_harness.sink_compare import mysql_rows

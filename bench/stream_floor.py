@@ -9,7 +9,7 @@ alone (one at a time, outside Spark, so nothing competes), and adds them up per 
   dump       the server sending the range to a reader that keeps no table (every event is
              dropped at its header: the server's share of any read of the range);
   walk       the server naming transaction starts for the catch-up plan, as the stream plans
-             it (``cdc/catchup.plan_batch`` micro-batch after micro-batch, default options:
+             it (``cdc/binlog/catchup.plan_batch`` micro-batch after micro-batch, default options:
              ranges decoded in parallel must start at transaction starts, and MariaDB 10.11 has
              no index to find them: it walks the events);
   decode     the columnar decoder turning the range into Arrow batches (one process);
@@ -51,8 +51,8 @@ from typing import Callable
 from stream_throughput import Bench, cpu_line, decode_counted
 from workloads import cpu_seconds
 
-from airflow_provider_mysqlcdc.cdc import catchup
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader
+from airflow_provider_mysqlcdc.cdc.binlog import catchup
+from airflow_provider_mysqlcdc.cdc.binlog.fast import ChangeBatch, FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import StreamOptions
 from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode

@@ -11,7 +11,7 @@ binlog range it times, median of ``--repeats``, each repeat right after a run of
     (``--library-repeats``, default 1: it is slow);
   * the new decoder alone: ``FastBinlogReader.batches()`` in one process;
   * the decoder with parallel catch-up: the range cut in 2 at a transaction start the server
-    names (``cdc/catchup.py``), each half decoded in its own process with its own server id;
+    names (``cdc/binlog/catchup.py``), each half decoded in its own process with its own server id;
   * the stream job end to end (Structured Streaming, source -> typed change rows -> sink),
     from ``start_stream`` until the sink holds every change, with ``catchup_parallelism`` 1
     and 2 into the changelog sink, and 2 into the Delta sink. The Spark session is warmed
@@ -62,15 +62,15 @@ from pathlib import Path
 
 from workloads import KEYS, binlog_bytes, binlog_files, cpu_seconds, load, timed
 
-from airflow_provider_mysqlcdc.cdc import catchup
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.binlog import catchup
+from airflow_provider_mysqlcdc.cdc.binlog.fast import ChangeBatch, FastBinlogReader
+from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
 from airflow_provider_mysqlcdc.cdc.events import RowChange
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode
 from airflow_provider_mysqlcdc.spark.runtime.session import light_jit_for_next_driver
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink

@@ -31,7 +31,7 @@ def _no_storage_credentials_leak():
     """Operators run in the test process give it their storage credentials (``use_credentials``,
     as a task process gets them); they are taken back after each test, so no later test (one that
     requires a process without AWS credentials) depends on which tests ran before it on its worker."""
-    from airflow_provider_mysqlcdc.cdc.object_store import ALL_NAMES
+    from airflow_provider_mysqlcdc.cdc.store.object_store import ALL_NAMES
 
     before = {k: os.environ.get(k) for k in ALL_NAMES}
     yield

@@ -127,7 +127,7 @@ class FinishedBatch:
     batch_id: str
     ranges: tuple[KeyRange, ...]
     high_watermark: BinlogOffset
-    # The server the watermark was taken on (cdc/failover.ServerIdentity as text; None before it was
+    # The server the watermark was taken on (cdc/binlog/failover.ServerIdentity as text; None before it was
     # recorded): on another server the stream places the watermark by its GTID state.
     server: str | None = None
 

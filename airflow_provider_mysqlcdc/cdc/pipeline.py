@@ -13,10 +13,10 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .config import PASSWORD_ENV, SourceConfig, SplitOptions
 from .errors import ConfigError
 from .schema.behavior import DEFAULT_BEHAVIOR, check_behavior
-from .table_views import Rules
+from .source.config import PASSWORD_ENV, SourceConfig, SplitOptions
+from .transform.table_views import Rules
 
 STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
 SINK_TYPES = ("delta", "postgres", "changelog", "console")
@@ -46,7 +46,7 @@ class StreamOptions:
     of binlog, counting would mean reading the backlog twice, so micro-batches are planned
     by bytes instead (``catchup_batch_bytes``, ending at a transaction start the server
     names) and split into ``catchup_parallelism`` ranges decoded by parallel Spark tasks,
-    each with its own server id (see ``cdc/catchup.py``). A catch-up micro-batch costs
+    each with its own server id (see ``cdc/binlog/catchup.py``). A catch-up micro-batch costs
     0.3-0.5 s beyond its reading (the server's walk, Spark's offset log and commit, task
     start, the sink's commit), so ``catchup_batch_bytes`` is large (docs/stream.md, "Stream
     behaviour", has the measurements). ``heartbeat_s`` keeps offsets
@@ -65,11 +65,11 @@ class StreamOptions:
     # longer (bench/resnapshot_latency.py: 25,000 rows cost a micro-batch ~0.5 s).
     handoff_piece_rows: int = 25_000
     takeover_rows_per_batch: int = 25_000
-    # A GTID number skipped in the binlog stops the stream (cdc/gtid_watch.py); true lets a user
+    # A GTID number skipped in the binlog stops the stream (cdc/binlog/gtid_watch.py); true lets a user
     # whose binlog has harmless gaps (gtid_seq_no set on purpose, filtered transactions) go on.
     allow_gtid_gaps: bool = False
     # The running stream holds a lease in the state location and renews it every third of this
-    # (cdc/lease.py): a second launcher on any host refuses while it is valid, and takes a dead
+    # (cdc/store/lease.py): a second launcher on any host refuses while it is valid, and takes a dead
     # stream's lease over once it expired.
     lease_ttl_s: float = 60.0
 
@@ -138,7 +138,7 @@ class PipelineConfig:
     startup_timestamp: float | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
     schema_change_behavior: str = DEFAULT_BEHAVIOR
-    # A pipeline file's route and transform rules (cdc/table_views.py), applied by both paths.
+    # A pipeline file's route and transform rules (cdc/transform/table_views.py), applied by both paths.
     rules: Rules = field(default_factory=Rules)
 
     def __post_init__(self) -> None:

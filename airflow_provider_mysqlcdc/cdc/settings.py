@@ -17,9 +17,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .config import ZERO_DATES
 from .pipeline import SINK_TYPES, STARTUP_MODES, StreamOptions
 from .schema.behavior import BEHAVIORS, DEFAULT_BEHAVIOR
+from .source.config import ZERO_DATES
 
 SOURCE = "Source"
 SINK = "Sink"

@@ -11,8 +11,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from ..cdc.config import ServerIdRange, SourceConfig
 from ..cdc.errors import CdcError, ConfigError
+from ..cdc.source.config import ServerIdRange, SourceConfig
 
 
 def _truthy(v: Any) -> bool:
@@ -66,7 +66,7 @@ class MySqlCdcHook(BaseHook):
             out["check_hostname"] = _truthy(verify)
         if mode not in (None, ""):
             out["mode"] = str(mode).strip().lower()
-        from ..cdc.connection import tls_mode
+        from ..cdc.source.connection import tls_mode
 
         if tls_mode(out) == "trust":
             import logging
@@ -115,7 +115,7 @@ class MySqlCdcHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """The UI's Test button: log in and run every server check."""
-        from ..cdc.validation import validate_server
+        from ..cdc.source.validation import validate_server
 
         try:
             info = validate_server(self.get_source_config())

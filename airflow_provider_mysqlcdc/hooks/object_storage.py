@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from ..cdc.errors import ConfigError
-from ..cdc.object_store import StorageCredentials
+from ..cdc.store.object_store import StorageCredentials
 
 
 def _extra(conn: Any) -> dict[str, Any]:

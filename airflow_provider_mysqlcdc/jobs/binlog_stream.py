@@ -176,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from airflow_provider_mysqlcdc.cdc.discovery import discover_tables
-    from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
     from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
+    from airflow_provider_mysqlcdc.cdc.source.discovery import discover_tables
     from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.cdc.store.lease import LeaseHeld, StreamLease
     from airflow_provider_mysqlcdc.spark.runtime.session import (
         build_class_sharing_archive,
         class_sharing_for_next_driver,
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 conn, config.include, config.exclude, config.split.chunk_key_columns, config.source.zero_dates
             )
         if config.rules:  # a transform's primary_keys key a table that has no primary key
-            from airflow_provider_mysqlcdc.cdc.table_views import apply_primary_keys
+            from airflow_provider_mysqlcdc.cdc.transform.table_views import apply_primary_keys
 
             schemas = apply_primary_keys(config.rules, schemas)
         plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
     check_readable(StateStore(config.state_location).checkpoint_url())  # before Spark, which names no file
     # One stream per pipeline, on any host: refused here, before Spark starts, while another
-    # holds the lease; given up when this one stops (cdc/lease.py).
+    # holds the lease; given up when this one stops (cdc/store/lease.py).
     lease = StreamLease(StateStore(config.state_location), ttl_s=float(config.stream.lease_ttl_s))
     try:
         lease.acquire()

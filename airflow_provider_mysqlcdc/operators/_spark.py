@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..cdc.config import PASSWORD_ENV
 from ..cdc.errors import ConfigError
+from ..cdc.source.config import PASSWORD_ENV
 from ..spark.runtime.package_files import package_zip  # noqa: F401  (the operators' way to it)
 
 PG_PASSWORD_ENV = "PGPASSWORD"

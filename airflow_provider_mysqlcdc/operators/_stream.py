@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..cdc.lease import StreamLease
 from ..cdc.state import StateStore
+from ..cdc.store.lease import StreamLease
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from . import _spark

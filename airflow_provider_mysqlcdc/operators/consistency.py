@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
-from ..cdc.object_store import use_credentials, with_storage_options
 from ..cdc.state import StateStore
+from ..cdc.store.object_store import use_credentials, with_storage_options
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once, fail_fast

@@ -8,15 +8,16 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseHook, BaseOperator
 
 from ..cdc.batching import BatchSizing, batch_label, short_count
-from ..cdc.config import SplitOptions
 from ..cdc.errors import ConfigError
-from ..cdc.object_store import refuse_secret_options, use_credentials
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from ..cdc.plan import Plan, build_plan, extend_plan, plan_inputs
-from ..cdc.probes import check_startup_offset, probe_writable
+from ..cdc.plan import Plan
+from ..cdc.snapshot.planning import build_plan, extend_plan, plan_inputs
+from ..cdc.source.config import SplitOptions
+from ..cdc.source.probes import check_startup_offset, probe_writable
+from ..cdc.source.table_patterns import qualify_all
 from ..cdc.state import StateStore
-from ..cdc.table_patterns import qualify_all
-from ..cdc.table_views import Rules
+from ..cdc.store.object_store import refuse_secret_options, use_credentials
+from ..cdc.transform.table_views import Rules
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ._fail_fast import config_errors_fail_at_once
@@ -87,7 +88,7 @@ def with_primary_keys(plan: Plan, config: PipelineConfig) -> Plan:
     no primary key: the snapshot's corrections and the stream match rows by what the plan keeps."""
     if not config.rules:
         return plan
-    from ..cdc.table_views import apply_primary_keys
+    from ..cdc.transform.table_views import apply_primary_keys
 
     keyed = apply_primary_keys(config.rules, plan.schemas.values())
     return dataclasses.replace(plan, schemas={s.table_id: s for s in keyed})
@@ -304,7 +305,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         if config.startup_mode == "specific-offset":
             import contextlib
 
-            from ..cdc.server import list_binlogs
+            from ..cdc.source.server import list_binlogs
 
             with contextlib.closing(config.source.connect()) as conn:
                 files = [name for name, _size in list_binlogs(conn)]
@@ -362,7 +363,7 @@ class MySqlCdcPlanOperator(BaseOperator):
                 options["password"] = BaseHook.get_connection(conn_id).password or ""
         sink = build_sink(SinkConfig(old.sink.type, options))
         try:
-            from ..cdc.table_views import sink_table_of
+            from ..cdc.transform.table_views import sink_table_of
 
             removed = sink.forget_tables(list(dict.fromkeys(sink_table_of(old.rules, t) for t in plan.schemas)))
         finally:
@@ -492,8 +493,8 @@ class MySqlCdcPlanOperator(BaseOperator):
         not change under a load: the sink tables hold rows shaped by the rules they were loaded with."""
         import contextlib
 
-        from ..cdc.discovery import discover_tables
-        from ..cdc.table_views import resolve_views
+        from ..cdc.source.discovery import discover_tables
+        from ..cdc.transform.table_views import resolve_views
 
         if state.exists(CONFIG_NAME) and (state.stream_started() or state.batch_results()):
             try:
@@ -543,7 +544,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         snapshot is done (the rate: this pipeline's batches so far, else an assumed one)."""
         import contextlib
 
-        from ..cdc.retention import ASSUMED_ROWS_PER_S_PER_SLOT, binlog_retention_s, retention_warning
+        from ..cdc.binlog.retention import ASSUMED_ROWS_PER_S_PER_SLOT, binlog_retention_s, retention_warning
 
         done = {r["batch_id"] for r in state.batch_results()}
         rows = sum(int(n) for b, n in estimates.items() if b not in done)

@@ -10,8 +10,8 @@ from airflow.sdk import BaseHook
 
 from ..cdc.batching import short_count
 from ..cdc.errors import CdcError
-from ..cdc.object_store import StorageCredentials, use_credentials, with_storage_options
 from ..cdc.state import StateStore
+from ..cdc.store.object_store import StorageCredentials, use_credentials, with_storage_options
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ..spark.runtime.install_check import check_pyspark_install
@@ -49,7 +49,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     already has a result file from an earlier run is not read again (a new run resumes where
     the last one stopped). It is read again when this task instance wrote it and the user
     cleared it, or when ``reread_batches`` names it. Once the binlog stream runs it is the
-    sink's only writer: the job then hands the batch's rows to the stream (``cdc/resnapshot.py``),
+    sink's only writer: the job then hands the batch's rows to the stream (``cdc/snapshot/resnapshot.py``),
     which replaces the batch's key ranges exactly at one of its micro-batches, and this task
     waits (``handoff_timeout_s``) until the stream says it did. Configuration errors fail the
     task at once. Killing the task kills spark-submit and the driver it started.
@@ -378,7 +378,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
 
     def _wait_for_stream(self, state: StateStore, handoffs: Sequence[str] | str) -> None:
         """Until the stream has taken every piece of the batch over (or said why it cannot)."""
-        from ..cdc.resnapshot import read_applied
+        from ..cdc.snapshot.resnapshot import read_applied
 
         ids = [handoffs] if isinstance(handoffs, str) else list(handoffs)
         timeout = float(self.handoff_timeout_s)

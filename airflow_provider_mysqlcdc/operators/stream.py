@@ -7,9 +7,9 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseOperator
 
 from ..cdc.errors import CdcError, ConfigError
-from ..cdc.object_store import use_credentials
 from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
+from ..cdc.store.object_store import use_credentials
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ..links import StreamSparkUiLink

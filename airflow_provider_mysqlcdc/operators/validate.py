@@ -8,12 +8,12 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
-from ..cdc.discovery import discover_tables
 from ..cdc.errors import ConfigError, SourceUnreachableError
 from ..cdc.model import TableSchema
-from ..cdc.old_temporals import old_temporal_problems, show_old_temporals
-from ..cdc.table_patterns import TablePattern, qualify_all
-from ..cdc.validation import ServerValidationError, validate_server
+from ..cdc.source.discovery import discover_tables
+from ..cdc.source.old_temporals import old_temporal_problems, show_old_temporals
+from ..cdc.source.table_patterns import TablePattern, qualify_all
+from ..cdc.source.validation import ServerValidationError, validate_server
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..spark.runtime.install_check import check_pyspark_install
 from ._fail_fast import config_errors_fail_at_once

@@ -88,10 +88,10 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
         return []
     import contextlib
 
-    from ..cdc.discovery import discover_tables
     from ..cdc.errors import ConfigError
-    from ..cdc.table_patterns import qualify_all
-    from ..cdc.table_views import Rules, resolve_views
+    from ..cdc.source.discovery import discover_tables
+    from ..cdc.source.table_patterns import qualify_all
+    from ..cdc.transform.table_views import Rules, resolve_views
     from ..hooks.mysql_cdc import MySqlCdcHook
     from ..operators._pipeline import as_list, as_mapping
 

@@ -254,10 +254,10 @@ def clash_problems(identities: list[tuple[str, _Identity]]) -> list[Problem]:
 
 def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
     """``route`` and ``transform`` are applied by the merge-based sinks with their direct stream
-    write (``cdc/table_views.py``); a file that pairs them with another sink would load its tables
+    write (``cdc/transform/table_views.py``); a file that pairs them with another sink would load its tables
     without them, so the factory builds no DAG for it and ``validate`` reports it. (The tables'
     columns are checked by the plan step, which sees them.)"""
-    from ..cdc.table_views import VIEW_SINKS
+    from ..cdc.transform.table_views import VIEW_SINKS
 
     if not (spec.route or spec.transform):
         return []

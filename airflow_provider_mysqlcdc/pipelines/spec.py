@@ -3,7 +3,7 @@
     source:     where the rows come from: an Airflow connection id (never a password) and tables
     sink:       where they go: type + options, or a connection id (PostgreSQL)
     route:      source table pattern -> sink table (merging shards into one table)
-    transform:  projection / filter / primary keys per table (cdc/table_views.py)
+    transform:  projection / filter / primary keys per table (cdc/transform/table_views.py)
     pipeline:   name (the DAG id), schedule, snapshot parallelism and every other run setting
 
 The run settings are those of ``cdc/settings.py``, under the section of the trigger form
@@ -32,9 +32,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from ..cdc.errors import ConfigError
-from ..cdc.object_store import refuse_secret_options
 from ..cdc.settings import SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
-from ..cdc.table_patterns import _quoted_parts, is_regex, qualify
+from ..cdc.source.table_patterns import _quoted_parts, is_regex, qualify
+from ..cdc.store.object_store import refuse_secret_options
 
 # --------------------------------------------------------------------------------------------
 # Problems
@@ -244,7 +244,7 @@ def _stream_options(value: Mapping[str, Any] | None) -> None:
 
 def _no_secrets(options: Mapping[str, Any]) -> None:
     """A pipeline file is reviewed and committed: no password, key or token in it (the engine's
-    list of credential words, ``cdc/object_store.py``)."""
+    list of credential words, ``cdc/store/object_store.py``)."""
     for where, mapping in (
         ("", options),
         (".storage_options", options.get("storage_options")),
@@ -441,8 +441,8 @@ def _schedule(value: str) -> None:
 
 def _startup_settings(section: Any) -> None:
     """The engine's checks of the startup settings (cdc/pipeline.py), on the file's values."""
-    from ..cdc.config import SourceConfig
     from ..cdc.pipeline import PipelineConfig
+    from ..cdc.source.config import SourceConfig
     from ..operators._pipeline import epoch_seconds
 
     try:

@@ -9,9 +9,9 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from .._airflow_compat import AirflowSkipException
 from ..cdc.errors import CdcError, ConfigError
-from ..cdc.object_store import use_credentials
-from ..cdc.resnapshot import status as resnapshot_status
+from ..cdc.snapshot.resnapshot import status as resnapshot_status
 from ..cdc.state import StateStore
+from ..cdc.store.object_store import use_credentials
 from ..hooks.object_storage import storage_credentials
 from ..links import StreamSparkUiLink
 from ..operators._fail_fast import fail_fast
@@ -176,7 +176,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     def _relaunch(self, control: StreamControl) -> Any:
         """Launch the stream; when another launcher (a second watchdog, the pipeline's stream task)
         won the race for the stream's lease meanwhile, its stream is the one to watch."""
-        from ..cdc.statements import NOT_EXACT_MARKER
+        from ..cdc.source.statements import NOT_EXACT_MARKER
         from ..spark.runtime.stream_launcher import StreamFailedError, StreamStartError
 
         try:
@@ -205,8 +205,8 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         STATEMENT logging loses rows while the stream still looks healthy."""
         import contextlib
 
-        from ..cdc.server import server_version
-        from ..cdc.validation import ServerValidationError, check_variables, read_variables
+        from ..cdc.source.server import server_version
+        from ..cdc.source.validation import ServerValidationError, check_variables, read_variables
         from ..hooks.mysql_cdc import MySqlCdcHook
 
         source = MySqlCdcHook(control.mysql_cdc_conn_id).get_source_config()
@@ -227,7 +227,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
     def _refuse_relaunch_when_not_exact(self, state: StateStore) -> None:
         """A stream that stopped because it could no longer be exact would stop again at the same
         place: report its reason instead of relaunching it."""
-        from ..cdc.statements import NOT_EXACT_MARKER
+        from ..cdc.source.statements import NOT_EXACT_MARKER
         from ..spark.runtime.stream_status import read_status
 
         status = read_status(state)

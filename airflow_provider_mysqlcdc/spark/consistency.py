@@ -13,7 +13,7 @@ One check (``run_check``):
    range of a table without a baseline, and ``rescan_ranges`` more ranges of each other table
    (the rolling re-verification).
 3. **The binlog window** from the oldest position needed (the baseline's, or ``S_T``) to ``P``,
-   summed per range with the sums captured at each ``S_T`` (``cdc/consistency.py``).
+   summed per range with the sums captured at each ``S_T`` (``cdc/snapshot/consistency.py``).
 4. **Compare** ``source(S_T)`` with the sink's sums per range; a range that differs names its
    batch: clearing that batch's snapshot task reads it again while the stream runs.
 5. **Keep** the source's sums at ``P`` as the next check's baseline, and the report (what the
@@ -31,7 +31,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..cdc.consistency import (
+from ..cdc.errors import CdcError, ConfigError
+from ..cdc.model import TableId
+from ..cdc.offsets import BinlogOffset
+from ..cdc.snapshot.consistency import (
     BASELINE_REL,
     REPORT_REL,
     Baseline,
@@ -43,9 +46,6 @@ from ..cdc.consistency import (
     sums_of_keys,
     table_layouts,
 )
-from ..cdc.errors import CdcError, ConfigError
-from ..cdc.model import TableId
-from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def read_report(state: StateStore) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def source_snapshot(conn: Any):
     """A consistent read view and the binlog offset it belongs to (see the module docstring)."""
-    from ..cdc.server import server_version
+    from ..cdc.source.server import server_version
 
     version = server_version(conn)
     with conn.cursor() as cur:
@@ -204,7 +204,7 @@ def run_check(
     (``sinks.routed.pipeline_sink``): see the module docstring. Writes the report and the new
     baseline to the state location and returns the report; raises nothing for a difference (the
     caller decides: the Airflow task fails on it)."""
-    from ..cdc.fastbinlog.fallback import changes_with_fallback
+    from ..cdc.binlog.fast.fallback import changes_with_fallback
     from .stream.checkpoint_offsets import _last_id, batch_end_offset
 
     started = time.monotonic()
@@ -279,7 +279,7 @@ def run_check(
         rescan_next: dict[TableId, int] = {}
         with contextlib.closing(source.connect()) as conn:
             if baseline is not None:
-                from ..cdc.binlog import check_start_available
+                from ..cdc.binlog.reader import check_start_available
 
                 try:
                     check_start_available(conn, baseline.position)

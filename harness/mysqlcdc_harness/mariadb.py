@@ -180,7 +180,7 @@ class MariaDB:
     # --- clients ---------------------------------------------------------------------------
 
     def source_config(self, user: str = "root", password: str = ROOT_PASSWORD, **kw: Any):
-        from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+        from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 
         return SourceConfig(host="127.0.0.1", port=self.port, user=user, password=password, **kw)
 

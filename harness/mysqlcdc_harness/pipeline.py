@@ -10,16 +10,16 @@ import contextlib
 from dataclasses import dataclass
 from typing import Sequence
 
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
+from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk, FinishedBatch, group_chunks
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig, SplitOptions
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
-from airflow_provider_mysqlcdc.cdc.handoff import HandoffFilter
-from airflow_provider_mysqlcdc.cdc.keyorder import key_order_for
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.cdc.server import current_offset, server_version
-from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
+from airflow_provider_mysqlcdc.cdc.snapshot.handoff import HandoffFilter
+from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import key_order_for
+from airflow_provider_mysqlcdc.cdc.snapshot.splitter import ChunkSplitter
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig, SplitOptions
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.source.server import current_offset, server_version
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from mysqlcdc_harness.verify import apply_changes, collect

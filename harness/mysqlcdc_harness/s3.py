@@ -70,7 +70,7 @@ def s3_server(log_dir: Path) -> Iterator[dict[str, Any]]:
 
 
 def credentials(info: dict[str, Any]):
-    from airflow_provider_mysqlcdc.cdc.object_store import StorageCredentials
+    from airflow_provider_mysqlcdc.cdc.store.object_store import StorageCredentials
 
     return StorageCredentials(info["key_id"], info["secret"], None, info["region"], info["endpoint"])
 
@@ -78,7 +78,7 @@ def credentials(info: dict[str, Any]):
 @contextlib.contextmanager
 def aws_env(info: dict[str, Any]) -> Iterator[None]:
     """The server's credentials in this process's environment while the block runs."""
-    from airflow_provider_mysqlcdc.cdc.object_store import ALL_NAMES, use_credentials
+    from airflow_provider_mysqlcdc.cdc.store.object_store import ALL_NAMES, use_credentials
 
     saved = {k: os.environ.get(k) for k in ALL_NAMES}
     use_credentials(credentials(info))

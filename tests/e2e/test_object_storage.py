@@ -60,7 +60,7 @@ def _conf(db: str, prefix: str, **kw) -> dict:
 
 @pytest.fixture(scope="module")
 def s3_run(mariadb, s3, tmp_path_factory):
-    from airflow_provider_mysqlcdc.cdc.object_store import ALL_NAMES
+    from airflow_provider_mysqlcdc.cdc.store.object_store import ALL_NAMES
     from tests.e2e.test_pipeline_dag import _use_source, run_dag
 
     assert not any(os.environ.get(k) for k in ALL_NAMES), "the test process must not hold AWS credentials"

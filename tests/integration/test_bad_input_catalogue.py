@@ -549,7 +549,7 @@ def _purge_the_watermark(ctx: Ctx) -> None:
 def _stream_start_check(ctx: Ctx) -> Any:
     """What the stream's source checks before it reads from the snapshot's lowest high
     watermark (the engine function: the door itself would need Spark)."""
-    from airflow_provider_mysqlcdc.cdc.binlog import check_start_available
+    from airflow_provider_mysqlcdc.cdc.binlog.reader import check_start_available
     from airflow_provider_mysqlcdc.cdc.model import TableId
     from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 
@@ -1009,7 +1009,7 @@ def _stream_started_with_finished(content: str) -> Callable[[Ctx], None]:
 
 def _running_stream(ctx: Ctx) -> None:
     """A stream of this pipeline runs: it holds the lease (this process, alive, on this host)."""
-    from airflow_provider_mysqlcdc.cdc.lease import StreamLease
+    from airflow_provider_mysqlcdc.cdc.store.lease import StreamLease
 
     planned(ctx)
     StreamLease(ctx.state_store(), ttl_s=60).acquire()
@@ -1017,7 +1017,7 @@ def _running_stream(ctx: Ctx) -> None:
 
 def _second_launch(ctx: Ctx) -> Any:
     """What the stream job does before Spark starts: take the pipeline's lease."""
-    from airflow_provider_mysqlcdc.cdc.lease import StreamLease
+    from airflow_provider_mysqlcdc.cdc.store.lease import StreamLease
 
     return StreamLease(ctx.state_store(), ttl_s=60).acquire()
 
@@ -1025,7 +1025,7 @@ def _second_launch(ctx: Ctx) -> Any:
 def _lease_cut_short(ctx: Ctx) -> None:
     """A lease file cut short (a holder killed while renewing it, which writes it in place), its
     holder long gone: the next launch must take the lease over, or say what to do."""
-    from airflow_provider_mysqlcdc.cdc.lease import LEASE_DIR
+    from airflow_provider_mysqlcdc.cdc.store.lease import LEASE_DIR
 
     planned(ctx)
     lease_dir = ctx.state / LEASE_DIR

@@ -12,10 +12,10 @@ import contextlib
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
+from airflow_provider_mysqlcdc.cdc.snapshot.splitter import ChunkSplitter
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from mysqlcdc_harness.verify import collect
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
+from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
 from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, CdcError
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
 from airflow_provider_mysqlcdc.cdc.model import TableId
@@ -317,8 +317,8 @@ def test_fast_reader_stops_at_a_table_map_logged_without_names(mariadb, table, o
     """binlog_row_metadata switched to MINIMAL while a stream reads: its table maps carry no
     names. The fast reader does not fall back to names from today's schema (wrong for every
     event logged before a later ALTER): it stops, naming where, why and the fix."""
-    from airflow_provider_mysqlcdc.cdc.fastbinlog import FastBinlogReader
-    from airflow_provider_mysqlcdc.cdc.fastbinlog.errors import RowMetadataError
+    from airflow_provider_mysqlcdc.cdc.binlog.fast import FastBinlogReader
+    from airflow_provider_mysqlcdc.cdc.binlog.fast.errors import RowMetadataError
 
     start = now(mariadb)
     mariadb.execute("INSERT INTO t VALUES (1,'a')", database=table.database)
@@ -348,8 +348,8 @@ def test_fast_reader_stops_at_a_table_map_logged_without_names(mariadb, table, o
 def test_fast_reader_stops_at_a_gtid_gap(mariadb, table, bulk_min_events):
     """A GTID number skipped (here gtid_seq_no set by hand) stops a read that watches GTIDs, at
     the transaction after the gap, whether the events are walked one by one or with numpy."""
-    from airflow_provider_mysqlcdc.cdc.fastbinlog import FastBinlogReader
-    from airflow_provider_mysqlcdc.cdc.gtid_watch import GtidGapError, GtidWatch
+    from airflow_provider_mysqlcdc.cdc.binlog.fast import FastBinlogReader
+    from airflow_provider_mysqlcdc.cdc.binlog.gtid_watch import GtidGapError, GtidWatch
 
     db = table.database
     start = now(mariadb)

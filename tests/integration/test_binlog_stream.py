@@ -19,10 +19,10 @@ from typing import Any, Callable
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.stream.query import source_frame, start_stream
 from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.consistency import int_hash, int_hash_sql
+from airflow_provider_mysqlcdc.cdc.snapshot.consistency import int_hash, int_hash_sql
 
 pytestmark = pytest.mark.integration
 

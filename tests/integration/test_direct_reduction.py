@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
 from airflow_provider_mysqlcdc.spark.sinks.postgres import PostgresSink
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream

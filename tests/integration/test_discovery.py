@@ -4,9 +4,9 @@ import contextlib
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.discovery import discover_tables, read_table_schema
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.source.discovery import discover_tables, read_table_schema
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Finding a committed offset again on a promoted replica, by GTID (``cdc/failover.relocate``).
+"""Finding a committed offset again on a promoted replica, by GTID (``cdc/binlog/failover.relocate``).
 
 A real MariaDB primary and a GTID replica with ``log_slave_updates`` (and a transaction of its
 own in another domain, as replicas often have). The offset the stream committed on the primary
@@ -12,7 +12,7 @@ import contextlib
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.failover import (
+from airflow_provider_mysqlcdc.cdc.binlog.failover import (
     FailoverNotExactError,
     ServerIdentity,
     event_gtid,
@@ -22,7 +22,7 @@ from airflow_provider_mysqlcdc.cdc.failover import (
     show_events,
 )
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.cdc.server import current_offset, list_binlogs, server_version
+from airflow_provider_mysqlcdc.cdc.source.server import current_offset, list_binlogs, server_version
 from mysqlcdc_harness.mariadb import MariaDB, primary_and_replica
 
 pytestmark = [pytest.mark.integration]
@@ -197,7 +197,7 @@ def test_a_snapshot_batch_whose_window_spans_a_server_change_writes_nothing():
     import dataclasses
     from types import SimpleNamespace
 
-    from airflow_provider_mysqlcdc.cdc.failover import SourceChangedError
+    from airflow_provider_mysqlcdc.cdc.binlog.failover import SourceChangedError
     from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
     from mysqlcdc_harness.tcp_forward import TcpForward
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_mysqlcdc.cdc.binlog.failover import gtid_state_at
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
-from airflow_provider_mysqlcdc.cdc.failover import gtid_state_at
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.server import current_offset, server_version
+from airflow_provider_mysqlcdc.cdc.source.server import current_offset, server_version
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.operators._pipeline import write_config
 from airflow_provider_mysqlcdc.operators._stream import StreamControl
@@ -298,9 +298,9 @@ def test_a_replica_that_was_behind_stops_the_stream_and_the_watchdog_says_why(po
 def test_a_snapshot_batch_whose_window_spans_a_failover_writes_nothing_and_its_rerun_reads_the_new_server(
     spark, tmp_dir
 ):
-    from airflow_provider_mysqlcdc.cdc.failover import SourceChangedError
+    from airflow_provider_mysqlcdc.cdc.binlog.failover import SourceChangedError
     from airflow_provider_mysqlcdc.cdc.pipeline import SplitOptions
-    from airflow_provider_mysqlcdc.cdc.plan import build_plan
+    from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
     from airflow_provider_mysqlcdc.spark.snapshot import batch_reader
     from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 

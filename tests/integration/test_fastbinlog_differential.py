@@ -1,6 +1,6 @@
 """Differential tests: the fast binlog reader against python-mysql-replication, event for event.
 
-The reference is the engine's own library path, ``cdc.binlog.BinlogReader`` with
+The reference is the engine's own library path, ``cdc.binlog.reader.BinlogReader`` with
 ``cdc.types.row_normalizer`` (exact file/position start, file-aware stop): what the
 stream emits today. Both readers read the same binlog range with their own replica server
 id; every change must match in kind, table, offset, row index, GTID, timestamp and every
@@ -24,13 +24,13 @@ from typing import Any, Iterable
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.binlog.fast import ChangeBatch, FastBinlogReader, PartialImageError, TableDecoder
+from airflow_provider_mysqlcdc.cdc.binlog.fast.connection import DumpConnection
+from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
-from airflow_provider_mysqlcdc.cdc.fastbinlog import ChangeBatch, FastBinlogReader, PartialImageError, TableDecoder
-from airflow_provider_mysqlcdc.cdc.fastbinlog.connection import DumpConnection
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.types import row_normalizer
 
 pytestmark = pytest.mark.integration

@@ -36,14 +36,14 @@ from typing import Any
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.batching import BatchSizing
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
-from airflow_provider_mysqlcdc.cdc.resnapshot import read_applied
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import read_applied
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.cdc.table_views import Rules
+from airflow_provider_mysqlcdc.cdc.transform.table_views import Rules
 from airflow_provider_mysqlcdc.cdc.types import map_table, row_normalizer
 from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
@@ -459,7 +459,7 @@ def _key_in(kt_name: str, run: Running, mariadb):
 def test_the_consistency_check_names_the_batch_of_a_row_the_sink_lost(matrix, mariadb, postgres, path):
     """A row deleted from the sink behind the stream's back (what the lost deletes of keys >= 2^63
     looked like, the other way round): the check fails that table and names the batch holding it."""
-    from airflow_provider_mysqlcdc.cdc.keyorder import key_order_for
+    from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import key_order_for
 
     runs, _ = matrix
     run = next(r for r in runs if r.path.name == path)

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
-from airflow_provider_mysqlcdc.cdc.keyorder import key_order_for
 from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import key_order_for
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.sql import range_predicate
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener, read_status
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 from mysqlcdc_harness.s3 import aws_env, credentials, s3_server
 from mysqlcdc_harness.sink_compare import mysql_rows, wait_until_equal

@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
-from airflow_provider_mysqlcdc.cdc.discovery import discover_tables
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.cdc.old_temporals import old_temporal_problems
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.source.discovery import discover_tables
+from airflow_provider_mysqlcdc.cdc.source.old_temporals import old_temporal_problems
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
@@ -59,7 +59,7 @@ def test_old_time_and_fractional_columns_are_refused_and_whole_second_ones_named
     assert "(`b`, `c`, `e`, `f`)" in message and f"ALTER TABLE `{fresh_db}`.`legacy_frac` FORCE" in message
     assert "Fix:" in message and f"{fresh_db}.legacy " not in message
     # a table coming under the list while the stream runs is read alone, and refused alike
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 
     with mariadb.connect() as conn:
         with pytest.raises(ConfigError, match="4 TIME or fractional-second column"):

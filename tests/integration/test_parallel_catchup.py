@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc import catchup
+from airflow_provider_mysqlcdc.cdc.binlog import catchup
+from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.events import RowChange
-from airflow_provider_mysqlcdc.cdc.fastbinlog.reader import FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig

@@ -99,7 +99,7 @@ def test_a_binlog_retention_shorter_than_the_snapshot_is_warned_about_in_plan(ma
     try:
         op = _plan(tmp_dir, tables=[f"{fresh_db}.orders"], parallelism=1)
         with (
-            mock.patch("airflow_provider_mysqlcdc.cdc.retention.ASSUMED_ROWS_PER_S_PER_SLOT", 10),
+            mock.patch("airflow_provider_mysqlcdc.cdc.binlog.retention.ASSUMED_ROWS_PER_S_PER_SLOT", 10),
             mock.patch.object(type(op), "log") as log,
         ):
             op.execute({})

@@ -17,11 +17,11 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
-from airflow_provider_mysqlcdc.cdc.resnapshot import read_applied
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import read_applied
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
@@ -190,7 +190,7 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(
                 def actual(t=t, ident=ident, cols=cols):
                     return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ident, schema_name)
             else:
-                from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+                from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
                 from airflow_provider_mysqlcdc.spark.sinks.changelog import row_decoder
 
                 with mariadb.connect() as conn:
@@ -300,7 +300,7 @@ def test_a_snapshot_job_killed_while_it_hands_a_batch_over_leaves_nothing_wrong(
     once its first piece is handed over and the second not read. The stream takes over what has
     a manifest and nothing else; the batch's rerun hands every piece over; the sink equals the
     source (PostgreSQL: the take-over path is the sinks' common one). Writers on."""
-    from airflow_provider_mysqlcdc.cdc.resnapshot import pending
+    from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import pending
     from mysqlcdc_harness.stream_job import kill_job, start_snapshot_job
 
     spec = create_int_table(mariadb, fresh_db, 4_000, "orders")
@@ -385,7 +385,7 @@ def test_a_table_added_while_streaming_is_snapshotted_into_the_stream_and_captur
     throughout; both equal the source afterwards."""
     from dataclasses import replace
 
-    from airflow_provider_mysqlcdc.cdc.plan import extend_plan
+    from airflow_provider_mysqlcdc.cdc.snapshot.planning import extend_plan
     from mysqlcdc_harness.stream_job import committed, kill_job, start_job
 
     specs = [

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
@@ -302,7 +302,7 @@ def test_a_stream_started_before_a_ddl_reads_both_shapes(
 ):
     """startup specific-offset at a point before an ALTER: the stream only knows today's schema;
     the rows logged before the ALTER (old shape) and after it (new shape) both land right."""
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT, s VARCHAR(20))", database=fresh_db)
     file, position = mariadb.master_status()
@@ -372,8 +372,8 @@ def test_a_ddl_the_settings_refuse_stops_the_stream_after_every_change_before_it
 ):
     """Everything logged before the DDL is in the sink, nothing after it; the error names the
     statement and its offset, and says the watchdog will not relaunch the stream."""
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
-    from airflow_provider_mysqlcdc.cdc.statements import NOT_EXACT_MARKER
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.source.statements import NOT_EXACT_MARKER
 
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT, s VARCHAR(20))", database=fresh_db)
     file, position = mariadb.master_status()
@@ -458,8 +458,8 @@ def _replay(lines: list[dict], decode) -> dict[int, dict]:
 def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db, spark, tmp_dir):
     """Into the changelog under writers: replaying its lines, schema change lines included, gives the
     source table -- the new columns' values too."""
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
     from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines, row_decoder
 
     spec = create_int_table(mariadb, fresh_db, 0, "orders")
@@ -545,8 +545,8 @@ def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(
 ):
     """An ALTER run with sql_log_bin=0 never reaches the binlog: the rows after it come with a
     TABLE_MAP the schema history cannot explain, and the stream stops instead of guessing."""
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
-    from airflow_provider_mysqlcdc.cdc.statements import NOT_EXACT_MARKER
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
+    from airflow_provider_mysqlcdc.cdc.source.statements import NOT_EXACT_MARKER
 
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT)", database=fresh_db)
     file, position = mariadb.master_status()
@@ -582,8 +582,8 @@ def test_rows_of_a_shape_no_ddl_explains_stop_the_stream_naming_table_and_place(
 def test_the_console_prints_rows_and_schema_changes_in_order(mariadb, fresh_db, spark, tmp_dir):
     import io
 
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
     from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
 
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT)", database=fresh_db)
@@ -671,8 +671,8 @@ def test_table_level_ddl_under_writers(mariadb, postgres, fresh_db, spark, tmp_d
     application would fail then). Afterwards the sink equals the source on today's columns; a
     sink that cannot drop a table (Delta under try_evolve) keeps the dropped table's rows, and
     only those."""
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
     from airflow_provider_mysqlcdc.spark.sinks.changelog import row_decoder
 
     specs = [

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc import server
 from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError
 from airflow_provider_mysqlcdc.cdc.gtid import MariadbGtidSet
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.source import server
 
 pytestmark = pytest.mark.integration
 

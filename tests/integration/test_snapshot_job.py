@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.session import jdbc_jar_path
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
-from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.cdc.splitter import ChunkSplitter
+from airflow_provider_mysqlcdc.cdc.snapshot.splitter import ChunkSplitter
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
+from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.sql import range_predicate
 
 pytestmark = pytest.mark.integration

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime import stream_launcher
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import (

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.lease import LeaseHeld, StreamLease
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.cdc.store.lease import LeaseHeld, StreamLease
 from mysqlcdc_harness.s3 import aws_env, s3_server
 from mysqlcdc_harness.stream_job import committed, kill_job, start_job
 from mysqlcdc_harness.tables import create_int_table

@@ -1,4 +1,4 @@
-"""Differential test: transform expressions (``cdc/transform_exprs.py``, ``cdc/transform_eval.py``)
+"""Differential test: transform expressions (``cdc/transform/transform_exprs.py``, ``cdc/transform/transform_eval.py``)
 against a real local Spark SQL, ANSI mode on and session time zone UTC.
 
 The promise of those modules: for every expression they accept, the values and the output
@@ -6,7 +6,7 @@ column types equal what Spark SQL gives for the same rows; where Spark raises, t
 raises TransformEvalError. Checked here for
 
 * every entry of SPARK_CHECKED_CASES (their expected values are checked against Spark too) and
-  SPARK_CHECKED_TYPES (``tests/unit/cdc/test_transform_exprs.py``), and
+  SPARK_CHECKED_TYPES (``tests/unit/cdc/transform/test_transform_exprs.py``), and
 * a generated corpus: each supported construct (``SUPPORTED``) over a small table of edge values
   (NULLs, 0, negatives, int8..int64 extremes, decimals of several precisions and scales, doubles
   and floats with NaN, +-Infinity and -0.0, empty and non-ASCII text, dates and timestamps at
@@ -52,14 +52,14 @@ from typing import Any, Optional
 import pyarrow as pa
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.transform_exprs import (
+from airflow_provider_mysqlcdc.cdc.transform.transform_exprs import (
     TransformError,
     TransformEvalError,
     compile_filter,
     compile_projection,
 )
-from tests.unit.cdc.test_transform_exprs import SCHEMA as UNIT_SCHEMA
-from tests.unit.cdc.test_transform_exprs import SPARK_CHECKED_CASES, SPARK_CHECKED_TYPES
+from tests.unit.cdc.transform.test_transform_exprs import SCHEMA as UNIT_SCHEMA
+from tests.unit.cdc.transform.test_transform_exprs import SPARK_CHECKED_CASES, SPARK_CHECKED_TYPES
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -139,7 +139,7 @@ def _snapshot(spark, mariadb, db, mappings, ids):
 
 def _binlog_rows(mariadb, db, start, normalize):
     """After-images of table t from ``start`` to now, through the engine's binlog reader."""
-    from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
+    from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
     from airflow_provider_mysqlcdc.cdc.events import RowChange
     from airflow_provider_mysqlcdc.cdc.model import TableId
     from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset

@@ -5,7 +5,7 @@ import contextlib
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError, ServerCheckError
-from airflow_provider_mysqlcdc.cdc.validation import (
+from airflow_provider_mysqlcdc.cdc.source.validation import (
     ServerInfo,
     ServerValidationError,
     check_server,
@@ -121,8 +121,8 @@ def test_wrong_password_is_a_config_error(mariadb):
 
 def test_connection_failures_are_told_apart(mariadb):
     """A wrong port, a host that does not resolve, TLS the server does not offer, a wrong password."""
-    from airflow_provider_mysqlcdc.cdc.config import SourceConfig
     from airflow_provider_mysqlcdc.cdc.errors import SourceUnreachableError
+    from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 
     good = mariadb.source_config()
     cases = [
@@ -156,7 +156,7 @@ def test_connection_failures_are_told_apart(mariadb):
 
 
 def test_the_servers_binlog_retention_is_read_from_whichever_variable_it_has(mariadb):
-    from airflow_provider_mysqlcdc.cdc.retention import binlog_retention_s
+    from airflow_provider_mysqlcdc.cdc.binlog.retention import binlog_retention_s
 
     conn = mariadb.source_config().connect()
     try:

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, StreamOptions
-from airflow_provider_mysqlcdc.cdc.plan import build_plan
+from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
+from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.cdc.types import map_table
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
@@ -81,9 +81,9 @@ def _fill(mariadb, db: str) -> None:
 
 
 def test_text_dates_are_the_same_through_the_snapshot_and_every_binlog_decoder(mariadb, fresh_db, spark):
-    from airflow_provider_mysqlcdc.cdc.binlog import BinlogReader
-    from airflow_provider_mysqlcdc.cdc.discovery import read_table_schema
-    from airflow_provider_mysqlcdc.cdc.fastbinlog import FastBinlogReader
+    from airflow_provider_mysqlcdc.cdc.binlog.fast import FastBinlogReader
+    from airflow_provider_mysqlcdc.cdc.binlog.reader import BinlogReader
+    from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
     from airflow_provider_mysqlcdc.cdc.types import row_normalizer
     from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 
@@ -135,7 +135,7 @@ def _whole_table_chunk(t: TableId):
 
 
 def test_an_unknown_zero_dates_value_is_refused_naming_the_choices():
-    from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+    from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 
     with pytest.raises(ConfigError, match="zero_dates: found 'epoch', need one of null, text. Fix:"):
         SourceConfig(zero_dates="epoch")

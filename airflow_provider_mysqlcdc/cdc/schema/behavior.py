@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from ..errors import CdcError, ConfigError
 from ..model import Column, TableSchema
-from ..statements import NOT_EXACT_MARKER
+from ..source.statements import NOT_EXACT_MARKER
 from ..types import map_column
 
 BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")

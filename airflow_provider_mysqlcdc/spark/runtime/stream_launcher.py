@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...cdc.config import PASSWORD_ENV
 from ...cdc.errors import CdcError
+from ...cdc.source.config import PASSWORD_ENV
 
 if TYPE_CHECKING:
     from ...cdc.state import StateStore
@@ -443,7 +443,7 @@ def stop_stream(state: "StateStore", reason: str, timeout_s: float = 60) -> bool
     """Stop the pipeline's stream wherever its driver runs: a local one by signal, one elsewhere
     (a cluster node, another Airflow worker) through a stop request in the state location, then
     wait until it gave up its lease. True if a running stream was stopped."""
-    from ...cdc.lease import StreamLease
+    from ...cdc.store.lease import StreamLease
 
     if stop_local_stream(state, timeout_s=min(timeout_s, 30)):
         return True

@@ -36,12 +36,12 @@ from dataclasses import asdict, dataclass, field, fields
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ...cdc.lease import host_id
 from ...cdc.offsets import BinlogOffset, split_binlog_file
+from ...cdc.store.lease import host_id
 
 if TYPE_CHECKING:
-    from ...cdc.config import SourceConfig
     from ...cdc.pipeline import PipelineConfig
+    from ...cdc.source.config import SourceConfig
     from ...cdc.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ class ServerHead:
         self._version: Any = None
 
     def __call__(self) -> tuple[BinlogOffset, list[tuple[str, int]]]:
-        from ...cdc.server import current_offset, list_binlogs, server_version
+        from ...cdc.source.server import current_offset, list_binlogs, server_version
 
         try:
             if self._conn is None:

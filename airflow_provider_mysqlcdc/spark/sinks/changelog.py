@@ -263,7 +263,7 @@ class ChangelogSink(Sink):
         self.root = local_or_uri(root).rstrip("/")
         self.format = format
         # Credentials for object storage ride along to the snapshot's writers (a Spark Connect
-        # server's workers do not have the task's environment); see cdc/object_store.py.
+        # server's workers do not have the task's environment); see cdc/store/object_store.py.
         self.fs_spec = FsSpec("uri", self.root, dict(storage_options) if storage_options else None)
         self._lines: dict[tuple[Any, ...], JsonLines] = {}  # stream line expressions, per table and columns
 

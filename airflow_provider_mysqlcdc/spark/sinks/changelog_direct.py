@@ -77,12 +77,12 @@ class DirectWrite(DirectSpec):
         return cls(str(options["root"]), str(options.get("views") or ""))
 
     def _view(self, table_id: TableId, schema: Any, cache: dict) -> Any:
-        """The table's view (``cdc/table_views.py``) for this version of it, or None: written as logged."""
+        """The table's view (``cdc/transform/table_views.py``) for this version of it, or None: written as logged."""
         if not self.views:
             return None
         import json as _json
 
-        from ...cdc.table_views import Rules, view_of
+        from ...cdc.transform.table_views import Rules, view_of
 
         spec = _json.loads(self.views)
         entry = spec["tables"].get(table_id.text)

@@ -1,4 +1,4 @@
-"""A sink seen through a pipeline's routes and transforms (``cdc/table_views.py``).
+"""A sink seen through a pipeline's routes and transforms (``cdc/transform/table_views.py``).
 
 The snapshot job and the stream speak of source tables; this wrapper turns each call into the
 wrapped sink's call for the table's sink table, with the rows transformed:
@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame
 from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
-from ...cdc.table_views import Rules, TableView, resolve_views, sink_schemas
+from ...cdc.transform.table_views import Rules, TableView, resolve_views, sink_schemas
 from .base import META_OP, META_SEQ, Sink, SnapshotFileSink, SnapshotWrite
 
 log = logging.getLogger(__name__)

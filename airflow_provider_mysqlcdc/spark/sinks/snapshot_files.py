@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...cdc.corrections import TableCorrections
 from ...cdc.model import TableSchema
+from ...cdc.snapshot.corrections import TableCorrections
 from .arrow_files import FileRecord, FileWriteSpec, StatsCollector, write_files
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,9 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableSchema, quote_ident
+from ...cdc.source.config import SourceConfig
 from ...cdc.types import ColumnMapping, arrow_schema
 
 

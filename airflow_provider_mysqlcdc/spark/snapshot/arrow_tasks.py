@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...cdc.chunks import Chunk
-from ...cdc.config import SourceConfig
 from ...cdc.model import TableSchema
+from ...cdc.source.config import SourceConfig
 from ...cdc.sql import range_predicate
 from ...cdc.types import arrow_schema, map_table
 from ..sinks.arrow_files import FileRecord, FileWriteSpec

@@ -30,18 +30,18 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ...cdc.binlog.failover import ServerIdentity, SourceChangedError, gtid_state_at, server_identity
+from ...cdc.binlog.fast.fallback import changes_with_fallback
 from ...cdc.chunks import Batch, Chunk
-from ...cdc.config import SourceConfig
-from ...cdc.corrections import TableCorrections, reduce_changes
 from ...cdc.errors import TableChangedError
 from ...cdc.events import SchemaChange
-from ...cdc.failover import ServerIdentity, SourceChangedError, gtid_state_at, server_identity
-from ...cdc.fastbinlog.fallback import changes_with_fallback
-from ...cdc.keyorder import key_order_for
 from ...cdc.model import TableId, TableSchema, quote_ident
 from ...cdc.offsets import BinlogOffset
 from ...cdc.plan import FIRST_BATCH_SLOT
-from ...cdc.server import consistent_snapshot_offset, current_offset, server_version
+from ...cdc.snapshot.corrections import TableCorrections, reduce_changes
+from ...cdc.snapshot.keyorder import key_order_for
+from ...cdc.source.config import SourceConfig
+from ...cdc.source.server import consistent_snapshot_offset, current_offset, server_version
 from ...cdc.sql import range_predicate
 from ...cdc.types import ColumnMapping, map_table
 from ..runtime.job_labels import describe
@@ -100,7 +100,7 @@ class BatchRead:
     backfill_events: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     readers: dict[TableId, str] = field(default_factory=dict)  # "arrow" or "jdbc": which read the table
-    server: str | None = None  # the server both watermarks were taken on (cdc/failover.ServerIdentity)
+    server: str | None = None  # the server both watermarks were taken on (cdc/binlog/failover.ServerIdentity)
     _held: list[Materialized] = field(default_factory=list, repr=False)
 
     def frame(self, table_id: TableId) -> DataFrame:

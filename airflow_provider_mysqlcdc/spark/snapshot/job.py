@@ -15,13 +15,12 @@ from typing import Any, cast
 from pyspark.sql import SparkSession
 
 from ...cdc.chunks import Batch
-from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.faults import HANDOFF_PIECE_HANDED, HANDOFF_ROWS_WRITTEN, crash_point
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
-from ...cdc.resnapshot import (
+from ...cdc.snapshot.resnapshot import (
     Handoff,
     forget_orphans,
     new_handoff_id,
@@ -29,6 +28,7 @@ from ...cdc.resnapshot import (
     write_manifest,
     write_rows,
 )
+from ...cdc.source.config import SourceConfig
 from ...cdc.state import StateStore
 from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
@@ -66,7 +66,7 @@ def run_snapshot_batch(
     schemas = {t: plan.schemas[t] for t in batch.tables}
     sink = pipeline_sink(config, list(plan.schemas.values()))  # a bad route/transform fails before any read
     if state.stream_started():
-        # The stream owns the sink: the rows go to it (cdc/resnapshot.py), read in today's shape.
+        # The stream owns the sink: the rows go to it (cdc/snapshot/resnapshot.py), read in today's shape.
         routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
         direct = sink.direct_write()
         logs_changes = config.sink.type == "changelog"
@@ -233,7 +233,7 @@ def current_schemas(source: SourceConfig, planned: dict[TableId, TableSchema]) -
     plan's chunk key and row identity: the batch's chunk boundaries are on that key."""
     import contextlib
 
-    from ...cdc.discovery import read_table_schema
+    from ...cdc.source.discovery import read_table_schema
 
     out = {}
     with contextlib.closing(source.connect()) as conn:

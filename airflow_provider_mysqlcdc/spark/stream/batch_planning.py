@@ -3,7 +3,7 @@
 Near the head the driver scans the binlog with the fast decoder and counts captured changes, so
 a micro-batch holds at most ``max_events_per_batch``. When the stream is ``catchup_min_bytes`` or
 more behind, the micro-batch is planned by bytes from the server's own event walk and cut at
-transaction starts into parallel ranges (``cdc/catchup.py``).
+transaction starts into parallel ranges (``cdc/binlog/catchup.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
-from ...cdc.gtid_watch import GtidGapError, GtidWatch
+from ...cdc.binlog.gtid_watch import GtidGapError, GtidWatch
 from ...cdc.offsets import BinlogOffset
 from .settings import OFFSET_SCAN_SLOT, StreamSettings
 from .stream_offset import StreamOffset
@@ -51,12 +51,12 @@ def scan_for_end(
     at the DDL (``schema_change_behavior`` exception) leaves every change before it committed.
     (A catch-up micro-batch, planned by bytes, may hold a DDL inside; the sinks take it in order.)
 
-    A GTID gap (``gtid_watch``, cdc/gtid_watch.py) ends the micro-batch before the transaction
+    A GTID gap (``gtid_watch``, cdc/binlog/gtid_watch.py) ends the micro-batch before the transaction
     after the gap; a micro-batch that starts there fails with the ``GtidGapError``: every change
     before the gap is committed, none after it.
     """
+    from ...cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
     from ...cdc.events import SchemaChange
-    from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
     from .change_rows import offsets_of
 
     server_id = settings.source.server_id_range.pick(OFFSET_SCAN_SLOT)
@@ -110,7 +110,7 @@ def scan_for_end(
 
 
 def _file_named(settings: StreamSettings, group: list, index: int) -> str:
-    from ...cdc.fastbinlog.reader import ChangeBatch
+    from ...cdc.binlog.fast.reader import ChangeBatch
     from ...cdc.offsets import split_binlog_file
 
     for item in group:
@@ -136,7 +136,7 @@ class CatchupPlan:
 
 def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffset) -> CatchupPlan | None:
     """A byte-planned micro-batch when the stream is at least ``catchup_min_bytes`` behind, else None."""
-    from ...cdc import catchup
+    from ...cdc.binlog import catchup
 
     conn = settings.source.connect()
     try:

@@ -1,7 +1,7 @@
 """Reading one offset range of the binlog into the stream's Arrow batches (the executor side).
 
 ``range_batches`` is what a Spark task of the binlog source runs: the fast columnar decoder
-(``cdc/fastbinlog``) over ``[start, end)``, each of its batches cast into the source layout
+(``cdc/binlog/fast``) over ``[start, end)``, each of its batches cast into the source layout
 (``change_rows.SourceLayout``) with no per-row Python work. Three things may still touch
 single rows, and only where needed:
 
@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ...cdc.binlog.fast.fallback import library_changes
+from ...cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+from ...cdc.binlog.gtid_watch import watch_or_none
 from ...cdc.chunks import FinishedBatch
-from ...cdc.config import SourceConfig
-from ...cdc.connection import is_connection_loss
 from ...cdc.events import RowChange, SchemaChange
-from ...cdc.fastbinlog.fallback import library_changes
-from ...cdc.fastbinlog.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
-from ...cdc.gtid_watch import watch_or_none
-from ...cdc.handoff import HandoffFilter
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
+from ...cdc.snapshot.handoff import HandoffFilter
+from ...cdc.source.config import SourceConfig
+from ...cdc.source.connection import is_connection_loss
 from ..sinks.direct_spec import DdlMark, TableRows
 from .change_rows import SourceLayout, offsets_of
 
@@ -50,7 +50,7 @@ def build_handoff(
     source: SourceConfig, schemas: Sequence[TableSchema], finished: Sequence[FinishedBatch]
 ) -> HandoffFilter | None:
     """The handoff filter over the finished batches of captured tables (None when there are none)."""
-    from ...cdc.keyorder import key_order_for
+    from ...cdc.snapshot.keyorder import key_order_for
 
     by_id = {s.table_id: s for s in schemas}
     kept = []
@@ -102,7 +102,7 @@ def fast_items(
     order, reconnecting as needed (a DDL or unsupported event is yielded once). A GTID gap inside
     the range fails the read (the driver's scans, which see every micro-batch's GTIDs near the
     head, end a micro-batch before a gap; this catches one inside a catch-up range). With
-    ``source_server``, every (re)connection must reach that server (``cdc/failover.py``): offsets
+    ``source_server``, every (re)connection must reach that server (``cdc/binlog/failover.py``): offsets
     of one server are never read in another's binlog."""
     watch = watch_or_none(allow_gtid_gaps)  # one for the reconnects too: GTIDs read again are not gaps
     last: BinlogOffset | None = None  # the last row yielded

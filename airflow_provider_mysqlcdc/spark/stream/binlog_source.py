@@ -31,7 +31,7 @@ of the (N+1)-th change ends the micro-batch, else the head. That scan is a secon
 the micro-batch's binlog, which is why it is only done near the head.
 
 **Catch-up**: when the stream is at least ``catchup_min_bytes`` of binlog behind the head,
-the driver plans by bytes instead (``cdc/catchup.py``): the micro-batch ends at a
+the driver plans by bytes instead (``cdc/binlog/catchup.py``): the micro-batch ends at a
 transaction start about ``catchup_batch_bytes`` on (or the head), found by the server's
 own event walk, and is cut at transaction starts into up to ``catchup_parallelism``
 ranges -- one Spark task each, range i > 0 reading with the i-th server id from the top of
@@ -88,7 +88,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from ...cdc.gtid_watch import watch_or_none
+from ...cdc.binlog.gtid_watch import watch_or_none
 from ...cdc.offsets import BinlogOffset
 from . import first_plan
 from .batch_planning import CatchupPlan, plan_catchup, scan_for_end

@@ -6,7 +6,7 @@ in the order of the stream's schemas) of type ``struct<before: image, after: ima
 where an image is the table's snapshot row type (``struct_type(map_table(schema))``). A
 source row fills its own table's column and leaves the others null.
 
-Why this shape: the fast binlog decoder (``cdc/fastbinlog``) already produces Arrow record
+Why this shape: the fast binlog decoder (``cdc/binlog/fast``) already produces Arrow record
 batches whose ``before``/``after`` columns are exactly such structs, so an executor hands
 them to Spark with no per-row Python work at all (a cast and a few null columns), and
 turning them into change rows is a Spark projection (``typed_changes``) that runs in the
@@ -44,7 +44,7 @@ from ...cdc.errors import SchemaMismatchError
 from ...cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import split_binlog_file
-from ...cdc.statements import NOT_EXACT_MARKER
+from ...cdc.source.statements import NOT_EXACT_MARKER
 from ...cdc.types import ColumnMapping, map_table
 from ..sinks.base import (
     META_COLUMNS,
@@ -202,7 +202,7 @@ class SourceLayout:
             ) from e
 
     def from_arrow(self, table_id: TableId, batch: pa.RecordBatch, first_file_index: int) -> pa.RecordBatch:
-        """A fast-decoder batch (``fastbinlog.reader.batch_schema``) in the source layout."""
+        """A fast-decoder batch (``binlog.fast.reader.batch_schema``) in the source layout."""
         slot = self.slot(table_id)
         fidx, pos, row = offsets_of(batch)
         rel = fidx - first_file_index

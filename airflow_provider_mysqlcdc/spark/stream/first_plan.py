@@ -86,8 +86,8 @@ def _on_this_server(settings: Any, start: StreamOffset) -> bool:
         return True
     import contextlib
 
-    from ...cdc.failover import server_identity
-    from ...cdc.server import server_version
+    from ...cdc.binlog.failover import server_identity
+    from ...cdc.source.server import server_version
 
     with contextlib.closing(settings.source.connect()) as conn:
         return str(server_identity(conn, server_version(conn))) == start.server

@@ -1,6 +1,6 @@
 """Which server the stream's offsets belong to, and their place on the server reachable now.
 
-The driver side of ``cdc/failover.py``. Every end offset the source hands Spark is *placed*: marked
+The driver side of ``cdc/binlog/failover.py``. Every end offset the source hands Spark is *placed*: marked
 with the identity of the server it was computed on and the GTID state at it. Every offset Spark
 hands back (a micro-batch's start, a replayed range) is *resolved*: when the server behind the
 endpoint is another one (a promoted replica), the offset is found again in that server's binlog by
@@ -19,15 +19,15 @@ import logging
 import time
 from typing import Any, Iterator
 
-from ...cdc.chunks import FinishedBatch
-from ...cdc.errors import NOT_EXACT_MARKER
-from ...cdc.failover import (
+from ...cdc.binlog.failover import (
     FailoverNotExactError,
     ServerIdentity,
     gtid_state_at,
     relocate,
     server_identity,
 )
+from ...cdc.chunks import FinishedBatch
+from ...cdc.errors import NOT_EXACT_MARKER
 from ...cdc.gtid import parse_gtid_set
 from ...cdc.model import TableId
 from ...cdc.offsets import BinlogOffset
@@ -53,7 +53,7 @@ class Placement:
 
     @contextlib.contextmanager
     def _server(self) -> Iterator[tuple[Any, ServerVersion, ServerIdentity]]:
-        from ...cdc.server import server_version
+        from ...cdc.source.server import server_version
 
         conn = self.settings.source.connect()
         try:

@@ -1,4 +1,4 @@
-"""The stream takes over re-read batches (hand-offs, ``cdc/resnapshot.py``) at its micro-batches.
+"""The stream takes over re-read batches (hand-offs, ``cdc/snapshot/resnapshot.py``) at its micro-batches.
 
 Per micro-batch, on the driver, before its records are planned: every pending hand-off whose
 high watermark HW is at or before the micro-batch's end S (Spark wrote S to the checkpoint's
@@ -28,14 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...cdc.chunks import KeyRange
-from ...cdc.corrections import reduce_changes
 from ...cdc.errors import TableChangedError
 from ...cdc.events import RowChange, SchemaChange
-from ...cdc.keyorder import key_order_for
 from ...cdc.model import TableId, TableSchema
 from ...cdc.offsets import BinlogOffset
 from ...cdc.pipeline import PipelineConfig
-from ...cdc.resnapshot import (
+from ...cdc.schema.history import TableVersion
+from ...cdc.snapshot.corrections import reduce_changes
+from ...cdc.snapshot.keyorder import key_order_for
+from ...cdc.snapshot.resnapshot import (
     Handoff,
     forget_rows,
     mark_applied,
@@ -43,7 +44,6 @@ from ...cdc.resnapshot import (
     read_rows,
     same_columns,
 )
-from ...cdc.schema.history import TableVersion
 from ...cdc.state import StateStore
 from ..sinks.resnapshot_rows import RESNAPSHOT_SEQ
 from .change_rows import SourceLayout
@@ -212,7 +212,7 @@ class ResnapshotApplier:
         return records, counts
 
     def _corrections(self, h: Handoff, s: BinlogOffset) -> tuple[dict, int]:
-        from ...cdc.fastbinlog.fallback import changes_with_fallback
+        from ...cdc.binlog.fast.fallback import changes_with_fallback
 
         if not h.high_watermark < s:
             return {}, 0

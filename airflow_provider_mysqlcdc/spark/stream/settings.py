@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ...cdc.chunks import FinishedBatch
-from ...cdc.config import PASSWORD_ENV, SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import FIRST_BATCH_SLOT
+from ...cdc.source.config import PASSWORD_ENV, SourceConfig
 from ...cdc.state import StateStore
 from .change_rows import SourceLayout
 
@@ -56,7 +56,7 @@ class StreamSettings:
     checkpoint_location: str | None = None  # the query's checkpoint (keeps a moving initial offset)
     include: tuple[str, ...] = ()  # the pipeline's table list: a table created under it is reported
     exclude: tuple[str, ...] = ()
-    allow_gtid_gaps: bool = False  # stream_options.allow_gtid_gaps (cdc/gtid_watch.py)
+    allow_gtid_gaps: bool = False  # stream_options.allow_gtid_gaps (cdc/binlog/gtid_watch.py)
     first_plan_dir: str | None = None  # where the launcher leaves the first catch-up plan (first_plan.py)
 
     def new_table(self, table_id: TableId) -> bool:
@@ -64,7 +64,7 @@ class StreamSettings:
         The helper tables of online schema change tools (gh-ost's ``_t_gho``/``_t_ghc``/``_t_del``,
         pt-online-schema-change's ``_t_new``/``_t_old``) never are: they come and go around a swap
         whose result the stream follows on the real table."""
-        from ...cdc.table_patterns import matches
+        from ...cdc.source.table_patterns import matches
 
         if is_osc_helper(table_id.table):
             return False

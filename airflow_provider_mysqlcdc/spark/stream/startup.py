@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ...cdc.config import SourceConfig
 from ...cdc.errors import ConfigError
 from ...cdc.offsets import BinlogOffset
+from ...cdc.source.config import SourceConfig
 from .binlog_server import check_available, head_offset
 from .reconnect import with_reconnect
 from .settings import OFFSET_SCAN_SLOT, StreamSettings
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def initial_offset(settings: StreamSettings) -> StreamOffset:
     """Where a new query starts, per startup mode (see PipelineConfig.startup_mode)."""
-    from ...cdc.server import earliest_offset
+    from ...cdc.source.server import earliest_offset
 
     mode = settings.startup_mode
     src = settings.source
@@ -180,7 +180,7 @@ def offset_at_timestamp(source: SourceConfig, server_id: int, ts: float) -> Binl
     """
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent
 
-    from ...cdc.server import list_binlogs
+    from ...cdc.source.server import list_binlogs
 
     conn = source.connect()
     try:
@@ -214,7 +214,7 @@ def offset_after_gtid_set(source: SourceConfig, server_id: int, gtid_text: str) 
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent
 
     from ...cdc.gtid import guess_flavor, parse_gtid_set
-    from ...cdc.server import earliest_offset
+    from ...cdc.source.server import earliest_offset
 
     flavor = guess_flavor(gtid_text)
     applied = parse_gtid_set(gtid_text, flavor)

@@ -21,7 +21,7 @@ class StreamOffset:
 
     at: BinlogOffset
     txn_start: BinlogOffset | None = None
-    # The server the offset was taken on (``cdc/failover.ServerIdentity`` as text); ``at.gtid`` is
+    # The server the offset was taken on (``cdc/binlog/failover.ServerIdentity`` as text); ``at.gtid`` is
     # then the GTID state at ``dump_from`` (every transaction before it). Both let a stream that
     # finds another server behind the endpoint place the offset there by GTID (a failover).
     server: str | None = field(default=None, compare=False)

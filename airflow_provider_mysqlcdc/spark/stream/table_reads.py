@@ -2,7 +2,7 @@
 
 A ``RENAME TABLE`` into a name the pipeline's list matches brings rows the binlog after the
 rename does not hold. The stream takes the table up at the rename (``table_set.py``) and asks
-for a read (``cdc/resnapshot.request_table_read``); this thread, on the stream job's driver,
+for a read (``cdc/snapshot/resnapshot.request_table_read``); this thread, on the stream job's driver,
 reads the table the way a snapshot batch read while streaming does (pieces, each exact at its
 own high watermark) and hands the pieces to its own query, which replaces the table's key
 ranges with them at a micro-batch past each piece's watermark. No DAG run is needed.
@@ -23,10 +23,10 @@ from typing import Any, Callable
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId
 from ...cdc.pipeline import PipelineConfig
-from ...cdc.plan import plan_table_read
-from ...cdc.resnapshot import forget_table_read, note_table_read, table_read_requests
+from ...cdc.snapshot.planning import plan_table_read
+from ...cdc.snapshot.resnapshot import forget_table_read, note_table_read, table_read_requests
+from ...cdc.source.table_patterns import matches
 from ...cdc.state import StateStore
-from ...cdc.table_patterns import matches
 from ..snapshot.job import current_schemas, hand_off_batch
 from .settings import OFFSET_SCAN_SLOT
 

@@ -79,8 +79,8 @@ def test_packing_keeps_every_chunk_once_in_order(tables, rows_per_batch, paralle
 
 
 def test_batch_server_ids_stay_clear_of_the_stream_and_its_catchup_ranges():
-    from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
     from airflow_provider_mysqlcdc.cdc.plan import Plan
+    from airflow_provider_mysqlcdc.cdc.source.config import ServerIdRange
 
     batches = pack_batches({A: _chunks(A, 400)}, {A: 40_000_000}, BatchSizing(rows_per_batch=1_000_000, parallelism=4))
     plan = Plan({}, tuple(batches))

@@ -99,7 +99,7 @@ def test_once_the_stream_started_a_reread_is_submitted_and_handed_to_the_stream(
 
 
 def test_the_task_waits_for_the_stream_to_take_the_handoff_and_reports_it(state, monkeypatch):
-    from airflow_provider_mysqlcdc.cdc.resnapshot import mark_applied
+    from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import mark_applied
 
     op = _op(state, handoff_timeout_s=5)
     mark_applied(

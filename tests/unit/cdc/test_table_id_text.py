@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Chunk, KeyRange
-from airflow_provider_mysqlcdc.cdc.discovery import _has_separator_dot
 from airflow_provider_mysqlcdc.cdc.model import TableId
+from airflow_provider_mysqlcdc.cdc.source.discovery import _has_separator_dot
 
 
 @pytest.mark.parametrize(

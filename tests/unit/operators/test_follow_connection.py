@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import logging
 
-from airflow_provider_mysqlcdc.cdc.config import ServerIdRange, SourceConfig
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig
+from airflow_provider_mysqlcdc.cdc.source.config import ServerIdRange, SourceConfig
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.operators._pipeline import follow_connection, read_config, write_config
 

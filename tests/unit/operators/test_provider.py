@@ -77,7 +77,7 @@ def test_a_plain_mysql_connection_works_too():
 
 
 def test_client_certificates_are_refused_for_jdbc_with_a_fix():
-    from airflow_provider_mysqlcdc.cdc.config import SourceConfig
+    from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 
     with pytest.raises(ConfigError, match="ssl_cert"):
         SourceConfig(ssl={"ca": "/ca", "cert": "/c", "key": "/k"}).jdbc_tls_params()
@@ -167,7 +167,7 @@ def test_passwords_go_through_the_environment_only_where_it_stays_private():
 
 
 def test_table_names_from_the_trigger_form():
-    from airflow_provider_mysqlcdc.cdc.table_patterns import qualify_all
+    from airflow_provider_mysqlcdc.cdc.source.table_patterns import qualify_all
     from airflow_provider_mysqlcdc.operators._pipeline import as_list
 
     assert as_list("a.b, c.d\ne.f", "tables") == ["a.b", "c.d", "e.f"]

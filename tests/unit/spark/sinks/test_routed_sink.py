@@ -12,10 +12,10 @@ import pytest
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId
 from airflow_provider_mysqlcdc.cdc.schema.steps import ChangeStep, RowsStep
-from airflow_provider_mysqlcdc.cdc.table_views import resolve_views
+from airflow_provider_mysqlcdc.cdc.transform.table_views import resolve_views
 from airflow_provider_mysqlcdc.spark.sinks.last_change import from_ipc, to_ipc
 from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink
-from tests.unit.cdc.test_table_views import SHARDS, orders, rows_of
+from tests.unit.cdc.transform.test_table_views import SHARDS, orders, rows_of
 
 D = decimal.Decimal
 

@@ -10,9 +10,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.types import arrow_schema, map_column
 from airflow_provider_mysqlcdc.spark.snapshot import arrow_read as ar
 from airflow_provider_mysqlcdc.spark.snapshot.arrow_tasks import records_of, split_parts

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs
 from airflow_provider_mysqlcdc.spark.stream import first_plan
 from airflow_provider_mysqlcdc.spark.stream.batch_planning import CatchupPlan

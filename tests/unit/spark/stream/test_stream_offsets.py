@@ -8,11 +8,11 @@ import pymysql
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from airflow_provider_mysqlcdc.cdc.config import SourceConfig
 from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
 from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
+from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 from airflow_provider_mysqlcdc.spark.stream import batch_planning, reconnect, startup
 from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs
 from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings, settings_from_options
@@ -171,7 +171,7 @@ def test_captured_change_moves_at_once(monkeypatch):
 
 
 def test_catchup_plan_becomes_one_partition_per_range_with_its_own_server_id(monkeypatch):
-    from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
+    from airflow_provider_mysqlcdc.cdc.source.config import ServerIdRange
 
     f = "mysql-bin.000003"
     cuts = (BinlogOffset(f, 5000), BinlogOffset("mysql-bin.000004", 4))
@@ -199,8 +199,8 @@ def test_catchup_plan_becomes_one_partition_per_range_with_its_own_server_id(mon
 
 
 def test_catchup_parallelism_needs_server_ids():
-    from airflow_provider_mysqlcdc.cdc.config import ServerIdRange
     from airflow_provider_mysqlcdc.cdc.errors import ConfigError
+    from airflow_provider_mysqlcdc.cdc.source.config import ServerIdRange
 
     src = SourceConfig(password="pw", server_id_range=ServerIdRange(5400, 5403))
     bs.BinlogStreamReader(_settings(source=src, catchup_parallelism=2))
@@ -244,7 +244,7 @@ def test_the_driver_side_source_does_not_load_the_decoder():
 
     code = (
         "import sys, airflow_provider_mysqlcdc.spark.stream.binlog_source; "
-        "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.fastbinlog', "
+        "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.binlog.fast', "
         "'airflow_provider_mysqlcdc.spark.stream.binlog_read', 'pandas') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
