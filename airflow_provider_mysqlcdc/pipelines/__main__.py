@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator, Sequence, TextIO
 
 from .dagfiles import check_dag_files, write_dag_files
-from .loader import LoadedPipeline, load_pipelines, refuse_unapplied_rules
+from .loader import LoadedPipeline, load_pipelines, refuse_unapplied_rules, with_lines
 from .spec import Problem
 
 SOURCE_KEY = "source"
@@ -120,7 +120,7 @@ def validate(paths: Sequence[str], dags: str | None, source: bool, out: TextIO, 
     result = load_pipelines(paths)
     problems = list(result.problems)
     for pipeline in result.pipelines:
-        problems += refuse_unapplied_rules(pipeline.file, pipeline.spec)
+        problems += with_lines(refuse_unapplied_rules(pipeline.file, pipeline.spec), pipeline.path, pipeline.file)
     if dags is not None:
         from .loader import pipeline_files
 

@@ -9,7 +9,8 @@ is for a person to say). No Airflow import here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -72,6 +73,41 @@ def read_yaml(path: Path, file: str) -> tuple[Any, list[Problem]]:
         return None, [Problem(file, WHOLE_FILE, f"not valid YAML: {e}. Fix: correct the YAML.")]
 
 
+_KEY_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _line_of(root: Any, key: str) -> int | None:
+    """The line of ``key`` (``pipeline.chunk_size``, ``route[0].sink_table``) in a composed YAML
+    tree: of the deepest part that is written (a missing key points at its section)."""
+    node, line = root, None
+    for index, name in _KEY_PART.findall(key):
+        if name and isinstance(node, yaml.MappingNode):
+            found = next((kv for kv in node.value if isinstance(kv[0], yaml.ScalarNode) and kv[0].value == name), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def with_lines(problems: list[Problem], path: str | os.PathLike[str], file: str) -> list[Problem]:
+    """``file``'s problems with the line of their key in the file at ``path`` (others unchanged)."""
+    if not any(p.file == file and p.key != WHOLE_FILE and p.line is None for p in problems):
+        return problems
+    try:
+        root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a safe loader
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return problems
+    return [
+        replace(p, line=_line_of(root, p.key)) if p.file == file and p.key != WHOLE_FILE and p.line is None else p
+        for p in problems
+    ]
+
+
 def read_file(path: str | os.PathLike[str], file: str | None = None) -> tuple[PipelineSpec | None, list[Problem]]:
     """One file's spec, or its problems. ``file`` is how problems name it (default: the path)."""
     path = Path(path)
@@ -89,7 +125,8 @@ def read_file(path: str | os.PathLike[str], file: str | None = None) -> tuple[Pi
                 "pipelines/).",
             )
         ]
-    return parse_spec(data, file)
+    spec, problems = parse_spec(data, file)
+    return spec, with_lines(problems, path, file)
 
 
 @dataclass(frozen=True)
@@ -147,6 +184,8 @@ def load_pipelines(paths: Iterable[str | os.PathLike[str]]) -> LoadResult:
         if spec is not None:
             result.pipelines.append(LoadedPipeline(file, path, spec))
     clashes = clash_problems([(p.file, _identity(p.spec)) for p in result.pipelines])
+    for pipeline in result.pipelines:
+        clashes = with_lines(clashes, pipeline.path, pipeline.file)
     if clashes:
         result.problems += clashes
         failed = {c.file for c in clashes}
@@ -166,7 +205,9 @@ def load_file(path: str | os.PathLike[str], file: str | None = None, *, siblings
             for p in sorted(path.parent.iterdir())
             if p.suffix.lower() in SUFFIXES and p.is_file() and p.resolve() != path.resolve()
         ]
-        problems = [c for c in clash_problems([(file, _identity(spec)), *others]) if c.file == file]
+        problems = with_lines(
+            [c for c in clash_problems([(file, _identity(spec)), *others]) if c.file == file], path, file
+        )
     if problems:
         raise PipelineFileError(problems)
     assert spec is not None

@@ -42,14 +42,17 @@ from ..cdc.store.object_store import refuse_secret_options
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem of one pipeline file: ``<file>: <key>: <message>`` (the message ends with its fix)."""
+    """One problem of one pipeline file: ``<file>:<line>: <key>: <message>`` (the message ends with
+    its fix; the line as editors and CI annotations read it, when the key can be found)."""
 
     file: str
     key: str
     message: str
+    line: int | None = None  # where the key (or the nearest section that holds it) is written
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.key}: {self.message}"
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.key}: {self.message}"
 
 
 WHOLE_FILE = "(file)"  # the key of a problem of the whole file (not YAML, not a mapping, ...)

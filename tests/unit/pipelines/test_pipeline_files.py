@@ -10,6 +10,7 @@ import copy
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -65,6 +66,11 @@ def changed(changes: dict[str, Any]) -> dict[str, Any]:
         else:
             node[key] = value
     return data
+
+
+def unlined(text: str) -> str:
+    """Problem text without its line numbers (``test_each_error_names_...`` checks them)."""
+    return re.sub(r"(\.ya?ml):\d+: ", r"\1: ", text)
 
 
 def problem_lines(path: Path) -> list[str]:
@@ -254,7 +260,13 @@ def test_each_error_names_the_file_the_key_the_value_and_the_fix(tmp_path, chang
     lines = problem_lines(path)
     assert len(lines) == 1, lines
     line = lines[0]
-    assert line.startswith(f"{path}: {key}: "), line
+    # the line of the key (or of the section a missing key belongs in), as editors read it
+    at = re.match(rf"{re.escape(str(path))}:(\d+): {re.escape(key)}: ", line)
+    assert at, line
+    written = path.read_text(encoding="utf-8").splitlines()[int(at.group(1)) - 1]
+    names = [part for part in re.findall(r"[A-Za-z_-]+", key) if part in written]
+    assert names or ("[" in key and written.lstrip().startswith("- ")), (key, written)  # a key, or a list's item
+    line = unlined(line)
     assert value in line.split(": ", 2)[2], line
     assert "Fix: " in line and line.endswith("."), line
     assert "s3cret" not in line and "pw-1" not in line, "a credential is never echoed"
@@ -302,7 +314,8 @@ def test_two_files_with_one_name_or_state_location_both_fail_naming_each_other(t
     d = write(tmp_path, "d.yaml", changed({"pipeline.name": "shop_stream_watchdog", "pipeline.state_location": "/d"}))
     result = load_pipelines([tmp_path])
     assert result.pipelines == []
-    lines = {str(p) for p in result.problems}
+    lines = {unlined(str(p)) for p in result.problems}
+    assert all(p.line for p in result.problems), "each names its line"
     assert any(ln.startswith(f"{a}: pipeline.name: ") and str(b) in ln for ln in lines)
     assert any(ln.startswith(f"{b}: pipeline.name: ") and str(a) in ln for ln in lines)
     assert any(ln.startswith(f"{a}: pipeline.state_location: ") and str(c) in ln for ln in lines)
@@ -524,10 +537,10 @@ def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_pat
     bag = _dagbag(repo / "dags")
     assert set(bag.dags) == GOOD_DAGS
     assert set(bag.import_errors) == {"mysqlcdc_broken.py", "mysqlcdc_routed.py"}
-    broken = bag.import_errors["mysqlcdc_broken.py"]
+    broken = unlined(bag.import_errors["mysqlcdc_broken.py"])
     assert "pipeline file pipelines/broken.yaml has 1 problem" in broken
     assert "pipelines/broken.yaml: pipeline.chunk_size: found 0" in broken and "Fix: " in broken
-    routed = bag.import_errors["mysqlcdc_routed.py"]
+    routed = unlined(bag.import_errors["mysqlcdc_routed.py"])
     assert (
         'pipelines/routed.yaml: sink.type: found "console": route is applied by the delta, postgres, '
         "changelog sinks only" in routed
@@ -562,7 +575,7 @@ def test_in_airflows_metadata_db_only_the_broken_files_dag_file_has_an_error(tmp
     )
     listed = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("[")))
     assert sorted(e["filepath"] for e in listed) == ["mysqlcdc_broken.py", "mysqlcdc_routed.py"]
-    assert any("pipelines/broken.yaml: pipeline.chunk_size: found 0" in e["error"] for e in listed)
+    assert any("pipelines/broken.yaml: pipeline.chunk_size: found 0" in unlined(e["error"]) for e in listed)
     with sqlite3.connect(home / "airflow.db") as db:
         rows = db.execute("SELECT dag_id, is_stale, has_import_errors FROM dag").fetchall()
     assert {r[0] for r in rows} == GOOD_DAGS
@@ -584,7 +597,7 @@ def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
     )
     out, err = io.StringIO(), io.StringIO()
     assert main(["validate", str(tmp_path)], out=out, err=err) == 1
-    lines = out.getvalue().splitlines()
+    lines = unlined(out.getvalue()).splitlines()
     assert [ln.split(": ")[:2] for ln in lines] == [
         [str(tmp_path / "b.yaml"), "sink.type"],
         [str(tmp_path / "b.yaml"), "pipeline.chunk_size"],
@@ -614,7 +627,9 @@ def test_validate_reports_route_and_transform_as_the_factory_does(tmp_path):
     )
     out = io.StringIO()
     assert main(["validate", str(tmp_path)], out=out, err=io.StringIO()) == 1
-    assert out.getvalue().startswith(f'{tmp_path / "b.yaml"}: sink.type: found "console": transform is applied')
+    assert unlined(out.getvalue()).startswith(
+        f'{tmp_path / "b.yaml"}: sink.type: found "console": transform is applied'
+    )
 
 
 def test_dag_files_are_written_kept_in_step_and_checked(tmp_path):
