@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator, Sequence, TextIO
 
 from .dagfiles import check_dag_files, write_dag_files
-from .loader import LoadedPipeline, load_pipelines, refuse_unapplied_rules, with_lines
+from .loader import LoadedPipeline, load_pipelines, refuse_unapplied_rules, unmatched_routes, with_lines
 from .spec import Problem
 
 SOURCE_KEY = "source"
@@ -109,6 +109,21 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
                 as_mapping(settings["chunk_key_columns"], "chunk_key_columns"),
                 str(settings.get("zero_dates") or "null"),
             )
+        from ..cdc.source.table_patterns import TablePattern, qualify
+
+        for i, rule in enumerate(spec.route):
+            pattern = TablePattern(qualify(rule.source_table, hook.default_database()))
+            if not any(pattern.matches(t.table_id) for t in schemas):
+                found = ", ".join(sorted(str(t.table_id) for t in schemas)) or "none"
+                return [
+                    Problem(
+                        pipeline.file,
+                        f"route[{i}].source_table",
+                        f"found {rule.source_table!r}, which matches none of the source's captured tables ({found}), "
+                        "so this route would never apply. Fix: correct the pattern (a regular expression over "
+                        "db.table, the whole name), or capture its tables in source.tables.",
+                    )
+                ]
         resolve_views(Rules.from_values(spec.route, spec.transform), schemas, sink_type=settings["sink_type"])
     except ConfigError as e:
         key = "route" if str(e).startswith("route") else "transform"
@@ -120,7 +135,11 @@ def validate(paths: Sequence[str], dags: str | None, source: bool, out: TextIO, 
     result = load_pipelines(paths)
     problems = list(result.problems)
     for pipeline in result.pipelines:
-        problems += with_lines(refuse_unapplied_rules(pipeline.file, pipeline.spec), pipeline.path, pipeline.file)
+        problems += with_lines(
+            refuse_unapplied_rules(pipeline.file, pipeline.spec) + unmatched_routes(pipeline.file, pipeline.spec),
+            pipeline.path,
+            pipeline.file,
+        )
     if dags is not None:
         from .loader import pipeline_files
 
@@ -155,6 +174,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     parser = argparse.ArgumentParser(
         prog="python -m airflow_provider_mysqlcdc.pipelines",
         description="Pipeline files (YAML) of mysqlcdc: check them, write their DAG files.",
+        epilog="Exit codes: 0 every file passed (validate) or every DAG file was written (dag-files); 1 a problem "
+        "was found, each printed on stdout as <file>:<line>: <key>: <message>; 2 the command line was wrong.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     v = commands.add_parser("validate", help="check pipeline files: one line per problem, exit 1 if any")

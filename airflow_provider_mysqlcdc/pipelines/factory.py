@@ -24,7 +24,7 @@ from typing import Any, MutableMapping
 from airflow.sdk import DAG
 
 from .dag_builder import build_pipeline_dags
-from .loader import load_file, refuse_unapplied_rules, with_lines
+from .loader import load_file, refuse_unapplied_rules, unmatched_routes, with_lines
 from .spec import PipelineFileError, Problem
 
 
@@ -56,7 +56,7 @@ def pipeline_dags(
     path = path if path.is_absolute() else dag_dir / path
     file = _shown(path, dag_dir)
     spec = load_file(path, file, siblings=True)
-    refused = with_lines(refuse_unapplied_rules(file, spec), path, file)
+    refused = with_lines(refuse_unapplied_rules(file, spec) + unmatched_routes(file, spec), path, file)
     if refused:
         raise PipelineFileError(refused)
     try:

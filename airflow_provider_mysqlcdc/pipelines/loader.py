@@ -329,3 +329,35 @@ def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
             )
         ]
     return []
+
+
+def unmatched_routes(file: str, spec: PipelineSpec) -> list[Problem]:
+    """Routes whose ``source_table`` matches none of the tables the file lists, where that can be
+    told without the server: every entry of ``source.tables`` names one table with its database (a
+    regex entry may match tables the server has or creates later, so then nothing is said here;
+    ``validate --check-source`` checks the routes against the server's tables)."""
+    from ..cdc.errors import ConfigError
+    from ..cdc.model import TableId
+    from ..cdc.source.table_patterns import TablePattern, is_regex
+
+    entries = [str(t) for t in (spec.settings().get("tables") or [])]
+    if not spec.route or not entries or any(is_regex(e) or "." not in e.strip(".") for e in entries):
+        return []
+    listed = [TableId.parse(e) for e in entries]
+    out = []
+    for i, rule in enumerate(spec.route):
+        try:
+            pattern = TablePattern(rule.source_table)
+        except ConfigError:
+            continue  # its own check names it
+        if not any(pattern.matches(t) for t in listed):
+            out.append(
+                Problem(
+                    file,
+                    f"route[{i}].source_table",
+                    f"found {show(rule.source_table)}, which matches none of the tables source.tables lists "
+                    f"({', '.join(map(str, listed))}), so this route would never apply. Fix: correct the pattern "
+                    "(a regular expression over db.table, the whole name), or list its tables in source.tables.",
+                )
+            )
+    return out

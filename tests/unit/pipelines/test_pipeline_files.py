@@ -489,6 +489,7 @@ def _broken_repo(tmp_path: Path) -> Path:
         changed(
             {
                 "pipeline.name": "routed",
+                "source.tables": [r"shop\.orders_\d+"],
                 "pipeline.state_location": "/r",
                 "sink.type": "console",
                 "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
@@ -501,6 +502,7 @@ def _broken_repo(tmp_path: Path) -> Path:
         changed(
             {
                 "pipeline.name": "merged",
+                "source.tables": [r"shop\.orders_\d+"],
                 "pipeline.state_location": "/m",
                 "route": [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}],
                 "transform": [
@@ -709,3 +711,30 @@ def test_the_file_checks_import_no_airflow():
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert p.returncode == 0, p.stderr
+
+
+def test_a_route_matching_none_of_the_listed_tables_is_refused_offline_where_that_can_be_told(tmp_path):
+    """Every table listed by name: a route that matches none of them would never apply (a typo in
+    the pattern, a shard list forgotten). A regex entry may match tables the server has or creates
+    later: then only ``--check-source`` can tell, and the offline check says nothing."""
+    route = [{"source_table": r"shop\.order_\d+", "sink_table": "shop.orders"}]
+    write(tmp_path, "a.yaml", changed({"route": route, "source.tables": ["shop.orders_1", "shop.orders_2"]}))
+    out = io.StringIO()
+    assert main(["validate", str(tmp_path)], out=out, err=io.StringIO()) == 1
+    line = out.getvalue().strip()
+    assert line.startswith(f"{tmp_path / 'a.yaml'}:") and ": route[0].source_table: " in line, line
+    assert "matches none of the tables source.tables lists (shop.orders_1, shop.orders_2)" in line and "Fix: " in line
+    for tables in (["shop.orders_1", r"shop\.order_\d+"], ["orders_1"]):  # a regex entry; no database named
+        write(tmp_path, "a.yaml", changed({"route": route, "source.tables": tables}))
+        assert main(["validate", str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 0, tables
+    good = [{"source_table": r"shop\.orders_\d+", "sink_table": "shop.orders"}]
+    write(tmp_path, "a.yaml", changed({"route": good, "source.tables": ["shop.orders_1", "shop.orders_2"]}))
+    assert main(["validate", str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 0
+
+
+def test_help_names_the_exit_codes(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Exit codes: 0" in text and "1 a problem was found" in text and "2 the command line was wrong" in text
