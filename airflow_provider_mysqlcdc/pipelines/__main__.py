@@ -151,7 +151,7 @@ def validate(paths: Sequence[str], dags: str | None, source: bool, out: TextIO, 
         os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
         for pipeline in result.pipelines:
             found, summary = check_source(pipeline)
-            problems += found
+            problems += with_lines(found, pipeline.path, pipeline.file)
             if summary:
                 print(f"{pipeline.file}: source: ok ({summary})", file=err)
     order = {f: i for i, f in enumerate(result.files)}

@@ -119,13 +119,13 @@ def test_validate_check_source_compiles_the_rules_against_the_tables(source, tmp
     folder = tmp_dir / "pipelines"
     folder.mkdir()
 
-    def write(name: str, projection: str) -> None:
+    def write(name: str, projection: str, route: list | None = None) -> None:
         (folder / f"{name}.yaml").write_text(
             yaml.safe_dump(
                 {
                     "source": {"conn_id": "routes_src", "tables": [rf"{source}\.orders_\d+"]},
                     "sink": {"type": "delta", "options": {"root": str(tmp_dir / "lake")}},
-                    "route": ROUTE(source),
+                    "route": route or ROUTE(source),
                     "transform": [{"source_table": rf"{source}\.orders_\d+", "projection": projection}],
                     "pipeline": {"name": name, "state_location": str(tmp_dir / name)},
                 }
@@ -135,15 +135,22 @@ def test_validate_check_source_compiles_the_rules_against_the_tables(source, tmp
 
     write("good", "id, upper(s) AS s_uc")
     write("bad", "id, nosuch")
+    # a typo in a route's pattern: the tables are a regex, so only the server can tell it matches none
+    write("typo", "id", [{"source_table": rf"{source}\.order_\d+", "sink_table": f"{source}.orders"}])
     out, err = io.StringIO(), io.StringIO()
     assert main(["validate", str(folder), "--check-source"], out=out, err=err) == 1
-    lines = out.getvalue().splitlines()
+    lines = sorted(out.getvalue().splitlines())
+    assert len(lines) == 2, out.getvalue()
+    bad_at = next(
+        i for i, ln in enumerate((folder / "bad.yaml").read_text().splitlines(), 1) if ln.startswith("transform:")
+    )
     assert (
-        len(lines) == 1
-        and lines[0].startswith(f"{folder / 'bad.yaml'}: transform: ")
+        lines[0].startswith(f"{folder / 'bad.yaml'}:{bad_at}: transform: ")
         and "column 'nosuch' is not a column of" in lines[0]
         and "Fix:" in lines[0]
     ), out.getvalue()
+    assert lines[1].startswith(f"{folder / 'typo.yaml'}:") and ": route[0].source_table: " in lines[1], lines[1]
+    assert "matches none of the source's captured tables" in lines[1] and f"{source}.orders_1" in lines[1], lines[1]
     assert f"{folder / 'good.yaml'}: source: ok" in err.getvalue()
     assert not (tmp_dir / "lake").exists()
 
