@@ -694,7 +694,7 @@ def test_check_source_runs_the_validate_task_against_each_source(tmp_path):
         cwd=REPO,
     )
     assert p.returncode == 1, p.stdout + p.stderr
-    lines = p.stdout.splitlines()
+    lines = unlined(p.stdout).splitlines()
     assert len(lines) == 2, p.stdout
     assert lines[0].startswith(f"{tmp_path / 'a.yaml'}: source: ") and "127.0.0.1:9" in lines[0]
     assert lines[1].startswith(f"{tmp_path / 'b.yaml'}: source: found no connection 'no_such_conn'")
