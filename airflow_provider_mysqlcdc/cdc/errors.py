@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 # In every error after which a restart would only fail again the same way: the watchdog
 # reports it instead of relaunching the stream.
 NOT_EXACT_MARKER = "the stream cannot stay exact"
@@ -49,3 +51,18 @@ class SchemaMismatchError(CdcError):
 class TableChangedError(ConfigError):
     """A table's schema changed between the plan and (the end of) a snapshot batch that reads it:
     the batch would hold rows of a shape the plan does not describe, so it writes nothing."""
+
+
+_OWN_ERROR_LINE = re.compile(r"airflow_provider_mysqlcdc(?:\.\w+)*\.(\w+): (\S.*)")
+
+
+def own_message_first(text: str) -> str:
+    """A failure text with the product's own message (the first ``airflow_provider_mysqlcdc...Error:``
+    line of a Python traceback, wherever Spark and py4j wrapped it) put first: a user reading the
+    stream's status or a log sees what to change before ~2,000 characters of JVM stack."""
+    for line in text.splitlines():
+        found = _OWN_ERROR_LINE.search(line)
+        if found:
+            own = f"{found.group(1)}: {found.group(2).strip()}"
+            return text if text.startswith(own) else f"{own}\n\n{text}"
+    return text

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field, fields
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ...cdc.errors import own_message_first
 from ...cdc.offsets import BinlogOffset, split_binlog_file
 from ...cdc.store.lease import host_id
 
@@ -426,7 +427,7 @@ class StatusRecorder:
 
     def _finish(self, exception: str | None) -> None:
         self.status.state = "failed" if exception else "stopped"
-        self.status.exception = exception[:_MAX_EXCEPTION_CHARS] if exception else None
+        self.status.exception = own_message_first(exception)[:_MAX_EXCEPTION_CHARS] if exception else None
         self._cancel_timer()
         self._write()
 
