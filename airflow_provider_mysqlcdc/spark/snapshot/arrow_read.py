@@ -19,7 +19,12 @@ every error message is scrubbed of it before it is raised.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from typing import IO, Any, Iterator, Sequence
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -182,13 +187,40 @@ def scrub(text: str, source: SourceConfig) -> str:
     return text
 
 
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _stderr_held() -> Iterator[IO[bytes]]:
+    """File descriptor 2 into a temporary file for the call: connectorx's Rust panic hook writes
+    the panic there (and, with RUST_BACKTRACE set, a backtrace of ~950 lines) before the exception
+    reaches Python, and the fallback that follows makes it noise in the task log. A Python worker
+    runs one task at a time, so nothing else writes to fd 2 meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def read_arrow(source: SourceConfig, database: str, sql: str) -> pa.Table:
     """Run ``sql`` and return its rows as Arrow (connectorx's types). A panic inside connectorx
     (a value it cannot decode) is raised as a RuntimeError naming the query, not the URL."""
     import connectorx as cx
 
+    written = b""
     try:
-        got: Any = cx.read_sql(connection_url(source, database), sql, return_type="arrow")
+        with _stderr_held() as held:
+            try:
+                got: Any = cx.read_sql(connection_url(source, database), sql, return_type="arrow")
+            finally:
+                held.seek(0)
+                written = held.read()
     except BaseException as e:  # pyo3's PanicException derives from BaseException
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
@@ -198,6 +230,8 @@ def read_arrow(source: SourceConfig, database: str, sql: str) -> pa.Table:
             "column's value, set snapshot_reader to 'jdbc' in the MySQL connection's extras and "
             "report the column type."
         ) from None
+    if written:  # what it wrote while succeeding (a warning) still belongs in the log
+        os.write(2, written)
     if isinstance(got, pa.RecordBatchReader):
         got = got.read_all()
     return got
@@ -211,7 +245,12 @@ def read_rows(
     (the dates as text) reads the same range again."""
     try:
         return conform(read_arrow(source, database, fast_sql), mappings), False
-    except RuntimeError:
+    except RuntimeError as e:
         if safe_sql is None:
             raise
+        log.info(
+            "the Arrow reader could not decode a DATE/DATETIME value of this range (a zero or invalid date: %s); "
+            "read it again with those columns as text, which keeps the value as the type table says",
+            str(e).split(" (query: ", 1)[0][-200:],
+        )
         return conform(read_arrow(source, database, safe_sql), mappings), True
