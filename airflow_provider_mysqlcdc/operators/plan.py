@@ -141,6 +141,8 @@ class MySqlCdcPlanOperator(BaseOperator):
         to start here). (templated)
     :param spark_conn_id: the Spark connection whose master the local server runs (the snapshot
         tasks' ``conn_id``).
+    :param connect_idle_s: how long the local Spark Connect server this task may start waits for the next
+        snapshot task before it stops by itself (seconds).
     :param aws_conn_id: an ``aws`` connection whose credentials (and endpoint) reach the state location
         and the sink root on object storage (``s3://``); read when the task runs, never written to the
         state location. None: the workers' own credentials (environment, instance role). (templated)

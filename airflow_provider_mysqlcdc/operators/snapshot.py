@@ -87,6 +87,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     :param connect_idle_s: how long a local Connect server waits for the next task before it stops.
     :param aws_conn_id: an ``aws`` connection for a state location or sink on object storage: its
         credentials reach this task and its Spark job (never the command line). (templated)
+    :param application: the Spark job to submit; leave it empty: the job of the installed package is
+        found by itself (``spark_runtime=submit``) or not needed (``connect``).
     :param kwargs: everything else of ``SparkSubmitOperator`` (conf, executor_memory, ...).
     """
 

@@ -595,7 +595,9 @@ class RouteRule(_Section):
         description="A table entry as in source.tables: db.table or a regular expression over db.table."
     )
     sink_table: Annotated[str, checked(_TABLE_TEXT, then=_sink_table)] = Field(description="The sink table, db.table.")
-    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = None
+    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = Field(
+        None, description="Why the route exists; shown on the pipeline DAG's page."
+    )
 
 
 class TransformRule(_Section):
@@ -605,13 +607,21 @@ class TransformRule(_Section):
     source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
         description="A table entry as in source.tables: db.table or a regular expression over db.table."
     )
-    projection: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("projection"))] = None
-    filter: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("filter"))] = None
+    projection: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("projection"))] = Field(
+        None, description="A Spark SQL select list over the table's columns: the sink table's columns."
+    )
+    filter: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("filter"))] = Field(
+        None,
+        description="A Spark SQL predicate: rows it keeps are in the sink; a change that moves a row out "
+        "deletes it there.",
+    )
     primary_keys: Annotated[
         Optional[tuple[str, ...]],
         checked({"type": ["null", "array"], "minItems": 1, "uniqueItems": True, "items": _TABLE_TEXT}, None),
-    ] = None
-    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = None
+    ] = Field(None, description="The sink table's key columns instead of the source's primary key.")
+    description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = Field(
+        None, description="Why the transform exists; shown on the pipeline DAG's page."
+    )
 
     @model_validator(mode="after")
     def _does_something(self) -> "TransformRule":

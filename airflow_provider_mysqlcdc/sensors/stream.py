@@ -48,6 +48,9 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         later watchdog runs, until the pipeline's stream task runs again. (templated)
     :param stale_after_s: unused: a driver's lease, renewed every third of ``stream.lease_ttl_s``,
         tells whether it lives, on a cluster as here. Kept so existing DAGs still parse.
+    :param start_timeout_s: how long a relaunched stream may take to its first committed micro-batch.
+    :param password_file, cluster_provides_password, python_archive, conf: for a relaunch on a cluster, as
+        for the stream operator (default: as launched).
     :param aws_conn_id: the ``aws`` connection of a state location on object storage (needed to read
         it, so not taken from the launch record; a relaunch hands its credentials to the stream). (templated)
     """
