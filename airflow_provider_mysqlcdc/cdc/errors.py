@@ -56,13 +56,22 @@ class TableChangedError(ConfigError):
 _OWN_ERROR_LINE = re.compile(r"airflow_provider_mysqlcdc(?:\.\w+)*\.(\w+): (\S.*)")
 
 
+def own_error(text: str) -> tuple[str, str] | None:
+    """(exception name, message) of the first ``airflow_provider_mysqlcdc...Name: message`` line of a
+    Python traceback inside ``text`` (Spark and py4j wrap it in their own), or None."""
+    for line in text.splitlines():
+        found = _OWN_ERROR_LINE.search(line)
+        if found:
+            return found.group(1), found.group(2).strip()
+    return None
+
+
 def own_message_first(text: str) -> str:
     """A failure text with the product's own message (the first ``airflow_provider_mysqlcdc...Error:``
     line of a Python traceback, wherever Spark and py4j wrapped it) put first: a user reading the
     stream's status or a log sees what to change before ~2,000 characters of JVM stack."""
-    for line in text.splitlines():
-        found = _OWN_ERROR_LINE.search(line)
-        if found:
-            own = f"{found.group(1)}: {found.group(2).strip()}"
-            return text if text.startswith(own) else f"{own}\n\n{text}"
-    return text
+    found = own_error(text)
+    if found is None:
+        return text
+    own = f"{found[0]}: {found[1]}"
+    return text if text.startswith(own) else f"{own}\n\n{text}"

@@ -90,7 +90,7 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
 
     from ..cdc.errors import ConfigError
     from ..cdc.source.discovery import discover_tables
-    from ..cdc.source.table_patterns import qualify_all
+    from ..cdc.source.table_patterns import TablePattern, qualify, qualify_all
     from ..cdc.transform.table_views import Rules, resolve_views
     from ..hooks.mysql_cdc import MySqlCdcHook
     from ..operators._pipeline import as_list, as_mapping
@@ -109,8 +109,6 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
                 as_mapping(settings["chunk_key_columns"], "chunk_key_columns"),
                 str(settings.get("zero_dates") or "null"),
             )
-        from ..cdc.source.table_patterns import TablePattern, qualify
-
         for i, rule in enumerate(spec.route):
             pattern = TablePattern(qualify(rule.source_table, hook.default_database()))
             if not any(pattern.matches(t.table_id) for t in schemas):
