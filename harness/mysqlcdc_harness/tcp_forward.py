@@ -12,6 +12,17 @@ import socket
 import threading
 
 
+def _cut(socks: list[socket.socket]) -> None:
+    """End connections as a dead peer would: ``shutdown`` first. A bare ``close`` from another
+    thread does not wake a ``recv`` blocked on the socket, so the client would never see the
+    connection end and would wait on it for good."""
+    for s in socks:
+        with contextlib.suppress(OSError):
+            s.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            s.close()
+
+
 class TcpForward:
     """Listens on 127.0.0.1:<port> and forwards every connection to ``target``."""
 
@@ -31,13 +42,20 @@ class TcpForward:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection(self.target, timeout=10)
+                with self._lock:
+                    target = self.target
+                upstream = socket.create_connection(target, timeout=10)
             except OSError:
                 client.close()
                 continue
             upstream.settimeout(None)
             with self._lock:
-                self._open += [client, upstream]
+                moved = self.target != target  # retargeted while this one was connecting
+                if not moved:
+                    self._open += [client, upstream]
+            if moved:
+                _cut([client, upstream])
+                continue
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
@@ -56,12 +74,10 @@ class TcpForward:
     def retarget(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         """The endpoint now leads to another server (a managed database's endpoint after a failover):
         open connections are cut, new ones reach ``target``."""
-        self.target = (target_host, target_port)
         with self._lock:
-            for s in self._open:
-                with contextlib.suppress(OSError):
-                    s.close()
-            self._open.clear()
+            self.target = (target_host, target_port)
+            cut, self._open = self._open, []
+        _cut(cut)
 
     def close(self) -> None:
         """Stop listening and cut every forwarded connection: nothing answers at ``port`` now."""
@@ -69,10 +85,8 @@ class TcpForward:
         with contextlib.suppress(OSError):
             self._listener.close()
         with self._lock:
-            for s in self._open:
-                with contextlib.suppress(OSError):
-                    s.close()
-            self._open.clear()
+            cut, self._open = self._open, []
+        _cut(cut)
 
     def __enter__(self) -> "TcpForward":
         return self

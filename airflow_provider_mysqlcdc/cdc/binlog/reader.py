@@ -38,7 +38,7 @@ from ..events import Heartbeat, RowChange, SchemaChange
 from ..model import TableId
 from ..offsets import BinlogOffset
 from ..schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_kind
-from ..source.config import SourceConfig
+from ..source.config import SourceConfig, binlog_read_timeout
 from ..source.connection import connect
 from ..source.server import check_offset_available
 from ..source.statements import StatementGuard
@@ -135,7 +135,7 @@ class BinlogReader:
 
     def _open(self) -> None:
         """Check the start file is still there, then open the dump at ``dump_from``."""
-        conn = self.source.connect()
+        conn = self.source.connect_binlog()
         try:
             if self.is_mariadb is None:
                 self.is_mariadb = _server_is_mariadb(conn)
@@ -159,6 +159,7 @@ class BinlogReader:
 
         settings = self.source.connect_kwargs()
         settings.pop("autocommit", None)
+        settings["read_timeout"] = settings["write_timeout"] = binlog_read_timeout(self.heartbeat_s)
         only_schemas = sorted(self._databases) if self._databases is not None else None
         only_tables = sorted({t.table for t in self.tables}) if self.tables is not None else None
         return BinLogStreamReader(
@@ -378,7 +379,7 @@ def _row_kind(ev: Any) -> str:
 def raise_dump_stopped(source: SourceConfig, file: str, tables: Any, position: Any, cause: Exception) -> None:
     """The server ended a binlog dump with a fatal error: say it was purged (which file, what
     to do) when that is why, else report where the dump stopped. Shared by both readers."""
-    conn = source.connect()
+    conn = source.connect_binlog()
     try:
         check_start_available(conn, BinlogOffset(file, 4), tables)
     finally:

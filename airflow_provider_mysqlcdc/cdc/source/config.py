@@ -13,6 +13,23 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 
+#: Every engine session gives up on a server that sends nothing for this long (pymysql waits
+#: forever by default). A failed-over server whose address now drops packets, or a proxy that
+#: lost its upstream without closing, otherwise holds a read -- and the stream -- for good,
+#: while its status still looks fresh. Generous: a range aggregate over a large batch must fit.
+SESSION_READ_TIMEOUT_S = 900
+
+#: The binlog dump and the stream driver's short calls (the binlog's head, GTID positions):
+#: a dump sends bytes continuously until it is caught up (a blocking one at least one
+#: heartbeat per period), so a minute of silence is a dead connection, retried as one.
+BINLOG_READ_TIMEOUT_S = 60
+
+
+def binlog_read_timeout(heartbeat_s: float | None = None) -> int:
+    """How long a binlog connection may receive nothing: a minute, or four server heartbeats."""
+    return int(max(BINLOG_READ_TIMEOUT_S, 4 * float(heartbeat_s or 0)))
+
+
 PASSWORD_ENV = "MYSQLCDC_PASSWORD"
 
 
@@ -116,6 +133,8 @@ class SourceConfig:
             user=self.user,
             password=password,
             connect_timeout=self.connect_timeout,
+            read_timeout=SESSION_READ_TIMEOUT_S,
+            write_timeout=SESSION_READ_TIMEOUT_S,
             charset="utf8mb4",
             autocommit=True,
             # Every engine session works in UTC, so TIMESTAMP values and boundaries read
@@ -185,6 +204,12 @@ class SourceConfig:
             raise explain_connect_failure(
                 self.host, self.port, self.user, code, text, f"${PASSWORD_ENV} or the connection"
             ) from None
+
+    def connect_binlog(self, heartbeat_s: float | None = None):
+        """A connection for a binlog dump or the stream's short calls next to one: it gives up
+        after ``binlog_read_timeout`` of silence, which the readers retry as a lost connection."""
+        timeout = binlog_read_timeout(heartbeat_s)
+        return self.connect(read_timeout=timeout, write_timeout=timeout)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, without the password."""

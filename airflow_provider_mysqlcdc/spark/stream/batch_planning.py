@@ -138,7 +138,7 @@ def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffs
     """A byte-planned micro-batch when the stream is at least ``catchup_min_bytes`` behind, else None."""
     from ...cdc.binlog import catchup
 
-    conn = settings.source.connect()
+    conn = settings.source.connect_binlog()
     try:
         files = catchup.BinlogFiles.read(conn, head)
         try:

@@ -12,7 +12,7 @@ from ...cdc.source.config import SourceConfig
 def head_offset(source: SourceConfig) -> BinlogOffset:
     from ...cdc.source.server import current_offset, server_version
 
-    conn = source.connect()
+    conn = source.connect_binlog()
     try:
         return current_offset(conn, server_version(conn))
     finally:
@@ -22,7 +22,7 @@ def head_offset(source: SourceConfig) -> BinlogOffset:
 def check_available(source: SourceConfig, offset: BinlogOffset, tables: Sequence[TableId]) -> None:
     from ...cdc.source.server import check_offset_available
 
-    conn = source.connect()
+    conn = source.connect_binlog()
     try:
         check_offset_available(conn, offset, [str(t) for t in tables])
     finally:

@@ -89,7 +89,7 @@ def _on_this_server(settings: Any, start: StreamOffset) -> bool:
     from ...cdc.binlog.failover import server_identity
     from ...cdc.source.server import server_version
 
-    with contextlib.closing(settings.source.connect()) as conn:
+    with contextlib.closing(settings.source.connect_binlog()) as conn:
         return str(server_identity(conn, server_version(conn))) == start.server
 
 

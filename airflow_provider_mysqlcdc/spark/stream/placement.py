@@ -55,7 +55,7 @@ class Placement:
     def _server(self) -> Iterator[tuple[Any, ServerVersion, ServerIdentity]]:
         from ...cdc.source.server import server_version
 
-        conn = self.settings.source.connect()
+        conn = self.settings.source.connect_binlog()
         try:
             version = server_version(conn)
             yield conn, version, server_identity(conn, version)

@@ -44,7 +44,7 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
     if mode == "latest-offset":
         return StreamOffset.boundary(head_offset(src))
     if mode == "earliest-offset":
-        conn = src.connect()
+        conn = src.connect_binlog()
         try:
             return StreamOffset.boundary(earliest_offset(conn))
         finally:
@@ -182,7 +182,7 @@ def offset_at_timestamp(source: SourceConfig, server_id: int, ts: float) -> Binl
 
     from ...cdc.source.server import list_binlogs
 
-    conn = source.connect()
+    conn = source.connect_binlog()
     try:
         files = [f for f, _ in list_binlogs(conn)]
     finally:
@@ -218,7 +218,7 @@ def offset_after_gtid_set(source: SourceConfig, server_id: int, gtid_text: str) 
 
     flavor = guess_flavor(gtid_text)
     applied = parse_gtid_set(gtid_text, flavor)
-    conn = source.connect()
+    conn = source.connect_binlog()
     try:
         start = earliest_offset(conn)
     finally:

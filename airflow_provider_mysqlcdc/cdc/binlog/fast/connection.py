@@ -83,7 +83,7 @@ class DumpConnection:
         self._reader: PacketReader | None = None
 
     def open(self) -> None:
-        conn = self.source.connect()
+        conn = self.source.connect_binlog(self.heartbeat_s)
         self._conn = conn
         try:
             with conn.cursor() as cur:

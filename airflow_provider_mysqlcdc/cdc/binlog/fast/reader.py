@@ -617,7 +617,7 @@ class FastBinlogReader:
         return BinlogOffset(*self._txn) if self._txn else None
 
     def _open(self) -> DumpConnection:
-        ctl = self.source.connect()
+        ctl = self.source.connect_binlog()
         try:
             version = server_version(ctl)
             if self.expect_server is not None:

@@ -36,3 +36,30 @@ def test_source_config_connects_through_the_engine_class(monkeypatch: pytest.Mon
     monkeypatch.setattr(connection, "Connection", lambda **kw: made.append(kw) or "conn")
     cfg = SourceConfig(host="db", port=3306, user="cdc", password="pw")
     assert cfg.connect() == "conn" and made[0]["host"] == "db" and made[0]["init_command"]
+
+
+def test_a_server_that_goes_silent_is_a_lost_connection_not_a_hang(monkeypatch: pytest.MonkeyPatch):
+    """An address that accepts and then says nothing (a failed-over server behind a proxy that
+    kept the socket, packets dropped) ends a binlog session after the read timeout, as a
+    connection loss the readers retry; without one pymysql waits forever."""
+    import socket
+    import threading
+    import time
+
+    from airflow_provider_mysqlcdc.cdc.source import config
+    from airflow_provider_mysqlcdc.cdc.source.connection import is_connection_loss
+
+    assert config.binlog_read_timeout() == config.BINLOG_READ_TIMEOUT_S
+    assert config.binlog_read_timeout(30.0) == 120  # four heartbeats when that is longer
+    assert SourceConfig(host="h", user="u").connect_kwargs()["read_timeout"] == config.SESSION_READ_TIMEOUT_S
+    monkeypatch.setattr(config, "BINLOG_READ_TIMEOUT_S", 1)
+    silent = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(silent.accept()[0]), daemon=True).start()
+    src = SourceConfig(host="127.0.0.1", port=silent.getsockname()[1], user="u", connect_timeout=5)
+    started = time.monotonic()
+    with pytest.raises(Exception) as e:
+        src.connect_binlog()
+    assert time.monotonic() - started < 10
+    assert is_connection_loss(e.value), repr(e.value)
+    silent.close()
