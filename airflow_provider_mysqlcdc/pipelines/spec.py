@@ -33,6 +33,7 @@ from pydantic_core import PydanticCustomError
 
 from ..cdc.errors import ConfigError
 from ..cdc.settings import SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
+from ..cdc.sinks import needs_root, takes_connection
 from ..cdc.source.table_patterns import _quoted_parts, is_regex, qualify
 from ..cdc.store.object_store import refuse_secret_options
 
@@ -381,19 +382,19 @@ class _SinkBase(_Section):
     @model_validator(mode="after")
     def _sink_fits_its_type(self) -> "_SinkBase":
         kind, options, conn_id = self.type, self.options, self.conn_id  # type: ignore[attr-defined]
-        if conn_id and kind != "postgres":
+        if conn_id and not takes_connection(kind):
             raise _invalid(
                 f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
                 "sink's. Fix: remove sink.conn_id, or set sink.type: postgres",
                 ".conn_id",
             )
-        if kind == "postgres" and not conn_id and "dsn" not in options:
+        if takes_connection(kind) and not conn_id and "dsn" not in options:
             raise _invalid(
                 "found none: the postgres sink needs its database. Fix: set sink.conn_id to an Airflow "
                 "connection of type Postgres (host, database, user, password)",
                 ".conn_id",
             )
-        if kind in ("delta", "changelog") and not options.get("root"):
+        if needs_root(kind) and not options.get("root"):
             raise _invalid(
                 f"found {show(options.get('root'))}: the {kind} sink writes its tables under a root. "
                 "Fix: set sink.options.root to a directory or URL every Spark node reaches, e.g. "

@@ -20,6 +20,7 @@ from ...cdc.faults import HANDOFF_PIECE_HANDED, HANDOFF_ROWS_WRITTEN, crash_poin
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
+from ...cdc.sinks import logs_changes as sink_logs_changes
 from ...cdc.snapshot.resnapshot import (
     Handoff,
     forget_orphans,
@@ -69,7 +70,7 @@ def run_snapshot_batch(
         # The stream owns the sink: the rows go to it (cdc/snapshot/resnapshot.py), read in today's shape.
         routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
         direct = sink.direct_write()
-        logs_changes = config.sink.type == "changelog"
+        logs_changes = sink_logs_changes(config.sink.type)
         sink.close()  # the stream writes this batch's rows
         if routed and logs_changes:
             raise ConfigError(
