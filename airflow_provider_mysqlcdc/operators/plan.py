@@ -316,7 +316,7 @@ class MySqlCdcPlanOperator(BaseOperator):
 
     def _probe_postgres(self, dsn: Any, password: str | None) -> None:
         """Log in to the PostgreSQL sink with the connection's credentials, as the jobs will."""
-        from ..spark.sinks.postgres import PgConnection
+        from ..spark.sinks.postgres.connection import PgConnection
 
         try:
             conn = PgConnection.resolve(dsn, password=password or None).connect(autocommit=True)

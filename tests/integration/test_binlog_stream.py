@@ -1,7 +1,7 @@
 """The exactly-once binlog stream against a real MariaDB and a local Spark.
 
 The sink is the test MemorySink (harness/mysqlcdc_harness/memory_sink.py): one JSON-lines file per
-(table, micro-batch). Once spark/sinks/changelog.py exists, SINK_FACTORY below is the one
+(table, micro-batch). Once spark/sinks/changelog/sink.py exists, SINK_FACTORY below is the one
 line that switches the subprocess job to the real ChangelogSink (and ``changes_of`` reads it).
 
 Slow tests (a Spark subprocess, a server restart) carry ``pytest.mark.slow``.
@@ -43,7 +43,7 @@ SINK_FACTORY: list[str] = []
 def changes_of(sink_dir: Path, schema: TableSchema, schema_changes: list | None = None) -> list[dict]:
     """The ChangelogSink's stream lines of a table as change rows (columns + _op + META_*), in order;
     schema change lines (op "SC") go to ``schema_changes`` when given."""
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines, row_decoder
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines, row_decoder
 
     decode = row_decoder(schema)
     out = []
@@ -337,7 +337,7 @@ def test_replayed_batch_changes_nothing(mariadb, fresh_db, spark, tmp_dir):
 def test_mariadb_restart_mid_stream_loses_nothing(mariadb, fresh_db, spark, tmp_dir, sink_kind):
     """The reader reconnects and skips what it already emitted: with the test sink (row path)
     and with the changelog, whose lines the reading task writes itself."""
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink
+    from airflow_provider_mysqlcdc.spark.sinks.changelog.sink import ChangelogSink
 
     spec = create_int_table(mariadb, fresh_db, 100)
     start = _head(mariadb)

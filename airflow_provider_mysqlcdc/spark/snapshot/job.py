@@ -34,8 +34,8 @@ from ...cdc.state import StateStore
 from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
 from ..sinks.base import SnapshotFileSink
+from ..sinks.files.snapshot import file_count
 from ..sinks.routed import RoutedSink, pipeline_sink
-from ..sinks.snapshot_files import file_count
 from .arrow_read import choose_reader
 from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
 from .materialize import SinkFilesMaterializer

@@ -195,7 +195,7 @@ def test_a_sink_reads_only_an_integer_ranges_keys(tmp_path):
     from dataclasses import replace
 
     from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
-    from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+    from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
     from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import integer_bounds
 
     assert integer_bounds(SCHEMA, KeyRange(T, (100,), (200,))) == ("id", 100, 200)

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import pyarrow.fs as pafs
 
-from ...cdc.model import Column, TableId
-from ...cdc.schema.fingerprint import schema_document
+from ....cdc.model import Column, TableId
+from ....cdc.schema.fingerprint import schema_document
 
 _written: set[tuple[str, str, str]] = set()  # (root, table dir, id) this process wrote or saw
 _lock = threading.Lock()

@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...cdc.model import TableSchema
-from ...cdc.snapshot.corrections import TableCorrections
-from .arrow_files import FileRecord, FileWriteSpec, StatsCollector, write_files
+from ....cdc.model import TableSchema
+from ....cdc.snapshot.corrections import TableCorrections
+from .arrow import FileRecord, FileWriteSpec, StatsCollector, write_files
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The console sink prints every change. On the row path every change row went through the JVM
 and the query had one shape per table; here the task that decodes a binlog range encodes its
-changes itself (``changelog_lines.ChangeLines``, the changelog's encoding) and returns them in
+changes itself (``json_text.ChangeLines``, the changelog's encoding) and returns them in
 its records, one per table and segment between DDLs, so the console follows schema changes
 like the other sinks. A debugging sink: the lines of a micro-batch come to the driver.
 """
@@ -15,8 +15,8 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from .changelog_lines import ChangeLines, joined_bytes
-from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
+from ..direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
+from ..json_text import ChangeLines, joined_bytes
 
 FIELDS = (
     ("database", pa.string()),

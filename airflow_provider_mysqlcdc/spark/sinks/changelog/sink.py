@@ -14,7 +14,7 @@ JSON lines follow Flink's changelog-json (``data`` and ``op`` as Flink has them)
      "event_time":"2024-01-01T00:00:00.000000Z","seq":17,"batch":123,"schema_id":"3f9c0a51d2e7"}}
 
 ``schema_id`` names the layout (column names, declared types, nullability) the row was
-written with; its document is ``_schemas/<schema_id>.json`` (``changelog_schemas``), so a
+written with; its document is ``_schemas/<schema_id>.json`` (``schemas.py``), so a
 reader decodes any line on its own, also across DDL.
 
 Value encoding is stable (same input, same bytes) and lossless: DECIMAL as a plain string
@@ -25,7 +25,7 @@ floats as the exact double in Java's notation (1.0E10), NaN and infinities as st
 Snapshot lines (and stream lines handed over as rows, ``write_changes``) are built by
 Spark's JSON writer in the JVM (``json_line_column``). The stream's lines are built in Python
 by the binlog source's tasks, from the decoded Arrow rows, and written by them
-(``changelog_lines``, ``changelog_direct``; ``publish_steps`` commits them): same bytes, except
+(``json_text.py``, ``changelog/direct.py``; ``publish_steps`` commits them): same bytes, except
 that a float's digits are the shortest that give back the double where Java 17 sometimes
 prints more (4.9E-324 here is 5.0E-324). ``json_values`` is the encoding as Python values
 (console sink).
@@ -43,24 +43,28 @@ repaired by rerunning the batch).
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import json
 import logging
-import math
 import os
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence, cast
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, DecimalType, FloatType
 
-from ...cdc.chunks import KeyRange
-from ...cdc.model import TableId, TableSchema
-from .arrow_files import (
+from ....cdc.chunks import KeyRange
+from ....cdc.model import TableId, TableSchema
+from ..base import (
+    META_COLUMNS,
+    META_DATABASE,
+    META_OP,
+    META_SEQ,
+    META_TABLE,
+    Sink,
+    SnapshotWrite,
+)
+from ..files.arrow import (
     FileRecord,
     FileWriteSpec,
     FsSpec,
@@ -74,177 +78,21 @@ from .arrow_files import (
     table_arrow_schema,
     write_files,
 )
-from .base import (
-    META_COLUMNS,
-    META_DATABASE,
-    META_FILE,
-    META_GTID,
-    META_OP,
-    META_POS,
-    META_ROW,
-    META_SEQ,
-    META_TABLE,
-    META_TS,
-    Sink,
-    SnapshotWrite,
+from ..json_text import joined_bytes
+from .direct import DirectWrite, batch_tmp_dir, table_dir
+from .lines import (
+    LINES_SCHEMA,
+    META_JSON_KEYS,
+    STREAM_LINES_SCHEMA,
+    JsonLines,
+    change_arrow_schema,
+    joined_lines,
+    json_line_column,
+    schema_change_line,
 )
-from .changelog_direct import DirectWrite, batch_tmp_dir, table_dir
-from .changelog_lines import joined_bytes
-from .changelog_schemas import forget_registered, register
+from .schemas import forget_registered, register
 
 log = logging.getLogger(__name__)
-
-_EPOCH = dt.datetime(1970, 1, 1)
-
-# Types of the metadata columns in Parquet changelog files.
-META_ARROW_TYPES = {
-    META_OP: pa.string(),
-    META_DATABASE: pa.string(),
-    META_TABLE: pa.string(),
-    META_FILE: pa.string(),
-    META_POS: pa.int64(),
-    META_ROW: pa.int64(),
-    META_GTID: pa.string(),
-    META_TS: pa.timestamp("us", tz="UTC"),
-    META_SEQ: pa.int64(),
-}
-# JSON "meta" keys of the metadata columns (op is top-level, as in changelog-json).
-META_JSON_KEYS = {
-    META_DATABASE: "database",
-    META_TABLE: "table",
-    META_FILE: "binlog_file",
-    META_POS: "binlog_pos",
-    META_ROW: "binlog_row",
-    META_GTID: "gtid",
-    META_TS: "event_time",
-    META_SEQ: "seq",
-}
-
-
-# --- value encoding (pure; unit-tested) ---------------------------------------------------------
-
-
-def format_micros(micros: int, utc: bool) -> str:
-    """Epoch microseconds as ISO-8601 with 6 fraction digits; 'Z' for instants (TIMESTAMP)."""
-    text = (_EPOCH + dt.timedelta(microseconds=micros)).isoformat(timespec="microseconds")
-    return text + "Z" if utc else text
-
-
-def _float(v: float) -> Any:
-    """Floats as numbers (repr is exact); non-finite ones as strings, which JSON lacks."""
-    if math.isfinite(v):
-        return v
-    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-
-
-def json_values(array: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """A column's values in the changelog's JSON encoding (None for NULL)."""
-    t = array.type
-    if pa.types.is_timestamp(t):
-        utc = t.tz is not None
-        return [None if v is None else format_micros(v, utc) for v in array.cast(pa.int64()).to_pylist()]
-    values = array.to_pylist()
-    if pa.types.is_decimal(t):
-        return [None if v is None else format(v, "f") for v in values]
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return [None if v is None else base64.b64encode(v).decode("ascii") for v in values]
-    if pa.types.is_date(t):
-        return [None if v is None else v.isoformat() for v in values]
-    if pa.types.is_floating(t):
-        return [None if v is None else _float(v) for v in values]
-    return values
-
-
-def dumps(obj: Any) -> str:
-    """Compact JSON, UTF-8 text kept (not \\u-escaped), keys in insertion order: stable."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def data_dicts(batch: pa.RecordBatch, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Each row's table columns, JSON-encoded, in table order."""
-    encoded = [json_values(batch.column(c)) for c in columns]
-    return [dict(zip(columns, vals)) for vals in zip(*encoded)] if encoded else [{} for _ in range(batch.num_rows)]
-
-
-# --- the same encoding built in the JVM (the sink's path) ---------------------------------------
-
-# Spark's JSON writer options that give the encoding above: NULLs kept as null, instants in UTC
-# with "Z", wall-clock values without a zone, microseconds always printed.
-SPARK_JSON_OPTIONS = {
-    "ignoreNullFields": "false",
-    "timeZone": "UTC",
-    "dateFormat": "yyyy-MM-dd",
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-}
-
-
-def _json_ready(column: Column, dtype: DataType) -> Column:
-    """Spark prints decimals as JSON numbers (readers would parse them into binary floats) and
-    FLOAT at float precision (0.1, not the 0.10000000149011612 the value is): the changelog has
-    decimals as plain strings with their scale and floats as the exact double."""
-    if isinstance(dtype, DecimalType):
-        return column.cast("string")
-    if isinstance(dtype, FloatType):
-        return column.cast("double")
-    return column
-
-
-class JsonLines:
-    """The ``to_json`` expression of a table's lines, built by Spark's JSON writer in the JVM:
-    Python never sees the rows, only the finished lines. Built once per table and column
-    set: the expression takes a few hundred py4j calls, which each micro-batch paid before.
-
-    ``op`` and each ``meta`` value (pairs of JSON key and value, in order) are a column name,
-    encoded by its type (``types``) like a table column, or a Column used as it is.
-    """
-
-    def __init__(
-        self,
-        types: Mapping[str, DataType],
-        columns: Sequence[str],
-        op: str | Column,
-        meta: Sequence[tuple[str, str | Column]],
-    ) -> None:
-        def value(v: str | Column) -> Column:
-            return _json_ready(spark_col(v), types[v]) if isinstance(v, str) else v
-
-        self.data = F.struct(*[value(c).alias(c) for c in columns]).alias("data")
-        self.op = value(op).alias("op")
-        self.meta = [value(v).alias(k) for k, v in meta]
-
-    def column(self, more_meta: Sequence[tuple[str, Column]] = ()) -> Column:
-        """One line per row (without the newline); ``more_meta`` go after the fixed meta keys."""
-        meta = F.struct(*self.meta, *[v.alias(k) for k, v in more_meta]).alias("meta")
-        return F.to_json(F.struct(self.data, self.op, meta), SPARK_JSON_OPTIONS)
-
-
-def json_line_column(
-    frame: DataFrame, columns: Sequence[str], op: str | Column, meta: Sequence[tuple[str, str | Column]]
-) -> Column:
-    """One changelog-json line per row of ``frame`` (see ``JsonLines``)."""
-    return JsonLines({f.name: f.dataType for f in frame.schema}, columns, op, meta).column()
-
-
-# The file schema of changelog-json writes: the finished lines.
-LINES_SCHEMA = pa.schema([("line", pa.string())])
-# ... of stream writes: the lines and their order.
-STREAM_LINES_SCHEMA = pa.schema([("line", pa.string()), (META_SEQ, pa.int64())])
-
-
-def joined_lines(batch: pa.RecordBatch) -> bytes:
-    """A batch of one string column (lines without newlines) as the bytes of a text file."""
-    return joined_bytes(batch.column(0))
-
-
-# --- the sink -----------------------------------------------------------------------------------
-
-
-def change_arrow_schema(schema: TableSchema, with_meta_of: Sequence[str] = META_COLUMNS) -> pa.Schema:
-    """Table columns plus the metadata columns present (in base.py's order)."""
-    fields = list(table_arrow_schema(schema))
-    fields += [pa.field(m, META_ARROW_TYPES[m]) for m in META_COLUMNS if m in with_meta_of]
-    return pa.schema(fields)
 
 
 class ChangelogSink(Sink):
@@ -453,7 +301,7 @@ class ChangelogSink(Sink):
         fs.move(prefix + source, prefix + final)
 
     def direct_write(self) -> DirectWrite | None:
-        """JSON lines are written by the binlog source's tasks (``changelog_direct``); Parquet is not."""
+        """JSON lines are written by the binlog source's tasks (``changelog/direct.py``); Parquet is not."""
         return DirectWrite(self.root) if self.format == "json" else None
 
     # --- re-snapshots ---------------------------------------------------------------------------
@@ -474,7 +322,7 @@ class ChangelogSink(Sink):
         seq: int,
     ) -> dict[str, Any]:
         """A part of the micro-batch's file: the ``RS`` line and the rows as read records."""
-        from .resnapshot_rows import record_base, resnapshot_lines
+        from ..resnapshot_rows import record_base, resnapshot_lines
 
         t = schema.table_id
         fs, prefix = self.fs_spec.open()
@@ -498,14 +346,14 @@ class ChangelogSink(Sink):
     def schema_capabilities(self) -> frozenset[str]:
         """A log takes every change: it writes a schema change line and later lines carry rows
         in their new shape."""
-        from ...cdc.schema.behavior import ACTION_KINDS
+        from ....cdc.schema.behavior import ACTION_KINDS
 
         return frozenset(ACTION_KINDS)
 
     def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
         """The table's batch file: each row step's parts and a schema change line per DDL, in
         binlog order, joined into one file by one rename (a replay writes the same file)."""
-        from ...cdc.schema.steps import RowsStep
+        from ....cdc.schema.steps import RowsStep
 
         fs, prefix = self.fs_spec.open()
         tmp_dir = batch_tmp_dir(table_id, batch_id)
@@ -565,27 +413,6 @@ class ChangelogSink(Sink):
         return sum(r.num_rows for r in records)
 
 
-def schema_change_line(table_id: TableId, step: Any, batch_id: int) -> str:
-    """A schema change as a changelog line: ``op`` "SC", the statement, what the sink did, and
-    the table's columns from here on (the shape of the lines that follow)."""
-    after = step.source_after
-    body = {
-        "ddl": step.ddl,
-        "actions": [a.to_dict() for a in step.actions],
-        "columns": [[c.name, c.column_type] for c in after.columns] if after is not None else None,
-        "notes": list(step.notes),
-    }
-    meta = {
-        "database": table_id.database,
-        "table": table_id.table,
-        "binlog_file": step.offset.get("file"),
-        "binlog_pos": step.offset.get("position"),
-        "seq": step.seq,
-        "batch": int(batch_id),
-    }
-    return json.dumps({"schema_change": body, "op": "SC", "meta": meta}, separators=(",", ":"), sort_keys=False)
-
-
 def append_files(target: str, sources: Sequence[str]) -> None:
     """Append local files to ``target`` in the kernel (``copy_file_range``; a plain copy where
     the filesystem or kernel refuses it)."""
@@ -618,47 +445,4 @@ def append_files(target: str, sources: Sequence[str]) -> None:
         os.close(fd_out)
 
 
-def read_json_lines(path: str) -> list[dict[str, Any]]:
-    """Parse a changelog-json file (tests and tools); decimals stay strings, as written."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def decode_value(value: Any, arrow_type: pa.DataType) -> Any:
-    """Inverse of the JSON encoding for one value: what the mapping's canonical value was."""
-    if value is None:
-        return None
-    if pa.types.is_decimal(arrow_type):
-        return decimal.Decimal(value)
-    if pa.types.is_binary(arrow_type):
-        return base64.b64decode(value)
-    if pa.types.is_timestamp(arrow_type):
-        if arrow_type.tz is not None:
-            return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return dt.datetime.fromisoformat(value)
-    if pa.types.is_date(arrow_type):
-        return dt.date.fromisoformat(value)
-    if pa.types.is_floating(arrow_type) and isinstance(value, str):
-        return float(value.replace("Infinity", "inf"))
-    return value
-
-
-Decoder = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def row_decoder(schema: TableSchema) -> Decoder:
-    """A function turning a line's ``data`` back into the mapping's canonical Python values."""
-    types = {f.name: f.type for f in table_arrow_schema(schema)}
-    return lambda data: {k: decode_value(v, types[k]) for k, v in data.items()}
-
-
-__all__ = [
-    "ChangelogSink",
-    "FileRecord",
-    "json_values",
-    "format_micros",
-    "dumps",
-    "read_json_lines",
-    "decode_value",
-    "row_decoder",
-]
+__all__ = ["ChangelogSink", "FileRecord"]

@@ -1,6 +1,6 @@
 """A snapshot batch's rows written by Spark's own Parquet writer, in the JVM.
 
-``write_files`` (arrow_files.py) hands every row to a Python worker as Arrow and writes it
+``write_files`` (files/arrow.py) hands every row to a Python worker as Arrow and writes it
 with pyarrow: it works on any storage delta-rs reaches (object stores without Hadoop's s3a
 jars), but the rows cross from the JVM to Python and back. When Spark itself can write the
 table's storage -- a local or mounted path, which is what a local Spark Connect server or
@@ -9,7 +9,7 @@ table's storage -- a local or mounted path, which is what a local Spark Connect 
 The files land in a directory of their own under the batch's prefix (``_snapshot/<batch>/
 <run tag>/``), one per JDBC partition: Spark names each ``part-<partition>-...``, so the rows
 per chunk group come from the file footers, as do Delta's per-file stats (numRecords,
-nullCount, min/max of the columns ``arrow_files`` records them for). Spark's bookkeeping
+nullCount, min/max of the columns ``files/arrow.py`` records them for). Spark's bookkeeping
 files (``_SUCCESS``, ``.crc``) are removed; a file without rows is dropped.
 """
 
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from .arrow_files import MAX_STRING_STAT_CHARS, FileRecord, _json_stat, _stat_eligible, new_run_tag
+from .arrow import MAX_STRING_STAT_CHARS, FileRecord, _json_stat, _stat_eligible, new_run_tag
 
 _PART = re.compile(r"^part-(\d{5,})-.*\.parquet$")
 
@@ -78,7 +78,7 @@ def write_partitions(
 
 def footer_stats(meta: Any, schema: pa.Schema) -> str:
     """Delta's per-file stats JSON from a Parquet footer (the same keys and the same columns
-    with min/max as ``arrow_files.StatsCollector``); a column some row group has no statistics
+    with min/max as ``arrow.StatsCollector``); a column some row group has no statistics
     for is left out rather than guessed."""
     nulls = {f.name: 0 for f in schema}
     mins: dict[str, Any] = {}

@@ -6,7 +6,7 @@
 
 For debugging only: it brings every row it prints to the driver, so use it on small tables
 or rate-limited streams. Values use the changelog sink's JSON encoding. Snapshot rows print
-as +I; stream changes in binlog order, encoded by the source's tasks (``console_direct.py``),
+as +I; stream changes in binlog order, encoded by the source's tasks (``console/direct.py``),
 with a schema change as ``SC db.t {"ddl": ..., "actions": [...]}`` in its place.
 """
 
@@ -18,11 +18,11 @@ from typing import Any, Sequence, TextIO
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from ...cdc.chunks import KeyRange
-from ...cdc.model import TableId, TableSchema
-from .arrow_files import spark_col
-from .base import META_OP, META_SEQ, Sink, SnapshotWrite
-from .changelog import data_dicts, dumps
+from ....cdc.chunks import KeyRange
+from ....cdc.model import TableId, TableSchema
+from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..files.arrow import spark_col
+from ..json_values import data_dicts, dumps
 
 
 class ConsoleSink(Sink):
@@ -62,15 +62,15 @@ class ConsoleSink(Sink):
         table = frame.select(*[spark_col(c) for c in schema.column_names]).toArrow()
         return SnapshotWrite(self._print(schema, table, None), {"batch": batch_id})
 
-    # --- stream: the source's tasks encode the lines (console_direct.py) -----------------------
+    # --- stream: the source's tasks encode the lines (console/direct.py) -----------------------
 
     def direct_write(self) -> Any:
-        from .console_direct import ConsoleLines
+        from .direct import ConsoleLines
 
         return ConsoleLines()
 
     def schema_capabilities(self) -> frozenset[str]:
-        from ...cdc.schema.behavior import ACTION_KINDS
+        from ....cdc.schema.behavior import ACTION_KINDS
 
         return frozenset(ACTION_KINDS)  # it prints what happened
 
@@ -78,7 +78,7 @@ class ConsoleSink(Sink):
         """Print the table's changes and schema changes of the micro-batch in binlog order."""
         import json
 
-        from ...cdc.schema.steps import RowsStep
+        from ....cdc.schema.steps import RowsStep
 
         out = self.stream
         name = str(table_id)

@@ -5,7 +5,7 @@ already hold every change as Arrow after decoding the binlog. Handing those rows
 JVM to print them with ``to_json`` and back to Python to write them cost more CPU than
 decoding the binlog did. Here each value column is turned into JSON texts by Arrow
 compute (``json_texts``), the texts are joined into lines, and the executor that read a
-binlog range writes its lines itself (``changelog_direct``).
+binlog range writes its lines itself (``changelog/direct.py``).
 
 The bytes follow the JVM encoder's (Jackson's) conventions, so a stream line looks like a
 snapshot line: control characters as ``\\b \\t \\n \\f \\r`` or ``\\u00XX`` with upper-case
@@ -204,7 +204,7 @@ class ChangeLines:
         self.meta_head = (
             ',"meta":{"database":' + json_string(database) + ',"table":' + json_string(table) + ',"binlog_file":'
         )
-        # after "batch": the layout's id in the changelog's schema registry (changelog_schemas)
+        # after "batch": the layout's id in the changelog's schema registry (changelog/schemas.py)
         self.meta_tail = "" if schema_id is None else ',"schema_id":' + json_string(schema_id)
         self.data_keys = [("{" if i == 0 else ",") + json_string(n) + ":" for i, n in enumerate(self.names)]
 

@@ -22,7 +22,7 @@ Choices, and why:
 - DATETIME columns are Delta ``timestamp_ntz`` (the timestampNtz table feature, reader v3 /
   writer v7): storing wall-clock values as instants would silently shift them in readers.
 - File stats: numRecords and nullCount for every column, min/max for integer, DATE and
-  short string columns only (what MERGE and reads prune on: keys). See arrow_files.py.
+  short string columns only (what MERGE and reads prune on: keys). See files/arrow.py.
 - delta-rs' own writer (MERGE rewrites files with it) records wrong min/max for decimals it
   cannot hold exactly (precision > 18 clamped to the int64 range; a scale > 0 beyond 15
   digits rounded through a double), and its MERGE prunes files by those stats: a delete of
@@ -49,12 +49,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ...cdc.chunks import KeyRange
-from ...cdc.errors import ConfigError
-from ...cdc.faults import BETWEEN_STEPS, crash_point
-from ...cdc.model import TableId, TableSchema
-from ..runtime.job_labels import describe
-from .arrow_files import (
+from ....cdc.chunks import KeyRange
+from ....cdc.errors import ConfigError
+from ....cdc.faults import BETWEEN_STEPS, crash_point
+from ....cdc.model import TableId, TableSchema
+from ...runtime.job_labels import describe
+from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..files.arrow import (
     DEFAULT_ROW_GROUP_ROWS,
     FileRecord,
     FileWriteSpec,
@@ -69,8 +70,7 @@ from .arrow_files import (
     table_arrow_schema,
     write_files,
 )
-from .base import META_OP, META_SEQ, Sink, SnapshotWrite
-from .last_change import LastChange
+from ..last_change import LastChange
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def sql_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-# How a snapshot batch's rows become the table's files (sinks/spark_files.py, snapshot_files.py).
+# How a snapshot batch's rows become the table's files (sinks/files/spark_parquet.py, files/snapshot.py).
 SNAPSHOT_WRITERS = ("auto", "spark", "arrow")
 
 
@@ -297,9 +297,9 @@ class DeltaSink(Sink):
     ) -> tuple[list[FileRecord], dict[int, int]]:
         """The batch's SELECTs written straight into the table's (uncommitted) files: rows per chunk
         group. Spark's own Parquet writer where Spark can write the table (a local or mounted path:
-        no rows through Python, ``spark_files.py``), else the Arrow writer through delta-rs' store."""
-        from .snapshot_files import CHUNK_COLUMN, write_chunks
-        from .spark_files import local_table_path, write_partitions
+        no rows through Python, ``files/spark_parquet.py``), else the Arrow writer through delta-rs' store."""
+        from ..files.snapshot import CHUNK_COLUMN, write_chunks
+        from ..files.spark_parquet import local_table_path, write_partitions
 
         describe(frame.sparkSession, f"mysqlcdc delta snapshot {schema.table_id} {batch_id}")
         try:
@@ -323,7 +323,7 @@ class DeltaSink(Sink):
         is written through pyarrow's own file system, not delta-rs' store (no Python in the write path)."""
         from dataclasses import replace as _replace
 
-        from .spark_files import local_table_path
+        from ..files.spark_parquet import local_table_path
 
         if self.snapshot_writer == "spark":
             return None
@@ -340,8 +340,8 @@ class DeltaSink(Sink):
         corrections: Any,
         ranges: Sequence[KeyRange],
     ) -> SnapshotWrite:
-        """The files corrected to the batch's HW (``snapshot_files.correct_files``), one commit."""
-        from .snapshot_files import correct_files, delete_files
+        """The files corrected to the batch's HW (``files/snapshot.py``: ``correct_files``), one commit."""
+        from ..files.snapshot import correct_files, delete_files
 
         t0 = time.monotonic()
         spec = self.snapshot_spec(schema, batch_id)
@@ -513,7 +513,7 @@ class DeltaSink(Sink):
     def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> pa.Table:
         """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them);
         only the range's for an integer chunk key (the files' statistics skip the rest)."""
-        from .resnapshot_rows import integer_bounds
+        from ..resnapshot_rows import integer_bounds
 
         table = self.open_table(schema.table_id)
         cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
@@ -567,7 +567,7 @@ class DeltaSink(Sink):
         """delta-rs adds columns and deletes rows; renaming or dropping a column needs Delta's column
         mapping, which it does not write. A type change is a rewrite of the table (only taken when
         it widens: a lenient pipeline must not lose the new values)."""
-        from ...cdc.schema import behavior as B
+        from ....cdc.schema import behavior as B
 
         return frozenset({B.ADD_COLUMN, B.TRUNCATE, B.ALTER_COLUMN_TYPE})
 
@@ -575,10 +575,10 @@ class DeltaSink(Sink):
         """Each step is its own Delta commit, recorded under the ``<app_id>.step`` application id as
         ``batch * STEP_SCALE + step * 1000 + operation``; the last also records the micro-batch
         under ``app_id``. A replay skips what those versions say is done."""
-        from ...cdc.schema import behavior as B
-        from ...cdc.schema.steps import RowsStep
-        from .last_change import merged_rows
-        from .projection import project_rows
+        from ....cdc.schema import behavior as B
+        from ....cdc.schema.steps import RowsStep
+        from ..last_change import merged_rows
+        from ..projection import project_rows
 
         for step in steps:  # a table that comes (back) under a captured name: created before anything else
             if (
@@ -638,8 +638,8 @@ class DeltaSink(Sink):
     def _apply_action(self, table, step: Any, action: Any, batch_id: int, version: int, final: bool) -> None:
         from deltalake import Field, write_deltalake
 
-        from ...cdc.schema import behavior as B
-        from ...cdc.types import map_column_in
+        from ....cdc.schema import behavior as B
+        from ....cdc.types import map_column_in
 
         props = self._commit_props(batch_id, version, final)
         shaped = step.sink_after or step.sink_before  # its zero_dates decides date columns' types

@@ -30,8 +30,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from ...cdc.model import TableSchema
-from ...cdc.types import arrow_schema, map_table
+from ....cdc.model import TableSchema
+from ....cdc.types import arrow_schema, map_table
 
 # Arrow batches from Spark hold 10k rows by default (spark.sql.execution.arrow.maxRecordsPerBatch):
 # buffered into row groups of this many rows so readers do not pay per tiny row group.

@@ -81,357 +81,45 @@ is kept out of repr, and travels to executors only inside the pickled task closu
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import logging
 import os
-import secrets
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ...cdc.chunks import KeyRange
-from ...cdc.errors import ConfigError
-from ...cdc.faults import BETWEEN_STEPS, crash_point
-from ...cdc.model import TableId, TableSchema, quote_ident
-from ...cdc.types import ColumnMapping, map_table
-from .base import META_OP, META_SEQ, Sink, SnapshotWrite
-from .last_change import LastChange
+from ....cdc.chunks import KeyRange
+from ....cdc.errors import ConfigError
+from ....cdc.faults import BETWEEN_STEPS, crash_point
+from ....cdc.model import TableId, TableSchema, quote_ident
+from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..last_change import LastChange
+from .connection import PgConnection, fetch_one
+from .copy import NUL_POLICIES, StagedSnapshot, StageTask, copy_arrow, copy_frame, csv_bytes, handle_nul
+from .tables import (
+    BATCH_COLUMN,
+    DELETE_OPS,
+    PART_COLUMN,
+    PROGRESS,
+    SNAPSHOT_BATCHES,
+    STAGING_PREFIX,
+    UPSERT_OPS,
+    PgTable,
+    _check_distinct_names,
+    _check_ident,
+    build_table,
+    map_column_of,
+    pg_type,
+    qi,
+)
 
 log = logging.getLogger(__name__)
-
-BATCH_COLUMN = "_mysqlcdc_batch"
-PART_COLUMN = "_mysqlcdc_part"
-SNAPSHOT_BATCHES = "_mysqlcdc_snapshot_batches"
-PROGRESS = "_mysqlcdc_progress"
-STAGING_PREFIX = "_mysqlcdc_stg_"
-MAX_IDENT_BYTES = 63  # NAMEDATALEN - 1: PostgreSQL silently truncates longer names
-DELETE_OPS = ("-D", "-U")
-UPSERT_OPS = ("+I", "+U")
-
-
-def qi(name: str) -> str:
-    """Double-quote a PostgreSQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-# --- type mapping ---------------------------------------------------------------------------
-
-
-def pg_type(mp: ColumnMapping) -> str:
-    """The PostgreSQL type of a column, spelled as ``format_type()`` prints it (for comparison)."""
-    k, t = mp.kind, mp.arrow_type
-    if k == "int":
-        return {8: "smallint", 16: "smallint", 32: "integer", 64: "bigint"}[t.bit_width]
-    if k in ("uint64", "bit") and pa.types.is_decimal(t):
-        return "numeric(20,0)"
-    if k in ("decimal", "decimal_text"):
-        return f"numeric({mp.column.numeric_precision},{mp.column.numeric_scale})"
-    simple = {
-        "bit": "bigint",
-        "float": "real",
-        "double": "double precision",
-        "datetime": "timestamp without time zone",
-        "timestamp": "timestamp with time zone",
-        "date": "date",
-        "time": "bigint",
-        "year": "smallint",
-        "text": "text",
-        "enum": "text",
-        "set": "text",
-        "binary": "bytea",
-        "bool": "boolean",
-        "date_text": "text",
-        "datetime_text": "text",
-        "timestamp_text": "text",  # zero_dates: text
-    }
-    if k in simple:
-        return simple[k]
-    raise ConfigError(f"column {mp.name!r}: no PostgreSQL type for mapping kind {k!r}")
-
-
-# --- connection -----------------------------------------------------------------------------
-
-
-def _row(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
-    """The row of a query that always returns one (a SELECT of expressions, a row just upserted)."""
-    row = cur.fetchone()
-    assert row is not None
-    return row
-
-
-@dataclass(frozen=True)
-class PgConnection:
-    """A libpq conninfo without the password, plus the password kept out of repr and logs."""
-
-    conninfo: str
-    password: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def resolve(
-        cls,
-        dsn: str | Mapping[str, Any],
-        password: str | None = None,
-        password_file: str | os.PathLike | None = None,
-        password_env: str = "PGPASSWORD",
-    ) -> "PgConnection":
-        """Split any password out of ``dsn``; else take it from the file or the environment."""
-        params = (
-            dict(conninfo_to_dict(dsn)) if isinstance(dsn, str) else {k: v for k, v in dsn.items() if v is not None}
-        )
-        in_dsn = params.pop("password", None)
-        pw = password or (None if in_dsn is None else str(in_dsn))
-        if pw is None and password_file:
-            pw = Path(password_file).read_text().rstrip("\r\n")
-        if pw is None:
-            pw = os.environ.get(password_env) or None
-        return cls(make_conninfo(**{k: str(v) for k, v in params.items()}), pw)
-
-    def connect(self, autocommit: bool = False) -> psycopg.Connection:
-        # Arrow writes UTF-8 whatever the database encoding is; the server converts from there.
-        kw: dict[str, Any] = {"autocommit": autocommit, "application_name": "mysqlcdc", "client_encoding": "UTF8"}
-        if self.password is not None:
-            kw["password"] = self.password
-        return psycopg.connect(self.conninfo, **kw)
-
-
-# --- one sink table -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PgTable:
-    """A MySQL table's PostgreSQL counterpart: names, column types, identity."""
-
-    table_id: TableId
-    schema: str
-    name: str
-    columns: tuple[tuple[str, str, str], ...]  # (name, pg type, mapping kind)
-    identity: tuple[str, ...]
-    nullable_identity: bool
-
-    @property
-    def qualified(self) -> str:
-        return f"{qi(self.schema)}.{qi(self.name)}"
-
-    @property
-    def key(self) -> str:
-        """The ``sink_table`` value in the bookkeeping tables."""
-        return f"{self.schema}.{self.name}"
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c[0] for c in self.columns)
-
-    @property
-    def identity_types(self) -> tuple[tuple[str, str, str], ...]:
-        return tuple(c for c in self.columns if c[0] in self.identity)
-
-    @property
-    def value_columns(self) -> tuple[str, ...]:
-        return tuple(c for c in self.column_names if c not in self.identity)
-
-    def column_list(self, names: Sequence[str] | None = None, prefix: str = "") -> str:
-        return ", ".join(prefix + qi(c) for c in (names if names is not None else self.column_names))
-
-    def key_match(self, left: str, right: str) -> str:
-        """``left.k = right.k AND ...`` (NULL-safe only where identity columns are nullable)."""
-        op = "IS NOT DISTINCT FROM" if self.nullable_identity else "="
-        return " AND ".join(f"{left}.{qi(c)} {op} {right}.{qi(c)}" for c in self.identity)
-
-    def upsert_sql(self, source: str, extra_set: Sequence[tuple[str, str]] = ()) -> str:
-        """``INSERT INTO t (...) SELECT ... FROM source ON CONFLICT (identity) DO UPDATE ...``."""
-        target_cols = list(self.column_names) + [c for c, _ in extra_set]
-        select_cols = [qi(c) for c in self.column_names] + [expr for _, expr in extra_set]
-        sets = [f"{qi(c)} = EXCLUDED.{qi(c)}" for c in list(self.value_columns) + [c for c, _ in extra_set]]
-        action = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
-        return (
-            f"INSERT INTO {self.qualified} ({self.column_list(target_cols)}) "
-            f"SELECT {', '.join(select_cols)} FROM {source} "
-            f"ON CONFLICT ({self.column_list(self.identity)}) {action}"
-        )
-
-
-def _check_ident(name: str, what: str) -> str:
-    if not name or len(name.encode("utf-8")) > MAX_IDENT_BYTES:
-        raise ConfigError(
-            f"PostgreSQL {what} name {name!r} is empty or longer than {MAX_IDENT_BYTES} bytes "
-            "(PostgreSQL would silently truncate it). Fix: set a shorter table_name_format or schema."
-        )
-    return name
-
-
-def build_table(schema: TableSchema, pg_schema: str, table_name_format: str) -> PgTable:
-    """The PostgreSQL layout of one MySQL table; ConfigError for names PostgreSQL cannot hold."""
-    name = table_name_format.format(database=schema.table_id.database, table=schema.table_id.table)
-    _check_ident(pg_schema, "schema")
-    _check_ident(name, "table")
-    mappings = map_table(schema, "UTC")  # the zone does not change any kind or type
-    cols = []
-    for mp in mappings:
-        _check_ident(mp.name, "column")
-        if mp.name in (BATCH_COLUMN, PART_COLUMN):
-            raise ConfigError(
-                f"{schema.table_id}: column {mp.name!r} is reserved by the PostgreSQL sink. "
-                "Fix: exclude the column from capture."
-            )
-        cols.append((mp.name, pg_type(mp), mp.kind))
-    if not schema.row_identity:
-        raise ConfigError(f"{schema.table_id}: no row identity, so the sink cannot match rows")
-    nullable = any(schema.column(c).nullable for c in schema.row_identity)
-    return PgTable(schema.table_id, pg_schema, name, tuple(cols), tuple(schema.row_identity), nullable)
-
-
-def _check_distinct_names(tables: Sequence[PgTable]) -> None:
-    """Two MySQL tables must not land in one PostgreSQL table (e.g. ``{table}`` across databases)."""
-    seen: dict[str, TableId] = {}
-    for t in tables:
-        other = seen.setdefault(t.key, t.table_id)
-        if other != t.table_id:
-            raise ConfigError(
-                f"{other} and {t.table_id} would both be written to PostgreSQL table {t.key}. "
-                "Fix: use a table_name_format with both {database} and {table}."
-            )
-
-
-# --- Arrow -> COPY CSV (runs on executors and the driver) ----------------------------------
-
-
-def copy_frame(frame: DataFrame, table: PgTable, extra: Sequence[str] = ()) -> DataFrame:
-    """The frame's columns in table order as COPY CSV can carry them: binary as ``\\x<hex>`` text."""
-    missing = [c for c in table.column_names if c not in frame.columns]
-    if missing:
-        raise ConfigError(f"{table.table_id}: the frame lacks columns {missing} (has {frame.columns})")
-    out = []
-    for name, typ, _kind in table.columns:
-        c = F.col(quote_ident(name))
-        if typ == "bytea":
-            c = F.concat(F.lit("\\x"), F.hex(c))
-        out.append(c.alias(name))
-    return frame.select(*out, *[F.col(quote_ident(e)) for e in extra])
-
-
-def copy_arrow(rows: pa.Table, table: PgTable, extra: Sequence[str] = ()) -> pa.Table:
-    """``copy_frame`` for Arrow rows (the direct write's): binary as ``\\x<HEX>`` text, as Spark's hex writes it."""
-    names, columns = [], []
-    for name, typ, _kind in table.columns:
-        col = rows.column(name)
-        if typ == "bytea":
-            col = pa.array([None if v is None else "\\x" + v.hex().upper() for v in col.to_pylist()], pa.string())
-        names.append(name)
-        columns.append(col)
-    return pa.table(columns + [rows.column(e) for e in extra], names=names + list(extra))
-
-
-def _utc_timestamps(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
-    """Zoned timestamps relabelled UTC (same instants), so CSV prints them as ``...Z``."""
-    for i, f in enumerate(data.schema):
-        if pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC"):
-            data = data.set_column(i, f.name, data.column(i).cast(pa.timestamp(f.type.unit, tz="UTC")))
-    return data
-
-
-NUL_POLICIES = ("fail", "replace")
-NUL = "\x00"
-NUL_REPLACEMENT = "\ufffd"
-
-
-def handle_nul(
-    data: pa.RecordBatch | pa.Table, policy: str, table: str, identity: Sequence[str]
-) -> tuple[pa.RecordBatch | pa.Table, int]:
-    """PostgreSQL text cannot hold U+0000, which MySQL text can. ``fail``: a ConfigError naming
-    the table, the row's key and the column, before anything of the batch is written;
-    ``replace``: U+FFFD instead (returns how many values changed)."""
-    changed = 0
-    for i, f in enumerate(data.schema):
-        if not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
-            continue
-        col = data.column(i)
-        hits = pc.fill_null(pc.match_substring(col, NUL), False)
-        n = pc.sum(hits).as_py() or 0
-        if not n:
-            continue
-        if policy != "replace":
-            row = pc.index(hits, True).as_py()
-            key = {k: data.column(k)[row].as_py() for k in identity if k in data.schema.names}
-            raise ConfigError(
-                f"{table}: column {f.name!r} of the row with key {key} holds U+0000 (NUL), which PostgreSQL text "
-                f"cannot store ({n} value(s) in this batch); nothing of the batch was written. Fix: set "
-                "sink_options.nul_in_text to 'replace' to store U+FFFD in its place (each replacement is "
-                "counted in the log), or remove the character at the source."
-            )
-        data = data.set_column(i, f.name, pc.replace_substring(col, NUL, NUL_REPLACEMENT))
-        changed += n
-    return data, changed
-
-
-def csv_bytes(data: pa.RecordBatch | pa.Table) -> bytes:
-    """COPY ... (FORMAT csv) input: Arrow quotes every string, so '' (empty) differs from NULL."""
-    buf = io.BytesIO()
-    pacsv.write_csv(_utc_timestamps(data), buf, pacsv.WriteOptions(include_header=False))
-    return buf.getvalue()
-
-
-@dataclass(frozen=True)
-class _StageTask:
-    """What an executor needs to COPY its partition: picklable, holds no connection."""
-
-    conn: PgConnection
-    copy_sql: str
-    token_column: str = PART_COLUMN
-    table: str = ""
-    identity: tuple[str, ...] = ()
-    nul_in_text: str = "fail"
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        token = secrets.randbits(62)
-        rows = replaced = 0
-        # Connection exits last: the COPY ends, then commit (or rollback on error) and close.
-        with contextlib.ExitStack() as stack:
-            copy = None
-            for b in batches:
-                if b.num_rows == 0:
-                    continue
-                b, n = handle_nul(b, self.nul_in_text, self.table, self.identity)
-                replaced += n
-                if copy is None:  # empty partitions never connect
-                    conn = stack.enter_context(self.conn.connect())
-                    copy = stack.enter_context(conn.cursor().copy(self.copy_sql))
-                tag = pa.repeat(pa.scalar(token, pa.int64()), b.num_rows)
-                copy.write(csv_bytes(b.append_column(self.token_column, tag)))
-                rows += b.num_rows
-        yield pa.record_batch(
-            [pa.array([token], pa.int64()), pa.array([rows], pa.int64()), pa.array([replaced], pa.int64())],
-            names=["token", "rows", "nul_replaced"],
-        )
-
-
-# --- the sink -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StagedSnapshot:
-    """A batch's rows in a staging table, not yet in the target: what ``commit_snapshot`` takes."""
-
-    table: PgTable
-    batch_id: str
-    run_id: str
-    staging: str
-    parts: tuple[tuple[int, int], ...]  # (token, rows) of the successful task attempts
-    ranges: tuple[KeyRange, ...] = ()
-
-    @property
-    def rows(self) -> int:
-        return sum(r for _, r in self.parts)
 
 
 class PostgresSink(Sink):
@@ -501,7 +189,6 @@ class PostgresSink(Sink):
 
     def asset_uri(self, table_id: TableId) -> str:
         """``postgres://host:port/database/schema/table``, the form Airflow's PostgreSQL provider uses."""
-        from psycopg.conninfo import conninfo_to_dict
 
         params = conninfo_to_dict(self.conn_info.conninfo)
         name = self.table_name_format.format(database=table_id.database, table=table_id.table)
@@ -548,7 +235,7 @@ class PostgresSink(Sink):
 
     @staticmethod
     def _exists(conn: psycopg.Connection, t: PgTable) -> bool:
-        return _row(conn.execute("SELECT to_regclass(%s)", (t.qualified,)))[0] is not None
+        return fetch_one(conn.execute("SELECT to_regclass(%s)", (t.qualified,)))[0] is not None
 
     @staticmethod
     def _create(conn: psycopg.Connection, t: PgTable) -> None:
@@ -625,11 +312,11 @@ class PostgresSink(Sink):
             for tid in table_ids:
                 name = self.table_name_format.format(database=tid.database, table=tid.table)
                 key, qualified = f"{self.schema}.{name}", f"{qi(self.schema)}.{qi(name)}"
-                if _row(conn.execute("SELECT to_regclass(%s)", (qualified,)))[0] is not None:
+                if fetch_one(conn.execute("SELECT to_regclass(%s)", (qualified,)))[0] is not None:
                     conn.execute(f"DROP TABLE {qualified}")
                     removed.append(key)
                 for book in (SNAPSHOT_BATCHES, PROGRESS):
-                    if _row(conn.execute("SELECT to_regclass(%s)", (self._bookkeeping(book),)))[0] is not None:
+                    if fetch_one(conn.execute("SELECT to_regclass(%s)", (self._bookkeeping(book),)))[0] is not None:
                         conn.execute(f"DELETE FROM {self._bookkeeping(book)} WHERE sink_table = %s", (key,))
         self._prepared.difference_update(table_ids)
         return removed
@@ -666,7 +353,7 @@ class PostgresSink(Sink):
             f"COPY {self._bookkeeping(staging)} ({t.column_list(list(t.column_names) + [PART_COLUMN])}) "
             "FROM STDIN (FORMAT csv)"
         )
-        task = _StageTask(
+        task = StageTask(
             self.conn_info,
             copy_sql,
             table=str(schema.table_id),
@@ -694,7 +381,7 @@ class PostgresSink(Sink):
         conn = self._driver_conn()
         with conn.transaction():
             batch_no, first_run = self._lock_batch(conn, t, staged.batch_id)
-            if _row(conn.execute("SELECT to_regclass(%s)", (staging,)))[0] is None:
+            if fetch_one(conn.execute("SELECT to_regclass(%s)", (staging,)))[0] is None:
                 raise RuntimeError(
                     f"{t.qualified} batch {staged.batch_id}: staging table {staged.staging} is gone "
                     "(another run of the same batch dropped it). Rerun the batch."
@@ -741,7 +428,7 @@ class PostgresSink(Sink):
         conn.execute(
             f"INSERT INTO {table} (sink_table, batch_id) VALUES (%s, %s) ON CONFLICT DO NOTHING", (t.key, batch_id)
         )
-        batch_no, committed_at = _row(
+        batch_no, committed_at = fetch_one(
             conn.execute(
                 f"SELECT batch_no, committed_at FROM {table} WHERE sink_table = %s AND batch_id = %s FOR UPDATE",
                 (t.key, batch_id),
@@ -859,7 +546,7 @@ class PostgresSink(Sink):
     def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> pa.Table:
         """Identity and chunk-key columns of the table's rows (a re-snapshot's deletes come from them);
         only the range's for an integer chunk key (an index range scan on the identity)."""
-        from .resnapshot_rows import integer_bounds
+        from ..resnapshot_rows import integer_bounds
 
         t = self._ensure_prepared(schema)
         cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
@@ -895,16 +582,16 @@ class PostgresSink(Sink):
         return pa.table({c: pa.array(list(v)) for c, v in zip(cols, values)}), max(int(upto_batch), applied)
 
     def schema_capabilities(self) -> frozenset[str]:
-        from ...cdc.schema.behavior import ACTION_KINDS
+        from ....cdc.schema.behavior import ACTION_KINDS
 
         return frozenset(ACTION_KINDS)
 
     def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
         """A table's micro-batch in ONE transaction: its rows and its DDL in order (PostgreSQL DDL
         is transactional), and the progress row, so a replay changes nothing."""
-        from ...cdc.schema.steps import RowsStep
-        from .last_change import merged_rows
-        from .projection import project_rows
+        from ....cdc.schema.steps import RowsStep
+        from ..last_change import merged_rows
+        from ..projection import project_rows
 
         first = steps[0]
         sink0 = first.sink if isinstance(first, RowsStep) else first.sink_before
@@ -956,7 +643,7 @@ class PostgresSink(Sink):
     def _apply_schema_step(self, conn: psycopg.Connection, t: PgTable, step: Any) -> None:
         from psycopg import sql
 
-        from ...cdc.schema import behavior as B
+        from ....cdc.schema import behavior as B
 
         table = sql.SQL(t.qualified)
         for a in step.actions:
@@ -1015,7 +702,7 @@ class PostgresSink(Sink):
                 created = self.table(step.sink_after)
                 empty = (
                     self._exists(conn, created)
-                    and _row(
+                    and fetch_one(
                         conn.execute(sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(sql.SQL(created.qualified)))
                     )[0]
                 )
@@ -1040,7 +727,9 @@ class PostgresSink(Sink):
         conn.execute(
             f"INSERT INTO {table} (sink_table, last_batch_id) VALUES (%s, -1) ON CONFLICT DO NOTHING", (t.key,)
         )
-        last = _row(conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE", (t.key,)))[0]
+        last = fetch_one(conn.execute(f"SELECT last_batch_id FROM {table} WHERE sink_table = %s FOR UPDATE", (t.key,)))[
+            0
+        ]
         if last >= batch_id:
             return False
         conn.execute(
@@ -1056,13 +745,6 @@ class PostgresSink(Sink):
         conn.execute(f"CREATE TEMP TABLE {qi(name)} ({cols}) ON COMMIT DROP")
         with conn.cursor().copy(f"COPY {qi(name)} FROM STDIN (FORMAT csv)") as cp:
             cp.write(csv_bytes(rows))
-
-
-def map_column_of(column: Any, step: Any) -> ColumnMapping:
-    """A DDL step's column as the sink table has it (its schema's ``zero_dates``)."""
-    from ...cdc.types import map_column_in
-
-    return map_column_in(step.sink_after or step.sink_before, column)
 
 
 def reduce_latest(changes: DataFrame, t: PgTable) -> DataFrame:

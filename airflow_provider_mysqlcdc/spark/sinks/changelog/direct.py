@@ -3,7 +3,7 @@
 Why: the stream's executors hold every change as Arrow right after decoding. Passing the
 rows through the JVM (Arrow -> rows -> projection -> ``to_json`` -> Arrow -> Python writer)
 cost about twice the CPU of decoding. In direct mode the binlog source's task encodes its
-range's changes (``changelog_lines.ChangeLines``) and writes one part file per table
+range's changes (``json_text.ChangeLines``) and writes one part file per table
 under ``<table>/stream/.tmp-<batch>/``; Spark carries only the part records
 (``PART_SCHEMA``) back to ``foreachBatch``, where ``ChangelogSink.publish_steps`` joins
 each table's parts in ``_seq`` order into the micro-batch's file, as the row path does.
@@ -25,10 +25,10 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ...cdc.model import TableId
-from .changelog_lines import ChangeLines, joined_bytes, text_buffer
-from .changelog_schemas import register
-from .direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
+from ....cdc.model import TableId
+from ..direct_spec import DdlMark, DirectSpec, Segments, TableRows, columns_signature, first_at
+from ..json_text import ChangeLines, joined_bytes, text_buffer
+from .schemas import register
 
 SUFFIX = ".jsonl"
 
@@ -82,7 +82,7 @@ class DirectWrite(DirectSpec):
             return None
         import json as _json
 
-        from ...cdc.transform.table_views import Rules, view_of
+        from ....cdc.transform.table_views import Rules, view_of
 
         spec = _json.loads(self.views)
         entry = spec["tables"].get(table_id.text)
@@ -102,7 +102,7 @@ class DirectWrite(DirectSpec):
         DDLs; returns the part records and one record per DDL, as one batch of ``PART_ARROW_SCHEMA``."""
         from pyspark import TaskContext
 
-        from .arrow_files import FsSpec
+        from ..files.arrow import FsSpec
 
         ctx = TaskContext.get()
         attempt = ctx.attemptNumber() if ctx is not None else 0
