@@ -24,8 +24,8 @@ from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 from airflow_provider_mysqlcdc.spark.stream.query import source_frame, start_stream
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 from mysqlcdc_harness.memory_sink import MemorySink, apply_rows, batch_files, read_changes
 from mysqlcdc_harness.stream_job import committed, start_job
@@ -414,8 +414,8 @@ def test_latest_offset_start_is_asked_once_per_checkpoint(mariadb, fresh_db, tmp
     """Spark asks for the initial offset to plan micro-batch 0, to run it and to replay it after a
     crash; with latest-offset the head moves in between, so the first answer is kept."""
     from airflow_provider_mysqlcdc.spark.stream.binlog_source import BinlogStreamReader
+    from airflow_provider_mysqlcdc.spark.stream.server.startup import INITIAL_OFFSET_FILE
     from airflow_provider_mysqlcdc.spark.stream.settings import settings_from_options
-    from airflow_provider_mysqlcdc.spark.stream.startup import INITIAL_OFFSET_FILE
 
     spec = create_int_table(mariadb, fresh_db, 5)
     cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "latest-offset")

@@ -24,7 +24,7 @@ from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
 from airflow_provider_mysqlcdc.spark.sinks.changelog.lines import META_JSON_KEYS, JsonLines
 from airflow_provider_mysqlcdc.spark.sinks.json_text import ChangeLines
-from airflow_provider_mysqlcdc.spark.stream.change_rows import ChangeProjection, SourceLayout
+from airflow_provider_mysqlcdc.spark.stream.reading.change_rows import ChangeProjection, SourceLayout
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -48,8 +48,8 @@ from airflow_provider_mysqlcdc.cdc.types import map_table, row_normalizer
 from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from mysqlcdc_harness import key_matrix as M
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

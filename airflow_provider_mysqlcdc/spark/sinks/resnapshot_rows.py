@@ -1,4 +1,4 @@
-"""A re-snapshot's rows as one more record of a micro-batch (``stream/resnapshots.py`` makes them).
+"""A re-snapshot's rows as one more record of a micro-batch (``stream/tables/resnapshots.py`` makes them).
 
 Merge-based sinks (Delta, PostgreSQL) get them as change rows in the last-change layout:
 upserts of the rows exact at S and deletes of the keys the sink held in the ranges, all with

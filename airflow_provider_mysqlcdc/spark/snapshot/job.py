@@ -269,7 +269,7 @@ def hand_off_batch(
 
     ``applier_server_id``: the id the stream reads a piece's binlog from HW with when it takes the
     piece over; by default the batch's own (free once this job ends), but the stream job's own
-    reads (``spark/stream/table_reads.py``) are still reading the next piece then."""
+    reads (``spark/stream/tables/table_reads.py``) are still reading the next piece then."""
     source = config.source
     batch_id = batch.batch_id
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)

@@ -29,7 +29,7 @@ from airflow_provider_mysqlcdc.spark.sinks.json_text import (
     text_buffer,
 )
 from airflow_provider_mysqlcdc.spark.sinks.json_values import format_micros
-from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
+from airflow_provider_mysqlcdc.spark.stream.reading.change_rows import SourceLayout
 
 # What Java 17's Double.toString prints (checked against the JVM in tests/integration/test_changelog_lines.py).
 JAVA = [

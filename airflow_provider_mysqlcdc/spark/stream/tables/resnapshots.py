@@ -27,16 +27,16 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...cdc.chunks import KeyRange
-from ...cdc.errors import TableChangedError
-from ...cdc.events import RowChange, SchemaChange
-from ...cdc.model import TableId, TableSchema
-from ...cdc.offsets import BinlogOffset
-from ...cdc.pipeline import PipelineConfig
-from ...cdc.schema.history import TableVersion
-from ...cdc.snapshot.corrections import reduce_changes
-from ...cdc.snapshot.keyorder import key_order_for
-from ...cdc.snapshot.resnapshot import (
+from ....cdc.chunks import KeyRange
+from ....cdc.errors import TableChangedError
+from ....cdc.events import RowChange, SchemaChange
+from ....cdc.model import TableId, TableSchema
+from ....cdc.offsets import BinlogOffset
+from ....cdc.pipeline import PipelineConfig
+from ....cdc.schema.history import TableVersion
+from ....cdc.snapshot.corrections import reduce_changes
+from ....cdc.snapshot.keyorder import key_order_for
+from ....cdc.snapshot.resnapshot import (
     Handoff,
     forget_rows,
     mark_applied,
@@ -44,12 +44,12 @@ from ...cdc.snapshot.resnapshot import (
     read_rows,
     same_columns,
 )
-from ...cdc.state import StateStore
-from ..sinks.resnapshot_rows import RESNAPSHOT_SEQ
-from .change_rows import SourceLayout
-from .checkpoint_offsets import batch_end_offset
+from ....cdc.state import StateStore
+from ...sinks.resnapshot_rows import RESNAPSHOT_SEQ
+from ..offsets.checkpoint_offsets import batch_end_offset
+from ..offsets.stream_offset import StreamOffset
+from ..reading.change_rows import SourceLayout
 from .restart import RESTART
-from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class ResnapshotApplier:
     def _records(self, h: Handoff, s: BinlogOffset, batch_id: int, seq: int) -> tuple[list[dict], dict[str, int]]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from ..snapshot.batch_reader import ConsistentBatchReader
+        from ...snapshot.batch_reader import ConsistentBatchReader
 
         for t, schema in h.schemas.items():
             if t not in self.history.versions or self.history.latest(t).source is None:
@@ -212,7 +212,7 @@ class ResnapshotApplier:
         return records, counts
 
     def _corrections(self, h: Handoff, s: BinlogOffset) -> tuple[dict, int]:
-        from ...cdc.binlog.fast.fallback import changes_with_fallback
+        from ....cdc.binlog.fast.fallback import changes_with_fallback
 
         if not h.high_watermark < s:
             return {}, 0

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...cdc.model import TableId
-from ...cdc.offsets import BinlogOffset
-from ...cdc.source.config import SourceConfig
+from ....cdc.model import TableId
+from ....cdc.offsets import BinlogOffset
+from ....cdc.source.config import SourceConfig
 
 
 def head_offset(source: SourceConfig) -> BinlogOffset:
-    from ...cdc.source.server import current_offset, server_version
+    from ....cdc.source.server import current_offset, server_version
 
     conn = source.connect_binlog()
     try:
@@ -20,7 +20,7 @@ def head_offset(source: SourceConfig) -> BinlogOffset:
 
 
 def check_available(source: SourceConfig, offset: BinlogOffset, tables: Sequence[TableId]) -> None:
-    from ...cdc.source.server import check_offset_available
+    from ....cdc.source.server import check_offset_available
 
     conn = source.connect_binlog()
     try:

@@ -40,13 +40,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ...cdc.errors import SchemaMismatchError
-from ...cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
-from ...cdc.model import TableId, TableSchema
-from ...cdc.offsets import split_binlog_file
-from ...cdc.source.statements import NOT_EXACT_MARKER
-from ...cdc.types import ColumnMapping, map_table
-from ..sinks.base import (
+from ....cdc.errors import SchemaMismatchError
+from ....cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
+from ....cdc.model import TableId, TableSchema
+from ....cdc.offsets import split_binlog_file
+from ....cdc.source.statements import NOT_EXACT_MARKER
+from ....cdc.types import ColumnMapping, map_table
+from ...sinks.base import (
     META_COLUMNS,
     META_DATABASE,
     META_FILE,
@@ -58,7 +58,7 @@ from ..sinks.base import (
     META_TABLE,
     META_TS,
 )
-from ..types import struct_type
+from ...types import struct_type
 
 # Columns of the stream source, by name, so the source and the projection agree.
 SRC_DATABASE = "database"

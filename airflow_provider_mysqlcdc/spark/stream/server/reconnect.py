@@ -10,7 +10,7 @@ import logging
 import time
 from typing import Callable, TypeVar
 
-from ...cdc.source.connection import is_connection_loss
+from ....cdc.source.connection import is_connection_loss
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ...cdc.errors import ConfigError
-from ...cdc.offsets import BinlogOffset
-from ...cdc.source.config import SourceConfig
+from ....cdc.errors import ConfigError
+from ....cdc.offsets import BinlogOffset
+from ....cdc.source.config import SourceConfig
+from ..offsets.stream_offset import StreamOffset
+from ..settings import OFFSET_SCAN_SLOT, StreamSettings
 from .binlog_server import check_available, head_offset
 from .reconnect import with_reconnect
-from .settings import OFFSET_SCAN_SLOT, StreamSettings
-from .stream_offset import StreamOffset
 
 if TYPE_CHECKING:
     from .placement import Placement
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def initial_offset(settings: StreamSettings) -> StreamOffset:
     """Where a new query starts, per startup mode (see PipelineConfig.startup_mode)."""
-    from ...cdc.source.server import earliest_offset
+    from ....cdc.source.server import earliest_offset
 
     mode = settings.startup_mode
     src = settings.source
@@ -87,7 +87,7 @@ def stable_initial_offset(settings: StreamSettings, places: "Placement | None" =
     """
     store = None
     if settings.startup_mode in MOVING_STARTUP_MODES and settings.checkpoint_location:
-        from ...cdc.state import StateStore
+        from ....cdc.state import StateStore
 
         store = StateStore(settings.checkpoint_location)
         if store.exists(INITIAL_OFFSET_FILE):
@@ -180,7 +180,7 @@ def offset_at_timestamp(source: SourceConfig, server_id: int, ts: float) -> Binl
     """
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent
 
-    from ...cdc.source.server import list_binlogs
+    from ....cdc.source.server import list_binlogs
 
     conn = source.connect_binlog()
     try:
@@ -197,7 +197,7 @@ def offset_at_timestamp(source: SourceConfig, server_id: int, ts: float) -> Binl
         if not ev.packet.log_pos or ev.timestamp < ts:
             continue
         if isinstance(ev, QueryEvent):
-            from ...cdc.schema.detect import BEGIN, OTHER, statement_kind
+            from ....cdc.schema.detect import BEGIN, OTHER, statement_kind
 
             if statement_kind(str(ev.query)) not in (BEGIN, OTHER):
                 continue
@@ -213,8 +213,8 @@ def offset_after_gtid_set(source: SourceConfig, server_id: int, gtid_text: str) 
     """
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent
 
-    from ...cdc.gtid import guess_flavor, parse_gtid_set
-    from ...cdc.source.server import earliest_offset
+    from ....cdc.gtid import guess_flavor, parse_gtid_set
+    from ....cdc.source.server import earliest_offset
 
     flavor = guess_flavor(gtid_text)
     applied = parse_gtid_set(gtid_text, flavor)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ...cdc.events import RowChange
-from ...cdc.offsets import BinlogOffset
+from ....cdc.events import RowChange
+from ....cdc.offsets import BinlogOffset
 
 # --- offsets -------------------------------------------------------------------------------
 

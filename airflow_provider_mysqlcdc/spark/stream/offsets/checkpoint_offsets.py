@@ -57,7 +57,7 @@ def check_readable(checkpoint: str) -> None:
     starts: Spark itself would stop with a JSON parser's stack trace naming neither."""
     import fsspec
 
-    from ...cdc.errors import ConfigError
+    from ....cdc.errors import ConfigError
 
     fs, root = fsspec.core.url_to_fs(checkpoint)
     if not fs.exists(root):

@@ -19,21 +19,21 @@ import logging
 import time
 from typing import Any, Iterator
 
-from ...cdc.binlog.failover import (
+from ....cdc.binlog.failover import (
     FailoverNotExactError,
     ServerIdentity,
     gtid_state_at,
     relocate,
     server_identity,
 )
-from ...cdc.chunks import FinishedBatch
-from ...cdc.errors import NOT_EXACT_MARKER
-from ...cdc.gtid import parse_gtid_set
-from ...cdc.model import TableId
-from ...cdc.offsets import BinlogOffset
-from ...cdc.version import ServerVersion
-from .settings import StreamSettings
-from .stream_offset import StreamOffset
+from ....cdc.chunks import FinishedBatch
+from ....cdc.errors import NOT_EXACT_MARKER
+from ....cdc.gtid import parse_gtid_set
+from ....cdc.model import TableId
+from ....cdc.offsets import BinlogOffset
+from ....cdc.version import ServerVersion
+from ..offsets.stream_offset import StreamOffset
+from ..settings import StreamSettings
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class Placement:
 
     @contextlib.contextmanager
     def _server(self) -> Iterator[tuple[Any, ServerVersion, ServerIdentity]]:
-        from ...cdc.source.server import server_version
+        from ....cdc.source.server import server_version
 
         conn = self.settings.source.connect_binlog()
         try:
@@ -150,7 +150,7 @@ class Placement:
         return now is not None and parse_gtid_set(now, flavor) == parse_gtid_set(off.at.gtid, flavor)
 
     def _record(self, entry: dict) -> None:
-        from ...cdc.state import StateStore
+        from ....cdc.state import StateStore
 
         try:
             store = StateStore(self.settings.state_location)

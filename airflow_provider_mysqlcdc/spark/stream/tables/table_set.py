@@ -11,9 +11,9 @@ import json
 import logging
 from typing import Any, Mapping, Sequence
 
-from ...cdc.model import TableId, TableSchema
-from ...cdc.pipeline import PipelineConfig
-from ...cdc.schema.history import TableVersion
+from ....cdc.model import TableId, TableSchema
+from ....cdc.pipeline import PipelineConfig
+from ....cdc.schema.history import TableVersion
 from .restart import RESTART
 
 log = logging.getLogger(__name__)
@@ -27,12 +27,12 @@ def take_up_new_tables(
     history at its DDL (created in the sink by the micro-batch that replays it), and the query
     must start again so its source reads them -- before this micro-batch writes anything, so the
     next query reads the whole micro-batch, the new tables' rows after their DDL included."""
-    from ...cdc.schema import behavior as B
-    from ...cdc.schema.ddl import parse_ddl
-    from ...cdc.schema.events import CreateTable
-    from ...cdc.schema.evolve import apply_change
-    from ...cdc.snapshot.resnapshot import request_table_read
-    from ...cdc.state import StateStore
+    from ....cdc.schema import behavior as B
+    from ....cdc.schema.ddl import parse_ddl
+    from ....cdc.schema.events import CreateTable
+    from ....cdc.schema.evolve import apply_change
+    from ....cdc.snapshot.resnapshot import request_table_read
+    from ....cdc.state import StateStore
 
     state = StateStore(config.state_location)
     history = planner.history
@@ -108,7 +108,7 @@ def take_up_new_tables(
 def _server_schema(config: PipelineConfig, t: TableId) -> TableSchema:
     import contextlib
 
-    from ...cdc.source.discovery import read_table_schema
+    from ....cdc.source.discovery import read_table_schema
 
     with contextlib.closing(config.source.connect()) as conn:
         return read_table_schema(conn, t, zero_dates=config.source.zero_dates)
@@ -119,8 +119,8 @@ def forget_removed(history: Any, config: PipelineConfig, checkpoint: str, store:
     read from here on (a version without a source at the last committed offset); their sink
     tables stay as they are. A table the list names but the server lacks is not one of them (the
     stream follows its DDL)."""
-    from ...cdc.source.table_patterns import matches
-    from .checkpoint_offsets import committed_end
+    from ....cdc.source.table_patterns import matches
+    from ..offsets.checkpoint_offsets import committed_end
 
     removed = [
         t
@@ -159,11 +159,11 @@ def ask_reads_for_renames(records: Sequence[Mapping[str, Any]], captured: Any, c
     stream job reads the table (``table_reads.py``). Not for the swap of an online schema change
     tool (gh-ost, pt-online-schema-change): its helper table holds the same rows, kept in step
     by the tool up to the swap. Asked before the micro-batch writes anything."""
-    from ...cdc.schema.ddl import parse_ddl
-    from ...cdc.schema.events import RenameTable
-    from ...cdc.snapshot.resnapshot import request_table_read
-    from ...cdc.state import StateStore
-    from .settings import is_osc_helper
+    from ....cdc.schema.ddl import parse_ddl
+    from ....cdc.schema.events import RenameTable
+    from ....cdc.snapshot.resnapshot import request_table_read
+    from ....cdc.state import StateStore
+    from ..settings import is_osc_helper
 
     asked: list[TableId] = []
     for r in records:

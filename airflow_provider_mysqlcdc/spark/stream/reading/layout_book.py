@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...cdc.events import SchemaChange
-from ...cdc.model import TableId, TableSchema
-from ..sinks.direct_spec import DdlMark
+from ....cdc.events import SchemaChange
+from ....cdc.model import TableId, TableSchema
+from ...sinks.direct_spec import DdlMark
+from ..offsets.stream_offset import StreamOffset
 from .change_rows import SourceLayout, seq_of
-from .stream_offset import StreamOffset
 
 
 def _image_fields(image: Any) -> list[tuple[str, Any]]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from ...cdc.model import TableSchema
-from ...cdc.schema.history import HISTORY_FILE, SchemaHistory
-from ...cdc.state import StateStore
+from ....cdc.model import TableSchema
+from ....cdc.schema.history import HISTORY_FILE, SchemaHistory
+from ....cdc.state import StateStore
 
 log = logging.getLogger(__name__)
 

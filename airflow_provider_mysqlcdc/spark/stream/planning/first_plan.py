@@ -29,8 +29,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..offsets.stream_offset import StreamOffset
 from .batch_planning import CatchupPlan
-from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ def expected_start(settings: Any, checkpoint: str | None) -> StreamOffset | None
     once and kept in the checkpoint by the source itself (``startup.stable_initial_offset``),
     and a second asker could record another one.
     """
-    from .checkpoint_offsets import latest_end
-    from .startup import initial_offset
+    from ..offsets.checkpoint_offsets import latest_end
+    from ..server.startup import initial_offset
 
     if checkpoint:
         end = latest_end(checkpoint)
@@ -68,9 +68,9 @@ def plan_from_options(
 ) -> tuple[StreamOffset, CatchupPlan | None] | None:
     """The expected start and its catch-up plan (None: not behind enough), with the settings the
     source will parse from the same options."""
+    from ..server.binlog_server import head_offset
+    from ..settings import settings_from_options
     from .batch_planning import plan_catchup
-    from .binlog_server import head_offset
-    from .settings import settings_from_options
 
     settings = settings_from_options(options)
     start = expected_start(settings, checkpoint)
@@ -86,8 +86,8 @@ def _on_this_server(settings: Any, start: StreamOffset) -> bool:
         return True
     import contextlib
 
-    from ...cdc.binlog.failover import server_identity
-    from ...cdc.source.server import server_version
+    from ....cdc.binlog.failover import server_identity
+    from ....cdc.source.server import server_version
 
     with contextlib.closing(settings.source.connect_binlog()) as conn:
         return str(server_identity(conn, server_version(conn))) == start.server

@@ -26,22 +26,22 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ...cdc.binlog.fast.fallback import library_changes
-from ...cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
-from ...cdc.binlog.gtid_watch import watch_or_none
-from ...cdc.chunks import FinishedBatch
-from ...cdc.events import RowChange, SchemaChange
-from ...cdc.model import TableId, TableSchema
-from ...cdc.offsets import BinlogOffset
-from ...cdc.snapshot.handoff import HandoffFilter
-from ...cdc.source.config import SourceConfig
-from ...cdc.source.connection import is_connection_loss
-from ..sinks.direct_spec import DdlMark, TableRows
+from ....cdc.binlog.fast.fallback import library_changes
+from ....cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+from ....cdc.binlog.gtid_watch import watch_or_none
+from ....cdc.chunks import FinishedBatch
+from ....cdc.events import RowChange, SchemaChange
+from ....cdc.model import TableId, TableSchema
+from ....cdc.offsets import BinlogOffset
+from ....cdc.snapshot.handoff import HandoffFilter
+from ....cdc.source.config import SourceConfig
+from ....cdc.source.connection import is_connection_loss
+from ...sinks.direct_spec import DdlMark, TableRows
 from .change_rows import SourceLayout, offsets_of
 
 if TYPE_CHECKING:
+    from ..offsets.stream_offset import StreamOffset
     from .layout_book import LayoutBook
-    from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def build_handoff(
     source: SourceConfig, schemas: Sequence[TableSchema], finished: Sequence[FinishedBatch]
 ) -> HandoffFilter | None:
     """The handoff filter over the finished batches of captured tables (None when there are none)."""
-    from ...cdc.snapshot.keyorder import key_order_for
+    from ....cdc.snapshot.keyorder import key_order_for
 
     by_id = {s.table_id: s for s in schemas}
     kept = []

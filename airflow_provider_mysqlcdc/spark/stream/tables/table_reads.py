@@ -20,15 +20,15 @@ import threading
 import time
 from typing import Any, Callable
 
-from ...cdc.errors import ConfigError
-from ...cdc.model import TableId
-from ...cdc.pipeline import PipelineConfig
-from ...cdc.snapshot.planning import plan_table_read
-from ...cdc.snapshot.resnapshot import forget_table_read, note_table_read, table_read_requests
-from ...cdc.source.table_patterns import matches
-from ...cdc.state import StateStore
-from ..snapshot.job import current_schemas, hand_off_batch
-from .settings import OFFSET_SCAN_SLOT
+from ....cdc.errors import ConfigError
+from ....cdc.model import TableId
+from ....cdc.pipeline import PipelineConfig
+from ....cdc.snapshot.planning import plan_table_read
+from ....cdc.snapshot.resnapshot import forget_table_read, note_table_read, table_read_requests
+from ....cdc.source.table_patterns import matches
+from ....cdc.state import StateStore
+from ...snapshot.job import current_schemas, hand_off_batch
+from ..settings import OFFSET_SCAN_SLOT
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
-from ...cdc.binlog.gtid_watch import GtidGapError, GtidWatch
-from ...cdc.offsets import BinlogOffset
-from .settings import OFFSET_SCAN_SLOT, StreamSettings
-from .stream_offset import StreamOffset
+from ....cdc.binlog.gtid_watch import GtidGapError, GtidWatch
+from ....cdc.offsets import BinlogOffset
+from ..offsets.stream_offset import StreamOffset
+from ..settings import OFFSET_SCAN_SLOT, StreamSettings
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,9 @@ def scan_for_end(
     after the gap; a micro-batch that starts there fails with the ``GtidGapError``: every change
     before the gap is committed, none after it.
     """
-    from ...cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
-    from ...cdc.events import SchemaChange
-    from .change_rows import offsets_of
+    from ....cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+    from ....cdc.events import SchemaChange
+    from ..reading.change_rows import offsets_of
 
     server_id = settings.source.server_id_range.pick(OFFSET_SCAN_SLOT)
     n = 0
@@ -110,8 +110,8 @@ def scan_for_end(
 
 
 def _file_named(settings: StreamSettings, group: list, index: int) -> str:
-    from ...cdc.binlog.fast.reader import ChangeBatch
-    from ...cdc.offsets import split_binlog_file
+    from ....cdc.binlog.fast.reader import ChangeBatch
+    from ....cdc.offsets import split_binlog_file
 
     for item in group:
         names = (
@@ -136,7 +136,7 @@ class CatchupPlan:
 
 def plan_catchup(settings: StreamSettings, start: StreamOffset, head: BinlogOffset) -> CatchupPlan | None:
     """A byte-planned micro-batch when the stream is at least ``catchup_min_bytes`` behind, else None."""
-    from ...cdc.binlog import catchup
+    from ....cdc.binlog import catchup
 
     conn = settings.source.connect_binlog()
     try:
