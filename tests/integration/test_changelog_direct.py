@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import FastBinlogReader, UnsupportedRows
+from airflow_provider_mysqlcdc.cdc.binlog.fast.batches import UnsupportedRows
+from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written

@@ -55,7 +55,8 @@ def scan_for_end(
     after the gap; a micro-batch that starts there fails with the ``GtidGapError``: every change
     before the gap is committed, none after it.
     """
-    from ....cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+    from ....cdc.binlog.fast.batches import ChangeBatch, UnsupportedRows
+    from ....cdc.binlog.fast.reader import FastBinlogReader
     from ....cdc.events import SchemaChange
     from ..reading.change_rows import offsets_of
 
@@ -110,7 +111,7 @@ def scan_for_end(
 
 
 def _file_named(settings: StreamSettings, group: list, index: int) -> str:
-    from ....cdc.binlog.fast.reader import ChangeBatch
+    from ....cdc.binlog.fast.batches import ChangeBatch
     from ....cdc.offsets import split_binlog_file
 
     for item in group:

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ....cdc.binlog.fast.batches import ChangeBatch, UnsupportedRows
 from ....cdc.binlog.fast.fallback import library_changes
-from ....cdc.binlog.fast.reader import ChangeBatch, FastBinlogReader, UnsupportedRows
+from ....cdc.binlog.fast.reader import FastBinlogReader
 from ....cdc.binlog.gtid_watch import watch_or_none
 from ....cdc.chunks import FinishedBatch
 from ....cdc.events import RowChange, SchemaChange
