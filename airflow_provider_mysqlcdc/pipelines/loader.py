@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from .spec import WHOLE_FILE, PipelineFileError, PipelineSpec, Problem, parse_spec, show, watchdog_dag_id
+from .spec import WHOLE_FILE, PipelineFileError, PipelineSpec, Problem, parse_spec, watchdog_dag_id
+from .spec_checks import show
 
 SUFFIXES = (".yaml", ".yml")
 
