@@ -53,7 +53,7 @@ TABLE = TableId("bench", "events")
 def _reached(state: StateStore, end: BinlogOffset) -> tuple[bool, bool]:
     """(committed anything, committed through ``end``) from the stream's status."""
     from airflow_provider_mysqlcdc.spark.runtime.stream_status import read_status
-    from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+    from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 
     st = read_status(state)
     if st is None:

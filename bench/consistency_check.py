@@ -92,7 +92,7 @@ def wait_caught_up(query, server: MariaDB, timeout_s: float = 300) -> None:
     import json
 
     from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-    from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+    from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 
     head = BinlogOffset(*server.master_status())
     deadline = time.time() + timeout_s

@@ -56,13 +56,13 @@ from airflow_provider_mysqlcdc.cdc.binlog.fast import ChangeBatch, FastBinlogRea
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.pipeline import StreamOptions
 from airflow_provider_mysqlcdc.spark.runtime import pyspark_bytecode
-from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import DirectWrite
+from airflow_provider_mysqlcdc.spark.sinks.changelog.direct import DirectWrite
 from airflow_provider_mysqlcdc.spark.sinks.last_change import LastChange
-from airflow_provider_mysqlcdc.spark.stream.batch_planning import MIN_RANGE_BYTES
-from airflow_provider_mysqlcdc.spark.stream.binlog_read import range_items
-from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
-from airflow_provider_mysqlcdc.spark.stream.layout_book import LayoutBook
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream.planning.batch_planning import MIN_RANGE_BYTES
+from airflow_provider_mysqlcdc.spark.stream.reading.binlog_read import range_items
+from airflow_provider_mysqlcdc.spark.stream.reading.change_rows import SourceLayout
+from airflow_provider_mysqlcdc.spark.stream.reading.layout_book import LayoutBook
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -244,7 +244,7 @@ class Bench:
     @staticmethod
     def _reached(query, end: BinlogOffset) -> bool:
         """The last completed micro-batch ended at or after ``end``."""
-        from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+        from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 
         progress = query.lastProgress
         if not progress or not progress.get("sources"):

@@ -15,18 +15,18 @@ from typing import Any, Mapping
 
 from .errors import ConfigError
 from .schema.behavior import DEFAULT_BEHAVIOR, check_behavior
+from .sinks import DEFAULT_SINK, SINK_TYPES
 from .source.config import PASSWORD_ENV, SourceConfig, SplitOptions
 from .transform.table_views import Rules
 
 STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
-SINK_TYPES = ("delta", "postgres", "changelog", "console")
 
 
 @dataclass(frozen=True)
 class SinkConfig:
     """``type`` is one of SINK_TYPES; ``options`` are that sink's constructor arguments."""
 
-    type: str = "delta"
+    type: str = DEFAULT_SINK
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -206,7 +206,7 @@ class PipelineConfig:
             include=tuple(d["include"]),
             exclude=tuple(d.get("exclude") or ()),
             state_location=d["state_location"],
-            sink=SinkConfig(sink.get("type", "delta"), sink.get("options") or {}),
+            sink=SinkConfig(sink.get("type", DEFAULT_SINK), sink.get("options") or {}),
             split=SplitOptions(**(d.get("split") or {})),
             startup_mode=d.get("startup_mode", "initial"),
             startup_offset=d.get("startup_offset"),

@@ -17,8 +17,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .pipeline import SINK_TYPES, STARTUP_MODES, StreamOptions
+from .pipeline import STARTUP_MODES, StreamOptions
 from .schema.behavior import BEHAVIORS, DEFAULT_BEHAVIOR
+from .sinks import DEFAULT_SINK, SINK_TYPES, SINKS
 from .source.config import ZERO_DATES
 
 SOURCE = "Source"
@@ -47,12 +48,7 @@ SCHEMA_CHANGE_LABELS = {
     "ignore": "ignore: the sink tables never change shape",
     "exception": "exception: stop the stream at the first DDL on a captured table",
 }
-SINK_LABELS = {
-    "delta": "Delta Lake: one table per source table under Sink options' root (default)",
-    "postgres": "PostgreSQL: upserts into a schema, via the PostgreSQL sink connection",
-    "changelog": "Changelog: append-only JSON lines of every change (changelog-json), under root",
-    "console": "Console: print changes to the Spark log (debugging only)",
-}
+SINK_LABELS = {name: kind.label for name, kind in SINKS.items()}
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
         SINK,
         "Sink",
         "Where the rows go.",
-        "delta",
+        DEFAULT_SINK,
         {"type": "string", "enum": list(SINK_TYPES), "values_display": dict(SINK_LABELS)},
     ),
     Setting(

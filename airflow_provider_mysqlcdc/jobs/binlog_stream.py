@@ -83,9 +83,9 @@ def _run_until_stopped(
     query, stop: threading.Event, log: logging.Logger, grace_s: float = 10.0, state: Any = None
 ) -> bool:
     """Wait for the query to end (a failure raises) or for a stop request, then stop it. True when
-    the query must start again: it took over a table it does not read (spark/stream/resnapshots.py),
+    the query must start again: it took over a table it does not read (spark/stream/tables/resnapshots.py),
     or the plan step asked for it (tables removed from the pipeline)."""
-    from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.tables.restart import RESTART
 
     while not stop.is_set():
         request = state.take_restart_request() if state is not None else None
@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
     from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
     from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-    from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
-    from airflow_provider_mysqlcdc.spark.stream.table_reads import TableReader
+    from airflow_provider_mysqlcdc.spark.stream.tables.restart import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.tables.table_reads import TableReader
 
     password = read_password(args.password_file)
 
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         return config, schemas
 
     config, schemas = tables()
-    from airflow_provider_mysqlcdc.spark.stream.checkpoint_offsets import check_readable
+    from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_offsets import check_readable
 
     check_readable(StateStore(config.state_location).checkpoint_url())  # before Spark, which names no file
     # One stream per pipeline, on any host: refused here, before Spark starts, while another

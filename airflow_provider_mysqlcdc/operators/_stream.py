@@ -223,7 +223,7 @@ class StreamControl:
         from ..spark.runtime.stream_launcher import launch_local_stream, wait_for_first_commit
 
         check_pyspark_install()
-        from ..spark.stream.checkpoint_offsets import check_readable
+        from ..spark.stream.offsets.checkpoint_offsets import check_readable
 
         check_readable(self.state.checkpoint_url())  # Spark would fail on it with a parser's stack trace
         source = MySqlCdcHook(self.mysql_cdc_conn_id).get_source_config()

@@ -11,6 +11,7 @@ from ..cdc.batching import BatchSizing, batch_label, short_count
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan
+from ..cdc.sinks import DEFAULT_SINK, needs_root, takes_connection
 from ..cdc.snapshot.planning import build_plan, extend_plan, plan_inputs
 from ..cdc.source.config import SplitOptions
 from ..cdc.source.probes import check_startup_offset, probe_writable
@@ -55,7 +56,7 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, si
             "Airflow connection and pass its id as sink_conn_id."
         )
     if sink_conn_id:
-        if sink_type != "postgres":
+        if not takes_connection(sink_type):
             raise ConfigError(
                 f"sink_conn_id is for the postgres sink; the sink is {sink_type!r}. "
                 "Fix: remove sink_conn_id or set sink_type='postgres'."
@@ -67,12 +68,12 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, si
             if v not in (None, "")
         }
     config = SinkConfig(sink_type, options)
-    if sink_type == "postgres" and "dsn" not in options:
+    if takes_connection(sink_type) and "dsn" not in options:
         raise ConfigError(
             "the postgres sink needs a database. Fix: set sink_conn_id to a postgres connection "
             "(or sink_options={'dsn': 'host=... dbname=... user=...'})."
         )
-    if sink_type in ("delta", "changelog") and not options.get("root"):
+    if needs_root(sink_type) and not options.get("root"):
         raise ConfigError(
             f"the {sink_type} sink needs a root: where its tables are written. Fix: set "
             f"sink_options={{'root': '<directory or URL>'}}."
@@ -195,7 +196,7 @@ class MySqlCdcPlanOperator(BaseOperator):
         mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
         exclude: Sequence[str] | str = (),
         pipeline_name: str | None = None,
-        sink_type: str = "delta",
+        sink_type: str = DEFAULT_SINK,
         sink_options: Mapping[str, Any] | str | None = None,
         sink_conn_id: str | None = None,
         chunk_size: int | str = 8096,
@@ -296,13 +297,13 @@ class MySqlCdcPlanOperator(BaseOperator):
         jobs could not write fails now with its fix (and leaves nothing behind)."""
         probe_writable(config.state_location, "state_location")
         options = dict(config.sink.options)
-        if config.sink.type in ("delta", "changelog") and options.get("root"):
+        if needs_root(config.sink.type) and options.get("root"):
             probe_writable(
                 str(options["root"]),
                 f"the {config.sink.type} sink's root (sink_options.root)",
                 options.get("storage_options"),
             )
-        if config.sink.type == "postgres" and self.sink_conn_id and "dsn" in options:
+        if takes_connection(config.sink.type) and self.sink_conn_id and "dsn" in options:
             self._probe_postgres(options["dsn"], BaseHook.get_connection(self.sink_conn_id).password)
         if config.startup_mode == "specific-offset":
             import contextlib
@@ -315,7 +316,7 @@ class MySqlCdcPlanOperator(BaseOperator):
 
     def _probe_postgres(self, dsn: Any, password: str | None) -> None:
         """Log in to the PostgreSQL sink with the connection's credentials, as the jobs will."""
-        from ..spark.sinks.postgres import PgConnection
+        from ..spark.sinks.postgres.connection import PgConnection
 
         try:
             conn = PgConnection.resolve(dsn, password=password or None).connect(autocommit=True)
@@ -359,7 +360,7 @@ class MySqlCdcPlanOperator(BaseOperator):
             return
         old = read_config(state, password="")
         options = dict(old.sink.options)
-        if old.sink.type == "postgres":
+        if takes_connection(old.sink.type):
             conn_id = self.sink_conn_id or (read_launch_record(state) or {}).get("sink_conn_id")
             if conn_id:
                 options["password"] = BaseHook.get_connection(conn_id).password or ""

@@ -22,6 +22,7 @@ from airflow.sdk import DAG, Asset, Param
 
 from ..assets import sink_tables_alias
 from ..cdc.settings import defaults
+from ..cdc.sinks import sink_kind
 from ..operators.consistency import MySqlCdcConsistencyCheckOperator
 from ..operators.plan import MySqlCdcPlanOperator
 from ..operators.snapshot import MySqlCdcSnapshotOperator
@@ -40,12 +41,10 @@ WATCHDOG_INTERVAL = timedelta(minutes=5)
 WATCHDOG_MAX_LAG_S = 600
 CONSISTENCY_EVERY_S = 3600  # the watchdog's consistency check: at most hourly by default
 
-_SINK_WORDS = {
-    "delta": "a Delta Lake",
-    "postgres": "PostgreSQL",
-    "changelog": "a changelog (JSON lines)",
-    "console": "the Spark log (console sink)",
-}
+
+def _sink_words(sink_type: str) -> str:
+    kind = sink_kind(sink_type)
+    return kind.described_as if kind else sink_type
 
 
 def pipeline_doc(
@@ -65,7 +64,7 @@ Lock-free, parallel initial load of MySQL/MariaDB tables, handed off to a binlog
 nothing lost and nothing duplicated (the Flink CDC incremental snapshot algorithm, on Spark).
 
 **Start a load:** *Trigger* (top right), fill the **Source** section (connection, tables) and
-press *Trigger*. The defaults load {loads} into {_SINK_WORDS.get(sink_type, sink_type)}.
+press *Trigger*. The defaults load {loads} into {_sink_words(sink_type)}.
 
 1. **validate** checks the server (binlog ROW / FULL image, privileges, time zone, version)
    and the table list: every entry that matches no table, and tables without a key, are named

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from .spec import WHOLE_FILE, PipelineFileError, PipelineSpec, Problem, parse_spec, show, watchdog_dag_id
+from .spec import WHOLE_FILE, PipelineFileError, PipelineSpec, Problem, parse_spec, watchdog_dag_id
+from .spec_checks import show
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -298,7 +299,7 @@ def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
     write (``cdc/transform/table_views.py``); a file that pairs them with another sink would load its tables
     without them, so the factory builds no DAG for it and ``validate`` reports it. (The tables'
     columns are checked by the plan step, which sees them.)"""
-    from ..cdc.transform.table_views import VIEW_SINKS
+    from ..cdc.sinks import VIEW_SINKS
 
     if not (spec.route or spec.transform):
         return []

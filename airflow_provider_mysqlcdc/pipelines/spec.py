@@ -19,25 +19,33 @@ Every error names the key path (``pipeline.chunk_size``, ``route[0].sink_table``
 found and the fix; ``loader`` adds the file. No Airflow import here.
 """
 
+from __future__ import annotations
+
 import copy
 import difflib
 import functools
-import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Mapping, Optional
 
-import jsonschema
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
-from pydantic_core import PydanticCustomError
 
 from ..cdc.errors import ConfigError
 from ..cdc.settings import SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
-from ..cdc.source.table_patterns import _quoted_parts, is_regex, qualify
+from ..cdc.sinks import needs_root, takes_connection
+from ..cdc.source.table_patterns import _quoted_parts, is_regex
 from ..cdc.store.object_store import refuse_secret_options
-
-# --------------------------------------------------------------------------------------------
-# Problems
+from .spec_checks import (
+    DAG_ID_PATTERN,
+    REQUIRED,
+    annotated_type,
+    checked,
+    invalid,
+    setting_annotation,
+    setting_check,
+    show,
+    table_entry,
+)
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,6 @@ class PipelineFileError(ValueError):
         super().__init__("\n".join([head, *map(str, self.problems)]))
 
 
-# --------------------------------------------------------------------------------------------
-# Where each run setting sits in a file
-
 SOURCE_SECTION, SINK_SECTION, PIPELINE_SECTION = "source", "sink", "pipeline"
 RENAMED = {
     "mysql_conn_id": (SOURCE_SECTION, "conn_id"),
@@ -90,9 +95,6 @@ RUN_ONLY = {
     "remove the key; fill 'Read finished batches again' in the trigger form of that one run, "
     "or clear the batch's snapshot task",
 }
-# A file must say these: the template's defaults (shop.orders, /tmp/mysqlcdc/pipeline) are a
-# demo's, and two pipelines sharing a state location would overwrite each other's plan.
-REQUIRED = ("tables", "state_location")
 
 
 def _file_key(s: Setting) -> tuple[str, str]:
@@ -117,227 +119,6 @@ def watchdog_dag_id(dag_id: str) -> str:
     return f"{base}_stream_watchdog"
 
 
-# --------------------------------------------------------------------------------------------
-# Checking one value: the setting's JSON schema, then the engine's checks
-
-
-def show(value: Any) -> str:
-    """A value as the file would spell it, short."""
-    if value is None:
-        return "an empty value (null)"
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _invalid(message: str, sub: str = "") -> PydanticCustomError:
-    """A problem of one value; ``sub`` continues the key path (``[2]``, ``.root``)."""
-    return PydanticCustomError("mysqlcdc", "{m}", {"m": message, "sub": sub})
-
-
-_TYPE_WORDS = {
-    "string": "a text",
-    "integer": "a whole number",
-    "number": "a number",
-    "boolean": "true or false",
-    "array": "a list",
-    "object": "a mapping (key: value)",
-    "null": "nothing",
-}
-_DAG_ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
-_PATTERN_WORDS = {
-    TABLE_ENTRY_PATTERN: (
-        "an entry without blanks at its start or end",
-        "remove the blanks around the entry, and any empty entry",
-    ),
-    _DAG_ID_PATTERN: ("letters, digits, '_', '.' and '-' only (it is the DAG id)", "use only those, e.g. shop_orders"),
-}
-_NO_DEFAULT = object()
-
-
-def _path_text(path: Iterable[Any]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
-
-
-def _schema_message(error: jsonschema.ValidationError, default: Any) -> str:
-    """The message of the first schema violation: found, need, fix (with the default when there is one)."""
-    bad, kw, arg = error.instance, error.validator, error.validator_value
-    if kw == "type":
-        kinds: list[str] = arg if isinstance(arg, list) else [arg]
-        need = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds if k != "null")
-        fix = f"give {need}"
-    elif kw == "enum":
-        need = f"one of {', '.join(map(str, arg))}"
-        fix = "use one of those"
-    elif kw in ("exclusiveMinimum", "minimum"):
-        least = arg + 1 if kw == "exclusiveMinimum" else arg
-        need, fix = f"at least {least:,}", f"give a whole number of at least {least:,}"
-    elif kw == "maximum":
-        need, fix = f"at most {arg:,}", f"give a whole number of at most {arg:,}"
-    elif kw == "minItems":
-        need = f"at least {arg} entr{'y' if arg == 1 else 'ies'}"
-        fix = "add an entry, e.g. [shop.orders]" if arg == 1 else f"list at least {arg}"
-    elif kw == "minLength":
-        need, fix = "a text that is not empty", "write the value"
-    elif kw == "uniqueItems":
-        need, fix = "each entry once", "remove the repeated entry"
-    elif kw == "pattern":
-        need, fix = _PATTERN_WORDS.get(arg, (f"a text matching {arg}", "correct the text"))
-    elif kw == "format" and arg == "date-time":
-        need, fix = "a date-time", 'write it in quotes, e.g. "2026-11-25T08:00:00Z" (UTC when it has no zone)'
-    else:
-        need, fix = error.message, "correct the value"
-    if default is not _NO_DEFAULT and not error.path:
-        fix += f", or remove the key for the default ({show(default)})"
-    found = show(bad)
-    if bad is None and kw in ("type", "enum"):
-        found = "an empty value (YAML reads an empty value or a bare null as no value"
-        found += ': write "null" in quotes to mean the text null)' if "null" in _enum_of(error) else ")"
-    return f"found {found}, need {need}. Fix: {fix}."
-
-
-def _enum_of(error: jsonschema.ValidationError) -> list[Any]:
-    schema = error.schema if isinstance(error.schema, Mapping) else {}
-    return list(schema.get("enum") or [])
-
-
-@functools.lru_cache(maxsize=None)
-def _validator(schema_json: str) -> Any:
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)  # as Airflow's Param does
-    return cls(schema, format_checker=jsonschema.FormatChecker())
-
-
-def check_json(schema: Mapping[str, Any], value: Any, default: Any = _NO_DEFAULT) -> None:
-    """Raise the first violation of ``schema`` (the trigger form's check of a setting)."""
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    if error is not None:
-        raise _invalid(_schema_message(error, default), _path_text(error.path))
-
-
-def _engine_message(e: ConfigError, name: str) -> tuple[str, str]:
-    """An engine message ``<name>[.<sub>]: <text>`` as (sub, text), the prefix folded into the key."""
-    m = re.match(rf"{re.escape(name)}((?:\.\w+)*): (.*)", str(e), re.S)
-    return (m.group(1), m.group(2)) if m else ("", str(e))
-
-
-def _table_entries(values: list[str] | None) -> None:
-    for i, entry in enumerate(values or ()):
-        _table_entry(entry, f"[{i}]")
-
-
-def _table_entry(entry: str, sub: str = "") -> None:
-    """The engine's reading of a table entry (quotes, regex); the database is the connection's,
-    unknown here, so a bare name is fine."""
-    try:
-        qualify(entry, "db")
-    except ConfigError as e:
-        raise _invalid(f"found {show(entry)}: {e}", sub) from None
-
-
-def _stream_options(value: Mapping[str, Any] | None) -> None:
-    from ..cdc.pipeline import StreamOptions
-
-    try:
-        StreamOptions.from_mapping(value)
-    except (ConfigError, TypeError) as e:
-        sub, text = _engine_message(e, "stream_options") if isinstance(e, ConfigError) else ("", str(e))
-        raise _invalid(text if "found" in text else f"found {show(value)}: {text}", sub) from None
-
-
-def _no_secrets(options: Mapping[str, Any]) -> None:
-    """A pipeline file is reviewed and committed: no password, key or token in it (the engine's
-    list of credential words, ``cdc/store/object_store.py``)."""
-    for where, mapping in (
-        ("", options),
-        (".storage_options", options.get("storage_options")),
-        (".dsn", options.get("dsn")),
-    ):
-        if not isinstance(mapping, Mapping):
-            continue
-        try:
-            refuse_secret_options(mapping, "options")
-        except ConfigError as e:
-            m = re.search(r"holds credentials \(([^)]*)\)", str(e))
-            keys = m.group(1) if m else "credentials"
-            raise _invalid(
-                f"found {keys}: a pipeline file never holds credentials (it is committed and "
-                "reviewed, and its values reach pipeline.json). Fix: remove them; a PostgreSQL sink's "
-                "password is its connection's (sink.conn_id), object storage keys an aws "
-                "connection's (pipeline.aws_conn_id)",
-                where,
-            ) from None
-    dsn = options.get("dsn")
-    if isinstance(dsn, str) and re.search(r"(^|\s)password\s*=", dsn):
-        raise _invalid(
-            "found a password in the dsn: a pipeline file never holds credentials. Fix: remove it "
-            "and set sink.conn_id to a Postgres connection that has the password",
-            ".dsn",
-        )
-
-
-_ENGINE_CHECKS: dict[str, Callable[[Any], None]] = {
-    "tables": _table_entries,
-    "exclude": _table_entries,
-    "stream_options": _stream_options,
-    "sink_options": _no_secrets,
-}
-
-
-def _setting_check(s: Setting, value: Any) -> Any:
-    check_json(s.schema, value, _NO_DEFAULT if s.name in REQUIRED else s.default)
-    if value is not None and s.name in _ENGINE_CHECKS:
-        _ENGINE_CHECKS[s.name](value)
-    return value
-
-
-_PY_TYPES: dict[str | None, Any] = {  # looked up with None too: a schema without a type
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "object": dict[str, Any],
-    "null": type(None),
-}
-
-
-def _annotation(schema: Mapping[str, Any]) -> Any:
-    """The Python type of a JSON schema ``type`` (the value is checked by the schema first)."""
-    kinds = schema.get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    item = _PY_TYPES.get((schema.get("items") or {}).get("type"), Any)
-    types = [_list_of(item) if k == "array" else _PY_TYPES.get(k, Any) for k in kinds]
-    return Union[tuple(types)] if len(types) > 1 else types[0]
-
-
-def _list_of(item: Any) -> Any:
-    """``list[item]`` of a type known only at run time."""
-    return list[item]
-
-
-def _annotated(annotation: Any, metadata: Any) -> Any:
-    """``Annotated[annotation, metadata]`` of a type known only at run time."""
-    return Annotated[annotation, metadata]
-
-
-def checked(
-    schema: Mapping[str, Any], default: Any = _NO_DEFAULT, then: Callable[[Any], None] | None = None
-) -> BeforeValidator:
-    """A field checked by a JSON schema (then by ``then``), with the same messages as a setting."""
-
-    def check(value: Any) -> Any:
-        check_json(schema, value, default)
-        if then is not None and value is not None:
-            then(value)
-        return value
-
-    return BeforeValidator(check)
-
-
-# --------------------------------------------------------------------------------------------
-# The sections
-
-
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -347,7 +128,7 @@ def _setting_fields(section: str) -> dict[str, Any]:
     for s in SETTINGS:
         if FILE_KEYS.get(s.name, ("",))[0] != section:
             continue
-        annotation = _annotated(_annotation(s.schema), BeforeValidator(functools.partial(_setting_check, s)))
+        annotation = annotated_type(setting_annotation(s.schema), BeforeValidator(functools.partial(setting_check, s)))
         if s.name in REQUIRED:
             fields[FILE_KEYS[s.name][1]] = (annotation, Field(title=s.title, description=s.description))
         else:
@@ -381,20 +162,20 @@ class _SinkBase(_Section):
     @model_validator(mode="after")
     def _sink_fits_its_type(self) -> "_SinkBase":
         kind, options, conn_id = self.type, self.options, self.conn_id  # type: ignore[attr-defined]
-        if conn_id and kind != "postgres":
-            raise _invalid(
+        if conn_id and not takes_connection(kind):
+            raise invalid(
                 f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
                 "sink's. Fix: remove sink.conn_id, or set sink.type: postgres",
                 ".conn_id",
             )
-        if kind == "postgres" and not conn_id and "dsn" not in options:
-            raise _invalid(
+        if takes_connection(kind) and not conn_id and "dsn" not in options:
+            raise invalid(
                 "found none: the postgres sink needs its database. Fix: set sink.conn_id to an Airflow "
                 "connection of type Postgres (host, database, user, password)",
                 ".conn_id",
             )
-        if kind in ("delta", "changelog") and not options.get("root"):
-            raise _invalid(
+        if needs_root(kind) and not options.get("root"):
+            raise invalid(
                 f"found {show(options.get('root'))}: the {kind} sink writes its tables under a root. "
                 "Fix: set sink.options.root to a directory or URL every Spark node reaches, e.g. "
                 "s3://lake/cdc",
@@ -416,14 +197,13 @@ else:
         __doc__="``sink``: ``type``, ``options`` and ``conn_id`` (``sink_type``, ``sink_options``, ``sink_conn_id``).",
         **_setting_fields(SINK_SECTION),
     )
-
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
 
 
 def _schedule(value: str) -> None:
     if value.startswith("@"):
         if value not in SCHEDULE_PRESETS:
-            raise _invalid(
+            raise invalid(
                 f"found {show(value)}, need null (runs are triggered by hand), a preset "
                 f"({', '.join(SCHEDULE_PRESETS)}) or a cron expression. Fix: use one of those, e.g. "
                 "'0 3 * * *'"
@@ -436,7 +216,7 @@ def _schedule(value: str) -> None:
     else:
         ok = croniter.is_valid(value)
     if not ok:
-        raise _invalid(
+        raise invalid(
             f"found {show(value)}, not a cron expression (minute hour day-of-month month day-of-week). "
             "Fix: e.g. '0 3 * * *' (daily at 03:00 UTC), a preset such as @daily, or null"
         )
@@ -479,11 +259,11 @@ def _startup_settings(section: Any) -> None:
         text = text.replace("fill Startup offset", "set pipeline.startup_offset").replace(
             "fill Startup timestamp", "set pipeline.startup_timestamp"
         )
-        raise _invalid(f"found {show(value)}: {text}", f".{name}") from None
+        raise invalid(f"found {show(value)}: {text}", f".{name}") from None
 
 
 class _PipelineBase(_Section):
-    name: Annotated[str, checked({"type": "string", "minLength": 1, "maxLength": 200, "pattern": _DAG_ID_PATTERN})] = (
+    name: Annotated[str, checked({"type": "string", "minLength": 1, "maxLength": 200, "pattern": DAG_ID_PATTERN})] = (
         Field(
             description="The pipeline DAG's id; its stream watchdog is <name>_stream_watchdog (a trailing _pipeline "
             "dropped first). Unique among the pipeline files."
@@ -525,8 +305,6 @@ else:
         __doc__="``pipeline``: name, schedule, snapshot parallelism, and the Snapshot, Stream and state settings.",
         **_setting_fields(PIPELINE_SECTION),
     )
-
-
 _TABLE_TEXT = {"type": "string", "pattern": TABLE_ENTRY_PATTERN}
 _SQL_TEXT = {"type": ["null", "string"], "minLength": 1, "pattern": TABLE_ENTRY_PATTERN}
 
@@ -536,16 +314,16 @@ def _sink_table(text: str) -> None:
     try:
         parts = _quoted_parts(text)
     except ConfigError as e:
-        raise _invalid(f"found {show(text)}: {e}") from None
+        raise invalid(f"found {show(text)}: {e}") from None
     if parts is None:
         if is_regex(text):
-            raise _invalid(
+            raise invalid(
                 f"found {show(text)}, need one table's name, not a pattern. Fix: write the sink table "
                 "as db.table, e.g. shop.orders (quote names with special characters: `db`.`my$table`)"
             )
         parts = text.split(".", 1) if "." in text else [text]
     if len(parts) != 2 or not all(p.strip() for p in parts):
-        raise _invalid(
+        raise invalid(
             f"found {show(text)}, need db.table. Fix: name the sink table with its database, e.g. shop.orders"
         )
 
@@ -570,7 +348,7 @@ def _spark_sql(what: str) -> Callable[[str], None]:
             col = re.search(r"\.? ?Line \d+, Col: (\d+)\.?", reason)
             if col:  # the column in the file's text, not in the statement around it
                 reason = reason[: col.start()] + f" near character {max(1, int(col.group(1)) - len(prefix))}"
-            raise _invalid(
+            raise invalid(
                 f"found {show(text)}: not a Spark SQL {what} ({reason}). Fix: write a {what} such as {example}"
             ) from None
         extra = sorted(
@@ -579,7 +357,7 @@ def _spark_sql(what: str) -> Callable[[str], None]:
             if v and k not in ("expressions", "from", "from_", "where")
         )
         if len(trees) != 1 or not isinstance(trees[0], exp.Select) or extra:
-            raise _invalid(
+            raise invalid(
                 f"found {show(text)}: more than a {what} ({', '.join(extra) or 'a second statement'}). "
                 f"Fix: write only the {what}, such as {example}"
             )
@@ -591,7 +369,7 @@ class RouteRule(_Section):
     """One route: the tables ``source_table`` matches land in ``sink_table`` (several tables, e.g.
     shards ``shop\\.orders_\\d+``, merge into one)."""
 
-    source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
+    source_table: Annotated[str, checked(_TABLE_TEXT, then=table_entry)] = Field(
         description="A table entry as in source.tables: db.table or a regular expression over db.table."
     )
     sink_table: Annotated[str, checked(_TABLE_TEXT, then=_sink_table)] = Field(description="The sink table, db.table.")
@@ -604,7 +382,7 @@ class TransformRule(_Section):
     """One transform of the tables ``source_table`` matches: ``projection`` (Spark SQL select list),
     ``filter`` (Spark SQL predicate), ``primary_keys`` (the sink's key instead of the source's)."""
 
-    source_table: Annotated[str, checked(_TABLE_TEXT, then=_table_entry)] = Field(
+    source_table: Annotated[str, checked(_TABLE_TEXT, then=table_entry)] = Field(
         description="A table entry as in source.tables: db.table or a regular expression over db.table."
     )
     projection: Annotated[Optional[str], checked(_SQL_TEXT, None, _spark_sql("projection"))] = Field(
@@ -626,7 +404,7 @@ class TransformRule(_Section):
     @model_validator(mode="after")
     def _does_something(self) -> "TransformRule":
         if self.projection is None and self.filter is None and self.primary_keys is None:
-            raise _invalid(
+            raise invalid(
                 f"found only source_table {show(self.source_table)}: a transform changes nothing "
                 "without projection, filter or primary_keys. Fix: add one of them, or remove the rule"
             )
@@ -679,9 +457,6 @@ class PipelineSpec(_Section):
         }
 
 
-# --------------------------------------------------------------------------------------------
-# From pydantic's errors to problems
-
 SECTIONS: dict[tuple[Any, ...], type[BaseModel]] = {
     (): PipelineSpec,
     ("source",): SourceSection,
@@ -689,7 +464,6 @@ SECTIONS: dict[tuple[Any, ...], type[BaseModel]] = {
     ("pipeline",): PipelineSection,
 }
 _RULES: dict[str, type[BaseModel]] = {"route": RouteRule, "transform": TransformRule}
-
 # Flink CDC's source keys, and what they are here.
 _CONNECTION_KEYS = ("hostname", "host", "port", "username", "user", "password")
 _FOREIGN_SOURCE_KEYS = {
@@ -712,7 +486,6 @@ _FOREIGN_SOURCE_KEYS = {
     },
     "type": "the source is always a MySQL or MariaDB server, reached through source.conn_id. Fix: remove the key",
 }
-
 _EXAMPLES: dict[tuple[Any, ...], str] = {
     ("source",): "a source section, e.g. source: {conn_id: mysql_cdc_default, tables: [shop.orders]}",
     ("pipeline",): "a pipeline section, e.g. pipeline: {name: shop_orders, state_location: s3://cdc/state/shop}",

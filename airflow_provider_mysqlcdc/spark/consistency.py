@@ -205,7 +205,7 @@ def run_check(
     baseline to the state location and returns the report; raises nothing for a difference (the
     caller decides: the Airflow task fails on it)."""
     from ..cdc.binlog.fast.fallback import changes_with_fallback
-    from .stream.checkpoint_offsets import _last_id, batch_end_offset
+    from .stream.offsets.checkpoint_offsets import _last_id, batch_end_offset
 
     started = time.monotonic()
     state = StateStore(config.state_location)

@@ -62,7 +62,7 @@ def snapshot(
     finished = []
     sink = None
     if lake is not None:
-        from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+        from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
 
         sink = DeltaSink(lake, snapshot_writer=writer)
         sink.prepare([plan.schema])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from airflow_provider_mysqlcdc.spark.runtime.session import with_light_jit
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 
 REPO = Path(__file__).resolve().parents[2]
 

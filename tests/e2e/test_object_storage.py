@@ -138,7 +138,7 @@ def _sink_problems(run, timeout_s: float = 300.0) -> str:
 def test_the_dag_loads_and_streams_into_delta_on_s3_and_survives_a_kill_of_the_stream(s3_run):
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import running_local_stream
-    from airflow_provider_mysqlcdc.spark.stream.checkpoint_mirror import local_copy_dir
+    from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_mirror import local_copy_dir
     from tests.e2e.test_pipeline_dag import clear_and_run
 
     run = s3_run

@@ -1,7 +1,7 @@
 """The exactly-once binlog stream against a real MariaDB and a local Spark.
 
 The sink is the test MemorySink (harness/mysqlcdc_harness/memory_sink.py): one JSON-lines file per
-(table, micro-batch). Once spark/sinks/changelog.py exists, SINK_FACTORY below is the one
+(table, micro-batch). Once spark/sinks/changelog/sink.py exists, SINK_FACTORY below is the one
 line that switches the subprocess job to the real ChangelogSink (and ``changes_of`` reads it).
 
 Slow tests (a Spark subprocess, a server restart) carry ``pytest.mark.slow``.
@@ -24,8 +24,8 @@ from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
 from airflow_provider_mysqlcdc.cdc.state import StateStore
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 from airflow_provider_mysqlcdc.spark.stream.query import source_frame, start_stream
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD
 from mysqlcdc_harness.memory_sink import MemorySink, apply_rows, batch_files, read_changes
 from mysqlcdc_harness.stream_job import committed, start_job
@@ -43,7 +43,7 @@ SINK_FACTORY: list[str] = []
 def changes_of(sink_dir: Path, schema: TableSchema, schema_changes: list | None = None) -> list[dict]:
     """The ChangelogSink's stream lines of a table as change rows (columns + _op + META_*), in order;
     schema change lines (op "SC") go to ``schema_changes`` when given."""
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines, row_decoder
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines, row_decoder
 
     decode = row_decoder(schema)
     out = []
@@ -337,7 +337,7 @@ def test_replayed_batch_changes_nothing(mariadb, fresh_db, spark, tmp_dir):
 def test_mariadb_restart_mid_stream_loses_nothing(mariadb, fresh_db, spark, tmp_dir, sink_kind):
     """The reader reconnects and skips what it already emitted: with the test sink (row path)
     and with the changelog, whose lines the reading task writes itself."""
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink
+    from airflow_provider_mysqlcdc.spark.sinks.changelog.sink import ChangelogSink
 
     spec = create_int_table(mariadb, fresh_db, 100)
     start = _head(mariadb)
@@ -414,8 +414,8 @@ def test_latest_offset_start_is_asked_once_per_checkpoint(mariadb, fresh_db, tmp
     """Spark asks for the initial offset to plan micro-batch 0, to run it and to replay it after a
     crash; with latest-offset the head moves in between, so the first answer is kept."""
     from airflow_provider_mysqlcdc.spark.stream.binlog_source import BinlogStreamReader
+    from airflow_provider_mysqlcdc.spark.stream.server.startup import INITIAL_OFFSET_FILE
     from airflow_provider_mysqlcdc.spark.stream.settings import settings_from_options
-    from airflow_provider_mysqlcdc.spark.stream.startup import INITIAL_OFFSET_FILE
 
     spec = create_int_table(mariadb, fresh_db, 5)
     cfg = _config(mariadb, fresh_db, tmp_dir, [spec.table], "latest-offset")

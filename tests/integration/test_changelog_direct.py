@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import FastBinlogReader, UnsupportedRows
+from airflow_provider_mysqlcdc.cdc.binlog.fast.batches import UnsupportedRows
+from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import FastBinlogReader
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
-from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink
+from airflow_provider_mysqlcdc.spark.sinks.changelog.sink import ChangelogSink
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
 from mysqlcdc_harness.memory_sink import apply_rows
 from mysqlcdc_harness.stream_job import committed

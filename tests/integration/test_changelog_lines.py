@@ -1,4 +1,4 @@
-"""The Python line encoder (``changelog_lines.ChangeLines``) writes what the JVM's does.
+"""The Python line encoder (``json_text.ChangeLines``) writes what the JVM's does.
 
 The stream writes changelog-json lines in Python straight from the decoded Arrow rows;
 the snapshot (and the row path every other writer uses) prints them with Spark's
@@ -22,9 +22,9 @@ from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
-from airflow_provider_mysqlcdc.spark.sinks.changelog import META_JSON_KEYS, JsonLines
-from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import ChangeLines
-from airflow_provider_mysqlcdc.spark.stream.change_rows import ChangeProjection, SourceLayout
+from airflow_provider_mysqlcdc.spark.sinks.changelog.lines import META_JSON_KEYS, JsonLines
+from airflow_provider_mysqlcdc.spark.sinks.json_text import ChangeLines
+from airflow_provider_mysqlcdc.spark.stream.reading.change_rows import ChangeProjection, SourceLayout
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

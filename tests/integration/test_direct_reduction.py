@@ -12,8 +12,8 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
-from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
-from airflow_provider_mysqlcdc.spark.sinks.postgres import PostgresSink
+from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
+from airflow_provider_mysqlcdc.spark.sinks.postgres.sink import PostgresSink
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
 from tests.integration.test_binlog_stream import _caught_up, _config, _head, _wait
 from tests.integration.test_types_roundtrip import DDL, ROWS

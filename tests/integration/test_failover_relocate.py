@@ -158,8 +158,8 @@ def _schema(table_id):
 def test_snapshot_watermarks_of_the_old_server_are_placed_on_the_new_one_or_dropped_once_passed():
     from airflow_provider_mysqlcdc.cdc.chunks import FinishedBatch, KeyRange
     from airflow_provider_mysqlcdc.cdc.model import TableId
-    from airflow_provider_mysqlcdc.spark.stream.placement import Placement
-    from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+    from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
+    from airflow_provider_mysqlcdc.spark.stream.server.placement import Placement
 
     t = TableId("app", "orders")
     with _pair() as (primary, replica):
@@ -218,8 +218,8 @@ def test_a_snapshot_batch_whose_window_spans_a_server_change_writes_nothing():
 
 
 def test_a_reset_binlog_on_the_same_server_is_never_read_by_position():
-    from airflow_provider_mysqlcdc.spark.stream.placement import Placement
-    from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
+    from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
+    from airflow_provider_mysqlcdc.spark.stream.server.placement import Placement
 
     with _pair() as (primary, _replica):
         _write(primary, 1, 10)

@@ -36,7 +36,7 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.operators._pipeline import write_config
 from airflow_provider_mysqlcdc.operators._stream import StreamControl
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
-from airflow_provider_mysqlcdc.spark.stream.placement import FAILOVERS_FILE
+from airflow_provider_mysqlcdc.spark.stream.server.placement import FAILOVERS_FILE
 from mysqlcdc_harness import airflow_env
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB, primary_and_replica
 from mysqlcdc_harness.postgres import DATABASE, SUPERUSER

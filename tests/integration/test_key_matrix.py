@@ -48,8 +48,8 @@ from airflow_provider_mysqlcdc.cdc.types import map_table, row_normalizer
 from airflow_provider_mysqlcdc.spark.sinks.routed import pipeline_sink
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 from mysqlcdc_harness import key_matrix as M
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -215,7 +215,7 @@ def _server_text(v: decimal.Decimal, scale: int) -> str:
 def _replay(root: Path, t: TableId, schema: TableSchema) -> dict[tuple, dict]:
     """The changelog's snapshot lines then its stream lines, applied in order (no re-snapshot in
     this pipeline: its RS lines would need the server's key order to replace ranges)."""
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines, row_decoder
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines, row_decoder
 
     decode = row_decoder(schema)
     files = sorted((root / t.database / t.table / "snapshot").rglob("*.jsonl"))

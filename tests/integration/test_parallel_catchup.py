@@ -195,7 +195,7 @@ def test_stream_far_behind_catches_up_in_parallel_and_survives_a_kill(mariadb, f
     text = log.read_text(errors="replace")
     assert "catch-up micro-batch" in text and "in 2 ranges" in text, text[-3000:]
     assert "catch-up range 2/2" in text and f"(server id {top_id})" in text, text[-3000:]
-    # micro-batches after the first were planned while the one before ran (spark/stream/plan_ahead.py)
+    # micro-batches after the first were planned while the one before ran (spark/stream/planning/plan_ahead.py)
     assert "in 2 ranges (planned while the last one ran)" in text, text[-3000:]
     # the first one was planned by the job's own process while Spark started the source (first_plan.py)
     assert "(planned while the query started)" in text, text[-3000:]

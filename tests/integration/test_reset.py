@@ -41,7 +41,7 @@ def source(mariadb, fresh_db):
 
 
 def test_reset_removes_the_delta_table_and_the_stream_checkpoint(source, tmp_dir):
-    from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+    from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
 
     db, lake = source, tmp_dir / "lake"
     assert _plan(tmp_dir, db, sink_options={"root": str(lake)}).execute({})
@@ -56,7 +56,7 @@ def test_reset_removes_the_delta_table_and_the_stream_checkpoint(source, tmp_dir
 
 
 def test_reset_drops_the_postgres_table_and_its_applied_batches(source, tmp_dir, postgres):
-    from airflow_provider_mysqlcdc.spark.sinks.postgres import PostgresSink
+    from airflow_provider_mysqlcdc.spark.sinks.postgres.sink import PostgresSink
 
     db = source
     schema = postgres.fresh_schema("reset_")

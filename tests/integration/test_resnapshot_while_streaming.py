@@ -84,7 +84,7 @@ def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, l
 
 def _replay_changelog(root, t: TableId, ident, cols) -> dict:
     from airflow_provider_mysqlcdc.cdc.chunks import KeyRange
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines
 
     files = sorted((root / t.database / t.table / "snapshot").rglob("*.jsonl"))
     files += sorted((root / t.database / t.table / "stream").glob("batch-*.jsonl"))
@@ -191,7 +191,7 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(
                     return postgres_rows(postgres, f"{t.database}__{t.table}", cols, ident, schema_name)
             else:
                 from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
-                from airflow_provider_mysqlcdc.spark.sinks.changelog import row_decoder
+                from airflow_provider_mysqlcdc.spark.sinks.json_values import row_decoder
 
                 with mariadb.connect() as conn:
                     decode = row_decoder(read_table_schema(conn, t))

@@ -460,7 +460,7 @@ def test_the_changelog_holds_rows_and_schema_changes_in_order(mariadb, fresh_db,
     source table -- the new columns' values too."""
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
     from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines, row_decoder
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines, row_decoder
 
     spec = create_int_table(mariadb, fresh_db, 0, "orders")
     file, position = mariadb.master_status()
@@ -584,7 +584,7 @@ def test_the_console_prints_rows_and_schema_changes_in_order(mariadb, fresh_db, 
 
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
     from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
-    from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
+    from airflow_provider_mysqlcdc.spark.sinks.console.sink import ConsoleSink
 
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, a INT)", database=fresh_db)
     file, position = mariadb.master_status()
@@ -649,7 +649,7 @@ TABLE_CASES = [("postgres", "evolve"), ("delta", "try_evolve"), ("changelog", "e
 
 
 def _changelog_rows(root, t: TableId, cols, decode) -> dict:
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines
 
     lines = [
         line
@@ -673,7 +673,7 @@ def test_table_level_ddl_under_writers(mariadb, postgres, fresh_db, spark, tmp_d
     only those."""
     from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
     from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import row_decoder
+    from airflow_provider_mysqlcdc.spark.sinks.json_values import row_decoder
 
     specs = [
         create_int_table(mariadb, fresh_db, 2_000, "orders"),
@@ -749,7 +749,7 @@ def test_table_level_ddl_under_writers(mariadb, postgres, fresh_db, spark, tmp_d
                 def actual(t=t, want=want, decode=decode):
                     if t == items:
                         rows = {}
-                        from airflow_provider_mysqlcdc.spark.sinks.changelog import read_json_lines
+                        from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines
 
                         paths = sorted((tmp_dir / "log" / t.database / t.table / "snapshot").rglob("*.jsonl"))
                         paths += sorted((tmp_dir / "log" / t.database / t.table / "stream").glob("batch-*.jsonl"))

@@ -20,8 +20,9 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.chunks import Batch, Chunk
 from airflow_provider_mysqlcdc.cdc.model import TableId
-from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, read_json_lines, row_decoder
-from airflow_provider_mysqlcdc.spark.sinks.console import ConsoleSink
+from airflow_provider_mysqlcdc.spark.sinks.changelog.sink import ChangelogSink
+from airflow_provider_mysqlcdc.spark.sinks.console.sink import ConsoleSink
+from airflow_provider_mysqlcdc.spark.sinks.json_values import read_json_lines, row_decoder
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from mysqlcdc_harness.pipeline import plan_table
 from tests.integration.test_sink_delta import change_rows, change_struct, row, sink_struct, small_schema
@@ -230,7 +231,7 @@ def test_lines_built_in_the_jvm_have_the_changelog_encoding(spark):
     from pyspark.sql.types import StructField, StructType
     from pyspark.sql.types import _parse_datatype_string as parse
 
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import json_line_column
+    from airflow_provider_mysqlcdc.spark.sinks.changelog.lines import json_line_column
 
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")

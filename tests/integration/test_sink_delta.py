@@ -17,9 +17,9 @@ import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.spark.sinks.arrow_files import MissingFilesError
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS
-from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
+from airflow_provider_mysqlcdc.spark.sinks.files.arrow import MissingFilesError
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from mysqlcdc_harness.pipeline import plan_table
 from mysqlcdc_harness.tables import create_int_table
@@ -256,7 +256,7 @@ def test_concurrent_reruns_of_different_batches_all_commit(tmp_dir):
 
     import pyarrow.parquet as pq
 
-    from airflow_provider_mysqlcdc.spark.sinks.arrow_files import FileRecord, table_arrow_schema
+    from airflow_provider_mysqlcdc.spark.sinks.files.arrow import FileRecord, table_arrow_schema
 
     schema = small_schema()
     sink = DeltaSink(str(tmp_dir / "delta"))
@@ -295,7 +295,7 @@ def test_spark_written_snapshot_files_have_the_arrow_writers_stats_and_read_back
 
     import pyarrow.parquet as pq
 
-    from airflow_provider_mysqlcdc.spark.sinks.arrow_files import StatsCollector, table_arrow_schema
+    from airflow_provider_mysqlcdc.spark.sinks.files.arrow import StatsCollector, table_arrow_schema
 
     schema = small_schema()
     t = schema.table_id

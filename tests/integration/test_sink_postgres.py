@@ -19,14 +19,9 @@ from airflow_provider_mysqlcdc.cdc.errors import ConfigError
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.types import map_table
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS, META_OP, META_SEQ
-from airflow_provider_mysqlcdc.spark.sinks.postgres import (
-    BATCH_COLUMN,
-    STAGING_PREFIX,
-    PgConnection,
-    PgTable,
-    PostgresSink,
-    qi,
-)
+from airflow_provider_mysqlcdc.spark.sinks.postgres.connection import PgConnection
+from airflow_provider_mysqlcdc.spark.sinks.postgres.sink import PostgresSink
+from airflow_provider_mysqlcdc.spark.sinks.postgres.tables import BATCH_COLUMN, STAGING_PREFIX, PgTable, qi
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ConsistentBatchReader
 from airflow_provider_mysqlcdc.spark.types import struct_type
 from mysqlcdc_harness.pipeline import fresh_select, plan_table

@@ -85,7 +85,7 @@ def test_a_failed_job_leaves_no_result_file(mariadb, fresh_db, spark, pipeline_s
     run_snapshot_batch(spark, config, bid)
     assert state.read_batch_result(bid) is not None
 
-    from airflow_provider_mysqlcdc.spark.sinks import delta
+    from airflow_provider_mysqlcdc.spark.sinks.delta import sink as delta
 
     def broken(*a, **kw):
         raise RuntimeError("disk full")

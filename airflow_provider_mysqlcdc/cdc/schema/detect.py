@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Callable, Collection
 
 from ..model import TableId
-from .ddl import DdlParseError, might_touch, parse_ddl
+from .ddl import might_touch, parse_ddl
+from .ddl_tokens import DdlParseError
 from .events import DropDatabase
 
 BEGIN = "begin"

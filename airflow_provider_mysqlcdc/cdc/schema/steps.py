@@ -29,7 +29,8 @@ from typing import Any, Callable, Collection, Literal, Mapping, Sequence
 from ..errors import SchemaMismatchError
 from ..model import Column, TableId, TableSchema
 from . import behavior as B
-from .ddl import DdlParseError, parse_ddl
+from .ddl import parse_ddl
+from .ddl_tokens import DdlParseError
 from .events import AddColumn, AlterColumnType, DropTable, RenameColumn, RenameTable, TruncateTable
 from .evolve import apply_change
 from .history import SchemaHistory, TableVersion

@@ -15,7 +15,7 @@ the same keys. So the batch's job leaves its rows in the state location with a m
 A hand-off is applied once: ``applied.json`` is written after the micro-batch's commit (a
 replayed micro-batch whose hand-off is still marked pending applies it again, to the same
 result, because S, the rows and the binlog are the same). This module holds the files' shape
-and where they are; the Spark side is ``spark/stream/resnapshots.py``.
+and where they are; the Spark side is ``spark/stream/tables/resnapshots.py``.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def status(state: StateStore, recent: int = 5) -> dict[str, Any]:
 # A table that comes under the pipeline's list with rows the binlog after its DDL does not hold
 # (RENAME TABLE into a captured name) is read by the stream job itself, as a hand-off: the
 # request is written before the stream records the table, so a crash between the two reads it
-# anyway, and removed once every piece is handed over (spark/stream/table_reads.py).
+# anyway, and removed once every piece is handed over (spark/stream/tables/table_reads.py).
 READS = "stream/table_reads"
 
 

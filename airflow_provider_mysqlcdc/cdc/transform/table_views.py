@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..model import Column, TableId, TableSchema
+from ..sinks import VIEW_SINKS, logs_changes
 from ..snapshot.corrections import TableCorrections
 from ..types import arrow_schema, map_table
 from .routing import DEFAULT_SOURCE_COLUMN, Routing, resolve_routing
@@ -38,9 +39,6 @@ OP_COLUMN = "_op"
 UPSERT_OPS = ("+I", "+U")
 # The op snapshot rows (and the window's corrections) are evaluated with, as Flink CDC reads them.
 SNAPSHOT_OP = "+I"
-# The sink types whose writes the views are applied to, with the stream's direct write: the
-# merge-based sinks on the driver (last changes), the changelog in the source's tasks (each change).
-VIEW_SINKS = ("delta", "postgres", "changelog")
 
 
 @dataclass(frozen=True)
@@ -443,7 +441,7 @@ def resolve_views(
                 "remove the route and transform sections"
             )
         if not direct_write:
-            what = "format: parquet" if sink_type == "changelog" else "direct_write: false"
+            what = "format: parquet" if logs_changes(sink_type) else "direct_write: false"
             raise ConfigError(
                 f"route/transform: applied with the sink's direct stream write only, and sink_options "
                 f"has {what}. Fix: remove {what.split(':')[0]} from sink_options (the default has it), "

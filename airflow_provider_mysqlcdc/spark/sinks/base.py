@@ -48,7 +48,7 @@ class SnapshotWrite:
 
 class SnapshotFileSink(Protocol):
     """What a sink whose ``writes_snapshot_files()`` is True has besides ``Sink`` (Delta, and a
-    routed sink around one): the batch's SELECTs write its files (``snapshot_files.py``)."""
+    routed sink around one): the batch's SELECTs write its files (``files/snapshot.py``)."""
 
     def write_chunk_files(self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int) -> Any: ...
 
@@ -91,7 +91,7 @@ class Sink(ABC):
 
     def writes_snapshot_files(self) -> bool:
         """True when a snapshot batch's SELECTs can write the sink's files themselves
-        (``write_chunk_files`` / ``commit_chunk_files``, see ``snapshot_files.py``): rows written
+        (``write_chunk_files`` / ``commit_chunk_files``, see ``files/snapshot.py``): rows written
         once. Else the rows are staged and ``write_snapshot`` writes them."""
         return False
 

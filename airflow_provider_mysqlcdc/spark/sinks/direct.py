@@ -8,7 +8,7 @@ returns a ``DirectSpec`` from ``Sink.direct_write()``; the source then runs
 instead of change rows, and the stream's ``foreachBatch`` hands the micro-batch's records to
 ``Sink.publish_steps``. Two kinds:
 
-- ``changelog-json`` (``changelog_direct.DirectWrite``): the task writes the range's
+- ``changelog-json`` (``changelog/direct.py``: ``DirectWrite``): the task writes the range's
   changelog lines to part files; the sink joins them.
 - ``last-change`` (``last_change.LastChange``): the task reduces the range to the last change
   per row identity and returns those rows (Arrow IPC in the record); the sink reduces across
@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 
 from .base import BATCH_ID_PROPERTY
-from .changelog_direct import DirectWrite
-from .console_direct import ConsoleLines
+from .changelog.direct import DirectWrite
+from .console.direct import ConsoleLines
 from .direct_spec import DirectSpec
 from .last_change import LastChange
 

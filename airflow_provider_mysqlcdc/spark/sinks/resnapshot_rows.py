@@ -1,4 +1,4 @@
-"""A re-snapshot's rows as one more record of a micro-batch (``stream/resnapshots.py`` makes them).
+"""A re-snapshot's rows as one more record of a micro-batch (``stream/tables/resnapshots.py`` makes them).
 
 Merge-based sinks (Delta, PostgreSQL) get them as change rows in the last-change layout:
 upserts of the rows exact at S and deletes of the keys the sink held in the ranges, all with
@@ -98,8 +98,8 @@ def resnapshot_lines(
     table_id: TableId, rows: pa.Table, r: KeyRange, info: Mapping[str, Any], batch_id: int, schema_id: str
 ) -> list[str]:
     """The changelog's lines for a re-snapshot of one range: the ``RS`` line, then one ``r`` line per
-    row, encoded column at a time (``changelog_lines.json_texts``: the stream's own encoding)."""
-    from .changelog_lines import concat_texts, json_string, json_texts
+    row, encoded column at a time (``json_text.json_texts``: the stream's own encoding)."""
+    from .json_text import concat_texts, json_string, json_texts
 
     meta = {"database": table_id.database, "table": table_id.table, "batch": int(batch_id)}
     head = {

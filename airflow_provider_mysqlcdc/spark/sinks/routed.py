@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
+from ...cdc.sinks import logs_changes
 from ...cdc.transform.table_views import Rules, TableView, resolve_views, sink_schemas
 from .base import META_OP, META_SEQ, Sink, SnapshotFileSink, SnapshotWrite
 
@@ -141,7 +142,7 @@ class RoutedSink(Sink):
     @property
     def _logs_changes(self) -> bool:
         """The wrapped sink logs each change (the changelog): its source's tasks transform them."""
-        return self.inner.name == "changelog"
+        return logs_changes(self.inner.name)
 
     def direct_write(self) -> Any:
         spec = self.inner.direct_write()

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableSchema, quote_ident
+from ...cdc.sinks import sink_kind
 from ...cdc.source.config import SourceConfig
 from ...cdc.types import ColumnMapping, arrow_schema
 
@@ -77,7 +78,8 @@ def reads_bypass_jvm(source: SourceConfig, sink_type: str | None, sink_options: 
     (a Delta sink, snapshot_writer not 'spark', and the Arrow reader usable for the source): the
     local Connect server's JVM then only plans and schedules, so it runs without the C2 JIT
     (docs/performance.md). Never raises: a wrong setting is reported by the snapshot task."""
-    if str(sink_type or "").strip().lower() != "delta":
+    kind = sink_kind(str(sink_type or "").strip().lower())
+    if kind is None or not kind.snapshot_bypasses_jvm:
         return False
     if isinstance(sink_options, dict) and str(sink_options.get("snapshot_writer") or "auto") == "spark":
         return False

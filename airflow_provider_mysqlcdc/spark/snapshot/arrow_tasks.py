@@ -3,7 +3,7 @@
 One Spark job per table of a batch: ``spark.range(n, numPartitions=n).mapInArrow(...)``, task
 ``i`` runs its run of chunk groups' SELECTs one after another through the Arrow reader
 (``arrow_read.py``), writes the rows into ONE Parquet file of the table (uncommitted, under
-the batch's prefix, as ``sinks/snapshot_files.py`` describes) and returns one record: path,
+the batch's prefix, as ``sinks/files/snapshot.py`` describes) and returns one record: path,
 size, rows, Delta stats from the file's footer, rows per group. Rows never enter the JVM; the
 driver collects only the records, so the action that runs the SELECTs (and must end before the
 high watermark is read) is this ``collect()``.
@@ -29,8 +29,8 @@ from ...cdc.model import TableSchema
 from ...cdc.source.config import SourceConfig
 from ...cdc.sql import range_predicate
 from ...cdc.types import arrow_schema, map_table
-from ..sinks.arrow_files import FileRecord, FileWriteSpec
-from ..sinks.spark_files import footer_stats
+from ..sinks.files.arrow import FileRecord, FileWriteSpec
+from ..sinks.files.spark_parquet import footer_stats
 from .arrow_read import has_raw_dates, read_rows, select_sql
 
 RECORDS = pa.schema(

@@ -20,6 +20,7 @@ from ...cdc.faults import HANDOFF_PIECE_HANDED, HANDOFF_ROWS_WRITTEN, crash_poin
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import Plan
+from ...cdc.sinks import logs_changes as sink_logs_changes
 from ...cdc.snapshot.resnapshot import (
     Handoff,
     forget_orphans,
@@ -33,8 +34,8 @@ from ...cdc.state import StateStore
 from ..runtime.filesystems import spark_can_write
 from ..runtime.job_labels import describe, set_job_group
 from ..sinks.base import SnapshotFileSink
+from ..sinks.files.snapshot import file_count
 from ..sinks.routed import RoutedSink, pipeline_sink
-from ..sinks.snapshot_files import file_count
 from .arrow_read import choose_reader
 from .batch_reader import ROWS_PER_SELECT, ConsistentBatchReader, select_groups
 from .materialize import SinkFilesMaterializer
@@ -69,7 +70,7 @@ def run_snapshot_batch(
         # The stream owns the sink: the rows go to it (cdc/snapshot/resnapshot.py), read in today's shape.
         routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
         direct = sink.direct_write()
-        logs_changes = config.sink.type == "changelog"
+        logs_changes = sink_logs_changes(config.sink.type)
         sink.close()  # the stream writes this batch's rows
         if routed and logs_changes:
             raise ConfigError(
@@ -268,7 +269,7 @@ def hand_off_batch(
 
     ``applier_server_id``: the id the stream reads a piece's binlog from HW with when it takes the
     piece over; by default the batch's own (free once this job ends), but the stream job's own
-    reads (``spark/stream/table_reads.py``) are still reading the next piece then."""
+    reads (``spark/stream/tables/table_reads.py``) are still reading the next piece then."""
     source = config.source
     batch_id = batch.batch_id
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)

@@ -12,7 +12,7 @@ used, after HW, outside the window the corrections cover. Two ways to force them
   with a staging directory every executor can reach (HDFS, S3, a shared mount).
 
 * ``SinkFilesMaterializer`` writes the rows straight into the sink's own (uncommitted) files
-  (``sinks/snapshot_files.py``): rows written once. Its frame must not be used afterwards (it
+  (``sinks/files/snapshot.py``): rows written once. Its frame must not be used afterwards (it
   would run the SELECTs again); the sink commits the files after the corrections.
 
 All return row counts per JDBC partition, i.e. per chunk, without another pass.

@@ -90,16 +90,16 @@ from pyspark.sql.types import StructType
 
 from ...cdc.binlog.gtid_watch import watch_or_none
 from ...cdc.offsets import BinlogOffset
-from . import first_plan
-from .batch_planning import CatchupPlan, plan_catchup, scan_for_end
-from .binlog_server import check_available, head_offset
-from .change_rows import SourceLayout
-from .placement import Placement
-from .plan_ahead import PlanAhead
-from .reconnect import with_reconnect
+from .offsets.stream_offset import StreamOffset
+from .planning import first_plan
+from .planning.batch_planning import CatchupPlan, plan_catchup, scan_for_end
+from .planning.plan_ahead import PlanAhead
+from .reading.change_rows import SourceLayout
+from .server.binlog_server import check_available, head_offset
+from .server.placement import Placement
+from .server.reconnect import with_reconnect
+from .server.startup import stable_initial_offset
 from .settings import FORMAT_NAME, StreamSettings, settings_from_options, source_layout
-from .startup import stable_initial_offset
-from .stream_offset import StreamOffset
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ class BinlogStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # imported here: the decoder is executor code, and the driver's source process (one
         # new Python process per query start) then starts ~0.3 s sooner without it
-        from .binlog_read import range_batches, range_items
+        from .reading.binlog_read import range_batches, range_items
 
         assert isinstance(partition, BinlogPartition)
         s = self.settings
@@ -299,7 +299,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         began, cpu, rows = time.monotonic(), time.process_time(), 0
         if s.direct_write is not None:
             from ..sinks.direct import current_batch_id, spec_from_json
-            from .layout_book import LayoutBook
+            from .reading.layout_book import LayoutBook
 
             items = range_items(
                 LayoutBook(self.layout, s.source.server_time_zone),

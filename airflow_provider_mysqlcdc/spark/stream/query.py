@@ -38,9 +38,10 @@ from ...cdc.pipeline import PipelineConfig
 from ...cdc.state import StateStore
 from ..runtime.filesystems import spark_can_write
 from ..sinks.base import BATCH_ID_PROPERTY, Sink
-from . import binlog_source, first_plan
-from .change_rows import ChangeProjection, SourceLayout
-from .checkpoint_mirror import CheckpointMirror
+from . import binlog_source
+from .offsets.checkpoint_mirror import CheckpointMirror
+from .planning import first_plan
+from .reading.change_rows import ChangeProjection, SourceLayout
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,8 @@ def direct_batch_writer(
     reading = frozenset(captured or ())
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        from .restart import RESTART, RESTART_MARKER, StreamRestart
-        from .table_set import ask_reads_for_renames, take_up_new_tables
+        from .tables.restart import RESTART, RESTART_MARKER, StreamRestart
+        from .tables.table_set import ask_reads_for_renames, take_up_new_tables
 
         if RESTART.is_set():  # this query does not read a table it took over: nothing more from it
             raise StreamRestart(f"{RESTART_MARKER} (micro-batch {batch_id} is read again by the next query)")
@@ -282,8 +283,8 @@ def start_stream(
     planner = None
     if direct is not None:
         from ...cdc.schema.steps import StepPlanner
-        from .schema_history import HistoryStore
-        from .table_set import forget_removed
+        from .tables.schema_history import HistoryStore
+        from .tables.table_set import forget_removed
 
         store = HistoryStore(checkpoint, after_save=mirror.sync if mirror is not None else None)
         # After a snapshot, the binlog from its watermarks on was logged with the plan's schemas
@@ -307,7 +308,7 @@ def start_stream(
     options["first_plan_dir"] = plan_dir = first_plan.new_directory()
     frame = load_source(spark, options)
     if direct is not None:
-        from .resnapshots import ResnapshotApplier
+        from .tables.resnapshots import ResnapshotApplier
 
         with_password = (
             config if password is None else replace(config, source=replace(config.source, password=password))

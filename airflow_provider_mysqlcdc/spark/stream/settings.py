@@ -20,7 +20,7 @@ from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import FIRST_BATCH_SLOT
 from ...cdc.source.config import PASSWORD_ENV, SourceConfig
 from ...cdc.state import StateStore
-from .change_rows import SourceLayout
+from .reading.change_rows import SourceLayout
 
 FORMAT_NAME = "mysqlcdc-binlog"
 STREAM_READER_SLOT = 0  # the executor's binlog reader (range 0 of a micro-batch)

@@ -13,7 +13,7 @@ from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.types import map_table
 from airflow_provider_mysqlcdc.spark.sinks.base import META_COLUMNS
-from airflow_provider_mysqlcdc.spark.stream import change_rows as cr
+from airflow_provider_mysqlcdc.spark.stream.reading import change_rows as cr
 
 T = TableId("shop", "all_types")
 UTC = dt.timezone.utc

@@ -9,9 +9,9 @@ SPARK_TEXT = (
 Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
   File "/venv/lib/python3.11/site-packages/py4j/clientserver.py", line 644, in _call_proxy
     return_value = getattr(self.pool[obj_id], method)(*params)
-  File "/venv/lib/python3.11/site-packages/airflow_provider_mysqlcdc/spark/sinks/postgres.py", line 10, in write
+  File "/venv/lib/python3.11/site-packages/airflow_provider_mysqlcdc/spark/sinks/postgres/sink.py", line 10, in write
     raise SinkValueError(msg)
-airflow_provider_mysqlcdc.spark.sinks.postgres.SinkValueError: shop.orders.note holds a NUL byte, which PostgreSQL text cannot store. Fix: set nul_policy.
+airflow_provider_mysqlcdc.spark.sinks.postgres.sink.SinkValueError: shop.orders.note holds a NUL byte, which PostgreSQL text cannot store. Fix: set nul_policy.
 	at org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(ForeachBatchSink.scala:60)
 """
     + "\tat org.apache.spark.Something(Some.scala:1)\n" * 60

@@ -42,7 +42,7 @@ def test_a_launch_clears_an_old_stop_request_and_mark(tmp_path):
 
 
 def test_a_restart_request_restarts_the_query(tmp_path):
-    from airflow_provider_mysqlcdc.spark.stream.restart import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.tables.restart import RESTART
 
     state = StateStore(str(tmp_path / "state"))
     state.request_stream_restart("tables removed")

@@ -5,6 +5,7 @@ and ``decoder.plan_table`` for what is decoded and what falls back to
 python-mysql-replication.
 """
 
+from .batches import ChangeBatch, UnsupportedRows, batch_schema
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
     ChecksumError,
@@ -15,7 +16,7 @@ from .errors import (
     UnknownEventError,
     UnsupportedTableError,
 )
-from .reader import ChangeBatch, FastBinlogReader, UnsupportedRows, batch_schema
+from .reader import FastBinlogReader
 from .tablemap import TableMap, parse_table_map
 
 __all__ = [

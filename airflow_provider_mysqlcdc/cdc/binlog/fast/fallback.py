@@ -18,7 +18,8 @@ from ...offsets import BinlogOffset
 from ...source.config import SourceConfig
 from ...types import row_normalizer
 from ..reader import BinlogReader
-from .reader import FastBinlogReader, UnsupportedRows
+from .batches import UnsupportedRows
+from .reader import FastBinlogReader
 
 
 def library_changes(

@@ -16,15 +16,15 @@ where events start, ``row`` numbers the rows of one event, DDL as ``SchemaChange
 Why it is fast (measured on the bench workload, see bench/decoder_throughput.py):
 
 * the packet framing is inlined into the event walk, and stretches of plain events
-  already received (rows, TABLE_MAP, GTID, XID) are walked with numpy (``_bulk_walk``)
+  already received (rows, TABLE_MAP, GTID, XID) are walked with numpy (``bulk.bulk_walk``)
   with no Python step per event: the packets are found by testing every byte offset at
-  once and verifying the chain (``_packet_chain``), and the checksums of everything
+  once and verifying the chain (``frames.packet_chain``), and the checksums of everything
   emitted are verified by one crc32 call (``packets.checksums_valid``);
 * uncaptured tables are dropped by table id at the event header -- their rows are never
   parsed or copied, their checksums never computed;
 * a TABLE_MAP identical to the last one for its id costs a byte comparison; a new one is
   looked up by its structure bytes, so a table's decoder is generated once;
-* rows are not decoded in the walk: a batch keeps the raw events of each table structure
+* rows are not decoded in the walk: a batch (``batches.py``) keeps the raw events of each table structure
   and decodes them at the end all at once, column by column with numpy
   (``columnar.py``), or with the generated per-table row decoder (``decoder.py``) where a
   column cannot be vectorized.
@@ -49,15 +49,10 @@ from __future__ import annotations
 
 import heapq
 import logging
-import struct
 import uuid
 import zlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, cast
+from typing import Any, Callable, Collection, Iterator, Mapping, cast
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pymysql
 
 from ...errors import CdcError
@@ -68,10 +63,12 @@ from ...schema.detect import BEGIN, END, OTHER, captured_ddl_tables, statement_k
 from ...source.config import SourceConfig
 from ...source.server import server_version
 from ...source.statements import StatementGuard
-from ..gtid_watch import GtidGapError, GtidWatch
+from ..gtid_watch import GtidWatch
 from ..reader import check_start_available, raise_dump_stopped
 from . import constants as C
-from .columnar import columnar_reason, decode_events, gather_slices, select
+from .batches import Builder, ChangeBatch, Item, UnsupportedRows
+from .bulk import BulkWalk, bulk_walk
+from .columnar import columnar_reason
 from .connection import DumpConnection
 from .decoder import TableDecoder, Unsupported, plan_table
 from .errors import (
@@ -83,432 +80,25 @@ from .errors import (
     UnknownEventError,
     UnsupportedTableError,
 )
-from .packets import CRC32_RESIDUE, checksums_valid, mariadb_uncompress, verify_checksum
-from .tablemap import parse_table_map, read_lenenc, table_map_names
-
-if TYPE_CHECKING:
-    from typing_extensions import Buffer
+from .frames import (
+    FRAME,
+    GTID_BODY,
+    HEADER,
+    MISSING,
+    ROWS_COMPRESSED,
+    SIZE_POS,
+    U32,
+    U64,
+    parse_fde,
+    uncompress_query_event,
+    uncompress_rows_event,
+)
+from .packets import CRC32_RESIDUE, verify_checksum
+from .tablemap import parse_table_map, table_map_names
 
 log = logging.getLogger(__name__)
-
 _ER_MASTER_FATAL_READING_BINLOG = 1236
-_HEADER = struct.Struct("<IBIIIH").unpack_from
-_GTID = struct.Struct("<QI").unpack_from
-_SIZE_POS = struct.Struct("<II").unpack_from  # event_size, log_pos at offset 9 of the header
-_U64 = struct.Struct("<Q").unpack_from  # a 6-byte table id plus the 2 flag bytes after it
-_U32 = struct.Struct("<I").unpack_from
-# packet length+sequence id, status byte, [timestamp], type, [server id], event size, log_pos,
-# [flags], then 8 bytes: a rows event's / TABLE_MAP's 6-byte table id and 2 flag bytes
-_FRAME = struct.Struct("<IB4xB4xII2xQ").unpack_from
 _FAR = 1 << 62
-
-META_FIELDS = [
-    pa.field("database", pa.string(), nullable=False),
-    pa.field("table", pa.string(), nullable=False),
-    pa.field("op", pa.string(), nullable=False),
-    pa.field("binlog_file", pa.string(), nullable=False),
-    pa.field("binlog_pos", pa.int64(), nullable=False),
-    pa.field("binlog_row", pa.int32(), nullable=False),
-    pa.field("gtid", pa.string(), nullable=True),
-    pa.field("event_time", pa.timestamp("us", tz="UTC"), nullable=True),
-]
-
-
-def batch_schema(decoder: TableDecoder) -> pa.Schema:
-    """The record batch schema of one table structure: metadata columns, then before/after."""
-    return pa.schema(
-        META_FIELDS
-        + [pa.field("before", decoder.image_type, nullable=True), pa.field("after", decoder.image_type, nullable=True)]
-    )
-
-
-@dataclass(frozen=True)
-class ChangeBatch:
-    """Decoded row changes of one table structure, as an Arrow record batch (``batch_schema``)."""
-
-    table_id: TableId
-    decoder: TableDecoder
-    batch: pa.RecordBatch
-
-    @property
-    def num_rows(self) -> int:
-        return self.batch.num_rows
-
-    def changes(self) -> list[RowChange]:
-        """The rows as ``RowChange`` objects (canonical Python values), in batch order."""
-        d = self.batch.to_pydict()
-        out = []
-        for op, f, pos, row, gtid, ts, before, after in zip(
-            d["op"],
-            d["binlog_file"],
-            d["binlog_pos"],
-            d["binlog_row"],
-            d["gtid"],
-            d["event_time"],
-            d["before"],
-            d["after"],
-        ):
-            out.append(
-                RowChange(
-                    op,
-                    self.table_id,
-                    before,
-                    after,
-                    BinlogOffset(f, pos, row=row),
-                    gtid,
-                    int(ts.timestamp()) if ts is not None else 0,
-                )
-            )
-        return out
-
-
-@dataclass(frozen=True)
-class UnsupportedRows:
-    """A rows event of a captured table the fast path cannot decode: read it with the library.
-
-    ``offset`` is where the event starts; ``transaction_start`` where its transaction
-    starts (a library reader must begin there to see the TABLE_MAP).
-    """
-
-    table_id: TableId
-    offset: BinlogOffset
-    transaction_start: BinlogOffset | None
-    reason: str
-
-
-Item = ChangeBatch | SchemaChange | Heartbeat | UnsupportedRows
-
-
-class _Builder:
-    """Rows events of one table structure waiting to become a record batch.
-
-    The walk only keeps each event's bytes, its GTID and (rarely) a file change or a start
-    row: everything else -- op, position, timestamp, where the row data starts, the
-    full-image check -- is read back from the joined event bytes with numpy in ``build``,
-    where the rows are decoded column by column (``columnar.decode_events``) or, for
-    tables that cannot be, by the generated row decoder.
-    """
-
-    __slots__ = ("decoder", "first_seq", "columnar", "crc", "tid_len", "pieces", "n", "gtids", "files", "skips")
-
-    def __init__(
-        self, decoder: TableDecoder, first_seq: int, columnar: bool, crc: int, tid_len: int, file: str
-    ) -> None:
-        self.decoder = decoder
-        self.first_seq = first_seq
-        self.columnar = columnar
-        self.crc = crc
-        self.tid_len = tid_len
-        # event bytes: one event (bytes, None) or several back to back (bytes, their lengths)
-        self.pieces: list[tuple[bytes | np.ndarray, np.ndarray | None]] = []
-        self.n = 0  # events so far
-        # per event, in runs: a list of str / (domain, server id, seq) / None, or a uint64 (n, 3) array
-        self.gtids: list[list[Any] | np.ndarray] = []
-        self.files: list[tuple[int, str]] = [(0, file)]  # (first event index, file name)
-        self.skips: dict[int, int] = {}  # event index -> rows to drop (the start row)
-
-    def add(self, ev: bytes, gtid: Any, file: str, skip: int) -> None:
-        if file != self.files[-1][1]:
-            self.files.append((self.n, file))
-        if skip:
-            self.skips[self.n] = skip
-        self.pieces.append((ev, None))
-        run = self.gtids[-1] if self.gtids else None
-        if not isinstance(run, list):
-            run = []
-            self.gtids.append(run)
-        run.append(gtid)
-        self.n += 1
-
-    def add_many(self, blob: bytes | np.ndarray, lengths: np.ndarray, gtids: list[Any] | np.ndarray, file: str) -> None:
-        if file != self.files[-1][1]:
-            self.files.append((self.n, file))
-        self.pieces.append((blob, lengths))
-        self.gtids.append(gtids)
-        self.n += len(lengths)
-
-    def build(self) -> ChangeBatch:
-        dec = self.decoder
-        n_ev = self.n
-        pieces = self.pieces
-        if all(lens is None for _, lens in pieces):
-            lengths = np.fromiter((len(b) for b, _ in pieces), dtype=np.int64, count=n_ev)
-        else:
-            lengths = np.concatenate(
-                [np.array([len(b)], dtype=np.int64) if lens is None else lens for b, lens in pieces]
-            )
-        base = np.cumsum(lengths) - lengths
-        blob = b"".join(cast("Iterable[Buffer]", (b for b, _ in pieces)))  # bytes and uint8 arrays
-        B = np.frombuffer(blob, dtype=np.uint8)
-        typ = B[base + 4]
-        size = _gather_u32(B, base + 9)
-        pos = _gather_u32(B, base + 13) - size
-        ts = _gather_u32(B, base)
-        kind = _KIND_OF_TYPE[typ]  # 0 insert, 1 update, 2 delete
-        if (kind < 0).any():
-            raise ProtocolError(f"not a rows event in the batch of {dec.table_id}")
-        starts = self._data_starts(B, base, typ, kind, pos)
-        ends = base + lengths - self.crc
-        if self.columnar:
-            decoded = decode_events(dec, blob, starts, ends)
-            columns, ev_of, image = decoded.columns, decoded.event, decoded.image
-        else:
-            columns, ev_of, image = self._decode_rows(blob, starts, ends, pos)
-        skips = np.zeros(n_ev, dtype=np.int64)
-        for i, k in self.skips.items():
-            skips[i] = k
-        update = kind == 1
-        n_images = np.bincount(ev_of, minlength=n_ev)
-        if (update & (n_images % 2 == 1)).any():
-            raise ProtocolError(f"an UPDATE rows event of {dec.table_id} has an odd number of row images")
-        img_update = update[ev_of]
-        row_in_event = np.where(img_update, image // 2, image)
-        is_after = np.where(img_update, image % 2 == 1, kind[ev_of] == 0)
-        keep = row_in_event >= skips[ev_of]
-        per_event = np.maximum(np.where(update, n_images // 2, n_images) - skips, 0)
-        row_base = np.cumsum(per_event) - per_event
-        total = int(per_event.sum())
-        row_id = row_base[ev_of] + row_in_event - skips[ev_of]
-        before = np.full(total, -1, dtype=np.int64)
-        after = np.full(total, -1, dtype=np.int64)
-        img = np.arange(len(ev_of), dtype=np.int64)
-        sel = keep & is_after
-        after[row_id[sel]] = img[sel]
-        sel = keep & ~is_after
-        before[row_id[sel]] = img[sel]
-        fields = list(dec.image_type)
-        # per-row metadata: every event's values repeated for its rows
-        ev_row = np.repeat(np.arange(n_ev, dtype=np.int64), per_event)
-        take = pa.array(ev_row)
-        rows = _row_numbers(per_event, skips)
-        file_idx = np.zeros(n_ev, dtype=np.int64)
-        for k, (first, _) in enumerate(self.files[1:], 1):
-            file_idx[first:] = k
-        tid = dec.table_id
-        columns_out = [
-            pa.repeat(pa.scalar(tid.database), total),
-            pa.repeat(pa.scalar(tid.table), total),
-            _ops().take(pa.array(kind[ev_row])),
-            pa.array([f for _, f in self.files], pa.string()).take(pa.array(file_idx[ev_row])),
-            pa.array(pos[ev_row]),
-            pa.array(rows.astype(np.int32)),
-            _gtid_array(self.gtids).take(take),
-            pa.array(ts[ev_row] * 1_000_000, pa.timestamp("us", tz="UTC")),
-            select(columns, before, fields),
-            select(columns, after, fields),
-        ]
-        return ChangeBatch(tid, dec, pa.RecordBatch.from_arrays(columns_out, schema=batch_schema(dec)))
-
-    def _data_starts(
-        self, B: np.ndarray, base: np.ndarray, typ: np.ndarray, kind: np.ndarray, pos: np.ndarray
-    ) -> np.ndarray:
-        """Where each event's row images start; checks the column count and the full-image bitmaps."""
-        dec = self.decoder
-        p = base + 19 + self.tid_len + 2
-        v2 = typ >= C.WRITE_ROWS_EVENT_V2
-        if v2.any():
-            p = p + np.where(v2, _gather_u16(B, p), 0)  # extra data; its length counts its own 2 bytes
-        ncols = len(dec.columns)
-        if ncols < 0xFB:
-            ok = B[p] == ncols
-            p = p + 1
-        else:
-            ok = (B[p] == 0xFC) & (_gather_u16(B, p + 1) == ncols)
-            p = p + 3
-        nb = (ncols + 7) // 8
-        full = np.frombuffer(dec.full_bitmap, dtype=np.uint8)
-        for i in range(nb):
-            ok &= B[p + i] == full[i]
-        upd = kind == 1
-        if upd.any():
-            q = p + nb
-            for i in range(nb):
-                ok &= ~upd | (B[q + i] == full[i])
-        if not ok.all():
-            bad = int(np.argmin(ok))
-            raise PartialImageError(
-                f"rows event at {self._file_of(bad)}:{int(pos[bad])} for {dec.table_id} does not carry every "
-                "column (or not the table map's column count): binlog_row_image must be FULL. Fix: SET GLOBAL "
-                "binlog_row_image = FULL; rows logged before the change cannot be read completely."
-            )
-        return p + nb * np.where(upd, 2, 1)
-
-    def _file_of(self, event_index: int) -> str:
-        name = self.files[0][1]
-        for first, f in self.files:
-            if first <= event_index:
-                name = f
-        return name
-
-    def _decode_rows(
-        self, blob: bytes, starts: np.ndarray, ends: np.ndarray, pos: np.ndarray
-    ) -> tuple[list[pa.Array], np.ndarray, np.ndarray]:
-        """The row decoder over every event: (columns, event index, image index) of every image."""
-        dec = self.decoder
-        images: list[tuple] = []
-        ev_of: list[int] = []
-        image: list[int] = []
-        decode = dec.decode_rows
-        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-            try:
-                got, q = decode(blob, s, e)
-            except (IndexError, ValueError, struct.error, KeyError, UnicodeDecodeError) as err:
-                raise ProtocolError(
-                    f"cannot decode rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: "
-                    f"{type(err).__name__}: {err}"
-                ) from None
-            if q != e:
-                raise ProtocolError(
-                    f"rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: row data ends at "
-                    f"{q - s}, the event's at {e - s}: the table map does not describe these rows"
-                )
-            images.extend(got)
-            ev_of.extend([i] * len(got))
-            image.extend(range(len(got)))
-        return dec.image_arrays(images), np.array(ev_of, dtype=np.int64), np.array(image, dtype=np.int64)
-
-
-_OP_NAMES = ("insert", "update", "delete")
-_ops_array: pa.Array | None = None
-
-
-def _ops() -> pa.Array:
-    """The op names as an Arrow array, built on first use: ``pa.array`` at import time makes
-    pyarrow import pandas (0.18 s measured, in every process that imports the decoder: each of
-    Spark's Python workers), which nothing here needs."""
-    global _ops_array
-    if _ops_array is None:
-        _ops_array = pa.array(list(_OP_NAMES), pa.string())
-    return _ops_array
-
-
-_ROWS_COMPRESSED = {**{t: False for t in C.ROWS_EVENTS}, **{t: True for t in C.COMPRESSED_ROWS_EVENTS}}
-
-
-def _uncompress_rows_event(ev: bytes, crc: int, tid_len: int) -> bytes:
-    """A MariaDB compressed rows event as the plain rows event it stands for.
-
-    Only the row images are compressed; the post-header, column count and bitmaps are
-    not. The result keeps the original header's size and position (positions stay the
-    binlog's) but the plain type, and carries a fresh CRC32 of its own bytes.
-    """
-    typ = ev[4]
-    plain = C.COMPRESSED_ROWS_EVENTS[typ]
-    p = 19 + tid_len + 2
-    if C.ROWS_EVENTS[plain][1] == 2:
-        p += ev[p] | (ev[p + 1] << 8)
-    ncols, p = read_lenenc(ev, p)
-    p += ((ncols + 7) // 8) * (2 if C.ROWS_EVENTS[plain][0] == "update" else 1)
-    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p : len(ev) - crc])
-    out = body[:4] + bytes([plain]) + body[5:]
-    return out + struct.pack("<I", zlib.crc32(out)) if crc else out
-
-
-def _uncompress_query_event(ev: bytes, crc: int) -> bytes:
-    """A MariaDB QUERY_COMPRESSED event as a plain QUERY event (the statement inflated)."""
-    db_len = ev[19 + 8]
-    status_len = ev[19 + 11] | (ev[19 + 12] << 8)
-    p = 19 + 13 + status_len + db_len + 1
-    body = bytes(ev[:p]) + mariadb_uncompress(memoryview(ev)[p : len(ev) - crc])
-    out = body[:4] + bytes([C.QUERY_EVENT]) + body[5:]
-    return out + struct.pack("<I", zlib.crc32(out)) if crc else out
-
-
-_BULK_TYPE = np.zeros(256, dtype=bool)
-for _t in (*C.ROWS_EVENTS, C.TABLE_MAP_EVENT, C.MARIADB_GTID_EVENT, C.XID_EVENT):
-    _BULK_TYPE[_t] = True
-_KIND_OF_TYPE = np.full(256, -1, dtype=np.int8)
-for _t, (_k, _v) in C.ROWS_EVENTS.items():
-    _KIND_OF_TYPE[_t] = {"insert": 0, "update": 1, "delete": 2}[_k]
-
-
-def _packet_chain(B: np.ndarray, start: int, rend: int) -> np.ndarray:
-    """Buffer offsets of the whole packets from ``start`` on that hold bulk-walkable events.
-
-    Following the packet lengths one by one is an inherently serial loop, and in Python it
-    was the largest single cost of the decoder (~0.5 us an event). Instead every byte offset
-    is tested at once for what such a packet looks like (status byte 0, an event type the
-    bulk walk takes, event size + 1 == packet length), and the chain is then verified: the
-    candidates, in order, must each end exactly where the next begins. The first candidate
-    is ``start`` itself, so everything up to the first break is the true chain; a false
-    candidate inside an event's data breaks the chain before it (the true event before it
-    ends elsewhere), as does an event the test does not match. The stretch is then cut
-    there, exactly where the serial walk would have to take over anyway.
-    """
-    W = B[start:rend]
-    n = len(W) - 31  # an event header (and the table id after it) is readable
-    if n <= 0:
-        return np.zeros(0, dtype=np.int64)
-    # byte compares only (a table lookup over every byte costs four times as much): the low
-    # byte of the packet length is that of event size + 1, the status byte and the event
-    # size's top byte are 0 -- all exact for every real packet, and rare elsewhere
-    mask = W[14 : 14 + n] + np.uint8(1) == W[:n]
-    mask &= W[4 : 4 + n] == 0
-    mask &= W[17 : 17 + n] == 0
-    cand = np.flatnonzero(mask)
-    cand = cand[_BULK_TYPE[W[cand + 9]]]
-    if not len(cand) or cand[0] != 0:
-        return np.zeros(0, dtype=np.int64)
-    plen = _gather_u32(W, cand) & 0xFFFFFF  # packet length (the 4th byte is the sequence id)
-    same = _gather_u32(W, cand + 14) + 1 == plen
-    cand, plen = cand[same], plen[same]
-    if not len(cand) or cand[0] != 0:
-        return np.zeros(0, dtype=np.int64)
-    nxt = cand + 4 + plen
-    breaks = np.flatnonzero(nxt[:-1] != cand[1:])
-    k = int(breaks[0]) + 1 if len(breaks) else len(cand)
-    if nxt[k - 1] > len(W):  # the last packet is not complete in the buffer
-        k -= 1
-    return cand[:k] + start
-
-
-def _gather_u32(B: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """The little-endian uint32 at each byte offset ``p`` of ``B``, as int64: one gather
-    through a view whose element i is the 4 bytes at byte i (unaligned, stride 1)."""
-    if len(B) < 4:
-        return np.zeros(len(p), dtype=np.int64)
-    return np.ndarray((len(B) - 3,), dtype="<u4", buffer=B, strides=(1,))[p].astype(np.int64)
-
-
-def _gather_u16(B: np.ndarray, p: np.ndarray) -> np.ndarray:
-    if len(B) < 2:
-        return np.zeros(len(p), dtype=np.int64)
-    return np.ndarray((len(B) - 1,), dtype="<u2", buffer=B, strides=(1,))[p].astype(np.int64)
-
-
-def _gather_events(B: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The events at ``starts`` (with ``sizes``) copied back to back out of ``B`` in one gather,
-    and where each begins in the copy."""
-    return gather_slices(B, starts, sizes), np.cumsum(sizes) - sizes
-
-
-def _gtid_array(runs: list[list[Any] | np.ndarray]) -> pa.Array:
-    """GTIDs of the events as strings (see ``_Builder.gtids``); MariaDB's (domain, server, seq)
-    triples formatted in bulk, anything else (MySQL's, none) one by one."""
-    arrays: list[np.ndarray] = []
-    for run in runs:
-        if isinstance(run, np.ndarray):
-            arrays.append(run)
-        elif run and all(type(g) is tuple for g in run):
-            arrays.append(np.array(run, dtype=np.uint64).reshape(-1, 3))
-        else:
-            values = [g for r in runs for g in (map(tuple, r.tolist()) if isinstance(r, np.ndarray) else r)]
-            return pa.array(
-                [g if g is None or isinstance(g, str) else f"{g[0]}-{g[1]}-{g[2]}" for g in values], pa.string()
-            )
-    if not arrays:
-        return pa.array([], pa.string())
-    parts = np.concatenate(arrays)
-    return pc.binary_join_element_wise(*(pa.array(parts[:, k]).cast(pa.string()) for k in range(3)), "-")
-
-
-def _row_numbers(counts: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Row index inside its event of every row: first[i], first[i] + 1, ... for counts[i] rows."""
-    c = np.asarray(counts, dtype=np.int64)
-    starts = np.cumsum(c) - c
-    return (
-        np.arange(int(c.sum()), dtype=np.int64) - np.repeat(starts, c) + np.repeat(np.asarray(first, dtype=np.int64), c)
-    )
 
 
 class FastBinlogReader:
@@ -527,7 +117,7 @@ class FastBinlogReader:
     for tables where that is possible; False uses the generated row decoders everywhere
     (same values, the differential tests run both). ``bulk_min_events``: stretches of at
     least this many plain events (rows, TABLE_MAP, GTID, XID) already received are walked
-    with numpy (``_bulk_walk``) instead of one by one; 0 turns that off. ``server_id`` must
+    with numpy (``bulk_walk``) instead of one by one; 0 turns that off. ``server_id`` must
     be unique among the server's replicas.
     """
 
@@ -573,7 +163,7 @@ class FastBinlogReader:
         self.verify = verify_checksum
         self.columnar = columnar
         self.bulk_min_events = bulk_min_events
-        self.bulk_events = 0  # events walked by _bulk_walk (observability, tests)
+        self.bulk_events = 0  # events walked by bulk_walk (observability, tests)
         self.gtid_watch = gtid_watch  # every GTID read goes past it (cdc/binlog/gtid_watch.py): a jump stops the read
         # the server the offsets belong to (cdc/binlog/failover.py), checked per connect
         self.expect_server = expect_server
@@ -739,22 +329,22 @@ class FastBinlogReader:
         by_id: dict[int, TableDecoder | Unsupported | None] = {}
         last_map: dict[int, tuple[bytes, TableDecoder | Unsupported | None]] = {}
         tm_cache = self.decoders
-        builders: dict[int, _Builder] = {}  # id(decoder) -> builder
+        builders: dict[int, Builder] = {}  # id(decoder) -> builder
         pending = 0
         seq = 0
         gtid_event: bytes | None = None  # verified lazily: only when rows use its GTID
         gtid_parts: tuple[int, int, int] | None = None
         charsets = self._charsets
         watch = self.gtid_watch
-        ROWS = _ROWS_COMPRESSED  # rows event type -> True if MariaDB compressed it
+        ROWS = ROWS_COMPRESSED  # rows event type -> True if MariaDB compressed it
         TABLE_MAP = C.TABLE_MAP_EVENT
         MARIADB_GTID = C.MARIADB_GTID_EVENT
         XID = C.XID_EVENT
         MAXP = C.MAX_PACKET_LEN
         from_bytes = int.from_bytes
-        sizepos = _SIZE_POS
-        u64 = _U64
-        frame = _FRAME
+        sizepos = SIZE_POS
+        u64 = U64
+        frame = FRAME
         crc32 = zlib.crc32
         RESIDUE = CRC32_RESIDUE
 
@@ -775,6 +365,7 @@ class FastBinlogReader:
         bulk_bytes = 32 * bulk_min  # ~ the bytes of that many small events
         bulk_target = 1 << 20  # read ahead up to this much for the numpy walk
         bulk_after = 0  # no bulk attempt before this buffer offset
+        w = BulkWalk(by_id, last_map, builders, bulk_min, self.start.row, watch, self.columnar)
         try:
             while True:
                 # --- framing: the next event is buf[o:end] -------------------------------
@@ -788,33 +379,21 @@ class FastBinlogReader:
                         R.top_up(bulk_target)  # whatever the server has sent already: long stretches
                         rbuf, rstart, rend, rseq, view = R._buf, R._start, R._end, R._seq, R._view
                         o = rstart
-                    res = None
+                    walked = None
                     if rend - o >= bulk_bytes:
-                        res = self._bulk_walk(
-                            rbuf,
-                            o,
-                            rend,
-                            rseq,
-                            view,
-                            start_pos,
-                            stop_pos,
-                            crc if verify else 0,
-                            crc,
-                            by_id,
-                            last_map,
-                            builders,
-                            seq,
-                            in_txn,
-                            txn,
-                            gtid_parts,
-                            gtid_event,
-                            max(self.batch_rows - pending, 1),
-                        )
-                    if res is None:  # not worth it here: walk one by one for a while
+                        w.buf, w.view, w.start, w.end, w.packet_seq = rbuf, view, o, rend, rseq
+                        w.start_pos, w.stop_pos, w.crc, w.verify_crc = start_pos, stop_pos, crc, crc if verify else 0
+                        w.file, w.gtid = self._file, self._gtid
+                        w.seq, w.in_txn, w.txn, w.gtid_parts, w.gtid_event = seq, in_txn, txn, gtid_parts, gtid_event
+                        walked = bulk_walk(w, max(self.batch_rows - pending, 1))
+                        w.buf = w.view = None  # no reference to the receive buffer outlives the call
+                    if walked is None:  # not worth it here: walk one by one for a while
                         bulk_after = min(rend, o + max(bulk_bytes, (rend - o) // 8))
                     else:
-                        (rstart, rseq, cur_pos, in_txn, txn, gtid_parts, gtid_event, seq, added) = res
-                        pending += added
+                        self.bulk_events += walked
+                        rstart, rseq, cur_pos, seq = w.start, w.packet_seq, w.position, w.seq
+                        in_txn, txn, gtid_parts, gtid_event = w.in_txn, w.txn, w.gtid_parts, w.gtid_event
+                        pending += w.added
                         if pending >= self.batch_rows:
                             self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
                             yield flush()
@@ -857,7 +436,7 @@ class FastBinlogReader:
                     if pos >= stop_pos:
                         break
                     cur_pos = log_pos
-                    dec = by_id.get(tidq & tid_mask, _MISSING)
+                    dec = by_id.get(tidq & tid_mask, MISSING)
                     if dec is None:
                         continue  # not captured
                     if not in_txn:
@@ -865,7 +444,7 @@ class FastBinlogReader:
                         in_txn = True
                     if pos < start_pos:
                         continue
-                    if dec is _MISSING:
+                    if dec is MISSING:
                         raise ProtocolError(
                             f"rows event at {self._file}:{pos} for table id "
                             f"{from_bytes(buf[o + 19 : o + 19 + tid_len], 'little')} without its TABLE_MAP: a read "
@@ -880,7 +459,7 @@ class FastBinlogReader:
                                 verify_checksum(gtid_event, f"{self._file} (GTID event before {pos})")
                             gtid_event = None
                     if rows_kind:  # MariaDB log_bin_compress: inflate into the plain event
-                        ev = _uncompress_rows_event(ev, crc, tid_len)
+                        ev = uncompress_rows_event(ev, crc, tid_len)
                     if dec.__class__ is Unsupported:
                         self._pos, self._in_txn, self._txn = cur_pos, in_txn, txn
                         item = self._unsupported(dec, pos)
@@ -888,7 +467,7 @@ class FastBinlogReader:
                         continue
                     b = builders.get(id(dec))
                     if b is None:
-                        b = builders[id(dec)] = _Builder(
+                        b = builders[id(dec)] = Builder(
                             dec, seq, self.columnar and dec.columnar_reason is None, crc, tid_len, self._file
                         )
                         seq += 1
@@ -921,8 +500,8 @@ class FastBinlogReader:
                     else:
                         ev = cast(bytes, buf) if buf is not rbuf else bytes(view[o:end])
                         key = ev[19 + tm_post : len(ev) - crc]
-                        dec = tm_cache.get(key, _MISSING)
-                        if dec is _MISSING:
+                        dec = tm_cache.get(key, MISSING)
+                        if dec is MISSING:
                             dec = self._plan(ev, tid_len, tm_post, crc, charsets, conn.is_mariadb)
                             tm_cache[key] = dec
                         if dec is not None and verify and crc:
@@ -936,8 +515,8 @@ class FastBinlogReader:
                     if pos >= stop_pos:
                         break
                     cur_pos = log_pos
-                    seq_no, domain = _GTID(buf, o + 19)
-                    gtid_parts = (domain, _U32(buf, o + 5)[0], seq_no)
+                    seq_no, domain = GTID_BODY(buf, o + 19)
+                    gtid_parts = (domain, U32(buf, o + 5)[0], seq_no)
                     if verify and crc:
                         gtid_event = bytes(view[o:end]) if buf is rbuf else cast(bytes, buf)
                     if watch is not None:
@@ -966,7 +545,7 @@ class FastBinlogReader:
                     gtid_parts = None
                 item, stop_now = self._other_event(ev, crc, start_pos, stop_pos)
                 if typ == C.FORMAT_DESCRIPTION_EVENT:
-                    crc_alg, new_tid_len, tm_post = _parse_fde(ev)
+                    crc_alg, new_tid_len, tm_post = parse_fde(ev)
                     new_crc = 4 if crc_alg == C.CHECKSUM_CRC32 else 0
                     if pending and (new_crc, new_tid_len) != (crc, tid_len):
                         yield flush()  # builders read their events with one layout
@@ -996,215 +575,12 @@ class FastBinlogReader:
                 "the stop offset must be one the server has already written (SHOW MASTER STATUS)."
             )
 
-    def _bulk_walk(
-        self,
-        rbuf: bytearray,
-        start: int,
-        rend: int,
-        rseq: int,
-        view: memoryview,
-        start_pos: int,
-        stop_pos: int,
-        verify_crc: int,
-        crc: int,
-        by_id: dict,
-        last_map: dict,
-        builders: dict,
-        seq: int,
-        in_txn: bool,
-        txn: tuple | None,
-        gtid_parts: Any,
-        gtid_event: Any,
-        limit: int,
-    ) -> tuple | None:
-        """Walk the plain events already in the receive buffer with numpy; None if not worth it.
-
-        No Python code runs per event: the packets are found by ``_packet_chain``; types,
-        sizes, positions, table ids are gathered with numpy, and the stretch is cut before
-        the first event that needs the one-by-one walk -- any other type, a TABLE_MAP that
-        differs from the last one for its id, a rows event of a table without a decoder (or
-        unsupported), the stop position, a framing surprise, the ``limit``-th captured rows
-        event. Within the stretch the id -> decoder map is therefore constant, so captured
-        rows events are found by table id, copied out in one gather per table and handed to
-        its builder with their transactions' GTIDs. Everything emitted (those rows events,
-        their GTIDs and TABLE_MAPs) is checked by one crc32 call (``checksums_valid``).
-        Returns the walk's new state (see the caller).
-        """
-        B = np.frombuffer(rbuf, dtype=np.uint8)
-        O = _packet_chain(B, start, rend)  # noqa: E741 - the bulk walk names its arrays B(ytes), O(ffsets)
-        n = len(O)
-        if n < self.bulk_min_events:
-            return None
-        plen = _gather_u32(B, O) & 0xFFFFFF
-        e = O + 5
-        typ = B[e + 4]
-        size = _gather_u32(B, e + 9)
-        pos = _gather_u32(B, e + 13) - size
-        tid = _gather_u32(B, e + 19) | (_gather_u16(B, e + 23) << 32)
-        ok = (
-            (B[O + 3] == ((rseq + np.arange(n)) & 0xFF))
-            & (B[O + 4] == 0)
-            & (size + 1 == plen)
-            & (plen < C.MAX_PACKET_LEN)
-            & _BULK_TYPE[typ]
-            & (pos < stop_pos)
-            # before the start and at a start row the plain walk skips what it must
-            & ((pos > start_pos) if self.start.row else (pos >= start_pos))
-        )
-        k = n if ok.all() else int(np.argmin(ok))
-        # table maps must repeat the last map of their id byte for byte
-        is_tm = typ[:k] == C.TABLE_MAP_EVENT
-        if is_tm.any():
-            tm_idx = np.nonzero(is_tm)[0]
-            for t in np.unique(tid[tm_idx]).tolist():
-                idx = tm_idx[tid[tm_idx] == t]
-                ref = last_map.get(t)
-                if ref is None:
-                    k = min(k, int(idx[0]))
-                    continue
-                body = np.frombuffer(ref[0], dtype=np.uint8)
-                same = size[idx] - 19 - crc == len(body)
-                if same.any() and len(body):
-                    cand = idx[same]  # their bodies copied out back to back, compared row-wise
-                    bodies = gather_slices(B, e[cand] + 19, np.full(len(cand), len(body), dtype=np.int64))
-                    eq = (bodies.reshape(len(cand), len(body)) == body).all(axis=1)
-                    same[np.nonzero(same)[0][~eq]] = False
-                if not same.all():
-                    k = min(k, int(idx[np.argmin(same)]))
-        # rows events: their table must have a decoder (or be known as not captured)
-        is_rows = _KIND_OF_TYPE[typ[:k]] >= 0
-        groups: dict[int, tuple[TableDecoder, list[np.ndarray]]] = {}
-        if is_rows.any():
-            rows_idx = np.nonzero(is_rows)[0]
-            for t in np.unique(tid[rows_idx]).tolist():
-                dec = by_id.get(t, _MISSING)
-                if dec is None:
-                    continue
-                idx = rows_idx[tid[rows_idx] == t]
-                if dec is _MISSING or dec.__class__ is Unsupported:
-                    k = min(k, int(idx[0]))
-                    continue
-                groups.setdefault(id(dec), (dec, []))[1].append(idx)
-        if groups:  # at most ``limit`` captured rows events: the flush comes right after them
-            captured = np.sort(np.concatenate([i for _, parts in groups.values() for i in parts]))
-            captured = captured[captured < k]
-            if len(captured) > limit:
-                k = int(captured[limit - 1]) + 1
-        if k < self.bulk_min_events:
-            return None
-        typ, size, pos, e = typ[:k], size[:k], pos[:k], e[:k]
-        is_gtid = typ == C.MARIADB_GTID_EVENT
-        if self.gtid_watch is not None and is_gtid.any():
-            gi = np.flatnonzero(is_gtid)
-            ge = e[gi]
-            seqs = _gather_u32(B, ge + 19).astype(np.uint64) | (
-                _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32)
-            )
-            try:
-                self.gtid_watch.seen_many(_gather_u32(B, ge + 27), seqs, pos[gi], self._file)
-            except GtidGapError as gap:  # a damaged event must not pass for a gap
-                if verify_crc:
-                    j = int(np.searchsorted(pos, gap.offset.position))
-                    verify_checksum(view[int(e[j]) : int(e[j]) + int(size[j])], f"{self._file}:{int(pos[j])}")
-                raise
-        last_gtid = np.maximum.accumulate(np.where(is_gtid, np.arange(k), -1))
-        file = self._file
-        crc32 = zlib.crc32
-        added = 0
-        captured_any = np.zeros(k, dtype=bool)
-        gtid_used = np.zeros(k, dtype=bool)
-        emitted: list[tuple[np.ndarray, np.ndarray]] = []  # (events back to back, their offsets)
-        carried_used = False
-        for dec, parts in groups.values():
-            idx = np.sort(np.concatenate(parts))
-            idx = idx[idx < k]
-            if not len(idx):
-                continue
-            captured_any[idx] = True
-            # copy the group's events out of the receive buffer in one gather
-            sz = size[idx]
-            events, offsets = _gather_events(B, e[idx], sz)
-            emitted.append((events, offsets))
-            g = last_gtid[idx]
-            ge = e[np.maximum(g, 0)]
-            parts3 = np.empty((len(idx), 3), dtype=np.uint64)  # (domain, server, seq)
-            parts3[:, 0] = _gather_u32(B, ge + 27)
-            parts3[:, 1] = _gather_u32(B, ge + 5)
-            parts3[:, 2] = _gather_u32(B, ge + 19).astype(np.uint64) | (
-                _gather_u32(B, ge + 23).astype(np.uint64) << np.uint64(32)
-            )
-            gtids: np.ndarray | list[Any] = parts3
-            if (g < 0).any():  # before the stretch's first GTID: the transaction's, carried in
-                carried = gtid_parts if gtid_parts is not None else self._gtid
-                if type(carried) is tuple:
-                    parts3[g < 0] = carried
-                else:
-                    gtids = list(map(tuple, parts3.tolist()))
-                    for j in np.nonzero(g < 0)[0].tolist():
-                        gtids[j] = carried
-                carried_used = True
-            gtid_used[g[g >= 0]] = True
-            b = builders.get(id(dec))
-            if b is None:
-                b = builders[id(dec)] = _Builder(dec, seq, self.columnar and dec.columnar_reason is None, crc, 6, file)
-                seq += 1
-            b.add_many(events, sz, gtids, file)  # any bytes-like: the builder joins them (build)
-            added += len(idx)
-        if verify_crc:
-            if carried_used and gtid_event is not None:
-                if crc32(gtid_event) != CRC32_RESIDUE:
-                    verify_checksum(gtid_event, f"{file} (GTID event before {int(pos[0])})")
-                gtid_event = None
-            # what is emitted: the captured rows (copied above), the GTIDs they carry, their
-            # tables' TABLE_MAPs; in any order, as every event is checked on its own
-            tm_idx = np.nonzero(typ == C.TABLE_MAP_EVENT)[0]
-            used = [t for t in np.unique(tid[tm_idx]).tolist() if last_map[t][1] is not None]
-            others = np.flatnonzero(gtid_used)
-            if len(used):
-                others = np.concatenate((others, tm_idx[np.isin(tid[tm_idx], used)]))
-            if len(others):
-                emitted.append(_gather_events(B, e[others], size[others]))
-            if emitted:
-                lengths = [len(ev) for ev, _ in emitted]
-                bases = np.cumsum([0] + lengths[:-1])
-                all_events = np.concatenate([ev for ev, _ in emitted])
-                starts = np.concatenate([off + base for (_, off), base in zip(emitted, bases)])
-                if not checksums_valid(all_events, starts):
-                    checked = captured_any.copy()
-                    checked[others] = True
-                    for i in np.flatnonzero(checked).tolist():  # name the first bad event
-                        at, ln = int(e[i]), int(size[i])
-                        verify_checksum(view[at : at + ln], f"{file}:{int(pos[i])}")
-        # the transaction state after the stretch, as the one-by-one walk would leave it: a GTID
-        # or a captured rows event begins a transaction unless one is open, an XID ends it
-        g = int(last_gtid[k - 1])
-        begins = is_gtid | captured_any
-        boundary = np.nonzero(begins | (typ == C.XID_EVENT))[0]
-        if len(boundary):
-            is_begin = begins[boundary]
-            opened_before = np.concatenate(([in_txn], is_begin[:-1]))
-            starts = boundary[is_begin & ~opened_before]
-            if len(starts):
-                txn = (file, int(pos[starts[-1]]))
-            in_txn = bool(is_begin[-1])
-        if g >= 0:  # the last GTID is the current one
-            ga = int(e[g])
-            seq_no, domain = _GTID(rbuf, ga + 19)
-            gtid_parts = (domain, _U32(rbuf, ga + 5)[0], seq_no)
-            gtid_event = None if (gtid_used[g] or not verify_crc) else bytes(view[ga : ga + int(size[g])])
-        last = k - 1
-        self.bulk_events += k
-        cur_pos = int(pos[last] + size[last])
-        new_start = int(O[last] + 4 + plen[last])
-        del B
-        return new_start, (rseq + k) & 0xFF, cur_pos, in_txn, txn, gtid_parts, gtid_event, seq, added
-
     def _other_event(self, ev: bytes, crc: int, start_pos: int, stop_pos: int) -> tuple[Item | None, bool]:
         """The rare events: (item to yield or None, True if the read reached ``stop``).
 
         Works on ``self`` (position, transaction state), which the loop syncs around it.
         """
-        ts, typ, server_id, size, log_pos, flags = _HEADER(ev, 0)
+        ts, typ, server_id, size, log_pos, flags = HEADER(ev, 0)
         verify = self.verify and crc
         if typ == C.ROTATE_EVENT:
             if verify:
@@ -1238,7 +614,7 @@ class FastBinlogReader:
         if typ == C.QUERY_COMPRESSED_EVENT:  # MariaDB log_bin_compress: the statement is zlib
             if verify:
                 verify_checksum(ev, f"{self._file}:{pos}")
-            ev = _uncompress_query_event(ev, crc)
+            ev = uncompress_query_event(ev, crc)
             typ = C.QUERY_EVENT
         if typ == C.QUERY_EVENT:
             sc = self._on_query(ev, pos, ts, crc, start_pos)
@@ -1302,7 +678,7 @@ class FastBinlogReader:
         tm = parse_table_map(ev, tid_len, tm_post, crc, is_mariadb)
         if not tm.has_names and self._names_expected:
             # Logged while binlog_row_metadata was MINIMAL: names from today's schema could be wrong.
-            size, end = _SIZE_POS(ev, 9)
+            size, end = SIZE_POS(ev, 9)
             raise RowMetadataError(str(tid), f"{self._file}:{end - size}")
         dec = plan_table(tm, charsets, self._text_dates)
         if isinstance(dec, TableDecoder):
@@ -1348,31 +724,6 @@ class FastBinlogReader:
             timestamp=int(ts),
             tables=tuple(named),
         )
-
-
-class _Missing:
-    pass
-
-
-_MISSING: Any = _Missing()
-
-
-def _parse_fde(ev: bytes) -> tuple[int, int, int]:
-    """(checksum algorithm, table id length, TABLE_MAP post-header length) of an FDE.
-
-    Layout after the header: binlog version (2), server version (50), create time (4),
-    header length (1), one post-header length per event type, then (servers since 5.6.1)
-    the checksum algorithm (1) and the event's checksum (4).
-    """
-    p = 19 + 2 + 50 + 4
-    header_len = ev[p]
-    if header_len != C.EVENT_HEADER_LEN:
-        raise ProtocolError(f"format description with a {header_len}-byte event header: not binlog v4")
-    lengths = ev[p + 1 : len(ev) - 5]
-    crc_alg = ev[len(ev) - 5]
-    tm_post = lengths[C.TABLE_MAP_EVENT - 1] if len(lengths) >= C.TABLE_MAP_EVENT else 8
-    tid_len = 4 if tm_post == 6 else 6
-    return crc_alg, tid_len, tm_post
 
 
 def server_charsets(conn: Any) -> dict[int, str]:

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.cdc.schema.ddl import DdlParseError, might_touch, parse_ddl, unwrap_executable_comments
+from airflow_provider_mysqlcdc.cdc.schema.ddl import might_touch, parse_ddl
+from airflow_provider_mysqlcdc.cdc.schema.ddl_tokens import DdlParseError, unwrap_executable_comments
 from airflow_provider_mysqlcdc.cdc.schema.events import (
     EVENT_TYPES,
     AddColumn,

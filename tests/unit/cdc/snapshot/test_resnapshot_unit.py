@@ -17,7 +17,7 @@ from airflow_provider_mysqlcdc.cdc.snapshot.resnapshot import (
 )
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import RESNAPSHOT_SEQ, replacement_table, resnapshot_lines
-from airflow_provider_mysqlcdc.spark.stream.resnapshots import _in_range, _keys_not_in
+from airflow_provider_mysqlcdc.spark.stream.tables.resnapshots import _in_range, _keys_not_in
 
 T = TableId("shop", "orders")
 SCHEMA = TableSchema(
@@ -118,7 +118,7 @@ def test_the_replacement_rows_come_after_every_change_in_the_sinks_layout():
         {"id": 4, "s": "d", "_op": "+I", "_seq": RESNAPSHOT_SEQ},
         {"id": 1, "s": None, "_op": "-D", "_seq": RESNAPSHOT_SEQ},
     ]
-    from airflow_provider_mysqlcdc.spark.stream.change_rows import seq_of
+    from airflow_provider_mysqlcdc.spark.stream.reading.change_rows import seq_of
 
     last = seq_of("mysql-bin.000511", (1 << 32) - 1, (1 << 20) - 1, 0)  # 512 files into a micro-batch
     assert RESNAPSHOT_SEQ > 2 * last + 1
@@ -195,7 +195,7 @@ def test_a_sink_reads_only_an_integer_ranges_keys(tmp_path):
     from dataclasses import replace
 
     from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
-    from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+    from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
     from airflow_provider_mysqlcdc.spark.sinks.resnapshot_rows import integer_bounds
 
     assert integer_bounds(SCHEMA, KeyRange(T, (100,), (200,))) == ("id", 100, 200)

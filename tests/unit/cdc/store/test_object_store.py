@@ -134,7 +134,7 @@ def _write(path, text: str) -> None:
 def test_the_mirror_uploads_changes_oldest_first_skips_temp_files_and_follows_purges(tmp_path):
     import fsspec
 
-    from airflow_provider_mysqlcdc.spark.stream.checkpoint_mirror import CheckpointMirror
+    from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_mirror import CheckpointMirror
 
     url = f"memory://cp-{time.monotonic_ns()}/stream/checkpoint"
     m = CheckpointMirror(url, str(tmp_path / "work"))

@@ -17,10 +17,10 @@ from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.spark.runtime.stream_status import note_rows_written, rows_written
-from airflow_provider_mysqlcdc.spark.sinks.arrow_files import FsSpec
-from airflow_provider_mysqlcdc.spark.sinks.changelog import ChangelogSink, format_micros
-from airflow_provider_mysqlcdc.spark.sinks.changelog_direct import _TablePart, batch_tmp_dir
-from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import (
+from airflow_provider_mysqlcdc.spark.sinks.changelog.direct import _TablePart, batch_tmp_dir
+from airflow_provider_mysqlcdc.spark.sinks.changelog.sink import ChangelogSink
+from airflow_provider_mysqlcdc.spark.sinks.files.arrow import FsSpec
+from airflow_provider_mysqlcdc.spark.sinks.json_text import (
     ChangeLines,
     java_double,
     joined_bytes,
@@ -28,7 +28,8 @@ from airflow_provider_mysqlcdc.spark.sinks.changelog_lines import (
     json_texts,
     text_buffer,
 )
-from airflow_provider_mysqlcdc.spark.stream.change_rows import SourceLayout
+from airflow_provider_mysqlcdc.spark.sinks.json_values import format_micros
+from airflow_provider_mysqlcdc.spark.stream.reading.change_rows import SourceLayout
 
 # What Java 17's Double.toString prints (checked against the JVM in tests/integration/test_changelog_lines.py).
 JAVA = [
@@ -160,7 +161,7 @@ def test_a_layout_id_changes_with_names_types_and_nullability_only(tmp_path):
     from dataclasses import replace
 
     from airflow_provider_mysqlcdc.cdc.schema.fingerprint import schema_id
-    from airflow_provider_mysqlcdc.spark.sinks.changelog_schemas import read_schema, register
+    from airflow_provider_mysqlcdc.spark.sinks.changelog.schemas import read_schema, register
 
     cols = list(SCHEMA.columns)
     base = schema_id(cols)

@@ -14,9 +14,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.spark.sinks.arrow_files import table_arrow_schema
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
-from airflow_provider_mysqlcdc.spark.sinks.delta import STATS_COLUMNS, DeltaSink, exact_stats, stats_columns
+from airflow_provider_mysqlcdc.spark.sinks.delta.sink import STATS_COLUMNS, DeltaSink, exact_stats, stats_columns
+from airflow_provider_mysqlcdc.spark.sinks.files.arrow import table_arrow_schema
 
 D = decimal.Decimal
 T = TableId("shop", "u")

@@ -8,7 +8,7 @@ from deltalake.exceptions import CommitFailedError
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.spark.sinks.base import META_OP
-from airflow_provider_mysqlcdc.spark.sinks.delta import DeltaSink
+from airflow_provider_mysqlcdc.spark.sinks.delta.sink import DeltaSink
 
 T = TableId("shop", "orders")
 SCHEMA = TableSchema(

@@ -10,12 +10,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
-from airflow_provider_mysqlcdc.spark.sinks.changelog import (
-    decode_value,
-    format_micros,
-    json_values,
-    row_decoder,
-)
+from airflow_provider_mysqlcdc.spark.sinks.json_values import decode_value, format_micros, json_values, row_decoder
 
 UTC = dt.timezone.utc
 
@@ -86,7 +81,7 @@ def _seq_batches(*runs: list[int]) -> list[pa.RecordBatch]:
 
 
 def test_in_order_keeps_ordered_input_and_sorts_the_rest():
-    from airflow_provider_mysqlcdc.spark.sinks.arrow_files import in_order
+    from airflow_provider_mysqlcdc.spark.sinks.files.arrow import in_order
 
     ordered = _seq_batches([1, 2, 5], [], [5, 9])
     got, first, last = in_order(iter(ordered), "_seq")
@@ -107,7 +102,7 @@ def test_append_files_joins_in_order(tmp_path, monkeypatch, kernel):
     """The direct write's join on a local filesystem: the first part grows into the batch's file."""
     import os
 
-    from airflow_provider_mysqlcdc.spark.sinks.changelog import append_files
+    from airflow_provider_mysqlcdc.spark.sinks.changelog.sink import append_files
 
     parts = [tmp_path / f"p{i}" for i in range(3)]
     data = [bytes([65 + i]) * (3_000_000 + i) for i in range(3)]

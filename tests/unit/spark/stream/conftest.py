@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_mysqlcdc.spark.stream import placement
+from airflow_provider_mysqlcdc.spark.stream.server import placement
 
 ONE_SERVER = "mariadb:1"
 

@@ -1,4 +1,4 @@
-"""The first catch-up plan made by the launching process (spark/stream/first_plan.py) and its use
+"""The first catch-up plan made by the launching process (spark/stream/planning/first_plan.py) and its use
 by the source's first latestOffset."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
 from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs
-from airflow_provider_mysqlcdc.spark.stream import first_plan
-from airflow_provider_mysqlcdc.spark.stream.batch_planning import CatchupPlan
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream.planning import first_plan
+from airflow_provider_mysqlcdc.spark.stream.planning.batch_planning import CatchupPlan
 from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 
 F = "mysql-bin.000002"
 

@@ -13,10 +13,11 @@ from airflow_provider_mysqlcdc.cdc.events import RowChange
 from airflow_provider_mysqlcdc.cdc.model import Column, TableId, TableSchema
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.source.config import SourceConfig
-from airflow_provider_mysqlcdc.spark.stream import batch_planning, reconnect, startup
 from airflow_provider_mysqlcdc.spark.stream import binlog_source as bs
+from airflow_provider_mysqlcdc.spark.stream.offsets.stream_offset import StreamOffset
+from airflow_provider_mysqlcdc.spark.stream.planning import batch_planning
+from airflow_provider_mysqlcdc.spark.stream.server import reconnect, startup
 from airflow_provider_mysqlcdc.spark.stream.settings import StreamSettings, settings_from_options
-from airflow_provider_mysqlcdc.spark.stream.stream_offset import StreamOffset
 
 T = TableId("db", "t")
 
@@ -48,7 +49,7 @@ def test_after_and_at_change():
 
 
 def test_stop_for_mid_event_end_lets_the_event_through():
-    from airflow_provider_mysqlcdc.spark.stream.binlog_read import stop_for
+    from airflow_provider_mysqlcdc.spark.stream.reading.binlog_read import stop_for
 
     assert stop_for(BinlogOffset("f.000001", 100)) == BinlogOffset("f.000001", 100)
     assert stop_for(BinlogOffset("f.000001", 100, row=2)) == BinlogOffset("f.000001", 101)
@@ -245,7 +246,7 @@ def test_the_driver_side_source_does_not_load_the_decoder():
     code = (
         "import sys, airflow_provider_mysqlcdc.spark.stream.binlog_source; "
         "print(sorted(m for m in ('airflow_provider_mysqlcdc.cdc.binlog.fast', "
-        "'airflow_provider_mysqlcdc.spark.stream.binlog_read', 'pandas') if m in sys.modules))"
+        "'airflow_provider_mysqlcdc.spark.stream.reading.binlog_read', 'pandas') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

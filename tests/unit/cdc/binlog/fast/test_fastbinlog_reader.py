@@ -25,8 +25,8 @@ from airflow_provider_mysqlcdc.cdc.binlog.fast import (
     UnsupportedTableError,
 )
 from airflow_provider_mysqlcdc.cdc.binlog.fast import constants as C
+from airflow_provider_mysqlcdc.cdc.binlog.fast.frames import packet_chain
 from airflow_provider_mysqlcdc.cdc.binlog.fast.packets import PacketReader, frame_packets
-from airflow_provider_mysqlcdc.cdc.binlog.fast.reader import _packet_chain
 from airflow_provider_mysqlcdc.cdc.errors import CdcError
 from airflow_provider_mysqlcdc.cdc.events import Heartbeat, RowChange, SchemaChange
 from airflow_provider_mysqlcdc.cdc.model import TableId
@@ -426,12 +426,12 @@ def test_packet_chain_is_not_fooled_by_packets_inside_row_values():
         o += 4 + int.from_bytes(data[o : o + 3], "little")
     B = np.frombuffer(data, dtype=np.uint8)
     fake = offsets[2 + 4 * 4 + 2] + 5 + data[offsets[2 + 4 * 4 + 2] + 5 :].index(FAKE_PACKET.encode())
-    assert fake in _packet_chain(B, fake, len(data))  # the test does take it for a packet by itself
+    assert fake in packet_chain(B, fake, len(data))  # the test does take it for a packet by itself
     # from the first GTID (after the rotate and FDE, which the walk does not take)
-    chain = _packet_chain(B, offsets[2], len(data)).tolist()
+    chain = packet_chain(B, offsets[2], len(data)).tolist()
     rows4 = 2 + 4 * 4 + 2  # the rows event holding the fake packet ends the stretch
     assert chain == offsets[2 : rows4 + 1]
-    assert _packet_chain(B, offsets[rows4 + 1], len(data)).tolist() == offsets[rows4 + 1 :]
+    assert packet_chain(B, offsets[rows4 + 1], len(data)).tolist() == offsets[rows4 + 1 :]
 
 
 def test_the_numpy_walk_agrees_when_row_values_look_like_packets():
@@ -465,7 +465,7 @@ def test_a_corrupt_event_in_a_numpy_stretch_is_named(which):
     with pytest.raises(ChecksumError, match=f"checksum mismatch at {b.file}:{at}:") as raised:
         for _ in r._loop(FakeConn(b.events)):
             pass
-    assert "_bulk_walk" in [entry.name for entry in raised.traceback]  # found by the numpy walk
+    assert "bulk_walk" in [entry.name for entry in raised.traceback]  # found by the numpy walk
 
 
 def test_mysql_flavour_gtids_v2_rows_with_extra_data_and_begin_commit():

@@ -1,0 +1,1 @@
+"""The Delta Lake sink (delta-rs): ``sink.DeltaSink``."""
