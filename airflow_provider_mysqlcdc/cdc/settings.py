@@ -73,11 +73,13 @@ def _nullable(kind: str) -> list[str]:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
-        "mysql_conn_id",
+        "mysql_cdc_conn_id",
         SOURCE,
         "MySQL connection",
-        "The Airflow connection of the source server (type **MySQL CDC**, or a plain MySQL one). Create it "
-        "under *Admin > Connections*; its **Test** button runs every server check.",
+        "The Airflow connection of the source server (type **MySQL CDC**, or a plain MySQL one), the "
+        "operators' `mysql_cdc_conn_id`. Create it under *Admin > Connections*; "
+        "`python -m airflow_provider_mysqlcdc check-connection <id>` (or the form's **Test** button, where "
+        "`[core] test_connection` is enabled) runs every server check. Formerly `mysql_conn_id`.",
         "mysql_cdc_default",
         {"type": "string", "minLength": 1},
     ),
@@ -290,8 +292,39 @@ def setting(name: str) -> Setting:
     return BY_NAME[name]
 
 
+#: Settings that were renamed, old name -> new. The old name still works wherever settings are
+#: given by name (a run's conf, a DAG file's ``settings``, a pipeline file's ``pipeline`` section)
+#: with a deprecation warning; the form, the operators and the docs use the new one.
+RENAMED: dict[str, str] = {"mysql_conn_id": "mysql_cdc_conn_id"}
+
+
+def current_names(values: Mapping[str, Any], where: str = "settings") -> dict[str, Any]:
+    """``values`` with every renamed setting under its current name, warning once per old name
+    used (``DeprecationWarning``, which names the new one). Both names with different values is
+    a configuration error: which one was meant cannot be guessed."""
+    import warnings
+
+    from .errors import ConfigError
+
+    out = dict(values)
+    for old, new in RENAMED.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] != value:
+            raise ConfigError(
+                f"{where}: both {old}={value!r} and {new}={out[new]!r} are given; {old} is the old name of "
+                f"{new}. Fix: keep only {new}."
+            )
+        out[new] = value
+        warnings.warn(f"{where}: {old} is deprecated; it is now called {new}", DeprecationWarning, stacklevel=3)
+    return out
+
+
 def defaults(**overrides: Any) -> dict[str, Any]:
-    """Every setting's value: the catalogue's defaults with ``overrides`` (unknown names fail)."""
+    """Every setting's value: the catalogue's defaults with ``overrides`` (unknown names fail;
+    renamed ones are taken under their new names, with a deprecation warning)."""
+    overrides = current_names(overrides)
     unknown = sorted(set(overrides) - set(BY_NAME))
     if unknown:
         raise KeyError(f"unknown settings {unknown}; known: {sorted(BY_NAME)}")

@@ -48,7 +48,7 @@ def check_source(pipeline: LoadedPipeline) -> tuple[list[Problem], str]:
     from ..operators.validate import MySqlCdcValidateOperator
 
     settings = pipeline.spec.settings()
-    conn_id = settings["mysql_conn_id"]
+    conn_id = settings["mysql_cdc_conn_id"]
     operator = MySqlCdcValidateOperator(
         task_id="validate",
         mysql_cdc_conn_id=conn_id,
@@ -96,7 +96,7 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
     from ..operators._pipeline import as_list, as_mapping
 
     settings = spec.settings()
-    hook = MySqlCdcHook(settings["mysql_conn_id"])
+    hook = MySqlCdcHook(settings["mysql_cdc_conn_id"])
     try:
         source = hook.get_source_config()
         include = qualify_all(as_list(settings["tables"], "tables"), hook.default_database())

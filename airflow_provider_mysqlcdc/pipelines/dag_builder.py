@@ -14,6 +14,7 @@ operators read them as ``{{ params.<name> }}``.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any, Mapping, Sequence
 
@@ -21,7 +22,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param
 
 from ..assets import sink_tables_alias
-from ..cdc.settings import defaults
+from ..cdc.settings import current_names, defaults
 from ..cdc.sinks import sink_kind
 from ..operators.consistency import MySqlCdcConsistencyCheckOperator
 from ..operators.plan import MySqlCdcPlanOperator
@@ -31,6 +32,8 @@ from ..operators.validate import MySqlCdcValidateOperator
 from ..params import pipeline_params
 from ..sensors.stream import MySqlCdcStreamSensor
 from .spec import watchdog_dag_id as default_watchdog_dag_id
+
+log = logging.getLogger(__name__)
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 TAGS = ("mysqlcdc", "cdc")
@@ -138,6 +141,24 @@ def stream_health_asset(dag_id: str) -> Asset:
     return Asset(name=f"{dag_id}_stream_health", uri=f"mysqlcdc://{dag_id}/stream_health", group="mysqlcdc")
 
 
+def source_conn_id(params: Mapping[str, Any], dag_run: Any) -> str:
+    """The source connection of a run: ``mysql_cdc_conn_id``, or the run's conf under the setting's
+    old name ``mysql_conn_id`` (REST callers and saved trigger bodies still send it), which logs a
+    deprecation warning into the task's log. Both in the conf with different values fails the task."""
+    conf = dict(getattr(dag_run, "conf", None) or {})
+    given = {k: conf[k] for k in ("mysql_conn_id", "mysql_cdc_conn_id") if k in conf}
+    if "mysql_conn_id" in given:
+        import warnings
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            resolved = current_names(given, "the run's conf")
+        for w in seen:
+            log.warning("%s", w.message)
+        return str(resolved["mysql_cdc_conn_id"])
+    return str(params["mysql_cdc_conn_id"])
+
+
 def build_pipeline_dags(
     dag_id: str,
     *,
@@ -175,13 +196,14 @@ def build_pipeline_dags(
         max_active_runs=1,
         params=pipeline_params(**settings),
         render_template_as_native_obj=True,
+        user_defined_macros={"mysqlcdc_source_conn": source_conn_id},
         doc_md=pipeline_doc(watchdog_id, values["tables"], values["sink_type"], pipeline_file, route, transform),
         tags=[*TAGS, *(t for t in tags if t not in TAGS)],
         default_args={"retries": RETRIES, "retry_delay": RETRY_DELAY},
     ) as dag:
         validate = MySqlCdcValidateOperator(
             task_id="validate",
-            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            mysql_cdc_conn_id="{{ mysqlcdc_source_conn(params, dag_run) }}",
             tables="{{ params.tables }}",
             exclude="{{ params.exclude }}",
             chunk_key_columns="{{ params.chunk_key_columns }}",
@@ -193,7 +215,7 @@ def build_pipeline_dags(
         )
         plan = MySqlCdcPlanOperator(
             task_id="plan",
-            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            mysql_cdc_conn_id="{{ mysqlcdc_source_conn(params, dag_run) }}",
             tables="{{ params.tables }}",
             exclude="{{ params.exclude }}",
             state_location="{{ params.state_location }}",
@@ -222,7 +244,7 @@ def build_pipeline_dags(
         snapshot = MySqlCdcSnapshotOperator.partial(
             task_id="snapshot",
             state_location="{{ params.state_location }}",
-            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            mysql_cdc_conn_id="{{ mysqlcdc_source_conn(params, dag_run) }}",
             sink_conn_id="{{ params.sink_conn_id }}",
             reread_batches="{{ params.reread_batches }}",
             spark_runtime="{{ params.spark_runtime }}",
@@ -238,7 +260,7 @@ def build_pipeline_dags(
             task_id="stream",
             snapshot_results=snapshot.output,
             state_location="{{ params.state_location }}",
-            mysql_cdc_conn_id="{{ params.mysql_conn_id }}",
+            mysql_cdc_conn_id="{{ mysqlcdc_source_conn(params, dag_run) }}",
             spark_conn_id="spark_default",
             sink_conn_id="{{ params.sink_conn_id }}",
             aws_conn_id="{{ params.aws_conn_id }}",

@@ -8,7 +8,7 @@
 
 The run settings are those of ``cdc/settings.py``, under the section of the trigger form
 they sit in: Source settings under ``source``, Sink settings under ``sink``, every other one
-under ``pipeline``, by their setting names; four are shorter in a file (``mysql_conn_id`` is
+under ``pipeline``, by their setting names; four are shorter in a file (``mysql_cdc_conn_id`` is
 ``source.conn_id``, ``sink_type``/``sink_options``/``sink_conn_id`` are ``sink.type``/
 ``sink.options``/``sink.conn_id``). A value passes the JSON schema the setting declares (what
 the form checks) and the engine's own checks where they need no server (table entries,
@@ -81,7 +81,7 @@ class PipelineFileError(ValueError):
 
 SOURCE_SECTION, SINK_SECTION, PIPELINE_SECTION = "source", "sink", "pipeline"
 RENAMED = {
-    "mysql_conn_id": (SOURCE_SECTION, "conn_id"),
+    "mysql_cdc_conn_id": (SOURCE_SECTION, "conn_id"),
     "sink_type": (SINK_SECTION, "type"),
     "sink_options": (SINK_SECTION, "options"),
     "sink_conn_id": (SINK_SECTION, "conn_id"),
@@ -107,7 +107,7 @@ FILE_KEYS: dict[str, tuple[str, str]] = {s.name: _file_key(s) for s in SETTINGS 
 
 
 def file_key(setting_name: str) -> str:
-    """``chunk_size`` -> ``pipeline.chunk_size``; ``mysql_conn_id`` -> ``source.conn_id``."""
+    """``chunk_size`` -> ``pipeline.chunk_size``; ``mysql_cdc_conn_id`` -> ``source.conn_id``."""
     section, key = FILE_KEYS[setting_name]
     return f"{section}.{key}"
 
@@ -153,7 +153,7 @@ else:
         "SourceSection",
         __base__=_Section,
         __module__=__name__,
-        __doc__="``source``: the Source settings of the trigger form (``conn_id`` is ``mysql_conn_id``).",
+        __doc__="``source``: the Source settings of the trigger form (``conn_id`` is ``mysql_cdc_conn_id``).",
         **_setting_fields(SOURCE_SECTION),
     )
 

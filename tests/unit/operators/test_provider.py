@@ -276,6 +276,8 @@ def test_every_setting_reaches_an_operator_of_the_template():
         values = [getattr(task, f, None) for f in task.template_fields] + list(op.values())
         for v in values:
             used |= set(re.findall(r"params\.(\w+)", str(v)))
+            if "mysqlcdc_source_conn(params, dag_run)" in str(v):  # the setting, or its old name in the conf
+                used.add("mysql_cdc_conn_id")
     assert used == {s.name for s in SETTINGS}
 
 
@@ -293,7 +295,7 @@ def test_operator_argument_names_match_the_settings():
         "spark_runtime": "spark_runtime",
         "spark_connect_conn_id": "connect_conn_id",
     }
-    missing = {s.name for s in SETTINGS} - accepted - {"mysql_conn_id"} - set(snapshot_only)
+    missing = {s.name for s in SETTINGS} - accepted - {"mysql_cdc_conn_id"} - set(snapshot_only)
     assert not missing, missing
     snapshot_args = set(inspect.signature(MySqlCdcSnapshotOperator.__init__).parameters)
     assert set(snapshot_only.values()) <= snapshot_args

@@ -92,7 +92,7 @@ def test_every_run_setting_has_one_place_in_a_file():
         if s.name in FILE_KEYS:
             section = FILE_KEYS[s.name][0]
             assert section == {SOURCE: "source", SINK: "sink"}.get(s.section, "pipeline"), s.name
-    assert FILE_KEYS["mysql_conn_id"] == ("source", "conn_id") and FILE_KEYS["sink_options"] == ("sink", "options")
+    assert FILE_KEYS["mysql_cdc_conn_id"] == ("source", "conn_id") and FILE_KEYS["sink_options"] == ("sink", "options")
     fields = {
         **spec_module.SourceSection.model_fields,
         **spec_module.SinkSection.model_fields,
@@ -107,7 +107,7 @@ def test_a_minimal_file_takes_the_settings_defaults(tmp_path):
     defaults = {s.name: s.default for s in SETTINGS if s.name in FILE_KEYS}
     assert settings == {
         **defaults,
-        "mysql_conn_id": "shop_db",
+        "mysql_cdc_conn_id": "shop_db",
         "tables": ["shop.orders"],
         "sink_options": {"root": "/lake"},
         "state_location": "/state/shop",
@@ -453,7 +453,7 @@ def test_a_files_values_reach_the_dags():
     dag, watchdog = pipeline_dags(EXAMPLE / "pipelines" / "billing.yaml", {})
     params = {k: dag.params.get_param(k).value for k in dag.params.keys()}
     assert params["tables"] == ["billing.invoices", r"billing\.payment_\d+"]
-    assert (params["sink_type"], params["sink_conn_id"], params["mysql_conn_id"]) == (
+    assert (params["sink_type"], params["sink_conn_id"], params["mysql_cdc_conn_id"]) == (
         "postgres",
         "lake_postgres",
         "billing_mysql",
