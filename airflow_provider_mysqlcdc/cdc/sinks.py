@@ -74,6 +74,14 @@ SINKS: dict[str, SinkKind] = {
             logs_changes=True,
         ),
         SinkKind(
+            "iceberg",
+            "Apache Iceberg: one table per source table in a catalog (SQLite beside root by default)",
+            "Apache Iceberg tables",
+            "iceberg.sink",
+            "IcebergSink",
+            needs_root=True,
+        ),
+        SinkKind(
             "console",
             "Console: print changes to the Spark log (debugging only)",
             "the Spark log (console sink)",

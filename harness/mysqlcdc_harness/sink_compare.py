@@ -15,6 +15,16 @@ def delta_rows(root: str | Path, table_id: TableId, identity: Sequence[str]) -> 
     return {tuple(r[c] for c in identity): r for r in rows}
 
 
+def iceberg_rows(root: str | Path, table_id: TableId, identity: Sequence[str]) -> dict[tuple, dict]:
+    """The rows of the Iceberg sink's table (its default catalog: SQLite beside the warehouse)."""
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
+
+    props = cat.check_catalog_options(str(Path(root).resolve()), None)
+    table = cat.load(cat.DEFAULT_CATALOG_NAME, props).load_table(cat.identifier(table_id))
+    rows = table.scan().to_arrow().to_pylist()
+    return {tuple(r[c] for c in identity): r for r in rows}
+
+
 def mysql_rows(server, table_id: TableId, columns: Sequence[str], identity: Sequence[str]) -> dict[tuple, dict]:
     cols = ", ".join(f"`{c}`" for c in columns)
     out = {}
@@ -65,6 +75,8 @@ def sink_config(kind: str, tmp_dir: Path, postgres, monkeypatch, **options):
 
     if kind in ("delta", "delta-rows"):
         return SinkConfig("delta", {"root": str(tmp_dir / "lake"), "direct_write": kind == "delta", **options})
+    if kind in ("iceberg", "iceberg-rows"):
+        return SinkConfig("iceberg", {"root": str(tmp_dir / "lake"), "direct_write": kind == "iceberg", **options})
     if kind == "changelog":
         return SinkConfig("changelog", {"root": str(tmp_dir / "lake"), **options})
     monkeypatch.setenv("PGPASSWORD", postgres.password)

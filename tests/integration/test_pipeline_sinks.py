@@ -1,4 +1,4 @@
-"""The contract end to end for the Delta and PostgreSQL sinks.
+"""The contract end to end for the Delta, PostgreSQL and Iceberg sinks.
 
 Snapshot batches (the snapshot job's code, in process) run while writers change two tables;
 then the binlog stream takes over from the minimum HW; the writers stop; the sink must equal
@@ -18,14 +18,30 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.sink_compare import (
+    delta_rows,
+    iceberg_rows,
+    mysql_rows,
+    postgres_rows,
+    sink_config,
+    wait_until_equal,
+)
 from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
 from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 # delta, postgres: the source's tasks reduce each binlog range (last_change.py); -rows: Spark reduces the change rows
-CASES = [("delta", 0), ("delta", 1), ("delta-rows", 2), ("postgres", 0), ("postgres", 1), ("postgres-rows", 2)]
+CASES = [
+    ("delta", 0),
+    ("delta", 1),
+    ("delta-rows", 2),
+    ("postgres", 0),
+    ("postgres", 1),
+    ("postgres-rows", 2),
+    ("iceberg", 0),
+    ("iceberg-rows", 2),
+]
 
 
 @pytest.mark.parametrize("kind,seed", CASES, ids=[f"{k}-seed{s}" for k, s in CASES])
@@ -101,6 +117,13 @@ def test_snapshot_under_writers_then_stream_equals_source(
                     return {
                         k: {c: r[c] for c in cols}
                         for k, r in delta_rows(tmp_dir / "lake", schema.table_id, ident).items()
+                    }
+            elif kind.startswith("iceberg"):
+
+                def actual():
+                    return {
+                        k: {c: r[c] for c in cols}
+                        for k, r in iceberg_rows(tmp_dir / "lake", schema.table_id, ident).items()
                     }
             else:
                 pg_table = f"{fresh_db}__{spec.table}"

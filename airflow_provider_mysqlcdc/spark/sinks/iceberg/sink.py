@@ -1,0 +1,455 @@
+"""Apache Iceberg sink through pyiceberg: no Iceberg runtime jars in Spark.
+
+One Iceberg table ``<database>.<table>`` per captured table, in the catalog of ``catalog.py``
+(a SQLite SQL catalog under ``root`` by default), format version 2, the primary key as the
+table's identifier fields.
+
+Snapshot (``write_snapshot``): executors write the batch's rows as Parquet files under the
+table's ``data/_snapshot/<batch>/``; the driver turns their footers into Iceberg data files and
+commits ONE overwrite snapshot that adds them and removes the files an earlier run of the
+same batch added. So a rerun replaces exactly its batch, readers see the old or the new rows of
+it, and a job that dies before the commit leaves only unreferenced files. The files carry no
+field ids: the table's name mapping (set when it is created) reads them by name, in every
+engine.
+
+Stream: each micro-batch is reduced to the last change per row identity (in the binlog
+source's tasks with the direct write, ``last_change.py``, or by Spark on the row path) and
+applied copy-on-write in one commit (``apply.py``): the data files that may hold a touched key
+are read, rewritten without those rows, and the upserted rows added. The commit's snapshot
+summary records the micro-batch (``mysqlcdc.stream-batch``); a micro-batch at or below the one
+recorded is skipped, so a replay after a kill changes nothing.
+
+Schema changes: a column added (Iceberg's schema evolution; old rows read it as NULL) and a
+TRUNCATE; other changes take the lenient way where the pipeline's ``schema_change_behavior``
+allows it, and stop the stream under ``evolve``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from ....cdc.chunks import KeyRange
+from ....cdc.errors import ConfigError
+from ....cdc.model import TableId, TableSchema
+from ...runtime.job_labels import describe
+from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..files.arrow import (
+    DEFAULT_ROW_GROUP_ROWS,
+    FileRecord,
+    FileWriteSpec,
+    FsSpec,
+    check_files,
+    local_or_uri,
+    location_uri,
+    new_run_tag,
+    remove_tree,
+    safe_name,
+    spark_col,
+    table_arrow_schema,
+    write_files,
+)
+from ..last_change import LastChange
+from . import catalog as cat
+from .apply import BATCH_KEY, STEP_KEY, apply_changes, last_recorded, with_op
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_DIR = "data/_snapshot"
+SNAPSHOT_BATCH_KEY = "mysqlcdc.snapshot-batch"
+# A micro-batch's steps (rows, DDL operations) as one number each: batch * STEP_SCALE + step.
+STEP_SCALE = 1_000_000
+# Identifier fields must be primitive and not floating point (the Iceberg spec).
+_NO_IDENTIFIER = (pa.types.is_floating,)
+
+
+class IcebergSink(Sink):
+    """One Iceberg table per captured table; see the module docstring for the protocol."""
+
+    name = "iceberg"
+
+    def __init__(
+        self,
+        root: str,
+        catalog: dict[str, Any] | None = None,
+        catalog_name: str = cat.DEFAULT_CATALOG_NAME,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        direct_write: bool = True,
+    ) -> None:
+        if not isinstance(direct_write, bool):
+            raise ConfigError(
+                f"sink_options.direct_write: found {direct_write!r}, need true or false. "
+                "Fix: give a JSON boolean, or leave it out (true)."
+            )
+        if catalog is not None and not isinstance(catalog, dict):
+            raise ConfigError(
+                f"sink_options.catalog: found {catalog!r}, need an object of catalog properties. Fix: e.g. "
+                '{"type": "sql", "uri": "postgresql+psycopg://user@host/db"}, or leave it out (a SQLite '
+                "catalog beside a local warehouse)."
+            )
+        self.root = local_or_uri(root).rstrip("/")
+        self.catalog_name = str(catalog_name)
+        self.catalog_props = cat.check_catalog_options(self.root, catalog)
+        self.row_group_rows = row_group_rows
+        self.direct = direct_write
+        self._catalog: Any = None
+        self._schemas: dict[TableId, TableSchema] = {}
+
+    # --- the catalog --------------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Any:
+        if self._catalog is None:
+            if self.catalog_props.get("uri", "").startswith("sqlite:///"):
+                import os
+
+                os.makedirs(os.path.dirname(self.catalog_props["uri"][len("sqlite:///") :]), exist_ok=True)
+            self._catalog = cat.load(self.catalog_name, self.catalog_props)
+        return self._catalog
+
+    def open_table(self, table_id: TableId) -> Any:
+        return self.catalog.load_table(cat.identifier(table_id))
+
+    def table_location(self, table_id: TableId) -> str:
+        return str(self.open_table(table_id).location()).rstrip("/")
+
+    def forget_tables(self, table_ids: Sequence[TableId]) -> list[str]:
+        """Each table's catalog entry and its files (data and metadata, with the stream's records)."""
+        gone = []
+        for t in table_ids:
+            ident = cat.identifier(t)
+            if not self.catalog.table_exists(ident):
+                continue
+            location = self.table_location(t)
+            self.catalog.drop_table(ident)
+            remove_tree(location)
+            gone.append(f"{'.'.join(ident)} ({location})")
+        return gone
+
+    def asset_uri(self, table_id: TableId) -> str:
+        ident = cat.identifier(table_id)
+        if self.catalog.table_exists(ident):
+            return location_uri(self.table_location(table_id))
+        return location_uri(f"{self.root}/{table_id.database}/{table_id.table}")
+
+    # --- prepare --------------------------------------------------------------------------------
+
+    def prepare(self, schemas: Sequence[TableSchema]) -> None:
+        for schema in schemas:
+            self._prepare_one(schema)
+            self._schemas[schema.table_id] = schema
+
+    def _prepare_one(self, schema: TableSchema) -> None:
+        ident = cat.identifier(schema.table_id)
+        expected = cat.plain_arrow_schema(table_arrow_schema(schema))
+        if self.catalog.table_exists(ident):
+            actual = cat.plain_arrow_schema(self.open_table(schema.table_id).schema().as_arrow())
+            diffs = _schema_differences(expected, actual)
+            if diffs:
+                raise ConfigError(
+                    f"Iceberg table {'.'.join(ident)} does not match the source table {schema.table_id}: "
+                    f"{'; '.join(diffs)}. Fix: drop the Iceberg table (a fresh snapshot recreates it), or "
+                    "capture into another catalog or root."
+                )
+            return
+        from pyiceberg.catalog import Catalog
+        from pyiceberg.schema import Schema, assign_fresh_schema_ids
+        from pyiceberg.table import TableProperties
+
+        keys = (
+            []
+            if any(p(expected.field(c).type) for c in schema.primary_key for p in _NO_IDENTIFIER)
+            else schema.primary_key
+        )
+        required = pa.schema([f.with_nullable(f.nullable and f.name not in keys) for f in expected])
+        converted = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(required))
+        keys = (
+            []
+            if any(p(expected.field(c).type) for c in schema.primary_key for p in _NO_IDENTIFIER)
+            else schema.primary_key
+        )
+        ids = [converted.find_field(c).field_id for c in keys]
+        iceberg_schema = Schema(*converted.fields, identifier_field_ids=ids)
+        self.catalog.create_namespace_if_not_exists(ident[0])
+        table = self.catalog.create_table(
+            ident,
+            schema=iceberg_schema,
+            properties={
+                "format-version": "2",
+                "comment": f"mysqlcdc replica of {schema.table_id}",
+                TableProperties.DEFAULT_NAME_MAPPING: iceberg_schema.name_mapping.model_dump_json(),
+            },
+        )
+        log.info("created Iceberg table %s at %s", ".".join(ident), table.location())
+
+    # --- snapshot -------------------------------------------------------------------------------
+
+    def snapshot_prefix(self, batch_id: str) -> str:
+        return f"{SNAPSHOT_DIR}/{safe_name(batch_id)}/"
+
+    def write_snapshot(
+        self, schema: TableSchema, frame: DataFrame, ranges: Sequence[KeyRange], batch_id: str
+    ) -> SnapshotWrite:
+        t0 = time.monotonic()
+        table = self.open_table(schema.table_id)
+        location = str(table.location()).rstrip("/")
+        spec = FileWriteSpec(
+            fs=FsSpec("uri", location),
+            directory=self.snapshot_prefix(batch_id).rstrip("/"),
+            name_prefix=f"part-{new_run_tag()}",
+            schema=cat.plain_arrow_schema(table.schema().as_arrow()),
+            fmt="parquet",
+            suffix=".parquet",
+            row_group_rows=self.row_group_rows,
+        )
+        describe(frame.sparkSession, f"mysqlcdc iceberg snapshot {schema.table_id} {batch_id}")
+        try:
+            records = write_files(frame.select(*[spark_col(c) for c in schema.column_names]), spec)
+        finally:
+            describe(frame.sparkSession, None)
+        t1 = time.monotonic()
+        details = self.commit_snapshot(schema, batch_id, location, spec.fs, records)
+        details.update(write_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3))
+        return SnapshotWrite(sum(r.num_rows for r in records), details)
+
+    def commit_snapshot(
+        self, schema: TableSchema, batch_id: str, location: str, fs: FsSpec, records: Sequence[FileRecord]
+    ) -> dict[str, Any]:
+        """One overwrite snapshot: the batch's new files in, the files an earlier run of it added out.
+        Batches of one table commit concurrently: a commit that lost the race is rebuilt on the
+        table's new state and tried again (each touches only its own batch's files)."""
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+        check_files(fs, records)
+        base = location if "://" in location else f"file://{location}"
+        paths = [f"{base}/{r.path}" for r in records]
+        prefix = f"/{self.snapshot_prefix(batch_id)}"
+        for attempt in range(1, 21):
+            table = self.open_table(schema.table_id)
+            files = [parquet_file_to_data_file(table.io, table.metadata, p) for p in paths]
+            new = set(paths)
+            old = [f for f in _data_files(table) if prefix in f.file_path and f.file_path not in new]
+            if not files and not old:
+                return {"files_added": 0, "files_removed": 0}
+            try:
+                with table.transaction() as tx:
+                    with tx.update_snapshot(snapshot_properties={SNAPSHOT_BATCH_KEY: str(batch_id)}).overwrite() as ow:
+                        for f in old:
+                            ow.delete_data_file(f)
+                        for f in files:
+                            ow.append_data_file(f)
+                break
+            except CommitFailedException as e:
+                if attempt == 20:
+                    raise
+                log.info("iceberg %s batch %s: commit conflict (%s), retry %d", schema.table_id, batch_id, e, attempt)
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+        log.info(
+            "iceberg %s batch %s: committed %d files, removed %d earlier ones",
+            schema.table_id,
+            batch_id,
+            len(files),
+            len(old),
+        )
+        return {"files_added": len(files), "files_removed": len(old)}
+
+    # --- stream ---------------------------------------------------------------------------------
+
+    def direct_write(self) -> LastChange | None:
+        return LastChange() if self.direct else None
+
+    def schema_capabilities(self) -> frozenset[str]:
+        """Iceberg adds columns by schema evolution and deletes every row for a TRUNCATE."""
+        from ....cdc.schema import behavior as B
+
+        return frozenset({B.ADD_COLUMN, B.TRUNCATE})
+
+    def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
+        """The row path: Spark reduces the micro-batch to the last change per row identity (only that
+        comes to the driver, as Arrow), which is applied in one commit."""
+        table = self._unapplied(schema.table_id, batch_id * STEP_SCALE)
+        if table is None:
+            return
+        ident = [spark_col(c) for c in schema.row_identity]
+        w = Window.partitionBy(*ident).orderBy(F.col(META_SEQ).desc())
+        latest = (
+            changes.withColumn("__rn", F.row_number().over(w))
+            .where(F.col("__rn") == 1)
+            .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP))
+        )
+        rows = with_op(table, latest.toArrow())
+        if rows.num_rows:
+            apply_changes(table, schema, rows, self._props(batch_id, batch_id * STEP_SCALE, final=True))
+
+    def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
+        """Each step is its own commit, recorded as ``batch * STEP_SCALE + step * 1000 + operation``;
+        the last also records the micro-batch. A replay skips what the table's snapshots say is done."""
+        from ....cdc.faults import BETWEEN_STEPS, crash_point
+        from ....cdc.schema import behavior as B
+        from ....cdc.schema.steps import RowsStep
+        from ..last_change import merged_rows
+        from ..projection import project_rows
+
+        for step in steps:  # a table that comes (back) under a captured name: created before anything else
+            if (
+                not isinstance(step, RowsStep)
+                and step.sink_after is not None
+                and any(a.kind == B.CREATE_TABLE for a in step.actions)
+            ):
+                self._prepare_one(step.sink_after)
+        table = self._unapplied(table_id, batch_id * STEP_SCALE)
+        if table is None:
+            return 0
+        done_step = last_recorded(table, STEP_KEY)
+        ops: list[tuple[int, Any, Any]] = []
+        for k, step in enumerate(steps):
+            if isinstance(step, RowsStep):
+                ops.append((k * 1000, step, None))
+            else:
+                ops += [(k * 1000 + j, step, a) for j, a in enumerate(step.actions)]
+                if step.sink_after is not None:
+                    self._schemas[table_id] = step.sink_after
+        changes = 0
+        for i, (sub, step, action) in enumerate(ops):
+            version = batch_id * STEP_SCALE + sub
+            if done_step is not None and done_step >= version:
+                continue
+            props = self._props(batch_id, version, final=i == len(ops) - 1)
+            table = self.open_table(table_id)
+            if action is None:
+                rows = merged_rows(step.source, [bytes(r["payload"]) for r in step.records])
+                log.info(step.describe("iceberg", batch_id, rows.num_rows))
+                applied = with_op(table, project_rows(rows, step.sink, keep=[META_OP]))
+                apply_changes(table, step.sink, applied, props)
+                changes += step.changes
+            else:
+                self._apply_action(table, step, action, props)
+                crash_point(BETWEEN_STEPS)
+        for step in steps:
+            if not isinstance(step, RowsStep):
+                for note in step.notes:
+                    log.warning("iceberg %s: %s", table_id, note)
+        return changes
+
+    def _props(self, batch_id: int, step_version: int, final: bool) -> dict[str, str]:
+        props = {STEP_KEY: str(step_version)}
+        if final:
+            props[BATCH_KEY] = str(batch_id)
+        return props
+
+    def _unapplied(self, table_id: TableId, step_version: int) -> Any:
+        """The table, or None when this micro-batch was committed to it already."""
+        table = self.open_table(table_id)
+        done = last_recorded(table, BATCH_KEY)
+        batch_id = step_version // STEP_SCALE
+        if done is not None and done >= batch_id:
+            log.info("iceberg %s: micro-batch %d already applied (up to %d), skipped", table_id, batch_id, done)
+            return None
+        return table
+
+    def _apply_action(self, table: Any, step: Any, action: Any, props: dict[str, str]) -> None:
+        """One schema action, in one commit with the step's record (a schema change adds no data
+        snapshot: the record is the table's properties, written in the same commit)."""
+        from pyiceberg.table import TableProperties
+
+        from ....cdc.schema import behavior as B
+        from ....cdc.types import map_column_in
+
+        shaped = step.sink_after or step.sink_before
+        table_id = (step.sink_before or step.sink_after).table_id
+        if action.kind == B.ADD_COLUMN:
+            from pyiceberg.catalog import Catalog
+
+            if action.fill is not None or action.copy_from or action.refill:
+                raise ConfigError(
+                    f"iceberg {table_id}: cannot {action.describe()} (filling existing rows). Fix: use "
+                    "schema_change_behavior lenient or ignore for this table, or a Delta or PostgreSQL sink."
+                )
+            arrow = pa.schema([pa.field(action.column.name, map_column_in(shaped, action.column).arrow_type)])
+            field_type = Catalog._convert_schema_if_needed(cat.plain_arrow_schema(arrow)).fields[0].field_type
+            with table.transaction() as tx:
+                if not _has(table, action.column.name):
+                    with tx.update_schema() as us:
+                        us.add_column(action.column.name, field_type)
+                mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+                tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping, **props})
+        elif action.kind == B.CREATE_TABLE:
+            with table.transaction() as tx:
+                tx.set_properties(**props)
+        elif action.kind == B.TRUNCATE:
+            from pyiceberg.expressions import AlwaysTrue
+
+            with table.transaction() as tx:
+                tx.delete(AlwaysTrue(), snapshot_properties=props)
+                tx.set_properties(**props)
+        else:
+            raise ConfigError(f"iceberg {table_id}: cannot {action.describe()}")
+        log.info("iceberg %s: %s", table_id, action.describe())
+
+    # --- reads for the re-snapshot and the consistency check -------------------------------------
+
+    def keys_in_sink(self, schema: TableSchema, key_range: KeyRange | None = None) -> pa.Table:
+        from ..resnapshot_rows import integer_bounds
+
+        table = self.open_table(schema.table_id)
+        cols = list(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
+        bounds = integer_bounds(schema, key_range)
+        scan = table.scan(selected_fields=tuple(cols))
+        if bounds is not None:
+            from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+
+            col, lo, hi = bounds
+            terms = [
+                *([GreaterThanOrEqual(col, lo)] if lo is not None else []),
+                *([LessThan(col, hi)] if hi is not None else []),
+            ]
+            if terms:
+                scan = table.scan(selected_fields=tuple(cols), row_filter=terms[0] if len(terms) == 1 else And(*terms))
+        return scan.to_arrow()
+
+    def consistency_keys(self, schema: TableSchema, upto_batch: int) -> tuple[pa.Table, int]:
+        """The keys at the snapshot before the first commit of a micro-batch after ``upto_batch`` (a
+        micro-batch may span several commits, one per step), read while the stream keeps writing."""
+        table = self.open_table(schema.table_id)
+        cols = tuple(dict.fromkeys([*schema.row_identity, *schema.chunk_key]))
+        snap = table.current_snapshot()
+        at = snap.snapshot_id if snap is not None else None
+        while snap is not None:
+            step = snap.summary.get(STEP_KEY) if snap.summary is not None else None
+            if step is not None and int(step) // STEP_SCALE <= int(upto_batch):
+                break
+            if step is not None:
+                at = snap.parent_snapshot_id
+            snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+        if at is None:
+            return pa.table({c: pa.array([], type=table_arrow_schema(schema).field(c).type) for c in cols}), int(
+                upto_batch
+            )
+        return table.scan(selected_fields=cols, snapshot_id=at).to_arrow(), int(upto_batch)
+
+
+def _has(table: Any, column: str) -> bool:
+    return any(f.name == column for f in table.schema().fields)
+
+
+def _data_files(table: Any) -> list[Any]:
+    """The data files of the table's current snapshot."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return []
+    return [task.file for task in table.scan(snapshot_id=snap.snapshot_id).plan_files()]
+
+
+def _schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
+    exp = {f.name: f.type for f in expected}
+    act = {f.name: f.type for f in actual}
+    out = [f"missing column {n!r} ({t})" for n, t in exp.items() if n not in act]
+    out += [f"unexpected column {n!r} ({t})" for n, t in act.items() if n not in exp]
+    out += [f"column {n!r} is {act[n]}, expected {t}" for n, t in exp.items() if n in act and act[n] != t]
+    return out
