@@ -26,13 +26,20 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.sink_compare import (
+    delta_rows,
+    iceberg_rows,
+    mysql_rows,
+    postgres_rows,
+    sink_config,
+    wait_until_equal,
+)
 from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
 from mysqlcdc_harness.writer import ConcurrentWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-KINDS = ["postgres", "delta", "changelog"]
+KINDS = ["postgres", "delta", "changelog", "iceberg"]
 
 
 def _wait_applied(state, ids, query=None, proc=None, log=None, timeout_s: float = 90) -> list[dict]:
@@ -64,6 +71,8 @@ def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, l
             f"{min(hi, lo + 200)}, 2) g ON CONFLICT DO NOTHING",
         )
         return 1
+    if kind == "iceberg":
+        return _damage_iceberg(tmp_dir, t, lo, hi)
     from deltalake import DeltaTable, write_deltalake
 
     dt = DeltaTable(str(tmp_dir / "lake" / t.database / t.table))
@@ -79,6 +88,41 @@ def _damage(kind: str, tmp_dir, postgres, schema_name: str | None, t: TableId, l
 
     schema = dt.schema().to_arrow()
     write_deltalake(dt, pa.Table.from_pylist(ghosts, schema=pa.schema(schema)), mode="append")
+    return 1
+
+
+def _damage_iceberg(tmp_dir, t: TableId, lo: int, hi: int) -> int:
+    """``_damage`` on the Iceberg sink's table, through pyiceberg (as another writer would)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import In
+
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
+
+    props = cat.check_catalog_options(str((tmp_dir / "lake").resolve()), None)
+    table = cat.load(cat.DEFAULT_CATALOG_NAME, props).load_table(cat.identifier(t))
+    rows = table.scan().to_arrow()
+    ids = rows.column("id").to_pylist()
+    gone = [i for i in ids if lo <= i < hi and i % 8 == 0]
+    garbled = [i for i in ids if lo <= i < hi and i % 8 == 2]
+    garbled_rows = rows.filter(pc.is_in(rows.column("id"), pa.array(garbled, rows.schema.field("id").type)))
+    garbled_rows = garbled_rows.set_column(
+        garbled_rows.schema.get_field_index("a"),
+        "a",
+        pa.array([-1] * garbled_rows.num_rows, rows.schema.field("a").type),
+    )
+    garbled_rows = garbled_rows.set_column(
+        garbled_rows.schema.get_field_index("s"), "s", pa.array(["garbled"] * garbled_rows.num_rows, pa.string())
+    )
+    table.delete(In("id", gone + garbled))
+    present = set(ids)
+    ghosts = [
+        {"id": i, "a": -2, "s": "ghost", "amount": None, "ts": None}
+        for i in range(lo + 1, min(hi, lo + 200), 2)
+        if i not in present
+    ]
+    table = table.refresh()
+    table.append(pa.concat_tables([garbled_rows, pa.Table.from_pylist(ghosts, schema=rows.schema)]))
     return 1
 
 
@@ -181,10 +225,11 @@ def test_a_batch_read_again_while_streaming_replaces_its_range_exactly(
         for t, spec in ((orders, specs[0]), (items, specs[1])):
             ident = tuple(spec.key_columns)
             cols = list(ident) + list(VALUE_COLS)
-            if kind == "delta":
+            if kind in ("delta", "iceberg"):
+                read = delta_rows if kind == "delta" else iceberg_rows
 
-                def actual(t=t, ident=ident, cols=cols):
-                    return {k: {c: r[c] for c in cols} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
+                def actual(t=t, ident=ident, cols=cols, read=read):
+                    return {k: {c: r[c] for c in cols} for k, r in read(tmp_dir / "lake", t, ident).items()}
             elif kind == "postgres":
 
                 def actual(t=t, ident=ident, cols=cols):

@@ -24,7 +24,14 @@ from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
 from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.sink_compare import (
+    delta_rows,
+    iceberg_rows,
+    mysql_rows,
+    postgres_rows,
+    sink_config,
+    wait_until_equal,
+)
 from mysqlcdc_harness.tables import VALUE_COLS, VALUE_DDL, create_composite_table, create_int_table
 from mysqlcdc_harness.writer import ConcurrentWriter
 
@@ -50,7 +57,13 @@ FINAL_COLUMNS = ("id", "a", "remark", "s", "amount", "ts", "flag")
 INITIAL_COLUMNS = ("id",) + VALUE_COLS
 
 # lenient on PostgreSQL takes the same plan as on Delta (the unit tests check each behaviour's plan)
-CASES = [("postgres", "evolve"), ("postgres", "ignore"), ("delta", "lenient"), ("delta", "try_evolve")]
+CASES = [
+    ("postgres", "evolve"),
+    ("postgres", "ignore"),
+    ("delta", "lenient"),
+    ("delta", "try_evolve"),
+    ("iceberg", "lenient"),
+]
 
 
 def _sink_columns(kind: str, postgres, tmp_dir, schema_name: str | None, t: TableId) -> list[str]:
@@ -125,11 +138,12 @@ def test_ddl_sequence_under_writers(mariadb, postgres, fresh_db, spark, tmp_dir,
             def expected():
                 return mysql_rows(mariadb, t, [c for c in cols if c in FINAL_COLUMNS or t != orders], ident)
 
-            if kind == "delta":
+            if kind in ("delta", "iceberg"):
+                read = delta_rows if kind == "delta" else iceberg_rows
 
                 def actual():
                     want = [c for c in cols if c in FINAL_COLUMNS or t != orders]
-                    return {k: {c: r[c] for c in want} for k, r in delta_rows(tmp_dir / "lake", t, ident).items()}
+                    return {k: {c: r[c] for c in want} for k, r in read(tmp_dir / "lake", t, ident).items()}
             else:
 
                 def actual():

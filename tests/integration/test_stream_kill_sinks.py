@@ -16,7 +16,14 @@ from airflow_provider_mysqlcdc.cdc.snapshot.planning import build_plan
 from airflow_provider_mysqlcdc.cdc.source.config import SplitOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.snapshot.job import run_snapshot_batch
-from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows, postgres_rows, sink_config, wait_until_equal
+from mysqlcdc_harness.sink_compare import (
+    delta_rows,
+    iceberg_rows,
+    mysql_rows,
+    postgres_rows,
+    sink_config,
+    wait_until_equal,
+)
 from mysqlcdc_harness.stream_job import committed, in_flight, kill_job, start_job
 from mysqlcdc_harness.tables import VALUE_COLS, create_int_table
 from mysqlcdc_harness.writer import ConcurrentWriter
@@ -31,7 +38,7 @@ def _wait(pred, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("kind", ["delta", "postgres"])
+@pytest.mark.parametrize("kind", ["delta", "postgres", "iceberg"])
 def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(
     mariadb, postgres, fresh_db, spark, tmp_dir, monkeypatch, kind
 ):
@@ -77,13 +84,11 @@ def test_sigkilled_stream_job_leaves_the_sink_equal_to_the_source(
         def expected():
             return mysql_rows(mariadb, schema.table_id, cols, ("id",))
 
-        if kind == "delta":
+        if kind in ("delta", "iceberg"):
+            read = delta_rows if kind == "delta" else iceberg_rows
 
             def actual():
-                return {
-                    k: {c: r[c] for c in cols}
-                    for k, r in delta_rows(tmp_dir / "lake", schema.table_id, ("id",)).items()
-                }
+                return {k: {c: r[c] for c in cols} for k, r in read(tmp_dir / "lake", schema.table_id, ("id",)).items()}
         else:
 
             def actual():
