@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .chunks import Batch, Chunk
-from .errors import ConfigError
+from .errors import REPORT_BUG, ConfigError
 from .model import TableId
 
 # Below this a batch's fixed cost (watermarks, the binlog window, the commit: about a second on
@@ -88,7 +88,7 @@ def pack_batches(
     if n == 0:
         return []
     if n > sizing.max_batches:  # pragma: no cover - batch_count caps it
-        raise ConfigError(f"{n} batches exceed max_batches {sizing.max_batches}")
+        raise ConfigError(f"{n} batches exceed max_batches {sizing.max_batches}. {REPORT_BUG}")
     target = total / n
     groups: list[list[Chunk]] = [[]]
     acc = 0.0

@@ -8,6 +8,16 @@ import re
 # reports it instead of relaunching the stream.
 NOT_EXACT_MARKER = "the stream cannot stay exact"
 
+# The Fix: of an error raised where the binlog stream is not what the replication protocol says
+# (a check against misreading it): a transient fault is gone when the stream starts again from its
+# last commit; one that comes back at the same place needs a report.
+RESTART_OR_REPORT = (
+    "Fix: start the stream again (it resumes from its last commit; the stream sensor with relaunch=True "
+    "does it); if it stops at the same place again, report this message."
+)
+# The Fix: of a check against a bug of mysqlcdc itself: no input of a user's should reach it.
+REPORT_BUG = "Fix: nothing to change on your side: this check guards against a bug of mysqlcdc; report this message."
+
 
 class CdcError(Exception):
     """Base class of every error the engine raises on purpose."""

@@ -196,8 +196,8 @@ class PipelineConfig:
     def from_dict(cls, d: Mapping[str, Any], password: str | None = None) -> "PipelineConfig":
         if "password" in d.get("source", {}):
             raise ConfigError(
-                "source.password must not be in the pipeline config: pass it through "
-                f"${PASSWORD_ENV} or a password file readable only by you."
+                "source.password must not be in the pipeline config. Fix: remove it from there and pass it "
+                f"through ${PASSWORD_ENV} or a password file readable only by you."
             )
         sink = d.get("sink") or {}
         return cls(

@@ -36,7 +36,9 @@ class Plan:
                 return b
         raise ConfigError(
             f"batch {batch_id!r} is not in the plan ({len(self.batches)} batches: "
-            f"{', '.join(b.batch_id for b in self.batches[:5])}...)"
+            f"{', '.join(b.batch_id for b in self.batches[:5])}...). Fix: the plan was written anew after this "
+            "task's run was planned (a later run with reset=true): trigger the pipeline instead of clearing "
+            "tasks of the older run."
         )
 
     def server_id_slot(self, batch_id: str, slots: int) -> int:

@@ -93,7 +93,7 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
-from .errors import ConfigError, SchemaMismatchError
+from .errors import RESTART_OR_REPORT, ConfigError, SchemaMismatchError
 from .model import Column, TableSchema, quote_ident
 from .sql import python_codec
 
@@ -328,7 +328,8 @@ def _to_text(value: Any, mp: ColumnMapping) -> str:
         codec = python_codec(mp.column.charset or "utf8mb4")
         if codec is None:
             raise SchemaMismatchError(
-                f"column {mp.name!r}: cannot decode charset {mp.column.charset!r} from binlog bytes"
+                f"column {mp.name!r}: cannot decode charset {mp.column.charset!r} from binlog bytes. Fix: report "
+                "this message (this Python has no codec for the charset), and leave the table out meanwhile."
             )
         return bytes(value).decode(codec)
     if isinstance(value, str):
@@ -403,7 +404,7 @@ def _to_timestamp(value: Any) -> dt.datetime | None:
 def _to_datetime(value: Any) -> dt.datetime:
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=None)
-    raise SchemaMismatchError(f"expected a datetime, got {value!r}")
+    raise SchemaMismatchError(f"expected a datetime, got {value!r}. {RESTART_OR_REPORT}")
 
 
 def _to_date(value: Any) -> dt.date:
@@ -500,7 +501,9 @@ def row_normalizer(schema: TableSchema, server_time_zone: str) -> Callable[..., 
         if missing:
             raise SchemaMismatchError(
                 f"{schema.table_id}: binlog row lacks columns {missing} (has {sorted(values)}); "
-                "the table changed or binlog_row_image/binlog_row_metadata is not FULL"
+                "the table changed or binlog_row_image/binlog_row_metadata is not FULL. Fix: SET GLOBAL "
+                "binlog_row_image = FULL and binlog_row_metadata = FULL (and in my.cnf), then start the stream "
+                "again; if the table changed, load it again (trigger the pipeline with reset=true)."
             )
         out: dict[str, Any] = {}
         for mp, conv in converters:
@@ -515,7 +518,7 @@ def row_normalizer(schema: TableSchema, server_time_zone: str) -> Callable[..., 
                 except (TypeError, ValueError, ArithmeticError, AttributeError) as e:
                     raise SchemaMismatchError(
                         f"{schema.table_id}.{mp.name} ({mp.column.column_type}): cannot normalize "
-                        f"binlog value {v!r}: {e}"
+                        f"binlog value {v!r}: {e}. {RESTART_OR_REPORT}"
                     ) from None
         return out
 

@@ -258,7 +258,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         if result is None:
             raise CdcError(
                 f"the snapshot job for batch {self.batch_id} finished but left no result file at "
-                f"{state.url(StateStore.batch_result_rel(self.batch_id))}; see the Spark output above."
+                f"{state.url(StateStore.batch_result_rel(self.batch_id))}. Fix: see the Spark output above for why, "
+                "then clear this task to read the batch again."
             )
         if result.get("handoff"):
             self._wait_for_stream(state, result["handoff"])
@@ -400,9 +401,9 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             if time.monotonic() > deadline:
                 raise CdcError(
                     f"batch {self.batch_id}: the stream has not taken its rows (hand-off "
-                    f"{', '.join(h for h in ids if h not in done)}) within {timeout:.0f} s. Is it running? See the "
-                    "stream watchdog's log. The rows stay pending and are applied when the stream runs; a retry of "
-                    "this task reads the batch again."
+                    f"{', '.join(h for h in ids if h not in done)}) within {timeout:.0f} s. Is it running? Fix: see the "
+                    "stream watchdog's log and start the stream if it stopped. The rows stay pending and are applied "
+                    "when the stream runs; a retry of this task reads the batch again."
                 )
             if time.monotonic() > next_note:
                 self.log.info(

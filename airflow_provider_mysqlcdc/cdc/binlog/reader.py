@@ -33,7 +33,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping
 
 import pymysql
 
-from ..errors import CdcError
+from ..errors import REPORT_BUG, CdcError
 from ..events import Heartbeat, RowChange, SchemaChange
 from ..model import TableId
 from ..offsets import BinlogOffset
@@ -276,7 +276,8 @@ class BinlogReader:
         if self.stop is not None and not self.blocking and self.position < self.stop:
             raise CdcError(
                 f"the binlog ended at {self.position} before the requested stop {self.stop}: "
-                "the stop offset must be one the server has already written (SHOW MASTER STATUS)."
+                "the stop offset must be one the server has already written. Fix: give a stop at or before "
+                "the server's current position (SHOW MASTER STATUS)."
             )
 
     def _begin(self, offset: BinlogOffset) -> None:
@@ -373,7 +374,7 @@ def _row_kind(ev: Any) -> str:
         return "update"
     if isinstance(ev, DeleteRowsEvent):
         return "delete"
-    raise CdcError(f"unexpected rows event {type(ev).__name__}")
+    raise CdcError(f"unexpected rows event {type(ev).__name__}. {REPORT_BUG}")
 
 
 def raise_dump_stopped(source: SourceConfig, file: str, tables: Any, position: Any, cause: Exception) -> None:
@@ -384,4 +385,8 @@ def raise_dump_stopped(source: SourceConfig, file: str, tables: Any, position: A
         check_start_available(conn, BinlogOffset(file, 4), tables)
     finally:
         conn.close()
-    raise CdcError(f"the server stopped the binlog dump at {position}: {cause}") from cause
+    raise CdcError(
+        f"the server stopped the binlog dump at {position}: {cause}. Fix: act on the server's reason after the "
+        "colon (a server that restarted or a connection that dropped is read again when the stream starts again "
+        "from its last commit)."
+    ) from cause

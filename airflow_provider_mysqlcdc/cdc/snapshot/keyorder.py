@@ -300,7 +300,11 @@ class _ColumnOrder:
         """``CONVERT(%s USING cs) COLLATE coll`` for this column (names validated)."""
         cs, coll = self.column.charset or "", self.column.collation or ""
         if not (_IDENT.match(cs) and _IDENT.match(coll)):
-            raise ConfigError(f"column {self.column.name}: unexpected charset/collation {cs!r}/{coll!r}")
+            raise ConfigError(
+                f"column {self.column.name}: unexpected charset/collation {cs!r}/{coll!r}. Fix: report this "
+                "message with the table's SHOW CREATE TABLE; meanwhile leave the table out, or chunk it on "
+                "another column (chunk_key_columns)."
+            )
         return f"CONVERT(%s USING {cs}) COLLATE {coll}"
 
 

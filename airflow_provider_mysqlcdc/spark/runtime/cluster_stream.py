@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ...cdc.errors import ConfigError
+from ...cdc.errors import REPORT_BUG, ConfigError
 
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 JOB_MODULE = "airflow_provider_mysqlcdc.jobs.binlog_stream"
@@ -215,7 +215,9 @@ def submission(
     """The spark-submit that starts the stream's driver on the cluster (cluster deploy mode)."""
     manager = cluster_manager(master)
     if manager == "local":
-        raise ConfigError("a local master runs the stream on this host, not through a cluster submission")
+        raise ConfigError(
+            f"a local master runs the stream on this host, not through a cluster submission. {REPORT_BUG}"
+        )
     conf = dict(conf or {})
     refuse_secret_conf(conf)
     merged = {

@@ -83,7 +83,7 @@ def spark_home(explicit: str | None = None) -> Path:
         return Path(os.environ["SPARK_HOME"])
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise BytecodeError("no Spark installation found: set SPARK_HOME, pass --spark-home, or install pyspark")
+        raise BytecodeError("no Spark installation found. Fix: set SPARK_HOME, pass --spark-home, or install pyspark.")
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -92,8 +92,8 @@ def spark_zips(home: Path) -> list[Path]:
     found = sorted({p for pattern in ZIP_PATTERNS for p in lib.glob(pattern)})
     if not any(p.name == "pyspark.zip" for p in found):
         raise BytecodeError(
-            f"no pyspark.zip in {lib}: point SPARK_HOME (or --spark-home) at the Spark "
-            "installation whose Python workers run the pipeline"
+            f"no pyspark.zip in {lib}. Fix: point SPARK_HOME (or --spark-home) at the Spark "
+            "installation whose Python workers run the pipeline."
         )
     return found
 
@@ -138,7 +138,7 @@ def _temp_beside(path: Path) -> Path:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise BytecodeError(
-            f"cannot write beside {path}: {exc.strerror}; run this as the user that owns the Spark installation"
+            f"cannot write beside {path}: {exc.strerror}. Fix: run this as the user that owns the Spark installation."
         ) from exc
     os.close(fd)
     return Path(name)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...cdc.errors import CdcError
+from ...cdc.errors import REPORT_BUG, CdcError
 from ...cdc.source.config import PASSWORD_ENV
 
 if TYPE_CHECKING:
@@ -303,12 +303,14 @@ def launch_local_stream(
     from .package_files import application_path
 
     if password is None:
-        raise StreamStartError(f"no source password given: pass password= (it reaches the job as ${PASSWORD_ENV}).")
+        raise StreamStartError(
+            f"no source password given. Fix: pass password= (it reaches the job as ${PASSWORD_ENV})."
+        )
     running = running_local_stream(state)
     if running is not None:
         raise StreamStartError(
             f"a binlog stream of this pipeline is already running on {running.host} (pid {running.pid}, "
-            f"log {running.log_path}). Stop it first with stop_local_stream(), or leave it running."
+            f"log {running.log_path}). Fix: stop it first with stop_local_stream(), or leave it running."
         )
     config = load_pipeline_config(config_url)  # fails fast on a missing or invalid config
     _check_same_state(config.state_location, state)
@@ -389,7 +391,9 @@ def _terminate(proc: LocalStreamProcess, timeout_s: float) -> None:
     behind (JVM, Python workers) gets SIGKILL after a short grace period.
     """
     if proc.pgid == os.getpgrp():
-        raise StreamStartError(f"refusing to signal process group {proc.pgid}: it is the caller's own group.")
+        raise StreamStartError(
+            f"refusing to signal process group {proc.pgid}: it is the caller's own group. {REPORT_BUG}"
+        )
     try:
         os.kill(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -468,7 +472,7 @@ def _died_message(proc: LocalStreamProcess) -> str:
     how = f"exited with code {rc}" if rc is not None else "exited"
     return (
         f"the binlog stream (pid {proc.pid}) {how} before committing its first micro-batch. "
-        f"Fix the cause shown in its log ({proc.log_path}) and launch it again."
+        f"Fix: correct the cause shown in its log ({proc.log_path}) and launch it again."
     )
 
 
@@ -539,7 +543,8 @@ def wait_for_first_commit(
                 _with_tail(
                     f"the binlog stream{where} has not committed a micro-batch within {timeout_s:.0f} s. It may still "
                     "be starting (Spark start-up, a long first micro-batch: lower stream.max_events_per_batch) or be "
-                    "stuck; see its log. It was left running: stop it with stop_local_stream() if it should not run.",
+                    "stuck. Fix: see its log; it was left running: stop it with stop_local_stream() if it should "
+                    "not run.",
                     log_path,
                 )
             )

@@ -28,7 +28,11 @@ def project_rows(rows: pa.Table, sink: TableSchema, keep: Sequence[str] = ()) ->
         src = have.get(c.name) or lower.get(c.name.lower())
         if src is None:
             if c.name in sink.row_identity:
-                raise SchemaMismatchError(f"{sink.table_id}: rows lack identity column {c.name!r} of the sink table")
+                raise SchemaMismatchError(
+                    f"{sink.table_id}: rows lack identity column {c.name!r} of the sink table. Fix: if the "
+                    "table's key columns changed, load it again (trigger the pipeline with reset=true); else "
+                    "report this message."
+                )
             col = pa.nulls(rows.num_rows, target)
         else:
             col = rows.column(src)

@@ -228,8 +228,8 @@ class ConsistentBatchReader:
         if now != before:
             raise SourceChangedError(
                 f"the source server changed during this batch's window ({before.describe()} at the low watermark, "
-                f"{now.describe()} now: a failover): the batch wrote nothing. It is read again by the task's retry; "
-                "if retries are exhausted, clear the batch's task."
+                f"{now.describe()} now: a failover): the batch wrote nothing. Fix: nothing while the task has "
+                "retries left (a retry reads the batch again); once they are exhausted, clear the batch's task."
             )
 
     def read(self, batch: Batch) -> BatchRead:

@@ -61,7 +61,10 @@ def run_snapshot_batch(
     state = StateStore(config.state_location)
     plan = plan or state.read_plan()
     if plan is None:
-        raise FileNotFoundError(f"no plan at {state.url('plan.json')}: run the plan step first")
+        raise FileNotFoundError(
+            f"no plan at {state.url('plan.json')}. Fix: run the plan task first (trigger the pipeline), with the "
+            "same state_location."
+        )
     batch = plan.batch(batch_id)
     source = config.source
     schemas = {t: plan.schemas[t] for t in batch.tables}

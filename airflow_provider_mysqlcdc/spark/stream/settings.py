@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ...cdc.chunks import FinishedBatch
-from ...cdc.errors import ConfigError
+from ...cdc.errors import REPORT_BUG, ConfigError
 from ...cdc.model import TableId, TableSchema
 from ...cdc.pipeline import PipelineConfig
 from ...cdc.plan import FIRST_BATCH_SLOT
@@ -97,7 +97,9 @@ def source_layout(options: Mapping[str, str]) -> SourceLayout:
     """The source's schema from its options (the driver asks before any reader exists)."""
     opts = {str(k).lower(): v for k, v in options.items()}
     if "config" not in opts or "schemas" not in opts:
-        raise ConfigError(f"{FORMAT_NAME}: options 'config' and 'schemas' are required")
+        raise ConfigError(
+            f"{FORMAT_NAME}: options 'config' and 'schemas' are required. Fix: pass both, as the stream job does."
+        )
     config = json.loads(opts["config"])
     tz = (config.get("source") or {}).get("server_time_zone") or "UTC"
     return SourceLayout([TableSchema.from_dict(d) for d in json.loads(opts["schemas"])], tz)
@@ -107,16 +109,18 @@ def settings_from_options(options: Mapping[str, str]) -> StreamSettings:
     """Parse the (lower-cased) options; the finished-batch list is read once, here, on the driver."""
     opts = {str(k).lower(): v for k, v in options.items()}
     if "config" not in opts or "schemas" not in opts:
-        raise ConfigError(f"{FORMAT_NAME}: options 'config' and 'schemas' are required")
+        raise ConfigError(
+            f"{FORMAT_NAME}: options 'config' and 'schemas' are required. Fix: pass both, as the stream job does."
+        )
     password = opts.get("password")
     if password is None:
         password = os.environ.get(PASSWORD_ENV)
     if password is None:
-        raise ConfigError(f"{FORMAT_NAME}: no source password: pass the 'password' option or set ${PASSWORD_ENV}.")
+        raise ConfigError(f"{FORMAT_NAME}: no source password. Fix: pass the 'password' option or set ${PASSWORD_ENV}.")
     config = PipelineConfig.from_json(opts["config"], password=password)
     schemas = tuple(TableSchema.from_dict(d) for d in json.loads(opts["schemas"]))
     if not schemas:
-        raise ConfigError(f"{FORMAT_NAME}: no captured table schemas given")
+        raise ConfigError(f"{FORMAT_NAME}: no captured table schemas given. {REPORT_BUG}")
     finished: tuple[FinishedBatch, ...] = ()
     if config.startup_mode == "initial":
         finished = tuple(StateStore(config.state_location).read_finished() or ())

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...errors import REPORT_BUG, RESTART_OR_REPORT
 from ...events import Heartbeat, RowChange, SchemaChange
 from ...model import TableId
 from ...offsets import BinlogOffset
@@ -173,7 +174,7 @@ class Builder:
         ts = gather_u32(B, base)
         kind = KIND_OF_TYPE[typ]  # 0 insert, 1 update, 2 delete
         if (kind < 0).any():
-            raise ProtocolError(f"not a rows event in the batch of {dec.table_id}")
+            raise ProtocolError(f"not a rows event in the batch of {dec.table_id}. {REPORT_BUG}")
         starts = self._data_starts(B, base, typ, kind, pos)
         ends = base + lengths - self.crc
         if self.columnar:
@@ -187,7 +188,9 @@ class Builder:
         update = kind == 1
         n_images = np.bincount(ev_of, minlength=n_ev)
         if (update & (n_images % 2 == 1)).any():
-            raise ProtocolError(f"an UPDATE rows event of {dec.table_id} has an odd number of row images")
+            raise ProtocolError(
+                f"an UPDATE rows event of {dec.table_id} has an odd number of row images. {RESTART_OR_REPORT}"
+            )
         img_update = update[ev_of]
         row_in_event = np.where(img_update, image // 2, image)
         is_after = np.where(img_update, image % 2 == 1, kind[ev_of] == 0)
@@ -282,12 +285,12 @@ class Builder:
             except (IndexError, ValueError, struct.error, KeyError, UnicodeDecodeError) as err:
                 raise ProtocolError(
                     f"cannot decode rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: "
-                    f"{type(err).__name__}: {err}"
+                    f"{type(err).__name__}: {err}. {RESTART_OR_REPORT}"
                 ) from None
             if q != e:
                 raise ProtocolError(
                     f"rows event at {self._file_of(i)}:{int(pos[i])} for {dec.table_id}: row data ends at "
-                    f"{q - s}, the event's at {e - s}: the table map does not describe these rows"
+                    f"{q - s}, the event's at {e - s}: the table map does not describe these rows. {RESTART_OR_REPORT}"
                 )
             images.extend(got)
             ev_of.extend([i] * len(got))

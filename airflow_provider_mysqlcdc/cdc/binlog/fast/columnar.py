@@ -29,6 +29,7 @@ from typing import Sequence, cast
 import numpy as np
 import pyarrow as pa
 
+from ...errors import RESTART_OR_REPORT
 from . import constants as C
 from . import values as V
 from .decoder import ColumnPlan, TableDecoder, _SetNames
@@ -392,7 +393,8 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         live = idx if mask is None else idx[~mask]
         if len(live) and int(live.max()) >= len(members):
             raise ProtocolError(
-                f"ENUM column {cp.name!r}: index {int(live.max())} beyond its {len(members) - 1} members"
+                f"ENUM column {cp.name!r}: index {int(live.max())} beyond its {len(members) - 1} members. "
+                f"{RESTART_OR_REPORT}"
             )
         arr = pa.array(list(members), pa.string()).take(pa.array(idx, mask=mask))  # null index -> null
         return arr, width(c.length)
@@ -461,7 +463,9 @@ def decode_events(dec: TableDecoder, blob: bytes, starts: np.ndarray, ends: np.n
             p = p + w
         if (p > E[active]).any():
             bad = active[np.argmax(p > E[active])]
-            raise ProtocolError(f"row image of {dec.table_id} runs past the end of its event (event #{bad})")
+            raise ProtocolError(
+                f"row image of {dec.table_id} runs past the end of its event (event #{bad}). {RESTART_OR_REPORT}"
+            )
         P[active] = p
         parts.append(cols)
         ev_idx.append(active)
@@ -473,7 +477,9 @@ def decode_events(dec: TableDecoder, blob: bytes, starts: np.ndarray, ends: np.n
         for e in active.tolist():
             images, end = dec.decode_rows(blob, int(P[e]), int(E[e]))
             if end != E[e]:
-                raise ProtocolError(f"row data of {dec.table_id} ends at {end}, its event at {int(E[e])}")
+                raise ProtocolError(
+                    f"row data of {dec.table_id} ends at {end}, its event at {int(E[e])}. {RESTART_OR_REPORT}"
+                )
             rest_images.extend(images)
             ev_idx.append(np.full(len(images), e, dtype=np.int64))
             im_idx.append(np.arange(r, r + len(images), dtype=np.int64))

@@ -27,6 +27,7 @@ import socket
 import struct
 from typing import Any
 
+from ...errors import REPORT_BUG
 from ...source.config import SourceConfig
 from .constants import BINLOG_DUMP_NON_BLOCK, COM_BINLOG_DUMP, COM_REGISTER_SLAVE
 from .errors import ProtocolError
@@ -139,7 +140,7 @@ class DumpConnection:
     def read_event(self) -> bytes | None:
         """The next event, or None when a non-blocking dump is caught up. Raises server errors."""
         if self._reader is None:
-            raise ProtocolError("read_event() before open() or after close()")
+            raise ProtocolError(f"read_event() before open() or after close(). {REPORT_BUG}")
         return self._reader.read_event()
 
     def close(self) -> None:

@@ -65,5 +65,6 @@ class UnsupportedTableError(FastBinlogError):
         self.reason = reason
         super().__init__(
             f"{table}: the fast binlog decoder does not support this table ({reason}); "
-            "read it with python-mysql-replication (cdc.binlog.reader.BinlogReader) instead."
+            "Fix: read it with python-mysql-replication (cdc.binlog.reader.BinlogReader), or pass "
+            "on_unsupported='report' (as the stream does) to have its rows events reported for that reader."
         )

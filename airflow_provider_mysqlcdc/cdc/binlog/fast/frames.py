@@ -147,7 +147,10 @@ def parse_fde(ev: bytes) -> tuple[int, int, int]:
     p = 19 + 2 + 50 + 4
     header_len = ev[p]
     if header_len != C.EVENT_HEADER_LEN:
-        raise ProtocolError(f"format description with a {header_len}-byte event header: not binlog v4")
+        raise ProtocolError(
+            f"format description with a {header_len}-byte event header: not binlog v4. Fix: capture from "
+            "a supported server version (the version check of the validate task lists them)."
+        )
     lengths = ev[p + 1 : len(ev) - 5]
     crc_alg = ev[len(ev) - 5]
     tm_post = lengths[C.TABLE_MAP_EVENT - 1] if len(lengths) >= C.TABLE_MAP_EVENT else 8

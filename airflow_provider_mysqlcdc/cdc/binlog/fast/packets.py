@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, cast
 import numpy as np
 import pymysql
 
+from ...errors import RESTART_OR_REPORT
 from .constants import CHECKSUM_LEN, MAX_PACKET_LEN
 from .errors import ChecksumError, CompressedEventError, ProtocolError
 
@@ -126,7 +127,9 @@ class PacketReader:
         length = buf[s] | (buf[s + 1] << 8) | (buf[s + 2] << 16)
         seq = buf[s + 3]
         if seq != self._seq:
-            raise ProtocolError(f"packet sequence id {seq}, expected {self._seq}: the stream is out of step")
+            raise ProtocolError(
+                f"packet sequence id {seq}, expected {self._seq}: the stream is out of step. {RESTART_OR_REPORT}"
+            )
         self._seq = (seq + 1) & 0xFF
         if length < MAX_PACKET_LEN:
             if self._end - s < 4 + length:
@@ -149,7 +152,9 @@ class PacketReader:
             length = buf[s] | (buf[s + 1] << 8) | (buf[s + 2] << 16)
             seq = buf[s + 3]
             if seq != self._seq:
-                raise ProtocolError(f"packet sequence id {seq}, expected {self._seq}: the stream is out of step")
+                raise ProtocolError(
+                    f"packet sequence id {seq}, expected {self._seq}: the stream is out of step. {RESTART_OR_REPORT}"
+                )
             self._seq = (seq + 1) & 0xFF
 
     def read_event(self) -> bytes | None:
@@ -173,7 +178,7 @@ class PacketReader:
             raise_error_packet(payload)
         if is_eof_packet(payload):
             return None
-        raise ProtocolError(f"unexpected dump packet starting with {payload[:8]!r}")
+        raise ProtocolError(f"unexpected dump packet starting with {payload[:8]!r}. {RESTART_OR_REPORT}")
 
 
 def frame_packets(payload: bytes, first_seq: int = 0) -> bytes:
@@ -222,7 +227,10 @@ def verify_checksum(event: bytes | bytearray | memoryview, where: str = "") -> N
     raise ChecksumError(
         f"binlog event checksum mismatch{(' at ' + where) if where else ''}: stored {stored:#010x}, "
         f"computed {actual:#010x}. The event was corrupted in transit or on disk; do not trust "
-        "the data read from here (check the server's binlog with mariadb-binlog --verify-binlog-checksum)."
+        "the data read from here. Fix: check the server's binlog with mariadb-binlog "
+        "--verify-binlog-checksum (mysqlbinlog on MySQL); if the file is sound, start the stream again "
+        "(a fault in transit is gone on a new read); if it is not, load the tables again (trigger the "
+        "pipeline with reset=true)."
     )
 
 
@@ -253,13 +261,17 @@ def mariadb_uncompress(data: bytes | memoryview) -> bytes:
     """
     h = data[0]
     if not h & 0x80 or (h >> 4) & 0x07 != 0:
-        raise CompressedEventError(f"compressed binlog event with an unknown header byte {h:#04x} (not zlib)")
+        raise CompressedEventError(
+            f"compressed binlog event with an unknown header byte {h:#04x} (not zlib). {RESTART_OR_REPORT}"
+        )
     lenlen = h & 0x07
     expected = int.from_bytes(bytes(data[1 : 1 + lenlen]), "big")
     try:
         out = zlib.decompress(bytes(data[1 + lenlen :]))
     except zlib.error as e:
-        raise CompressedEventError(f"compressed binlog event does not inflate: {e}") from None
+        raise CompressedEventError(f"compressed binlog event does not inflate: {e}. {RESTART_OR_REPORT}") from None
     if len(out) != expected:
-        raise CompressedEventError(f"compressed binlog event inflates to {len(out)} bytes, its header says {expected}")
+        raise CompressedEventError(
+            f"compressed binlog event inflates to {len(out)} bytes, its header says {expected}. {RESTART_OR_REPORT}"
+        )
     return out

@@ -239,8 +239,9 @@ class FastBinlogReader:
         if str(now) != self.expect_server:
             raise SourceChangedError(
                 f"binlog read from {self.dump_from}: those offsets belong to the server {self.expect_server}, and the "
-                f"endpoint now reaches {now} (a failover): the range is not read by file and position there. The "
-                "stream's driver places it on the new server by GTID when the query runs again."
+                f"endpoint now reaches {now} (a failover): the range is not read by file and position there. Fix: "
+                "nothing, for the stream: its driver places it on the new server by GTID when the query runs "
+                "again."
             )
 
     # --- public iteration ------------------------------------------------------------------
@@ -448,7 +449,7 @@ class FastBinlogReader:
                         raise ProtocolError(
                             f"rows event at {self._file}:{pos} for table id "
                             f"{from_bytes(buf[o + 19 : o + 19 + tid_len], 'little')} without its TABLE_MAP: a read "
-                            "must start at a transaction boundary (or pass dump_from = the transaction's start)"
+                            "must start at a transaction boundary. Fix: start it at one, or pass dump_from = the transaction's start."
                         )
                     ev = cast(bytes, buf) if buf is not rbuf else bytes(view[o:end])
                     if verify and crc:
@@ -572,7 +573,8 @@ class FastBinlogReader:
         if self.stop is not None and not self.blocking and self.position < self.stop and not self._done:
             raise CdcError(
                 f"the binlog ended at {self.position} before the requested stop {self.stop}: "
-                "the stop offset must be one the server has already written (SHOW MASTER STATUS)."
+                "the stop offset must be one the server has already written. Fix: give a stop at or before "
+                "the server's current position (SHOW MASTER STATUS)."
             )
 
     def _other_event(self, ev: bytes, crc: int, start_pos: int, stop_pos: int) -> tuple[Item | None, bool]:
@@ -651,12 +653,14 @@ class FastBinlogReader:
         elif typ == C.INCIDENT_EVENT:
             raise FastBinlogError(
                 f"INCIDENT event at {self._file}:{pos}: the server reports that changes are missing "
-                "from its binlog here; the captured tables must be snapshotted again."
+                "from its binlog here; the captured tables must be snapshotted again. Fix: trigger the "
+                "pipeline with reset=true to load them again."
             )
         elif not flags & C.LOG_EVENT_IGNORABLE_F:
             raise UnknownEventError(
                 f"unknown binlog event type {typ} at {self._file}:{pos} (not marked ignorable): "
-                "refusing to skip it, it may carry rows."
+                "refusing to skip it, it may carry rows. Fix: report this message with the server's version "
+                "(SELECT VERSION()): this version of mysqlcdc does not know the event."
             )
         return None, False
 

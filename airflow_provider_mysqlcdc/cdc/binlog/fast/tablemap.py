@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ...errors import RESTART_OR_REPORT
 from ...model import Column, TableId, TableSchema
 from . import constants as C
 from .errors import ProtocolError
@@ -48,7 +49,7 @@ def read_lenenc(buf: bytes, pos: int) -> tuple[int, int]:
         return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
     if b == 0xFE:
         return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
-    raise ProtocolError(f"invalid length-encoded integer prefix {b:#x} at {pos}")
+    raise ProtocolError(f"invalid length-encoded integer prefix {b:#x} at {pos}. {RESTART_OR_REPORT}")
 
 
 @dataclass
@@ -105,7 +106,7 @@ def _parse_type_meta(types: bytes, meta: bytes, null_bits: bytes) -> list[MapCol
         n = C.META_LEN.get(t, 0)
         m = meta[p : p + n]
         if len(m) != n:
-            raise ProtocolError(f"table map metadata ends early at column {i} (type {t})")
+            raise ProtocolError(f"table map metadata ends early at column {i} (type {t}). {RESTART_OR_REPORT}")
         p += n
         if t in (C.T_VARCHAR, C.T_VAR_STRING):
             c.length = m[0] | (m[1] << 8)
@@ -145,7 +146,9 @@ def _parse_type_meta(types: bytes, meta: bytes, null_bits: bytes) -> list[MapCol
             c.fsp = m[0]
         cols.append(c)
     if p != len(meta):
-        raise ProtocolError(f"table map metadata has {len(meta) - p} unread bytes: unknown column type layout")
+        raise ProtocolError(
+            f"table map metadata has {len(meta) - p} unread bytes: unknown column type layout. {RESTART_OR_REPORT}"
+        )
     return cols
 
 
@@ -242,7 +245,9 @@ def parse_table_map(
         length, p = read_lenenc(event, p + 1)
         data = bytes(event[p : p + length])
         if len(data) != length:
-            raise ProtocolError(f"table map of {database}.{table}: optional metadata field {kind} is cut short")
+            raise ProtocolError(
+                f"table map of {database}.{table}: optional metadata field {kind} is cut short. {RESTART_OR_REPORT}"
+            )
         p += length
         if kind == C.OM_SIGNEDNESS:
             for c, u in zip(numeric, _bool_list(data, len(numeric))):
@@ -258,7 +263,9 @@ def parse_table_map(
         elif kind == C.OM_COLUMN_NAME:
             names = _strings(data)
             if len(names) != ncols:
-                raise ProtocolError(f"table map of {database}.{table}: {len(names)} names for {ncols} columns")
+                raise ProtocolError(
+                    f"table map of {database}.{table}: {len(names)} names for {ncols} columns. {RESTART_OR_REPORT}"
+                )
             for c, n in zip(cols, names):
                 c.name = n.decode("utf-8")
             tm.has_names = True

@@ -50,7 +50,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ....cdc.chunks import KeyRange
-from ....cdc.errors import ConfigError
+from ....cdc.errors import REPORT_BUG, ConfigError
 from ....cdc.faults import BETWEEN_STEPS, crash_point
 from ....cdc.model import TableId, TableSchema
 from ...runtime.job_labels import describe
@@ -679,7 +679,7 @@ class DeltaSink(Sink):
             data = data.set_column(i, pa.field(action.name, arrow, True), data.column(i).cast(arrow))
             write_deltalake(table, data, mode="overwrite", schema_mode="overwrite", commit_properties=props)
         else:
-            raise ConfigError(f"delta {step.sink_before.table_id}: cannot {action.describe()}")
+            raise ConfigError(f"delta {step.sink_before.table_id}: cannot {action.describe()}. {REPORT_BUG}")
         log.info("delta %s: %s", step.sink_before.table_id if step.sink_before else "?", action.describe())
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ....cdc.chunks import KeyRange
-from ....cdc.errors import ConfigError
+from ....cdc.errors import REPORT_BUG, ConfigError
 from ....cdc.model import quote_ident
 from .connection import PgConnection
 from .tables import PART_COLUMN, PgTable
@@ -29,7 +29,7 @@ def copy_frame(frame: DataFrame, table: PgTable, extra: Sequence[str] = ()) -> D
     """The frame's columns in table order as COPY CSV can carry them: binary as ``\\x<hex>`` text."""
     missing = [c for c in table.column_names if c not in frame.columns]
     if missing:
-        raise ConfigError(f"{table.table_id}: the frame lacks columns {missing} (has {frame.columns})")
+        raise ConfigError(f"{table.table_id}: the frame lacks columns {missing} (has {frame.columns}). {REPORT_BUG}")
     out = []
     for name, typ, _kind in table.columns:
         c = F.col(quote_ident(name))

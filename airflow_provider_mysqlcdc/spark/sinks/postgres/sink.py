@@ -95,7 +95,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ....cdc.chunks import KeyRange
-from ....cdc.errors import ConfigError
+from ....cdc.errors import REPORT_BUG, ConfigError
 from ....cdc.faults import BETWEEN_STEPS, crash_point
 from ....cdc.model import TableId, TableSchema, quote_ident
 from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
@@ -384,7 +384,8 @@ class PostgresSink(Sink):
             if fetch_one(conn.execute("SELECT to_regclass(%s)", (staging,)))[0] is None:
                 raise RuntimeError(
                     f"{t.qualified} batch {staged.batch_id}: staging table {staged.staging} is gone "
-                    "(another run of the same batch dropped it). Rerun the batch."
+                    "(another run of the same batch dropped it). Fix: read the batch again (clear its snapshot task), "
+                    "with one run of it at a time."
                 )
             deleted = 0
             if not first_run:  # a first run has no rows to take back: skip the scan
@@ -395,7 +396,8 @@ class PostgresSink(Sink):
             if inserted != staged.rows:
                 raise RuntimeError(
                     f"{t.qualified} batch {staged.batch_id}: staged {staged.rows} rows but "
-                    f"{inserted} reached the table; nothing was committed"
+                    f"{inserted} reached the table; nothing was committed. Fix: read the batch again (clear its snapshot "
+                    "task); if it happens again, report this message."
                 )
             conn.execute(
                 f"UPDATE {self._bookkeeping(SNAPSHOT_BATCHES)} SET run_id = %s, rows_written = %s, "
@@ -602,7 +604,7 @@ class PostgresSink(Sink):
                 (s.sink_after for s in steps if not isinstance(s, RowsStep) and s.sink_after is not None), None
             )
             if named is None:
-                raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table")
+                raise ConfigError(f"{table_id}: micro-batch {batch_id} starts with no live sink table. {REPORT_BUG}")
             t = self.table(named)
         changes = 0
         replaced = 0

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from ....cdc.errors import ConfigError
+from ....cdc.errors import REPORT_BUG, ConfigError
 from ....cdc.model import TableId, TableSchema
 from ....cdc.types import ColumnMapping, map_table
 
@@ -61,7 +61,7 @@ def pg_type(mp: ColumnMapping) -> str:
     }
     if k in simple:
         return simple[k]
-    raise ConfigError(f"column {mp.name!r}: no PostgreSQL type for mapping kind {k!r}")
+    raise ConfigError(f"column {mp.name!r}: no PostgreSQL type for mapping kind {k!r}. {REPORT_BUG}")
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def build_table(schema: TableSchema, pg_schema: str, table_name_format: str) -> 
             )
         cols.append((mp.name, pg_type(mp), mp.kind))
     if not schema.row_identity:
-        raise ConfigError(f"{schema.table_id}: no row identity, so the sink cannot match rows")
+        raise ConfigError(f"{schema.table_id}: no row identity, so the sink cannot match rows. {REPORT_BUG}")
     nullable = any(schema.column(c).nullable for c in schema.row_identity)
     return PgTable(schema.table_id, pg_schema, name, tuple(cols), tuple(schema.row_identity), nullable)
 

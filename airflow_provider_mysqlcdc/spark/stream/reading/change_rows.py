@@ -40,7 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ....cdc.errors import SchemaMismatchError
+from ....cdc.errors import REPORT_BUG, SchemaMismatchError
 from ....cdc.events import OP_DELETE, OP_INSERT, OP_UPDATE_AFTER, OP_UPDATE_BEFORE, RowChange
 from ....cdc.model import TableId, TableSchema
 from ....cdc.offsets import split_binlog_file
@@ -165,7 +165,7 @@ class SourceLayout:
         try:
             return self.slots[table_id]
         except KeyError:
-            raise SchemaMismatchError(f"{table_id} is not one of the stream's captured tables") from None
+            raise SchemaMismatchError(f"{table_id} is not one of the stream's captured tables. {REPORT_BUG}") from None
 
     def _assemble(self, slot: _TableSlot, meta: list[pa.Array], before: pa.Array, after: pa.Array) -> pa.RecordBatch:
         n = len(meta[0])
@@ -278,7 +278,11 @@ def change_schema(mappings: Sequence[ColumnMapping]) -> StructType:
     """The change-row type of a table: the snapshot's row type plus the META_* columns."""
     clash = [mp.name for mp in mappings if mp.name in META_SPARK_FIELDS]
     if clash:
-        raise SchemaMismatchError(f"columns {clash} clash with the change-row metadata columns {META_COLUMNS}")
+        raise SchemaMismatchError(
+            f"columns {clash} clash with the change-row metadata columns {META_COLUMNS}. Fix: leave the table "
+            "out of the capture, or use the sink's direct stream write (the default, direct_write true), which "
+            "does not read changes through these columns."
+        )
     base = struct_type(mappings)
     return StructType(list(base.fields) + [StructField(n, META_SPARK_FIELDS[n], True) for n in META_COLUMNS])
 

@@ -40,7 +40,10 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
             )
         return StreamOffset.boundary(min(b.high_watermark for b in settings.finished))
     if mode == "snapshot":
-        raise ConfigError("startup_mode 'snapshot' stops after the snapshot: the stream job must not run.")
+        raise ConfigError(
+            "startup_mode 'snapshot' stops after the snapshot: the stream job must not run. Fix: choose another "
+            "startup_mode to stream, or do not start the stream."
+        )
     if mode == "latest-offset":
         return StreamOffset.boundary(head_offset(src))
     if mode == "earliest-offset":
@@ -59,12 +62,17 @@ def initial_offset(settings: StreamSettings) -> StreamOffset:
             return StreamOffset.boundary(
                 offset_after_gtid_set(src, src.server_id_range.pick(OFFSET_SCAN_SLOT), str(spec["gtid"]))
             )
-        raise ConfigError("startup_offset needs 'file' (+ 'position') or 'gtid'.")
+        raise ConfigError(
+            "startup_offset needs 'file' (+ 'position') or 'gtid'. Fix: give {'file': 'mysql-bin.000003', "
+            "'position': 4} or {'gtid': '<gtid set>'}."
+        )
     if mode == "timestamp":
         return StreamOffset.boundary(
             offset_at_timestamp(src, src.server_id_range.pick(OFFSET_SCAN_SLOT), float(settings.startup_timestamp or 0))
         )
-    raise ConfigError(f"startup_mode: unknown {mode!r}")
+    raise ConfigError(
+        f"startup_mode: unknown {mode!r}. Fix: pick one of the modes the trigger form's Startup mode lists."
+    )
 
 
 # Startup modes whose offset depends on when it is asked (the head moves, old files get purged).

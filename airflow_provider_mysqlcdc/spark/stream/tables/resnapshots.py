@@ -181,7 +181,7 @@ class ResnapshotApplier:
                 raise TableChangedError(
                     f"{t} is not in the shape batch {h.batch.batch_id} read it in (the stream's version has "
                     f"{[c.name for c in latest.source.columns] if latest and latest.source else 'no table'}, the batch "
-                    f"read {list(schema.column_names)}). Read the batch again."
+                    f"read {list(schema.column_names)}). Fix: read the batch again (clear its snapshot task)."
                 )
         corrections, events = self._corrections(h, s)
         reader = ConsistentBatchReader(self.spark, self.config.source, h.schemas, server_id=h.server_id)
@@ -229,7 +229,7 @@ class ResnapshotApplier:
                     if hit and e.offset < s:
                         raise TableChangedError(
                             f"{', '.join(map(str, hit))} changed after batch {h.batch.batch_id} "
-                            f"read it (DDL at {e.offset}). Read the batch again."
+                            f"read it (DDL at {e.offset}). Fix: read the batch again (clear its snapshot task)."
                         )
                     continue
                 if isinstance(e, RowChange) and e.offset < s:
