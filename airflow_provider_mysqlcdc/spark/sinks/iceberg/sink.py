@@ -366,19 +366,20 @@ class IcebergSink(Sink):
         if action.kind == B.ADD_COLUMN:
             from pyiceberg.catalog import Catalog
 
-            if action.fill is not None or action.copy_from or action.refill:
-                raise ConfigError(
-                    f"iceberg {table_id}: cannot {action.describe()} (filling existing rows). Fix: use "
-                    "schema_change_behavior lenient or ignore for this table, or a Delta or PostgreSQL sink."
-                )
-            arrow = pa.schema([pa.field(action.column.name, map_column_in(shaped, action.column).arrow_type)])
-            field_type = Catalog._convert_schema_if_needed(cat.plain_arrow_schema(arrow)).fields[0].field_type
+            arrow = cat.plain_arrow_schema(
+                pa.schema([pa.field(action.column.name, map_column_in(shaped, action.column).arrow_type)])
+            )
+            field_type = Catalog._convert_schema_if_needed(arrow).fields[0].field_type
+            fills = action.fill is not None or bool(action.copy_from) or action.refill
             with table.transaction() as tx:
                 if not _has(table, action.column.name):
                     with tx.update_schema() as us:
                         us.add_column(action.column.name, field_type)
                 mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
-                tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping, **props})
+                tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping})
+                if fills:  # Iceberg v2 has no column default: the existing rows are rewritten with it
+                    _rewrite_column(tx, table, action, arrow.field(0).type, props)
+                tx.set_properties(**props)
         elif action.kind == B.CREATE_TABLE:
             with table.transaction() as tx:
                 tx.set_properties(**props)
@@ -389,7 +390,11 @@ class IcebergSink(Sink):
                 tx.delete(AlwaysTrue(), snapshot_properties=props)
                 tx.set_properties(**props)
         else:
-            raise ConfigError(f"iceberg {table_id}: cannot {action.describe()}")
+            raise ConfigError(
+                f"iceberg {table_id}: cannot {action.describe()}. Fix: set schema_change_behavior to lenient or "
+                "try_evolve (the change is then kept the way a sink that cannot apply it keeps it), or use a "
+                "Delta or PostgreSQL sink."
+            )
         log.info("iceberg %s: %s", table_id, action.describe())
 
     # --- reads for the re-snapshot and the consistency check -------------------------------------
@@ -432,6 +437,28 @@ class IcebergSink(Sink):
                 upto_batch
             )
         return table.scan(selected_fields=cols, snapshot_id=at).to_arrow(), int(upto_batch)
+
+
+def _rewrite_column(tx: Any, table: Any, action: Any, arrow_type: pa.DataType, props: dict[str, str]) -> None:
+    """Every existing row with ``action``'s column set (a DEFAULT, another column's values, or
+    NULL for a column the sink kept), in the transaction's one overwrite of the table's files."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    data = table.scan().to_arrow()
+    target = cat.plain_arrow_schema(tx.table_metadata.schema().as_arrow())
+    n = data.num_rows
+    if action.copy_from:
+        values = data.column(action.copy_from).cast(arrow_type)
+    elif action.fill is None:
+        values = pa.nulls(n, arrow_type)
+    else:
+        try:
+            values = pa.array([action.fill] * n, arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            values = pa.array([str(action.fill)] * n, pa.string()).cast(arrow_type)
+    columns = {f.name: (values if f.name == action.column.name else data.column(f.name)) for f in target}
+    rows = pa.table({name: col.cast(target.field(name).type) for name, col in columns.items()}, schema=target)
+    tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties=props)
 
 
 def _has(table: Any, column: str) -> bool:
