@@ -71,6 +71,12 @@ def _sink_columns(kind: str, postgres, tmp_dir, schema_name: str | None, t: Tabl
         from deltalake import DeltaTable
 
         return [f.name for f in DeltaTable(str(tmp_dir / "lake" / t.database / t.table)).schema().fields]
+    if kind == "iceberg":
+        from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
+
+        props = cat.check_catalog_options(str((tmp_dir / "lake").resolve()), None)
+        table = cat.load(cat.DEFAULT_CATALOG_NAME, props).load_table(cat.identifier(t))
+        return [f.name for f in table.schema().fields]
     rows = postgres.query(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND "
         "table_name = %s AND column_name NOT LIKE '\\_mysqlcdc%%' ORDER BY ordinal_position",

@@ -265,10 +265,65 @@ class IcebergSink(Sink):
         return LastChange() if self.direct else None
 
     def schema_capabilities(self) -> frozenset[str]:
-        """Iceberg adds columns by schema evolution and deletes every row for a TRUNCATE."""
+        """Iceberg adds columns by schema evolution, deletes every row for a TRUNCATE and widens a
+        column's type (in place where Iceberg promotes it: int to long, float to double, a decimal's
+        precision; else the column is rewritten)."""
         from ....cdc.schema import behavior as B
 
-        return frozenset({B.ADD_COLUMN, B.TRUNCATE})
+        return frozenset({B.ADD_COLUMN, B.TRUNCATE, B.ALTER_COLUMN_TYPE})
+
+    def _change_type(
+        self, table: Any, table_id: TableId, action: Any, arrow_type: pa.DataType, props: dict[str, str]
+    ) -> None:
+        """The column in its new type: nothing when Iceberg's type is the same (TINYINT to INT are both
+        ``int``), Iceberg's own promotion where it has one, else the column dropped, added again in
+        the new type and every row rewritten with its values converted, in one commit."""
+        from pyiceberg.catalog import Catalog
+        from pyiceberg.types import DecimalType, DoubleType, FloatType, IntegerType, LongType
+
+        name = action.name
+        new_arrow = cat.plain_arrow_schema(pa.schema([pa.field(name, arrow_type)])).field(0).type
+        new_type = Catalog._convert_schema_if_needed(pa.schema([pa.field(name, new_arrow)])).fields[0].field_type
+        field = table.schema().find_field(name)
+        old = field.field_type
+        promotes = (
+            (isinstance(old, IntegerType) and isinstance(new_type, LongType))
+            or (isinstance(old, FloatType) and isinstance(new_type, DoubleType))
+            or (
+                isinstance(old, DecimalType)
+                and isinstance(new_type, DecimalType)
+                and old.scale == new_type.scale
+                and new_type.precision >= old.precision
+            )
+        )
+        with table.transaction() as tx:
+            if old == new_type:
+                pass
+            elif promotes:
+                with tx.update_schema() as us:
+                    us.update_column(name, field_type=new_type)
+            else:
+                if field.field_id in table.schema().identifier_field_ids:
+                    raise ConfigError(
+                        f"iceberg {table_id}: cannot change key column {name} from {old} to {new_type}. Fix: "
+                        "recreate the sink table (trigger the pipeline with reset=true)."
+                    )
+                data = table.scan().to_arrow()
+                values = data.column(name).cast(new_arrow)
+                with tx.update_schema() as us:
+                    us.delete_column(name)
+                with tx.update_schema() as us:
+                    us.add_column(name, new_type)
+                target = cat.plain_arrow_schema(tx.table_metadata.schema().as_arrow())
+                cols = {f.name: (values if f.name == name else data.column(f.name)) for f in target}
+                rows = pa.table({n: c.cast(target.field(n).type) for n, c in cols.items()}, schema=target)
+                from pyiceberg.expressions import AlwaysTrue
+
+                tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties=props)
+            from pyiceberg.table import TableProperties
+
+            mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+            tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping, **props})
 
     def write_changes(self, schema: TableSchema, changes: DataFrame, batch_id: int) -> None:
         """The row path: Spark reduces the micro-batch to the last change per row identity (only that
@@ -380,6 +435,8 @@ class IcebergSink(Sink):
                 if fills:  # Iceberg v2 has no column default: the existing rows are rewritten with it
                     _rewrite_column(tx, table, action, arrow.field(0).type, props)
                 tx.set_properties(**props)
+        elif action.kind == B.ALTER_COLUMN_TYPE:
+            self._change_type(table, table_id, action, map_column_in(shaped, action.column).arrow_type, props)
         elif action.kind == B.CREATE_TABLE:
             with table.transaction() as tx:
                 tx.set_properties(**props)
