@@ -80,6 +80,7 @@ SINKS: dict[str, SinkKind] = {
             "iceberg.sink",
             "IcebergSink",
             needs_root=True,
+            applies_views=True,
         ),
         SinkKind(
             "console",

@@ -346,7 +346,7 @@ def test_route_and_transform_reach_the_plan_task_and_are_refused_with_sinks_that
     assert [p.key for p in problems] == ["sink.type"]
     assert (
         str(problems[0]).startswith(f"{log}: ")
-        and "route and transform are applied by the delta, postgres, changelog sinks only" in problems[0].message
+        and "route and transform are applied by the delta, postgres, changelog, iceberg sinks only" in problems[0].message
         and "Fix: " in problems[0].message
     )
     parquet = write(
@@ -545,7 +545,7 @@ def test_a_broken_file_is_one_import_error_naming_it_and_the_others_load(tmp_pat
     routed = unlined(bag.import_errors["mysqlcdc_routed.py"])
     assert (
         'pipelines/routed.yaml: sink.type: found "console": route is applied by the delta, postgres, '
-        "changelog sinks only" in routed
+        "changelog, iceberg sinks only" in routed
     )
     assert "`shop\\.orders_\\d+` → `shop.orders`" in bag.dags["merged"].doc_md  # shown on the DAG page
     plan = bag.dags["merged"].get_task("plan")  # the rules reach the task that checks and stores them
