@@ -288,7 +288,7 @@ def standalone_cluster(
             try:
                 if len(cluster.alive_workers()) >= workers:
                     break
-            except OSError:
+            except (OSError, ValueError):  # not up yet; a master UI still starting serves HTML at /json/
                 pass
             dead = [p for p in cluster.procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
