@@ -3,15 +3,77 @@
 ``get_provider_info()`` is what Airflow's providers manager reads (entry point
 ``apache_airflow_provider``): the connection type with its form fields, hooks and operators.
 Importing this package does not import Airflow, so Spark executors can import the engine.
+
+``PUBLIC_API`` is the declared public surface: every name a user may import, with the module it lives
+in, also importable from here (``from airflow_provider_mysqlcdc import MySqlCdcPlanOperator``). A name
+is imported on first use (PEP 562 ``__getattr__``), so that still imports no Airflow. Everything not
+listed is private and may move between releases; ``docs/api.md`` documents the list, and a unit test
+keeps the two equal and imports every name.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
 
 CONN_TYPE = "mysql_cdc"
+
+# name -> the module (below this package) that defines it; grouped as docs/api.md groups them.
+PUBLIC_API: dict[str, str] = {
+    # Operators and sensor: the pipeline's tasks.
+    "MySqlCdcValidateOperator": "operators.validate",
+    "MySqlCdcPlanOperator": "operators.plan",
+    "MySqlCdcSnapshotOperator": "operators.snapshot",
+    "MySqlCdcStreamOperator": "operators.stream",
+    "MySqlCdcConsistencyCheckOperator": "operators.consistency",
+    "MySqlCdcFindPipelinesOperator": "operators.find_pipelines",
+    "MySqlCdcStreamSensor": "sensors.stream",
+    # Hooks: the source connection, the stream's process, object-storage credentials.
+    "MySqlCdcHook": "hooks.mysql_cdc",
+    "StreamControl": "hooks.stream",
+    "storage_credentials": "hooks.object_storage",
+    # DAG builders and pipeline files.
+    "pipeline_dags": "pipelines.factory",
+    "build_pipeline_dags": "pipelines.dag_builder",
+    "build_streams_watchdog": "pipelines.dag_builder",
+    "load_pipelines": "pipelines.loader",
+    "load_file": "pipelines.loader",
+    # Engine entry points (no Airflow).
+    "SourceConfig": "cdc.source.config",
+    "SplitOptions": "cdc.source.config",
+    "PipelineConfig": "cdc.pipeline",
+    "load_pipeline_config": "cdc.pipeline",
+    "StateStore": "cdc.state",
+    "CdcError": "cdc.errors",
+    "ConfigError": "cdc.errors",
+    "validate_server": "cdc.source.validation",
+    "discover_tables": "cdc.source.discovery",
+    "ChunkSplitter": "cdc.snapshot.splitter",
+    "group_chunks": "cdc.chunks",
+    "build_plan": "cdc.snapshot.planning",
+    # Spark entry points.
+    "ConsistentBatchReader": "spark.snapshot.batch_reader",
+    "run_snapshot_batch": "spark.snapshot.job",
+    "start_stream": "spark.stream.query",
+    "run_check": "spark.consistency",
+}
+
+__all__ = ["CONN_TYPE", "PUBLIC_API", "get_provider_info", *PUBLIC_API]
+
+
+def __getattr__(name: str) -> Any:
+    module = PUBLIC_API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *PUBLIC_API})
 
 
 def get_provider_info() -> dict[str, Any]:

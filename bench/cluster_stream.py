@@ -66,7 +66,7 @@ def _reached(state: StateStore, end: BinlogOffset) -> tuple[bool, bool]:
 
 
 def run_once(placement: str, n: int, source, start: BinlogOffset, end: BinlogOffset, master: str, cores: int) -> dict:
-    from airflow_provider_mysqlcdc.operators._pipeline import write_config
+    from airflow_provider_mysqlcdc.cdc.store.pipeline_file import write_config
     from airflow_provider_mysqlcdc.spark.runtime import cluster_stream
     from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import launch_local_stream, stop_stream
 

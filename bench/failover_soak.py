@@ -177,8 +177,8 @@ def main() -> int:
     ap.add_argument("--writers", type=int, default=2)
     args = ap.parse_args()
     airflow_env.migrate()
-    from airflow_provider_mysqlcdc.operators._pipeline import write_config
-    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.cdc.store.pipeline_file import write_config
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
     from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
     from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import running_local_stream, stop_local_stream
 

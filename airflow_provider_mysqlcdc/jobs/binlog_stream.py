@@ -161,79 +161,47 @@ class LeaseKeeper:
                 self.log.warning("could not release the stream's lease (it expires by itself): %s", e)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", required=True, help="pipeline config JSON, a path or fsspec URL (no password inside)")
-    ap.add_argument("--password-file", help="file holding the source password (mode 600)")
-    ap.add_argument("--sink-factory", help="module:function(SinkConfig) -> Sink, instead of the built-in sinks")
-    ap.add_argument("--master", help=f"Spark master when not under spark-submit (default {DEFAULT_LOCAL_MASTER})")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # py4j logs every Python callback (each micro-batch, each listener event) at INFO
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    log = logging.getLogger("mysqlcdc.binlog_stream")
-    stop = _stop_on_signals(log)
-
-    from pyspark.sql import SparkSession
-
-    from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
+def _captured_tables(config_url: str, password: str | None) -> tuple:
+    """The config (the plan step may have added tables) and the captured tables' schemas."""
+    from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config
     from airflow_provider_mysqlcdc.cdc.source.discovery import discover_tables
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.cdc.store.lease import LeaseHeld, StreamLease
+
+    config = load_pipeline_config(config_url, password=password)
+    with contextlib.closing(config.source.connect()) as conn:
+        schemas = discover_tables(
+            conn, config.include, config.exclude, config.split.chunk_key_columns, config.source.zero_dates
+        )
+    if config.rules:  # a transform's primary_keys key a table that has no primary key
+        from airflow_provider_mysqlcdc.cdc.transform.table_views import apply_primary_keys
+
+        schemas = apply_primary_keys(config.rules, schemas)
+    plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
+    if plan is not None:
+        # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot
+        # read; DDL since then reaches the stream in order (the checkpoint keeps the history).
+        # A table the plan has and the stream's history not yet is captured once its batches
+        # are handed over (the take-over restarts the query).
+        schemas = [plan.schemas.get(s.table_id, s) for s in schemas]
+    return config, schemas
+
+
+def _stream_session(master_arg: str | None, config: Any, sink: Any) -> tuple[Any, bool, Path, Any]:
+    """The stream's Spark session (closing ``sink`` if it cannot start), whether this driver records
+    its classes for the next one, where, and the driver's java command line when it does."""
+    from pyspark.sql import SparkSession
+
     from airflow_provider_mysqlcdc.spark.runtime.session import (
-        build_class_sharing_archive,
         class_sharing_for_next_driver,
         configure_builder,
         driver_java_command,
         light_jit_for_next_driver,
     )
-    from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
-    from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
-    from airflow_provider_mysqlcdc.spark.stream.query import start_stream
-    from airflow_provider_mysqlcdc.spark.stream.tables.restart import RESTART
-    from airflow_provider_mysqlcdc.spark.stream.tables.table_reads import TableReader
 
-    password = read_password(args.password_file)
-
-    def tables() -> tuple:
-        """The config (the plan step may have added tables) and the captured tables' schemas."""
-        config = load_pipeline_config(args.config, password=password)
-        with contextlib.closing(config.source.connect()) as conn:
-            schemas = discover_tables(
-                conn, config.include, config.exclude, config.split.chunk_key_columns, config.source.zero_dates
-            )
-        if config.rules:  # a transform's primary_keys key a table that has no primary key
-            from airflow_provider_mysqlcdc.cdc.transform.table_views import apply_primary_keys
-
-            schemas = apply_primary_keys(config.rules, schemas)
-        plan = StateStore(config.state_location).read_plan() if config.startup_mode == "initial" else None
-        if plan is not None:
-            # The binlog from the snapshot's watermarks on was logged with the schemas the snapshot
-            # read; DDL since then reaches the stream in order (the checkpoint keeps the history).
-            # A table the plan has and the stream's history not yet is captured once its batches
-            # are handed over (the take-over restarts the query).
-            schemas = [plan.schemas.get(s.table_id, s) for s in schemas]
-        return config, schemas
-
-    config, schemas = tables()
-    from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_offsets import check_readable
-
-    check_readable(StateStore(config.state_location).checkpoint_url())  # before Spark, which names no file
-    # One stream per pipeline, on any host: refused here, before Spark starts, while another
-    # holds the lease; given up when this one stops (cdc/store/lease.py).
-    lease = StreamLease(StateStore(config.state_location), ttl_s=float(config.stream.lease_ttl_s))
-    try:
-        lease.acquire()
-    except LeaseHeld as e:
-        log.error("%s", e)  # nothing written: the running stream's status stays as it is
-        return 3
-    keeper = LeaseKeeper(lease, stop, log).start()
-
-    sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
     builder = SparkSession.builder.appName(f"mysqlcdc {config.name} binlog stream")
     recording, class_list = False, Path(tempfile.gettempdir()) / f"mysqlcdc-classes-{os.getpid()}.lst"
-    if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
-        master = args.master or DEFAULT_LOCAL_MASTER
+    if master_arg or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
+        master = master_arg or DEFAULT_LOCAL_MASTER
         if master.lower().startswith("local"):
             # local executors are this machine's: this interpreter. On a cluster (client deploy mode)
             # the executors run the cluster's Python (spark.pyspark.python, or python3 on the nodes).
@@ -256,6 +224,55 @@ def main(argv: list[str] | None = None) -> int:
         # Micro-batches are small: Spark's default of 200 shuffle partitions would make the
         # sinks' reductions (Delta, PostgreSQL) and the per-table fan-out run 200 tiny tasks each.
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
+    return spark, recording, class_list, java_argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", required=True, help="pipeline config JSON, a path or fsspec URL (no password inside)")
+    ap.add_argument("--password-file", help="file holding the source password (mode 600)")
+    ap.add_argument("--sink-factory", help="module:function(SinkConfig) -> Sink, instead of the built-in sinks")
+    ap.add_argument("--master", help=f"Spark master when not under spark-submit (default {DEFAULT_LOCAL_MASTER})")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j logs every Python callback (each micro-batch, each listener event) at INFO
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    log = logging.getLogger("mysqlcdc.binlog_stream")
+    stop = _stop_on_signals(log)
+
+    import pyspark.sql  # noqa: F401 - as before the split: a missing PySpark fails before the lease is taken
+
+    from airflow_provider_mysqlcdc.cdc.pipeline import load_pipeline_config, read_password
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.cdc.store.lease import LeaseHeld, StreamLease
+    from airflow_provider_mysqlcdc.spark.runtime.session import build_class_sharing_archive
+    from airflow_provider_mysqlcdc.spark.runtime.stream_status import install_status_listener
+    from airflow_provider_mysqlcdc.spark.sinks.routed import RoutedSink, pipeline_sink
+    from airflow_provider_mysqlcdc.spark.stream.query import start_stream
+    from airflow_provider_mysqlcdc.spark.stream.tables.restart import RESTART
+    from airflow_provider_mysqlcdc.spark.stream.tables.table_reads import TableReader
+
+    password = read_password(args.password_file)
+
+    def tables() -> tuple:
+        return _captured_tables(args.config, password)
+
+    config, schemas = tables()
+    from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_offsets import check_readable
+
+    check_readable(StateStore(config.state_location).checkpoint_url())  # before Spark, which names no file
+    # One stream per pipeline, on any host: refused here, before Spark starts, while another
+    # holds the lease; given up when this one stops (cdc/store/lease.py).
+    lease = StreamLease(StateStore(config.state_location), ttl_s=float(config.stream.lease_ttl_s))
+    try:
+        lease.acquire()
+    except LeaseHeld as e:
+        log.error("%s", e)  # nothing written: the running stream's status stays as it is
+        return 3
+    keeper = LeaseKeeper(lease, stop, log).start()
+
+    sink = _load_factory(args.sink_factory)(config.sink) if args.sink_factory else pipeline_sink(config, schemas)
+    spark, recording, class_list, java_argv = _stream_session(args.master, config, sink)
 
     listener = None
     reads = None

@@ -7,13 +7,14 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
+from ..cdc.coerce import as_list
 from ..cdc.state import StateStore
 from ..cdc.store.object_store import use_credentials, with_storage_options
+from ..cdc.store.pipeline_file import read_config
+from ..fail_fast import config_errors_fail_at_once, fail_fast
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
-from ._fail_fast import config_errors_fail_at_once, fail_fast
-from ._pipeline import as_list, read_config
-from ._stream import read_launch_record
+from ..hooks.stream import read_launch_record
 
 
 class MySqlCdcConsistencyCheckOperator(BaseOperator):

@@ -6,14 +6,14 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
+from ..cdc.coerce import as_list
 from ..cdc.errors import ConfigError
 from ..cdc.state import StateStore
 from ..cdc.store.object_store import use_credentials
 from ..cdc.store.state_finder import CONFIG_NAME, DEFAULT_DEPTH, find_state_locations, unique_locations
+from ..fail_fast import config_errors_fail_at_once
 from ..hooks.object_storage import storage_credentials
-from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import as_list
-from ._stream import LAUNCH_REL
+from ..hooks.stream import LAUNCH_REL
 
 
 class MySqlCdcFindPipelinesOperator(BaseOperator):

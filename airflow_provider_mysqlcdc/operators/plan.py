@@ -8,33 +8,23 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseHook, BaseOperator
 
 from ..cdc.batching import BatchSizing, batch_label, short_count
+from ..cdc.coerce import as_list, as_mapping, epoch_seconds, truthy, whole_number
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan
 from ..cdc.sinks import DEFAULT_SINK, needs_root, takes_connection
-from ..cdc.snapshot.planning import build_plan, extend_plan, plan_inputs
+from ..cdc.snapshot.planning import PlanChange, batch_actions, build_plan, check_reread_entries, reconcile_plan
 from ..cdc.source.config import SplitOptions
 from ..cdc.source.probes import check_startup_offset, probe_writable
 from ..cdc.source.table_patterns import qualify_all
 from ..cdc.state import StateStore
 from ..cdc.store.object_store import refuse_secret_options, use_credentials
-from ..cdc.transform.table_views import Rules
+from ..cdc.store.pipeline_file import CONFIG_NAME, read_config, write_config
+from ..cdc.transform.table_views import Rules, plan_with_primary_keys
+from ..fail_fast import config_errors_fail_at_once
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
-from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import (
-    CONFIG_NAME,
-    as_list,
-    as_mapping,
-    check_reread_entries,
-    epoch_seconds,
-    read_config,
-    reread_reason,
-    truthy,
-    whole_number,
-    write_config,
-)
-from ._spark import start_local_connect_early
+from ..hooks.spark_job import start_local_connect_early
 
 
 def _max_map_length() -> int:
@@ -82,17 +72,6 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, si
 
     build_sink(config).close()  # fails on unknown or missing options, before any data is written
     return config
-
-
-def with_primary_keys(plan: Plan, config: PipelineConfig) -> Plan:
-    """The plan's tables with their transforms' ``primary_keys`` as row identity where they have
-    no primary key: the snapshot's corrections and the stream match rows by what the plan keeps."""
-    if not config.rules:
-        return plan
-    from ..cdc.transform.table_views import apply_primary_keys
-
-    keyed = apply_primary_keys(config.rules, plan.schemas.values())
-    return dataclasses.replace(plan, schemas={s.table_id: s for s in keyed})
 
 
 class MySqlCdcPlanOperator(BaseOperator):
@@ -352,8 +331,8 @@ class MySqlCdcPlanOperator(BaseOperator):
         """The sink tables the previous load wrote go too: their rows, and the bookkeeping by
         which the sink skips micro-batches it applied (a new stream numbers them from 0 again,
         so kept bookkeeping would skip the new stream's first micro-batches)."""
+        from ..hooks.stream import read_launch_record
         from ..spark.sinks.factory import build_sink
-        from ._stream import read_launch_record
 
         plan = state.read_plan()
         if plan is None or not state.exists(CONFIG_NAME):
@@ -394,59 +373,21 @@ class MySqlCdcPlanOperator(BaseOperator):
         state = StateStore(config.state_location)
         if truthy(self.reset):
             self._forget(state)
-        inputs = plan_inputs(config.include, config.exclude, config.split, config.source.zero_dates)
-        plan = state.read_plan()
-        added: list = []
-        removed: list = []
-        if plan is not None and plan.inputs is not None and plan.inputs != inputs:
-            same_split = all(
-                plan.inputs.get(k) == inputs.get(k) for k in ("chunk_size", "chunk_key_columns", "zero_dates")
-            )
-            if not same_split:
-                raise ConfigError(
-                    f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "
-                    f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
-                    "another state_location."
-                )
-            # Another table list: the tables it adds get batches of their own; the rest stays.
-            before = plan
-            plan, added, removed = extend_plan(
-                plan, config.source, config.include, config.exclude, config.split, sizing=self.sizing()
-            )
-            plan = with_primary_keys(plan, config)
-            for b in before.batches:  # a removed table's batches leave with it
-                if b not in plan.batches:
-                    state.delete(StateStore.batch_result_rel(b.batch_id))
-                    state.delete(StateStore.batch_owner_rel(b.batch_id))
-            state.write_plan(plan)
-            if added:
-                self.log.info(
-                    "added %d table(s) to the pipeline: %s; their batches are planned below%s",
-                    len(added),
-                    ", ".join(map(str, added)),
-                    " and go to the running stream, which captures them from there on"
-                    if state.stream_started()
-                    else "",
-                )
-            if removed:
-                self.log.info(
-                    "removed %d table(s) from the pipeline: %s; their sink tables stay as they are%s",
-                    len(removed),
-                    ", ".join(map(str, removed)),
-                    "; the running stream stops capturing them" if state.stream_started() else "",
-                )
+        change = self._reconcile(config, state)
+        plan = change.plan
         entries = as_list(self.reread_batches, "reread_batches")
         fresh = None
         if plan is None and config.startup_mode in ("initial", "snapshot"):
             # planned before anything is written: a table that is missing or has no key fails here
-            fresh = with_primary_keys(
-                build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing()), config
+            fresh = plan_with_primary_keys(
+                build_plan(config.source, config.include, config.exclude, config.split, sizing=self.sizing()),
+                config.rules,
             )
             check_reread_entries(entries, [b.batch_id for b in fresh.batches], [str(t) for t in fresh.schemas])
         self._check_rules(config, state, fresh or plan)
         write_config(state, config)
-        if removed and state.stream_started():
-            state.request_stream_restart(f"tables removed from the pipeline: {', '.join(map(str, removed))}")
+        if change.removed and state.stream_started():
+            state.request_stream_restart(f"tables removed from the pipeline: {', '.join(map(str, change.removed))}")
         if config.startup_mode not in ("initial", "snapshot"):
             self.log.info("startup mode %s: no snapshot, the stream starts from the binlog", config.startup_mode)
             return []
@@ -465,22 +406,11 @@ class MySqlCdcPlanOperator(BaseOperator):
         estimates = plan.estimated_rows()
         self._check_retention(config, state, estimates)
         check_reread_entries(entries, [b.batch_id for b in plan.batches], [str(t) for t in plan.schemas])
-        actions = self._actions(plan, state, entries)
+        actions = batch_actions(plan, state, entries)
         self._log_plan(plan, estimates, actions)
-        reload = {
-            "read": [b for b, a in actions.items() if a != "left alone"],
-            "read_again": [b for b, a in actions.items() if a.startswith("read again")],
-            "left_alone": [b for b, a in actions.items() if a == "left alone"],
-            "tables_read_again": sorted(
-                {str(t) for b in plan.batches if actions[b.batch_id].startswith("read again") for t in b.tables}
-            ),
-            "tables_added": [str(t) for t in added],
-            "tables_removed": [str(t) for t in removed],
-            "stream_running": state.stream_started(),
-        }
         ti = context.get("ti") if hasattr(context, "get") else None
         if ti is not None:
-            ti.xcom_push(key="reload", value=reload)
+            ti.xcom_push(key="reload", value=self._reload(plan, state, actions, change))
         return [
             {
                 "batch_id": b.batch_id,
@@ -490,6 +420,49 @@ class MySqlCdcPlanOperator(BaseOperator):
             }
             for b in plan.batches
         ]
+
+    def _reconcile(self, config: PipelineConfig, state: StateStore) -> PlanChange:
+        """The stored plan reused or extended to this run's table list (``cdc/snapshot/planning.py``
+        decides); what it added and removed is logged here."""
+        change = reconcile_plan(
+            state,
+            config.source,
+            config.include,
+            config.exclude,
+            config.split,
+            sizing=self.sizing(),
+            keyed=lambda plan: plan_with_primary_keys(plan, config.rules),
+        )
+        if change.added:
+            self.log.info(
+                "added %d table(s) to the pipeline: %s; their batches are planned below%s",
+                len(change.added),
+                ", ".join(map(str, change.added)),
+                " and go to the running stream, which captures them from there on" if state.stream_started() else "",
+            )
+        if change.removed:
+            self.log.info(
+                "removed %d table(s) from the pipeline: %s; their sink tables stay as they are%s",
+                len(change.removed),
+                ", ".join(map(str, change.removed)),
+                "; the running stream stops capturing them" if state.stream_started() else "",
+            )
+        return change
+
+    @staticmethod
+    def _reload(plan: Plan, state: StateStore, actions: Mapping[str, str], change: PlanChange) -> dict[str, Any]:
+        """The ``reload`` XCom: which batches and tables this run reads, reads again, leaves alone."""
+        return {
+            "read": [b for b, a in actions.items() if a != "left alone"],
+            "read_again": [b for b, a in actions.items() if a.startswith("read again")],
+            "left_alone": [b for b, a in actions.items() if a == "left alone"],
+            "tables_read_again": sorted(
+                {str(t) for b in plan.batches if actions[b.batch_id].startswith("read again") for t in b.tables}
+            ),
+            "tables_added": [str(t) for t in change.added],
+            "tables_removed": [str(t) for t in change.removed],
+            "stream_running": state.stream_started(),
+        }
 
     def _check_rules(self, config: PipelineConfig, state: StateStore, plan: Plan | None) -> None:
         """Routes and transforms are checked against the tables before anything is written, and may
@@ -563,21 +536,6 @@ class MySqlCdcPlanOperator(BaseOperator):
         warning = retention_warning(retention, rows, rate)
         if warning:
             self.log.warning("binlog retention: %s", warning)
-
-    @staticmethod
-    def _actions(plan: Plan, state: StateStore, entries: Sequence[str]) -> dict[str, str]:
-        """Per batch, what this run's snapshot task will do with it."""
-        done = {r["batch_id"] for r in state.batch_results()}
-        streaming = state.stream_started()
-        out = {}
-        for b in plan.batches:
-            if b.batch_id not in done:
-                out[b.batch_id] = "to read" + (" (handed to the running stream)" if streaming else "")
-            elif reread_reason(entries, b.batch_id, [str(t) for t in b.tables]) is not None:
-                out[b.batch_id] = "read again" + (" (handed to the running stream)" if streaming else "")
-            else:
-                out[b.batch_id] = "left alone"
-        return out
 
     def _log_plan(self, plan: Plan, estimates: dict[str, int], actions: dict[str, str]) -> None:
         """The batches as a table: what each snapshot task (map index) will do."""

@@ -9,17 +9,19 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 
 from ..cdc.batching import short_count
+from ..cdc.coerce import as_list, truthy
 from ..cdc.errors import CdcError
+from ..cdc.snapshot.planning import reread_reason
 from ..cdc.state import StateStore
 from ..cdc.store.object_store import StorageCredentials, use_credentials, with_storage_options
+from ..cdc.store.pipeline_file import config_url, follow_connection, read_config
+from ..fail_fast import config_errors_fail_at_once
+from ..hooks import spark_job
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
 from ..spark.runtime.install_check import check_pyspark_install
 from ..spark.runtime.package_files import application_path
 from ..spark.runtime.session import jdbc_jar_path
-from . import _spark
-from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import as_list, config_url, follow_connection, read_config, reread_reason, truthy
 from ._spark_output import SparkOutputLog
 
 
@@ -55,7 +57,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
     task at once. Killing the task kills spark-submit and the driver it started.
 
     The MySQL password (and a PostgreSQL sink's) reaches spark-submit through its environment,
-    never its command line; see ``_spark.secret_env`` for cluster modes.
+    never its command line; see ``spark_job.secret_env`` for cluster modes.
 
     :param batch_id: the batch of the stored plan (from ``MySqlCdcPlanOperator``). (templated)
     :param batch_label: readable name, e.g. ``shop.orders chunks 0-63``; use it in
@@ -183,8 +185,8 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             sink_password = BaseHook.get_connection(self.sink_conn_id).password or ""
         mysql_password = source.password
         self._secret_env = {
-            **_spark.python_env(master),
-            **_spark.secret_env(
+            **spark_job.python_env(master),
+            **spark_job.secret_env(
                 master=master,
                 deploy_mode=deploy_mode,
                 mysql_password=mysql_password,
@@ -194,17 +196,17 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                 storage_env=self._storage.env() if self._storage else None,
             ),
         }
-        archive, archive_conf = _spark.archive_conf(self.python_archive)
+        archive, archive_conf = spark_job.archive_conf(self.python_archive)
         self.application = self.application or application_path("snapshot_chunks")
         args = ["--config", config_url(state), "--batch-id", self.batch_id]
         if self.password_file:
             args += ["--password-file", self.password_file]
         self.application_args = args
         self.name = f"mysqlcdc {config.name} snapshot {self.batch_label or self.batch_id}"
-        self.jars = _spark.merge_csv(self.jars, jdbc_jar_path())  # spark-submit uploads it to a cluster
-        self.py_files = _spark.merge_csv(self.py_files, _spark.package_zip())
+        self.jars = spark_job.merge_csv(self.jars, jdbc_jar_path())  # spark-submit uploads it to a cluster
+        self.py_files = spark_job.merge_csv(self.py_files, spark_job.package_zip())
         if archive:
-            self._archives = _spark.merge_csv(self._archives, archive)
+            self._archives = spark_job.merge_csv(self._archives, archive)
         # Spark's INFO chatter would bury the job's own progress lines in the task log.
         self.conf = {
             "spark.ui.showConsoleProgress": "false",
@@ -342,7 +344,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
         else:
             from ..spark.snapshot.arrow_read import reads_bypass_jvm
 
-            settings = _spark.local_connect_settings(
+            settings = spark_job.local_connect_settings(
                 self._conn_id, self.conf, reads_bypass_jvm(config.source, config.sink.type, config.sink.options)
             )
             master = settings.master
@@ -460,7 +462,7 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
                 self.log.warning("could not interrupt the Spark Connect operations: %s", e)
         sp = getattr(self._hook, "_submit_sp", None) if self._hook else None
         if sp is not None and sp.poll() is None:
-            _spark.kill_process_tree(sp.pid)
+            spark_job.kill_process_tree(sp.pid)
         super().on_kill()
 
 

@@ -10,12 +10,12 @@ from ..cdc.errors import CdcError, ConfigError
 from ..cdc.offsets import BinlogOffset
 from ..cdc.state import StateStore
 from ..cdc.store.object_store import use_credentials
+from ..cdc.store.pipeline_file import read_config
+from ..fail_fast import config_errors_fail_at_once
 from ..hooks.mysql_cdc import MySqlCdcHook
 from ..hooks.object_storage import storage_credentials
+from ..hooks.stream import StreamControl, status_summary
 from ..links import StreamSparkUiLink
-from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import read_config
-from ._stream import StreamControl, status_summary
 
 
 def _results_list(results: Any) -> list[dict[str, Any]]:

@@ -8,17 +8,17 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
+from ..cdc.coerce import as_list, as_mapping
 from ..cdc.errors import ConfigError, SourceUnreachableError
 from ..cdc.model import TableSchema
 from ..cdc.source.discovery import discover_tables
 from ..cdc.source.old_temporals import old_temporal_problems, show_old_temporals
 from ..cdc.source.table_patterns import TablePattern, qualify_all
 from ..cdc.source.validation import ServerValidationError, validate_server
+from ..fail_fast import config_errors_fail_at_once
 from ..hooks.mysql_cdc import MySqlCdcHook
+from ..hooks.spark_job import start_local_connect_early
 from ..spark.runtime.install_check import check_pyspark_install
-from ._fail_fast import config_errors_fail_at_once
-from ._pipeline import as_list, as_mapping
-from ._spark import start_local_connect_early
 
 
 class MySqlCdcValidateOperator(BaseOperator):

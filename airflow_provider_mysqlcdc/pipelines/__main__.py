@@ -88,12 +88,12 @@ def check_rules_on_source(pipeline: LoadedPipeline) -> list[Problem]:
         return []
     import contextlib
 
+    from ..cdc.coerce import as_list, as_mapping
     from ..cdc.errors import ConfigError
     from ..cdc.source.discovery import discover_tables
     from ..cdc.source.table_patterns import TablePattern, qualify, qualify_all
     from ..cdc.transform.table_views import Rules, resolve_views
     from ..hooks.mysql_cdc import MySqlCdcHook
-    from ..operators._pipeline import as_list, as_mapping
 
     settings = spec.settings()
     hook = MySqlCdcHook(settings["mysql_cdc_conn_id"])

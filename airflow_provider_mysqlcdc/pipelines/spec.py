@@ -224,9 +224,9 @@ def _schedule(value: str) -> None:
 
 def _startup_settings(section: Any) -> None:
     """The engine's checks of the startup settings (cdc/pipeline.py), on the file's values."""
+    from ..cdc.coerce import epoch_seconds
     from ..cdc.pipeline import PipelineConfig
     from ..cdc.source.config import SourceConfig
-    from ..operators._pipeline import epoch_seconds
 
     try:
         PipelineConfig(

@@ -12,10 +12,10 @@ from ..cdc.errors import CdcError, ConfigError
 from ..cdc.snapshot.resnapshot import status as resnapshot_status
 from ..cdc.state import StateStore
 from ..cdc.store.object_store import use_credentials
+from ..fail_fast import fail_fast
 from ..hooks.object_storage import storage_credentials
+from ..hooks.stream import LAUNCH_REL, StreamControl, status_summary
 from ..links import StreamSparkUiLink
-from ..operators._fail_fast import fail_fast
-from ..operators._stream import LAUNCH_REL, StreamControl, status_summary
 
 LOG_TAIL_LINES = 15
 
@@ -119,7 +119,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
-        from ..operators._pipeline import truthy
+        from ..cdc.coerce import truthy
 
         use_credentials(storage_credentials(self.aws_conn_id or None))
         state = StateStore(self.state_location)
@@ -309,7 +309,7 @@ class MySqlCdcStreamSensor(BaseSensorOperator):
                 outlet_events[outlet].extra = extra
         if any(isinstance(o, AssetAlias) for o in self.outlets or ()):
             # the stream's progress per captured table, on the pipeline's alias of its sink tables
-            from ..operators._pipeline import read_config
+            from ..cdc.store.pipeline_file import read_config
 
             state = StateStore(self.state_location)
             plan = state.read_plan()

@@ -204,11 +204,54 @@ def run_check(
     (``sinks.routed.pipeline_sink``): see the module docstring. Writes the report and the new
     baseline to the state location and returns the report; raises nothing for a difference (the
     caller decides: the Airflow task fails on it)."""
-    from ..cdc.binlog.fast.fallback import changes_with_fallback
-    from .stream.offsets.checkpoint_offsets import _last_id, batch_end_offset
+    from concurrent.futures import ThreadPoolExecutor
 
     started = time.monotonic()
     state = StateStore(config.state_location)
+    plan, checkpoint, committed, end = _checked_stream(config, state)
+    layouts = _wanted_layouts(table_layouts(plan.schemas, plan.batches, config.source), tables)
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+    reports: dict[TableId, TableReport] = {}
+    sink_side = _SinkSide()
+    # 1. the sink, table by table, at the committed micro-batch (or the one after it); in a
+    # thread, while this one scans the source (both sides are pinned: the sink by micro-batch,
+    # the source by its snapshot), so the check takes about the longer of the two
+    with ThreadPoolExecutor(1, thread_name_prefix="consistency-sink") as pool:
+        sink_job = pool.submit(_read_sink, sink, layouts, checkpoint, committed, end, sink_side, reports, phases)
+        # 2. the source at one snapshot: full scans where there is no baseline, else a few ranges
+        source_side = _scan_source(config.source, state, layouts, rescan_ranges)
+        phases["source"] = time.monotonic() - mark
+        sink_job.result()
+    live = {t: lay for t, lay in layouts.items() if t in sink_side.sums}
+    mark = time.monotonic()
+    # 3. the binlog window, with the sums captured where each side is wanted
+    window = _binlog_window(config, plan, live, sink_side, source_side, server_id)
+    phases["binlog"] = time.monotonic() - mark
+    # 4. compare, and 5. the next baseline at P
+    new_tables: dict[str, dict[str, Any]] = {}
+    for t, lay in live.items():
+        reports[t] = _compare_table(t, lay, sink_side, source_side, window, new_tables)
+    state.write_json(BASELINE_REL, Baseline(source_side.position, new_tables).to_dict())
+    result = CheckReport(
+        time.time(),
+        committed,
+        end.to_dict(),
+        [reports[t] for t in layouts if t in reports],
+        time.monotonic() - started,
+        window.changes,
+        phases,
+    )
+    state.write_json(REPORT_REL, result.to_dict())
+    log.info("%s", result.summary())
+    return result
+
+
+def _checked_stream(config: Any, state: StateStore) -> tuple[Any, str, int, Any]:
+    """The plan, the checkpoint, its last committed micro-batch and that batch's end offset; a
+    ConfigError when nothing was loaded or the stream has not committed yet."""
+    from .stream.offsets.checkpoint_offsets import _last_id, batch_end_offset
+
     plan = state.read_plan()
     if plan is None:
         raise ConfigError(
@@ -224,94 +267,138 @@ def run_check(
             "holds no state at a known binlog position. Fix: start the stream (the pipeline's stream "
             "task) and check once it runs."
         )
-    layouts = table_layouts(plan.schemas, plan.batches, config.source)
-    if tables:
-        wanted = {TableId.parse(t) for t in tables}
-        unknown = sorted(str(t) for t in wanted - set(layouts))
-        if unknown:
-            raise ConfigError(
-                f"consistency check: {', '.join(unknown)} is not a table of this pipeline's plan. Fix: "
-                f"name tables among {', '.join(sorted(str(t) for t in layouts))}."
+    return plan, checkpoint, committed, end
+
+
+def _wanted_layouts(layouts: dict[TableId, Any], tables: Sequence[str] | None) -> dict[TableId, Any]:
+    """The plan's layouts, only those of ``tables`` when given (each must be a table of the plan)."""
+    if not tables:
+        return layouts
+    wanted = {TableId.parse(t) for t in tables}
+    unknown = sorted(str(t) for t in wanted - set(layouts))
+    if unknown:
+        raise ConfigError(
+            f"consistency check: {', '.join(unknown)} is not a table of this pipeline's plan. Fix: "
+            f"name tables among {', '.join(sorted(str(t) for t in layouts))}."
+        )
+    return {t: lay for t, lay in layouts.items() if t in wanted}
+
+
+@dataclass
+class _SinkSide:
+    """What the sink's thread read: per table its sums and the binlog offset they stand at, and
+    for a mid-transaction offset its transaction's start (where a dump must begin)."""
+
+    sums: dict[TableId, RangeSums] = field(default_factory=dict)
+    at: dict[TableId, BinlogOffset] = field(default_factory=dict)
+    dump_from: dict[BinlogOffset, BinlogOffset] = field(default_factory=dict)
+
+
+def _read_sink(
+    sink: Any,
+    layouts: dict[TableId, Any],
+    checkpoint: str,
+    committed: int,
+    end: Any,
+    side: _SinkSide,
+    reports: dict[TableId, TableReport],
+    phases: dict[str, float],
+) -> None:
+    """Step 1, in the sink's thread: each table's keys in the sink, summed per range."""
+    from .stream.offsets.checkpoint_offsets import batch_end_offset
+
+    started_sink = time.monotonic()
+    for t, lay in layouts.items():
+        try:
+            keys, applied = sink.consistency_keys(lay.schema, committed)
+        except ConfigError as e:
+            reports[t] = TableReport(t.text, "not compared", reason=str(e))
+            continue
+        at = end if applied <= committed else batch_end_offset(checkpoint, applied)
+        if at is None:
+            reports[t] = TableReport(
+                t.text,
+                "not compared",
+                reason=f"micro-batch {applied}'s offsets are gone from the checkpoint; checked next time",
             )
-        layouts = {t: lay for t, lay in layouts.items() if t in wanted}
+            continue
+        side.sums[t] = sums_of_keys(lay, keys)
+        side.at[t] = at.at
+        side.dump_from[at.at] = at.dump_from
+    phases["sink"] = time.monotonic() - started_sink
 
-    phases: dict[str, float] = {}
-    mark = time.monotonic()
-    reports: dict[TableId, TableReport] = {}
 
-    # 1. the sink, table by table, at the committed micro-batch (or the one after it); in a
-    # thread, while this one scans the source (both sides are pinned: the sink by micro-batch,
-    # the source by its snapshot), so the check takes about the longer of the two
-    sink_sums: dict[TableId, RangeSums] = {}
-    sink_at: dict[TableId, BinlogOffset] = {}
-    dump_from: dict[BinlogOffset, BinlogOffset] = {}  # a mid-transaction offset -> its transaction's start
+@dataclass
+class _SourceSide:
+    """What step 2 read at the source's snapshot ``position``: the baseline still usable (if any),
+    its sums per table, the ranges scanned now, and where the next check's rescan begins."""
 
-    def read_sink() -> None:
-        started_sink = time.monotonic()
-        for t, lay in layouts.items():
-            try:
-                keys, applied = sink.consistency_keys(lay.schema, committed)
-            except ConfigError as e:
-                reports[t] = TableReport(t.text, "not compared", reason=str(e))
-                continue
-            at = end if applied <= committed else batch_end_offset(checkpoint, applied)
-            if at is None:
-                reports[t] = TableReport(
-                    t.text,
-                    "not compared",
-                    reason=f"micro-batch {applied}'s offsets are gone from the checkpoint; checked next time",
-                )
-                continue
-            sink_sums[t] = sums_of_keys(lay, keys)
-            sink_at[t] = at.at
-            dump_from[at.at] = at.dump_from
-        phases["sink"] = time.monotonic() - started_sink
+    position: BinlogOffset
+    baseline: Baseline | None
+    base: dict[TableId, RangeSums]
+    scans: dict[TableId, dict[int, tuple[int, int]]]
+    rescan_next: dict[TableId, int]
 
-    from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1, thread_name_prefix="consistency-sink") as pool:
-        sink_job = pool.submit(read_sink)
-        # 2. the source at one snapshot: full scans where there is no baseline, else a few ranges
-        baseline = Baseline.from_dict(state.read_json(BASELINE_REL)) if state.exists(BASELINE_REL) else None
+def _usable_baseline(conn: Any, baseline: Baseline | None) -> Baseline | None:
+    """The last check's baseline, unless its binlog position is gone from the server."""
+    from ..cdc.binlog.reader import check_start_available
+
+    if baseline is None:
+        return None
+    try:
+        check_start_available(conn, baseline.position)
+    except CdcError as e:
+        log.warning(
+            "consistency check: the baseline's binlog position %s is no longer on the server "
+            "(%s): scanning the tables again",
+            baseline.position,
+            str(e).splitlines()[0],
+        )
+        return None
+    return baseline
+
+
+def _scan_source(source: Any, state: StateStore, layouts: dict[TableId, Any], rescan_ranges: int) -> _SourceSide:
+    """Step 2: the source at one snapshot; full scans where there is no baseline, else the next
+    ``rescan_ranges`` ranges of each table (cycling)."""
+    scans: dict[TableId, dict[int, tuple[int, int]]] = {}
+    rescan_next: dict[TableId, int] = {}
+    baseline = Baseline.from_dict(state.read_json(BASELINE_REL)) if state.exists(BASELINE_REL) else None
+    with contextlib.closing(source.connect()) as conn:
+        baseline = _usable_baseline(conn, baseline)
         base: dict[TableId, RangeSums] = {}
-        source = config.source
-        scans: dict[TableId, dict[int, tuple[int, int]]] = {}
-        rescan_next: dict[TableId, int] = {}
-        with contextlib.closing(source.connect()) as conn:
-            if baseline is not None:
-                from ..cdc.binlog.reader import check_start_available
-
-                try:
-                    check_start_available(conn, baseline.position)
-                except CdcError as e:
-                    log.warning(
-                        "consistency check: the baseline's binlog position %s is no longer on the server "
-                        "(%s): scanning the tables again",
-                        baseline.position,
-                        str(e).splitlines()[0],
-                    )
-                    baseline = None
+        for t, lay in layouts.items():
+            sums = baseline.sums_of(lay) if baseline is not None else None
+            if sums is not None:
+                base[t] = sums
+        with source_snapshot(conn) as position:
             for t, lay in layouts.items():
-                sums = baseline.sums_of(lay) if baseline is not None else None
-                if sums is not None:
-                    base[t] = sums
-            with source_snapshot(conn) as position:
-                for t, lay in layouts.items():
-                    n = len(lay.ranges)
-                    if t in base:
-                        first = int((baseline.tables[t.text].get("next_rescan") or 0)) % n if baseline else 0
-                        indexes = [(first + k) % n for k in range(min(max(0, rescan_ranges), n))]
-                        rescan_next[t] = (first + len(indexes)) % n
-                    else:
-                        indexes = list(range(n))
-                        rescan_next[t] = 0
-                    scans[t] = {i: scan_range(conn, lay, i) for i in indexes}
-        phases["source"] = time.monotonic() - mark
-        sink_job.result()
-    live = {t: lay for t, lay in layouts.items() if t in sink_sums}
-    mark = time.monotonic()
+                n = len(lay.ranges)
+                if t in base:
+                    first = int((baseline.tables[t.text].get("next_rescan") or 0)) % n if baseline else 0
+                    indexes = [(first + k) % n for k in range(min(max(0, rescan_ranges), n))]
+                    rescan_next[t] = (first + len(indexes)) % n
+                else:
+                    indexes = list(range(n))
+                    rescan_next[t] = 0
+                scans[t] = {i: scan_range(conn, lay, i) for i in indexes}
+    return _SourceSide(position, baseline, base, scans, rescan_next)
 
-    # 3. the binlog window, with the sums captured where each side is wanted
+
+def _binlog_window(
+    config: Any,
+    plan: Any,
+    live: dict[TableId, Any],
+    sink_side: _SinkSide,
+    source_side: _SourceSide,
+    server_id: int | None,
+) -> WindowSums:
+    """Step 3: the binlog between the earliest and the latest position either side stands at,
+    with each table's sums captured at its sink offset, the source's snapshot and the baseline."""
+    from ..cdc.binlog.fast.fallback import changes_with_fallback
+
+    position, baseline, base, sink_at = source_side.position, source_side.baseline, source_side.base, sink_side.at
     starts = [sink_at[t] for t in live] + ([baseline.position] if base and baseline is not None else [])
     window_start = min(starts + [position])
     # a PostgreSQL table may hold a micro-batch planned after the source's snapshot: read up to its end
@@ -321,6 +408,7 @@ def run_check(
     }
     window = WindowSums(window_start, live, checkpoints)
     if live and window_start < window_stop:
+        source = config.source
         server_id = server_id if server_id is not None else check_server_id(plan, source, config)
         window.feed(
             changes_with_fallback(
@@ -329,68 +417,61 @@ def run_check(
                 window_start,
                 window_stop,
                 [lay.schema for lay in live.values()],
-                dump_from.get(window_start),
+                sink_side.dump_from.get(window_start),
             )
         )
     window.finish()
-    phases["binlog"] = time.monotonic() - mark
+    return window
 
-    # 4. compare, and 5. the next baseline at P
-    new_tables: dict[str, dict[str, Any]] = {}
-    for t, lay in live.items():
-        n = len(lay.ranges)
-        scanned = scans.get(t, {})
-        if t in base:
-            assert baseline is not None  # base holds the baseline's sums
-            at_p = base[t].plus(window.between(t, baseline.position, position))
-            drift = []
-            for i, (rows, total) in scanned.items():
-                if (at_p.counts[i], at_p.sums[i]) != (rows, total):
-                    drift.append(lay.ranges[i][0])
-                at_p.counts[i], at_p.sums[i] = rows, total
-        else:
-            at_p = RangeSums([scanned[i][0] for i in range(n)], [scanned[i][1] for i in range(n)])
-            drift = []
-        next_rescan = rescan_next.get(t, 0)
-        report = TableReport(
-            t.text, "consistent", at=sink_at[t].to_dict(), scanned_ranges=len(scanned), baseline_drift=drift
+
+def _compare_table(
+    t: TableId,
+    lay: Any,
+    sink_side: _SinkSide,
+    source_side: _SourceSide,
+    window: WindowSums,
+    new_tables: dict[str, dict[str, Any]],
+) -> TableReport:
+    """Steps 4 and 5 for one table: the source's sums carried to the sink's offset and compared
+    with the sink's; the table's entry of the next baseline (at the snapshot's position) into
+    ``new_tables`` unless a schema change leaves it uncompared."""
+    position, baseline, base = source_side.position, source_side.baseline, source_side.base
+    sink_at = sink_side.at[t]
+    n = len(lay.ranges)
+    scanned = source_side.scans.get(t, {})
+    if t in base:
+        assert baseline is not None  # base holds the baseline's sums
+        at_p = base[t].plus(window.between(t, baseline.position, position))
+        drift = []
+        for i, (rows, total) in scanned.items():
+            if (at_p.counts[i], at_p.sums[i]) != (rows, total):
+                drift.append(lay.ranges[i][0])
+            at_p.counts[i], at_p.sums[i] = rows, total
+    else:
+        at_p = RangeSums([scanned[i][0] for i in range(n)], [scanned[i][1] for i in range(n)])
+        drift = []
+    next_rescan = source_side.rescan_next.get(t, 0)
+    report = TableReport(t.text, "consistent", at=sink_at.to_dict(), scanned_ranges=len(scanned), baseline_drift=drift)
+    if t in window.ddl:
+        report.state, report.reason = (
+            "not compared",
+            (f"a schema change in the binlog since the last check ({window.ddl[t]!r}); the next check scans it again"),
         )
-        if t in window.ddl:
-            report.state, report.reason = (
-                "not compared",
-                (
-                    f"a schema change in the binlog since the last check ({window.ddl[t]!r}); the next check scans it again"
-                ),
-            )
-            reports[t] = report
-            continue
-        src = at_p.plus(window.between(t, sink_at[t], position), -1)
-        report.ranges = compare(lay, src, sink_sums[t])
-        report.source_rows, report.sink_rows = sum(src.counts), sum(sink_sums[t].counts)
-        if report.differing:
-            report.state = "differs"
-        if drift:
-            log.warning(
-                "consistency check: %s: the kept source sums of batch(es) %s disagreed with a fresh scan of "
-                "the source (replaced)",
-                t,
-                ", ".join(drift),
-            )
-        new_tables[t.text] = {"fingerprint": lay.fingerprint(), "sums": at_p.to_dict(), "next_rescan": next_rescan}
-        reports[t] = report
-    state.write_json(BASELINE_REL, Baseline(position, new_tables).to_dict())
-    result = CheckReport(
-        time.time(),
-        committed,
-        end.to_dict(),
-        [reports[t] for t in layouts if t in reports],
-        time.monotonic() - started,
-        window.changes,
-        phases,
-    )
-    state.write_json(REPORT_REL, result.to_dict())
-    log.info("%s", result.summary())
-    return result
+        return report
+    src = at_p.plus(window.between(t, sink_at, position), -1)
+    report.ranges = compare(lay, src, sink_side.sums[t])
+    report.source_rows, report.sink_rows = sum(src.counts), sum(sink_side.sums[t].counts)
+    if report.differing:
+        report.state = "differs"
+    if drift:
+        log.warning(
+            "consistency check: %s: the kept source sums of batch(es) %s disagreed with a fresh scan of "
+            "the source (replaced)",
+            t,
+            ", ".join(drift),
+        )
+    new_tables[t.text] = {"fingerprint": lay.fingerprint(), "sums": at_p.to_dict(), "next_rescan": next_rescan}
+    return report
 
 
 def failure_message(report: CheckReport, dag_id: str | None = None) -> str:

@@ -109,7 +109,7 @@ def pipeline_run(mariadb, tmp_path_factory):
     is killed mid-read: a lost node, an OOM kill) and then that map index alone is cleared and
     run again, as from the grid's "Clear" on one map index; the stream then starts."""
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.operators._spark import kill_process_tree
+    from airflow_provider_mysqlcdc.hooks.spark_job import kill_process_tree
 
     db = f"e2e_{os.getpid()}"
     work = tmp_path_factory.mktemp("e2e")

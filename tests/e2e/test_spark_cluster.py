@@ -306,7 +306,7 @@ def test_a_driver_the_cluster_cannot_start_fails_the_launch_at_once_with_the_fix
     """A wrong cluster SPARK_HOME (the driver's jar is not on the node): the submission fails in
     seconds with the driver's id and what to check, as a configuration error (not retried)."""
     from airflow_provider_mysqlcdc.cdc.errors import ConfigError
-    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
     from airflow_provider_mysqlcdc.spark.runtime.cluster_stream import ClusterSubmitError
 
     run = cluster_run

@@ -33,8 +33,8 @@ from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.source.server import current_offset, server_version
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.operators._pipeline import write_config
-from airflow_provider_mysqlcdc.operators._stream import StreamControl
+from airflow_provider_mysqlcdc.cdc.store.pipeline_file import write_config
+from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
 from airflow_provider_mysqlcdc.spark.stream.server.placement import FAILOVERS_FILE
 from mysqlcdc_harness import airflow_env

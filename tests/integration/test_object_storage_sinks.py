@@ -105,7 +105,7 @@ def _wait_for_commits(info, checkpoint_url: str, at_least: int, proc, log, timeo
 
 def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb, fresh_db, s3, tmp_dir):
     from airflow_provider_mysqlcdc.cdc.state import StateStore
-    from airflow_provider_mysqlcdc.operators._pipeline import write_config
+    from airflow_provider_mysqlcdc.cdc.store.pipeline_file import write_config
     from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_mirror import local_copy_dir
 
     specs = [

@@ -26,8 +26,8 @@ from airflow_provider_mysqlcdc.cdc.model import TableId
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.operators._pipeline import read_config, write_config
-from airflow_provider_mysqlcdc.operators._stream import StreamControl
+from airflow_provider_mysqlcdc.cdc.store.pipeline_file import read_config, write_config
+from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail, running_local_stream, stop_local_stream
 from mysqlcdc_harness import airflow_env
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD

@@ -27,7 +27,7 @@ NO_FIX = {
     "source",
     ("sensors/stream.py", "MySqlCdcStreamSensor._check_server", "<error> A stream"): "starts with a server check's "
     "message, which carries the Fix; what follows says what to do after it",
-    ("operators/_fail_fast.py", "fail_fast", "<error>"): "ends the task with a ConfigError's own text",
+    ("fail_fast.py", "fail_fast", "<error>"): "ends the task with a ConfigError's own text",
     ("operators/validate.py", "MySqlCdcValidateOperator._validate", "<problems>"): "the validate task's problems, "
     "one a line, each with its Fix",
     ("operators/snapshot.py", "MySqlCdcSnapshotOperator._wait_for_stream", "batch <batch_id>: the stream did not"): (

@@ -6,6 +6,11 @@ pipeline files, jobs). Inside ``cdc/`` the rooms (``source/``, ``snapshot/``, ``
 ``transform/``, ``store/``, ``schema/``; each module at the top of ``cdc/`` is a room of its own)
 import each other without a circle, so every room stands above what it uses. Every import counts,
 the ones inside a function or under ``TYPE_CHECKING`` too: a lazy import still ties two rooms.
+
+Across the whole package, a module whose name starts with ``_`` is private to the package that holds
+it: that package and the packages below it may import it, no other (``operators/_spark_output.py`` is
+the snapshot operator's; ``_airflow_compat.py`` at the top serves every package). What two packages
+share gets a public home.
 """
 
 from __future__ import annotations
@@ -157,3 +162,50 @@ def test_no_module_of_the_engine_imports_itself_back():
     for module, target, _line in _cdc_edges():
         graph.setdefault(module, set()).add(target)
     assert not _cycles(graph), f"modules of cdc/ in an import circle: {_cycles(graph)}"
+
+
+def _private_owner(module: str) -> str | None:
+    """The package a private module belongs to (``pkg.operators._x`` -> ``pkg.operators``), else None."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def _package_of(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def test_the_private_check_sees_a_private_module():
+    assert _private_owner(f"{PACKAGE}.operators._spark_output") == f"{PACKAGE}.operators"
+    assert _private_owner(f"{PACKAGE}.operators.snapshot") is None
+    assert _private_owner(f"{PACKAGE}.__main__") is None
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_another_packages_private_module(module):
+    here = _package_of(module)
+    wrong = []
+    for target, line in _imports(module):
+        own = _own(target) if target.split(".")[0] == PACKAGE else None
+        owner = _private_owner(own) if own else None
+        if owner is not None and not (here == owner or here.startswith(owner + ".")):
+            wrong.append(f"line {line}: {own} (private to {owner})")
+    assert not wrong, f"{module} imports another package's private module: {wrong}; give what they share a public home"
+
+
+HOOKS = f"{PACKAGE}.hooks"
+ABOVE_HOOKS = tuple(f"{PACKAGE}.{p}" for p in ("operators", "sensors", "pipelines"))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m == HOOKS or m.startswith(HOOKS + ".")))
+def test_the_hooks_import_nothing_above_them(module):
+    """Operators and sensors stand on the hooks (the process and connections they own), never the
+    other way round."""
+    wrong = [
+        f"line {line}: {target}"
+        for target, line in _imports(module)
+        if any(target == a or target.startswith(a + ".") for a in ABOVE_HOOKS)
+    ]
+    assert not wrong, f"{module} imports a layer above the hooks: {wrong}"

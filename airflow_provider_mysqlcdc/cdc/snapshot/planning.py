@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import replace
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 from ..batching import BatchSizing, pack_batches
 from ..chunks import Batch, Chunk, group_chunks
@@ -19,6 +19,7 @@ from ..plan import Plan
 from ..source.config import SourceConfig, SplitOptions
 from ..source.discovery import discover_tables
 from ..source.table_patterns import matches
+from ..state import StateStore
 from .splitter import ChunkSplitter
 
 
@@ -148,3 +149,92 @@ def plan_table_read(
     batch = Batch(f"stream-read-{table_id}", tuple(chunks))
     base = plan or Plan({}, ())
     return Plan({**base.schemas, table_id: schema}, base.batches + (batch,), base.inputs), batch
+
+
+def reread_reason(entries: Sequence[str], batch_id: str, tables: Sequence[str]) -> str | None:
+    """Why ``reread_batches`` asks for this batch again (its id, one of its tables, ``*``), or None."""
+    for entry in entries:
+        if entry in ("*", batch_id):
+            return f"reread_batches names {entry!r}"
+    for entry in entries:
+        if entry in tables:
+            return f"reread_batches names its table {entry}"
+    return None
+
+
+def check_reread_entries(entries: Sequence[str], batch_ids: Sequence[str], tables: Sequence[str]) -> None:
+    """Each entry names a batch of the plan, a captured table, or ``*``: anything else is a typo
+    that would silently reload nothing."""
+    unknown = [e for e in entries if e != "*" and e not in batch_ids and e not in tables]
+    if unknown:
+        raise ConfigError(
+            f"reread_batches: {unknown} is not a batch of the plan nor a captured table (captured: "
+            f"{sorted(tables)}; batches {batch_ids[0]}..{batch_ids[-1]} if any). Fix: name a captured table as "
+            "db.table, a batch id, or *; to capture a new table, add it to the table list."
+        )
+
+
+@dataclass(frozen=True)
+class PlanChange:
+    """What reconciling the stored plan with this run's settings did: the plan from now on (None
+    when there is no stored plan), the tables it gained and lost, the batches whose results were
+    dropped with a removed table."""
+
+    plan: Plan | None
+    added: tuple[TableId, ...] = ()
+    removed: tuple[TableId, ...] = ()
+    dropped_batches: tuple[str, ...] = ()
+
+
+def reconcile_plan(
+    state: StateStore,
+    source: SourceConfig,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    split: SplitOptions,
+    *,
+    sizing: BatchSizing,
+    keyed: Callable[[Plan], Plan] = lambda plan: plan,
+) -> PlanChange:
+    """The stored plan reused, or extended to another table list: a plan made from the same
+    inputs is reused as it is; another table list adds batches for the tables it adds (the rest and
+    their results stay) and drops the removed tables' batches and results; other chunk settings
+    fail, since finished batches would no longer match the plan. ``keyed`` gives a plan's tables
+    their transforms' primary keys (``transform/`` stands above this room). Writes the plan back
+    when it changed; logging and telling the stream are the caller's."""
+    plan = state.read_plan()
+    inputs = plan_inputs(include, exclude, split, source.zero_dates)
+    if plan is None or plan.inputs is None or plan.inputs == inputs:
+        return PlanChange(plan)
+    if not all(plan.inputs.get(k) == inputs.get(k) for k in ("chunk_size", "chunk_key_columns", "zero_dates")):
+        raise ConfigError(
+            f"the state location {state.location} holds a plan for other settings ({plan.inputs}); "
+            f"this run asks for {inputs}. Fix: trigger with reset=true to plan and snapshot again, or use "
+            "another state_location."
+        )
+    # Another table list: the tables it adds get batches of their own; the rest stays.
+    extended, added, removed = extend_plan(plan, source, include, exclude, split, sizing=sizing)
+    extended = keyed(extended)
+    dropped = tuple(b.batch_id for b in plan.batches if b not in extended.batches)
+    for batch_id in dropped:  # a removed table's batches leave with it
+        state.delete(StateStore.batch_result_rel(batch_id))
+        state.delete(StateStore.batch_owner_rel(batch_id))
+    state.write_plan(extended)
+    return PlanChange(extended, tuple(added), tuple(removed), dropped)
+
+
+def batch_actions(plan: Plan, state: StateStore, entries: Sequence[str]) -> dict[str, str]:
+    """Per batch, what this run's snapshot task will do with it: read it, read it again (it is
+    finished and ``reread_batches`` names it) or leave it alone; handed to the running stream
+    when one runs."""
+    done = {r["batch_id"] for r in state.batch_results()}
+    streaming = state.stream_started()
+    out = {}
+    for b in plan.batches:
+        if b.batch_id not in done:
+            out[b.batch_id] = "to read" + (" (handed to the running stream)" if streaming else "")
+        elif reread_reason(entries, b.batch_id, [str(t) for t in b.tables]) is not None:
+            out[b.batch_id] = "read again" + (" (handed to the running stream)" if streaming else "")
+        else:
+            out[b.batch_id] = "left alone"
+    return out

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..model import Column, TableId, TableSchema
+from ..plan import Plan
 from ..sinks import VIEW_SINKS, logs_changes
 from ..snapshot.corrections import TableCorrections
 from ..types import arrow_schema, map_table
@@ -405,6 +406,14 @@ def apply_primary_keys(
             )
         out.append(replace(schema, row_identity=tuple(by_lower[k.lower()] for k in keys)))
     return out
+
+
+def plan_with_primary_keys(plan: Plan, rules: Rules) -> Plan:
+    """The plan's tables with their transforms' ``primary_keys`` as row identity where they have
+    no primary key: the snapshot's corrections and the stream match rows by what the plan keeps."""
+    if not rules:
+        return plan
+    return replace(plan, schemas={s.table_id: s for s in apply_primary_keys(rules, plan.schemas.values())})
 
 
 def sink_table_of(rules: Rules, table_id: TableId, default_database: Optional[str] = None) -> TableId:

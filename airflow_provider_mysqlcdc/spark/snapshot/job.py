@@ -70,27 +70,7 @@ def run_snapshot_batch(
     schemas = {t: plan.schemas[t] for t in batch.tables}
     sink = pipeline_sink(config, list(plan.schemas.values()))  # a bad route/transform fails before any read
     if state.stream_started():
-        # The stream owns the sink: the rows go to it (cdc/snapshot/resnapshot.py), read in today's shape.
-        routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
-        direct = sink.direct_write()
-        logs_changes = sink_logs_changes(config.sink.type)
-        sink.close()  # the stream writes this batch's rows
-        if routed and logs_changes:
-            raise ConfigError(
-                f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
-                f"{', '.join(routed)} {'is' if len(routed) == 1 else 'are'} routed or transformed into a changelog: "
-                "such hand-offs are not logged through routes and transforms yet. Nothing was read or written. "
-                "Fix: trigger with reset=true to load everything again."
-            )
-        if direct is None:
-            raise ConfigError(
-                f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
-                f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
-                "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
-                "(the default) and restart the stream, or trigger with reset=true to load everything again."
-            )
-        state.delete(StateStore.batch_result_rel(batch_id))
-        return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state, progress_interval_s)
+        return _hand_off_to_stream(spark, config, plan, batch, sink, schemas, state, progress_interval_s)
     state.delete(StateStore.batch_result_rel(batch_id))
 
     server_id = plan.batch_server_id(batch_id, source.server_id_range, config.stream.catchup_parallelism - 1)
@@ -127,23 +107,7 @@ def run_snapshot_batch(
             got = reader.read(batch)
             set_job_group(spark, f"mysqlcdc-write-{batch_id}", f"mysqlcdc write {batch_id}")
             try:
-                written: dict[str, Any] = {}
-                for r in batch.ranges():
-                    describe(spark, f"mysqlcdc write {r.table_id} batch {batch_id}")
-                    progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
-                    if files is not None:  # rows written once: the SELECTs wrote the sink's files
-                        w = file_sink.commit_chunk_files(
-                            spark,
-                            schemas[r.table_id],
-                            batch_id,
-                            files.records[r.table_id],
-                            got.tables[r.table_id].corrections,
-                            [r],
-                        )
-                    else:
-                        w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
-                    committed.add(r.table_id)
-                    written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
+                written = _write_ranges(spark, config, batch, schemas, sink, files, got, progress, committed)
             finally:
                 got.unpersist()
         except BaseException:
@@ -160,6 +124,86 @@ def run_snapshot_batch(
     finally:
         sink.close()
     elapsed = time.monotonic() - t0
+    return _record_result(state, batch, got, written, elapsed)
+
+
+def _hand_off_to_stream(
+    spark: SparkSession,
+    config: PipelineConfig,
+    plan: Plan,
+    batch: Batch,
+    sink: Any,
+    schemas: dict[TableId, Any],
+    state: StateStore,
+    progress_interval_s: float,
+) -> dict[str, Any]:
+    """The stream owns the sink: the batch's rows go to it (cdc/snapshot/resnapshot.py), read in
+    today's shape; refused before anything is read where the sink cannot take a hand-off."""
+    batch_id = batch.batch_id
+    source = config.source
+    routed = [str(t) for t in batch.tables if isinstance(sink, RoutedSink) and not sink.view(t).identity]
+    direct = sink.direct_write()
+    logs_changes = sink_logs_changes(config.sink.type)
+    sink.close()  # the stream writes this batch's rows
+    if routed and logs_changes:
+        raise ConfigError(
+            f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
+            f"{', '.join(routed)} {'is' if len(routed) == 1 else 'are'} routed or transformed into a changelog: "
+            "such hand-offs are not logged through routes and transforms yet. Nothing was read or written. "
+            "Fix: trigger with reset=true to load everything again."
+        )
+    if direct is None:
+        raise ConfigError(
+            f"batch {batch_id}: the stream of this pipeline runs, so a batch read again is handed to it, and "
+            f"only a sink with its direct stream write takes hand-offs ({config.sink.type} has "
+            "direct_write: false). Nothing was read or written. Fix: set direct_write: true in sink_options "
+            "(the default) and restart the stream, or trigger with reset=true to load everything again."
+        )
+    state.delete(StateStore.batch_result_rel(batch_id))
+    return hand_off_batch(spark, config, plan, batch, current_schemas(source, schemas), state, progress_interval_s)
+
+
+def _write_ranges(
+    spark: SparkSession,
+    config: PipelineConfig,
+    batch: Batch,
+    schemas: dict[TableId, Any],
+    sink: Any,
+    files: Any,
+    got: Any,
+    progress: SnapshotProgress,
+    committed: set[TableId],
+) -> dict[str, Any]:
+    """Each range of the batch into the sink (its SELECTs' files committed where the sink writes
+    files, else the rows written); ``committed`` gains each table once its rows are in."""
+    batch_id = batch.batch_id
+    file_sink = cast(SnapshotFileSink, sink)  # used where files is not None: the sink writes files
+    written: dict[str, Any] = {}
+    for r in batch.ranges():
+        describe(spark, f"mysqlcdc write {r.table_id} batch {batch_id}")
+        progress.phase(f"writing {r.table_id} to the {config.sink.type} sink")
+        if files is not None:  # rows written once: the SELECTs wrote the sink's files
+            w = file_sink.commit_chunk_files(
+                spark,
+                schemas[r.table_id],
+                batch_id,
+                files.records[r.table_id],
+                got.tables[r.table_id].corrections,
+                [r],
+            )
+        else:
+            w = sink.write_snapshot(schemas[r.table_id], got.frame(r.table_id), [r], batch_id)
+        committed.add(r.table_id)
+        written[str(r.table_id)] = {"rows_written": w.rows_written, **dict(w.details)}
+    return written
+
+
+def _record_result(
+    state: StateStore, batch: Batch, got: Any, written: dict[str, Any], elapsed: float
+) -> dict[str, Any]:
+    """The batch's result (watermarks, rows per chunk, corrections, what was written), kept in the
+    state location and logged."""
+    batch_id = batch.batch_id
     rows = sum(sum(t.rows_per_chunk.values()) for t in got.tables.values())
     result = {
         "batch_id": batch_id,

@@ -10,7 +10,7 @@ import logging
 from airflow_provider_mysqlcdc.cdc.pipeline import PipelineConfig
 from airflow_provider_mysqlcdc.cdc.source.config import ServerIdRange, SourceConfig
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.operators._pipeline import follow_connection, read_config, write_config
+from airflow_provider_mysqlcdc.cdc.store.pipeline_file import follow_connection, read_config, write_config
 
 PLANNED = SourceConfig(
     host="db-primary.internal",

@@ -84,7 +84,7 @@ def test_client_certificates_are_refused_for_jdbc_with_a_fix():
 
 
 def test_passwords_go_through_the_environment_only_where_it_stays_private():
-    from airflow_provider_mysqlcdc.operators._spark import secret_env
+    from airflow_provider_mysqlcdc.hooks.spark_job import secret_env
 
     env = secret_env(
         master="local[2]",
@@ -167,8 +167,8 @@ def test_passwords_go_through_the_environment_only_where_it_stays_private():
 
 
 def test_table_names_from_the_trigger_form():
+    from airflow_provider_mysqlcdc.cdc.coerce import as_list
     from airflow_provider_mysqlcdc.cdc.source.table_patterns import qualify_all
-    from airflow_provider_mysqlcdc.operators._pipeline import as_list
 
     assert as_list("a.b, c.d\ne.f", "tables") == ["a.b", "c.d", "e.f"]
     assert as_list('["a.b"]', "tables") == ["a.b"]
@@ -178,7 +178,7 @@ def test_table_names_from_the_trigger_form():
 
 
 def test_local_masters_get_task_retries():
-    from airflow_provider_mysqlcdc.operators._stream import local_master_with_retries
+    from airflow_provider_mysqlcdc.hooks.stream import local_master_with_retries
 
     assert local_master_with_retries("local[2]") == "local[2,4]"
     assert local_master_with_retries("local[*]") == "local[*,4]"
@@ -302,7 +302,7 @@ def test_operator_argument_names_match_the_settings():
 
 
 def test_startup_timestamp_accepts_the_forms_date_time():
-    from airflow_provider_mysqlcdc.operators._pipeline import epoch_seconds
+    from airflow_provider_mysqlcdc.cdc.coerce import epoch_seconds
 
     assert epoch_seconds("2026-11-25T08:00:00Z", "t") == epoch_seconds("2026-11-25T08:00:00", "t") == 1795593600.0
     assert epoch_seconds(1795593600, "t") == 1795593600.0 and epoch_seconds(None, "t") is None
@@ -318,7 +318,7 @@ def test_unknown_stream_options_name_the_accepted_ones():
 
 
 def test_error_messages_read_well_in_the_task_log():
-    from airflow_provider_mysqlcdc.operators._fail_fast import readable_lines
+    from airflow_provider_mysqlcdc.fail_fast import readable_lines
 
     lines = readable_lines(
         "the table list has 2 problems. Fix: correct each.\n  - table 'a.b' matches no table. "
@@ -335,7 +335,7 @@ def test_config_errors_fail_the_task_at_once_with_the_fix_first():
 
     from airflow_provider_mysqlcdc._airflow_compat import AirflowFailException
     from airflow_provider_mysqlcdc.cdc.errors import SourceUnreachableError
-    from airflow_provider_mysqlcdc.operators._fail_fast import config_errors_fail_at_once
+    from airflow_provider_mysqlcdc.fail_fast import config_errors_fail_at_once
 
     lines: list[str] = []
 

@@ -6,7 +6,7 @@ import pytest
 from airflow.exceptions import AirflowSkipException
 
 from airflow_provider_mysqlcdc.cdc.state import StateStore
-from airflow_provider_mysqlcdc.operators._stream import LAUNCH_REL
+from airflow_provider_mysqlcdc.hooks.stream import LAUNCH_REL
 from airflow_provider_mysqlcdc.sensors.stream import MySqlCdcStreamSensor
 
 

@@ -140,7 +140,7 @@ def test_local_jobs_share_the_connect_servers_archive_and_record_when_there_is_n
 
 
 def test_the_operators_local_spark_submit_gets_the_archive(cds_dir, monkeypatch):
-    from airflow_provider_mysqlcdc.operators._spark import python_env
+    from airflow_provider_mysqlcdc.hooks.spark_job import python_env
     from airflow_provider_mysqlcdc.spark.runtime import session
 
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Dmine=1")

@@ -202,7 +202,7 @@ def _spark_conn(monkeypatch, extra: dict) -> None:
 
 
 def test_a_cluster_stream_without_a_way_to_its_password_is_refused(monkeypatch, tmp_path):
-    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 
     _spark_conn(monkeypatch, {"deploy-mode": "cluster"})
     control = StreamControl(str(tmp_path / "state"), "src", "cl_spark")
@@ -212,7 +212,7 @@ def test_a_cluster_stream_without_a_way_to_its_password_is_refused(monkeypatch, 
 
 
 def test_a_cluster_stream_with_a_local_state_location_is_refused(monkeypatch, tmp_path):
-    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 
     _spark_conn(monkeypatch, {"mysqlcdc_password_file": "/etc/pw"})
     control = StreamControl(str(tmp_path / "state"), "src", "cl_spark")
@@ -221,7 +221,7 @@ def test_a_cluster_stream_with_a_local_state_location_is_refused(monkeypatch, tm
 
 
 def test_a_postgres_sink_on_a_cluster_needs_the_cluster_to_provide_passwords(monkeypatch, tmp_path):
-    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 
     _spark_conn(monkeypatch, {"mysqlcdc_password_file": "/etc/pw"})
     control = StreamControl(str(tmp_path / "state"), "src", "cl_spark", sink_conn_id="pg")
@@ -230,7 +230,7 @@ def test_a_postgres_sink_on_a_cluster_needs_the_cluster_to_provide_passwords(mon
 
 
 def test_client_mode_keeps_the_driver_here(monkeypatch, tmp_path):
-    from airflow_provider_mysqlcdc.operators._stream import StreamControl
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 
     _spark_conn(monkeypatch, {"deploy-mode": "client"})
     assert StreamControl(str(tmp_path / "state"), "src", "cl_spark").is_local

@@ -1,18 +1,15 @@
-"""The pipeline's settings as the operators share them: one ``pipeline.json`` in the state
-location, written by the plan step and read by the snapshot and stream steps and the jobs."""
+"""Settings as they arrive from a DAG's template, the trigger form or a pipeline file: text where a
+list, a number, a flag or a JSON object is meant. One coercion per kind, shared by the operators, the
+sensor and the pipeline files, each failing with a ``ConfigError`` that says what to write instead.
+It imports no Airflow, so it lives with the settings it coerces (``settings.py``), not in an operator."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from typing import Any, Mapping, Sequence
 
-from ..cdc.errors import ConfigError
-from ..cdc.pipeline import PipelineConfig, load_pipeline_config
-from ..cdc.state import StateStore
-
-CONFIG_NAME = "pipeline.json"
+from .errors import ConfigError
 
 
 def as_list(value: Sequence[str] | str | None, what: str) -> list[str]:
@@ -59,29 +56,6 @@ def epoch_seconds(value: Any, what: str) -> float | None:
         ) from None
 
 
-def reread_reason(entries: Sequence[str], batch_id: str, tables: Sequence[str]) -> str | None:
-    """Why ``reread_batches`` asks for this batch again (its id, one of its tables, ``*``), or None."""
-    for entry in entries:
-        if entry in ("*", batch_id):
-            return f"reread_batches names {entry!r}"
-    for entry in entries:
-        if entry in tables:
-            return f"reread_batches names its table {entry}"
-    return None
-
-
-def check_reread_entries(entries: Sequence[str], batch_ids: Sequence[str], tables: Sequence[str]) -> None:
-    """Each entry names a batch of the plan, a captured table, or ``*``: anything else is a typo
-    that would silently reload nothing."""
-    unknown = [e for e in entries if e != "*" and e not in batch_ids and e not in tables]
-    if unknown:
-        raise ConfigError(
-            f"reread_batches: {unknown} is not a batch of the plan nor a captured table (captured: "
-            f"{sorted(tables)}; batches {batch_ids[0]}..{batch_ids[-1]} if any). Fix: name a captured table as "
-            "db.table, a batch id, or *; to capture a new table, add it to the table list."
-        )
-
-
 def whole_number(value: Any, what: str, example: int) -> int:
     """An integer setting from a template or the trigger form, where it may arrive as text."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -121,41 +95,3 @@ def as_mapping(value: Mapping[str, Any] | str | None, what: str) -> dict[str, An
             '{"key": "value"}, or leave it empty.'
         )
     return dict(value)
-
-
-def config_url(state: StateStore) -> str:
-    return state.url(CONFIG_NAME)
-
-
-def write_config(state: StateStore, config: PipelineConfig) -> str:
-    state.write_json(CONFIG_NAME, config.to_dict())
-    return config_url(state)
-
-
-def read_config(state: StateStore, password: str = "") -> PipelineConfig:
-    if not state.exists(CONFIG_NAME):
-        raise ConfigError(
-            f"no {CONFIG_NAME} in the state location {state.location}. Fix: run the plan task "
-            "first (it writes the pipeline's settings there), with the same state_location."
-        )
-    return load_pipeline_config(config_url(state), password=password)
-
-
-def follow_connection(state: StateStore, source: Any, conn_id: str, log: Any) -> PipelineConfig:
-    """The pipeline's stored settings with the source's address as the connection ``conn_id``
-    gives it now (``source``: its ``SourceConfig``, password included); a changed address is
-    logged and written back to the state, so a relaunch, a batch read again and the stream on a
-    cluster all dial the server the connection names (how a user follows a failover to a new
-    endpoint). The password never goes into the state."""
-    config = read_config(state, password=source.password)
-    followed, changes = config.source.following(source)
-    if not changes:
-        return config
-    log.warning(
-        "the source connection %r changed since the pipeline was planned (%s): following it",
-        conn_id,
-        "; ".join(changes),
-    )
-    config = dataclasses.replace(config, source=followed)
-    write_config(state, config)
-    return config

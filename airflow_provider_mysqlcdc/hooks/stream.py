@@ -1,5 +1,7 @@
-"""Launching the binlog stream and telling whether it runs: shared by the stream operator
-and the stream sensor, so "start it" and "bring it back" are one code path.
+"""The binlog stream's process: launching it and telling whether it runs. A hook, since it owns an
+external process (Airflow's providers keep process and job control in hooks, operators thin over
+them); the stream operator and the stream sensor share it, so "start it" and "bring it back" are one
+code path.
 
 Local master (``local[*]``), or client deploy mode on a cluster: the job runs as a detached
 background process on this worker, its pid, log and status in the state location
@@ -23,12 +25,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..cdc.coerce import truthy
 from ..cdc.state import StateStore
 from ..cdc.store.lease import StreamLease
-from ..hooks.mysql_cdc import MySqlCdcHook
-from ..hooks.object_storage import storage_credentials
-from . import _spark
-from ._pipeline import config_url, follow_connection
+from ..cdc.store.pipeline_file import config_url, follow_connection
+from . import spark_job
+from .mysql_cdc import MySqlCdcHook
+from .object_storage import storage_credentials
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +85,6 @@ def spark_connection_extra(conn_id: str) -> dict[str, Any]:
 
     extra = BaseHook.get_connection(conn_id).extra_dejson or {}
     return {k[len(SPARK_EXTRA_PREFIX) :]: v for k, v in extra.items() if k.startswith(SPARK_EXTRA_PREFIX)}
-
-
-def _truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def read_launch_record(state: StateStore) -> dict[str, Any] | None:
@@ -236,9 +235,9 @@ class StreamControl:
         url = config_url(self.state)
         storage = storage_credentials(self.aws_conn_id or None)
         if self.is_local:
-            extra = {**_spark.python_env(self.master[0]), **(storage.env() if storage else {})}
+            extra = {**spark_job.python_env(self.master[0]), **(storage.env() if storage else {})}
             if sink_pw is not None:
-                extra[_spark.PG_PASSWORD_ENV] = sink_pw
+                extra[spark_job.PG_PASSWORD_ENV] = sink_pw
             proc = launch_local_stream(
                 url, self.state, password=mysql_pw, master=local_master_with_retries(self.master[0]), extra_env=extra
             )
@@ -256,7 +255,7 @@ class StreamControl:
         master, _ = self.master
         settings = self.cluster_settings()
         password_file = settings.get("password_file") or None
-        if not password_file and not _truthy(settings.get("cluster_provides_password")):
+        if not password_file and not truthy(settings.get("cluster_provides_password")):
             raise ConfigError(
                 f"the binlog stream's driver runs on the cluster ({master}), which cannot be handed the MySQL password "
                 "without a command line, Spark conf or the Spark UI showing it. Fix: put it in a file on the "
@@ -265,14 +264,14 @@ class StreamControl:
                 "environment (spark-env.sh, a Kubernetes secret) and set mysqlcdc_cluster_provides_password: true; "
                 "or set deploy-mode: client to run the driver on the Airflow worker."
             )
-        if self.sink_conn_id and not _truthy(settings.get("cluster_provides_password")):
+        if self.sink_conn_id and not truthy(settings.get("cluster_provides_password")):
             raise ConfigError(
                 f"the binlog stream's driver runs on the cluster ({master}) and writes PostgreSQL "
                 f"({self.sink_conn_id}), whose password only the cluster can hand it. Fix: have the cluster set "
                 "$PGPASSWORD and $MYSQLCDC_PASSWORD in its drivers' environment and set "
                 "mysqlcdc_cluster_provides_password: true in the Spark connection's extra; or set deploy-mode: client."
             )
-        if self.state.fs.protocol in ("file", "local", ("file", "local")) and not _truthy(
+        if self.state.fs.protocol in ("file", "local", ("file", "local")) and not truthy(
             settings.get("shared_filesystem")
         ):
             raise ConfigError(
@@ -282,7 +281,7 @@ class StreamControl:
                 "with aws_conn_id), or, if that path is a file system mounted on every node, set "
                 "mysqlcdc_shared_filesystem: true in the Spark connection's extra."
             )
-        archive, archive_conf = _spark.archive_conf(self.python_archive)
+        archive, archive_conf = spark_job.archive_conf(self.python_archive)
         info = getattr(self, "_submit_info", {})
         sub = cluster_stream.submission(
             spark_submit=cluster_stream.spark_submit_binary(info.get("binary")),

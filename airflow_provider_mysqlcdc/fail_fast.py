@@ -16,8 +16,8 @@ import functools
 import logging
 from typing import Any, Callable, TypeVar
 
-from .._airflow_compat import AirflowFailException
-from ..cdc.errors import ConfigError, SourceUnreachableError
+from ._airflow_compat import AirflowFailException
+from .cdc.errors import ConfigError, SourceUnreachableError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
