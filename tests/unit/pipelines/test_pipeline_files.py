@@ -346,7 +346,8 @@ def test_route_and_transform_reach_the_plan_task_and_are_refused_with_sinks_that
     assert [p.key for p in problems] == ["sink.type"]
     assert (
         str(problems[0]).startswith(f"{log}: ")
-        and "route and transform are applied by the delta, postgres, changelog, iceberg sinks only" in problems[0].message
+        and "route and transform are applied by the delta, postgres, changelog, iceberg sinks only"
+        in problems[0].message
         and "Fix: " in problems[0].message
     )
     parquet = write(
