@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-serial lint unit compat bench-snapshot bench-dag bench-cluster bench-soak bench-failover clean
+.PHONY: bootstrap demo test test-serial lint unit compat newcomer bench-snapshot bench-dag bench-cluster bench-soak bench-failover clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -35,6 +35,11 @@ unit: bootstrap
 # import, the unit tests and the end-to-end DAG test in each (about 10 min). AIRFLOW=3.1.8:
 # next to that Airflow release instead. tests/install (part of `make test`) runs the oldest
 # install and DAG import checks only.
+# The quick start followed as a newcomer would, timed (scripts/newcomer.py, ~10 min): a new venv next to a
+# released Airflow, the connections, check-connection, init, airflow standalone, Trigger, the sink verified.
+newcomer: bootstrap
+	$(PY) scripts/newcomer.py $(if $(AIRFLOW),--airflow $(AIRFLOW),)
+
 compat: bootstrap
 	$(PY) scripts/compat.py $(if $(AIRFLOW),--airflow $(AIRFLOW) --unit --e2e,--matrix oldest --matrix newest)
 

@@ -268,6 +268,12 @@ def build_pipeline_dags(
         )
         validate >> plan >> snapshot >> stream
 
+    return dag, _watchdog_dag(watchdog_id, dag_id, values, tags)
+
+
+def _watchdog_dag(watchdog_id: str, dag_id: str, values: Mapping[str, Any], tags: Sequence[str]) -> DAG:
+    """The pipeline's watchdog DAG: its stream's health (relaunching it) and the consistency check,
+    every ``WATCHDOG_INTERVAL``."""
     with DAG(
         dag_id=watchdog_id,
         schedule=WATCHDOG_INTERVAL,
@@ -327,7 +333,7 @@ def build_pipeline_dags(
             pipeline_dag_id=dag_id,
             retries=0,
         )
-    return dag, watchdog
+    return watchdog
 
 
 def streams_watchdog_doc() -> str:
