@@ -438,28 +438,60 @@ def plan_columns(
     if diff.empty or behavior == "ignore":
         keep = _with_identity(sink, new)
         return SinkPlan((), keep, ("ignored: the sink table keeps its columns",) if not diff.empty else ())
-    actions: list[SinkAction] = []
-    notes: list[str] = []
-    columns = list(sink.columns)
+    plan = _ColumnPlan(behavior, sink_name, can, sink, new, fills, where, ddl)
+    # Drops first: a statement may drop a column and rename another to its name (DROP a, CHANGE b a ...),
+    # and the sink cannot take the name before the old column is gone.
+    plan.drop(diff.dropped)
+    plan.rename(diff.renamed)
+    plan.retype(diff.retyped)
+    for c in diff.added:
+        plan.add(c)
+    columns = plan.columns
+    out = _with_identity(replace(sink, columns=tuple(replace(c, ordinal=i + 1) for i, c in enumerate(columns))), new)
+    return SinkPlan(tuple(plan.actions), out, tuple(plan.notes))
 
-    def find(name: str) -> int | None:
-        for i, c in enumerate(columns):
+
+class _ColumnPlan:
+    """``plan_columns``' working state: the sink table's columns as the actions so far leave them,
+    the actions and the notes; one method per kind of column change, applied in the order the
+    sink must take them."""
+
+    def __init__(
+        self,
+        behavior: str,
+        sink_name: str,
+        can: Collection[str],
+        sink: TableSchema,
+        new: TableSchema,
+        fills: Mapping[str, Any],
+        where: str,
+        ddl: str,
+    ) -> None:
+        self.behavior, self.sink_name, self.can = behavior, sink_name, can
+        self.new, self.fills, self.where, self.ddl = new, fills, where, ddl
+        self.columns: list[Column] = list(sink.columns)
+        self.actions: list[SinkAction] = []
+        self.notes: list[str] = []
+
+    def find(self, name: str) -> int | None:
+        for i, c in enumerate(self.columns):
             if c.name.lower() == name.lower():
                 return i
         return None
 
+    @staticmethod
     def nullable(c: Column) -> Column:
         return replace(c, nullable=True)
 
-    def unable(what: str) -> str:
-        return f"{sink_name} cannot {what}"
+    def unable(self, what: str) -> str:
+        return f"{self.sink_name} cannot {what}"
 
-    def add(c: Column, copy_from: str | None = None) -> None:
-        fill, note = fills.get(c.name.lower(), (None, None))
-        kept = find(c.name)
+    def add(self, c: Column, copy_from: str | None = None) -> None:
+        fill, note = self.fills.get(c.name.lower(), (None, None))
+        kept = self.find(c.name)
         if kept is not None:  # lenient kept a column of that name (dropped earlier, now back)
             if copy_from:
-                notes.append(
+                self.notes.append(
                     f"column {c.name}: the sink table already has a column of that name, which keeps "
                     f"its values; the values of {copy_from} are not copied into it"
                 )
@@ -467,114 +499,113 @@ def plan_columns(
             # the source's rows all got the new column's value (its DEFAULT, else NULL): so do the sink's,
             # whatever the kept column held
             if note:
-                notes.append(note)
-            actions.append(SinkAction(ADD_COLUMN, columns[kept].name, columns[kept], fill=fill, refill=True))
+                self.notes.append(note)
+            column = self.columns[kept]
+            self.actions.append(SinkAction(ADD_COLUMN, column.name, column, fill=fill, refill=True))
             return
         if note:
-            notes.append(note)
-        actions.append(SinkAction(ADD_COLUMN, c.name, nullable(c), fill=fill, copy_from=copy_from))
-        columns.append(nullable(c))
+            self.notes.append(note)
+        self.actions.append(SinkAction(ADD_COLUMN, c.name, self.nullable(c), fill=fill, copy_from=copy_from))
+        self.columns.append(self.nullable(c))
 
-    def decide(kind: str, what: str) -> str:
+    def decide(self, kind: str, what: str) -> str:
         """'do' when the behaviour and the sink allow it, else 'lenient' (or raise under evolve)."""
-        if behavior in ("evolve", "try_evolve") and kind in can:
+        if self.behavior in ("evolve", "try_evolve") and kind in self.can:
             return "do"
-        if behavior == "evolve":
+        if self.behavior == "evolve":
             raise SchemaEvolutionError(
-                f"{unable(what)} (schema_change_behavior 'evolve'), for the DDL on {new.table_id} at {where}: "
-                f"{_short(ddl)!r}. Every change before it is in the sink; nothing after it was written. Fix: set "
-                "schema_change_behavior to 'try_evolve' (the sink then takes the change the lenient way) or "
-                "'lenient', and restart the stream."
+                f"{self.unable(what)} (schema_change_behavior 'evolve'), for the DDL on {self.new.table_id} at "
+                f"{self.where}: {_short(self.ddl)!r}. Every change before it is in the sink; nothing after it was "
+                "written. Fix: set schema_change_behavior to 'try_evolve' (the sink then takes the change the "
+                "lenient way) or 'lenient', and restart the stream."
             )
-        if behavior == "try_evolve":
-            notes.append(f"{unable(what)}: done the lenient way instead")
+        if self.behavior == "try_evolve":
+            self.notes.append(f"{self.unable(what)}: done the lenient way instead")
         return "lenient"
 
-    # Drops first: a statement may drop a column and rename another to its name (DROP a, CHANGE b a ...),
-    # and the sink cannot take the name before the old column is gone.
-    for name in diff.dropped:
-        i = find(name)
-        if i is None:
-            continue
-        if new.row_identity and name.lower() in (c.lower() for c in new.row_identity):
-            continue
-        if decide(DROP_COLUMN, f"drop column {name}") == "do":
-            actions.append(SinkAction(DROP_COLUMN, columns[i].name))
-            del columns[i]
-        elif behavior == "lenient" or behavior == "try_evolve":
-            columns[i] = nullable(columns[i])
-    waiting = {a.lower(): a for a, _ in diff.renamed}  # renamed column -> its name in the sink now
-    for a, b in diff.renamed:
-        i = find(waiting.pop(a.lower()))
-        if i is None:
-            continue
-        src_new = next(c for c in new.columns if c.name.lower() == b.lower())
-        how = decide(RENAME_COLUMN, f"rename column {a} to {b}")
-        j = find(b)
-        if how == "do" and j is not None and j != i:
-            holder = next((k for k, v in waiting.items() if v.lower() == columns[j].name.lower()), None)
-            if holder is not None:  # a swap: the column holding the name is renamed later; move it aside
-                tmp = _free_name(columns[j].name, [c.name for c in columns] + [y for _, y in diff.renamed])
-                actions.append(SinkAction(RENAME_COLUMN, columns[j].name, new_name=tmp))
-                columns[j] = replace(columns[j], name=tmp)
-                waiting[holder] = tmp
-            elif behavior == "evolve":
-                raise SchemaEvolutionError(
-                    f"{sink_name} cannot rename column {a} to {b}: the sink table already has a column {b} "
-                    f"(kept from an earlier change), for the DDL on {new.table_id} at {where}: {_short(ddl)!r}. "
-                    "Fix: drop or rename that column in the sink table, or set schema_change_behavior to "
-                    "'try_evolve' or 'lenient', and restart the stream."
-                )
-            else:
-                how = "lenient"
-        if how == "do":
-            actions.append(SinkAction(RENAME_COLUMN, columns[i].name, new_name=b))
-            columns[i] = replace(columns[i], name=b)
-        else:  # the new name is added with the old column's values; the old column stays as it is
-            add(src_new, copy_from=columns[i].name)
-            columns[i] = nullable(columns[i])
-    for old_c, new_c in diff.retyped:
-        i = find(new_c.name) if find(new_c.name) is not None else find(old_c.name)
-        if i is None:
-            continue
-        current = columns[i]
-        if _same_type(current, new_c):
-            continue
-        if behavior in ("evolve", "try_evolve"):
-            if (
-                decide(
-                    ALTER_COLUMN_TYPE, f"change column {new_c.name} from {current.column_type} to {new_c.column_type}"
-                )
-                == "do"
-            ):
-                actions.append(
-                    SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name, nullable=True))
-                )
-                columns[i] = replace(new_c, name=current.name, nullable=current.nullable or new_c.nullable)
+    def drop(self, dropped: Sequence[str]) -> None:
+        for name in dropped:
+            i = self.find(name)
+            if i is None:
                 continue
-        if widens(current, new_c):
-            if _arrow(current) == _arrow(new_c):
-                columns[i] = replace(new_c, name=current.name, nullable=True)  # same sink type: nothing to do
-            elif ALTER_COLUMN_TYPE in can:
-                actions.append(
-                    SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name, nullable=True))
+            if self.new.row_identity and name.lower() in (c.lower() for c in self.new.row_identity):
+                continue
+            if self.decide(DROP_COLUMN, f"drop column {name}") == "do":
+                self.actions.append(SinkAction(DROP_COLUMN, self.columns[i].name))
+                del self.columns[i]
+            elif self.behavior == "lenient" or self.behavior == "try_evolve":
+                self.columns[i] = self.nullable(self.columns[i])
+
+    def rename(self, renamed: Sequence[tuple[str, str]]) -> None:
+        columns = self.columns
+        waiting = {a.lower(): a for a, _ in renamed}  # renamed column -> its name in the sink now
+        for a, b in renamed:
+            i = self.find(waiting.pop(a.lower()))
+            if i is None:
+                continue
+            src_new = next(c for c in self.new.columns if c.name.lower() == b.lower())
+            how = self.decide(RENAME_COLUMN, f"rename column {a} to {b}")
+            j = self.find(b)
+            if how == "do" and j is not None and j != i:
+                holder = next((k for k, v in waiting.items() if v.lower() == columns[j].name.lower()), None)
+                if holder is not None:  # a swap: the column holding the name is renamed later; move it aside
+                    tmp = _free_name(columns[j].name, [c.name for c in columns] + [y for _, y in renamed])
+                    self.actions.append(SinkAction(RENAME_COLUMN, columns[j].name, new_name=tmp))
+                    columns[j] = replace(columns[j], name=tmp)
+                    waiting[holder] = tmp
+                elif self.behavior == "evolve":
+                    raise SchemaEvolutionError(
+                        f"{self.sink_name} cannot rename column {a} to {b}: the sink table already has a column {b} "
+                        f"(kept from an earlier change), for the DDL on {self.new.table_id} at {self.where}: "
+                        f"{_short(self.ddl)!r}. Fix: drop or rename that column in the sink table, or set "
+                        "schema_change_behavior to 'try_evolve' or 'lenient', and restart the stream."
+                    )
+                else:
+                    how = "lenient"
+            if how == "do":
+                self.actions.append(SinkAction(RENAME_COLUMN, columns[i].name, new_name=b))
+                columns[i] = replace(columns[i], name=b)
+            else:  # the new name is added with the old column's values; the old column stays as it is
+                self.add(src_new, copy_from=columns[i].name)
+                columns[i] = self.nullable(columns[i])
+
+    def retype(self, retyped: Sequence[tuple[Column, Column]]) -> None:
+        columns = self.columns
+        for old_c, new_c in retyped:
+            i = self.find(new_c.name) if self.find(new_c.name) is not None else self.find(old_c.name)
+            if i is None:
+                continue
+            current = columns[i]
+            if _same_type(current, new_c):
+                continue
+            if self.behavior in ("evolve", "try_evolve"):
+                what = f"change column {new_c.name} from {current.column_type} to {new_c.column_type}"
+                if self.decide(ALTER_COLUMN_TYPE, what) == "do":
+                    self.actions.append(
+                        SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name, nullable=True))
+                    )
+                    columns[i] = replace(new_c, name=current.name, nullable=current.nullable or new_c.nullable)
+                    continue
+            if widens(current, new_c):
+                if _arrow(current) == _arrow(new_c):
+                    columns[i] = replace(new_c, name=current.name, nullable=True)  # same sink type: nothing to do
+                elif ALTER_COLUMN_TYPE in self.can:
+                    self.actions.append(
+                        SinkAction(ALTER_COLUMN_TYPE, current.name, replace(new_c, name=current.name, nullable=True))
+                    )
+                    columns[i] = replace(new_c, name=current.name, nullable=True)
+                else:
+                    raise SchemaEvolutionError(
+                        f"{self.unable('widen column ' + current.name)} from {current.column_type} to "
+                        f"{new_c.column_type} (DDL on {self.new.table_id} at {self.where}: {_short(self.ddl)!r}); its "
+                        "new values may not fit. Fix: recreate the sink table (trigger the pipeline with reset=true) "
+                        "or use another sink."
+                    )
+            else:  # a narrowing or another type: the sink column keeps holding what it held
+                self.notes.append(
+                    f"column {current.name}: {new_c.column_type} does not widen {current.column_type}; the sink "
+                    "keeps its type and new values are converted to it"
                 )
-                columns[i] = replace(new_c, name=current.name, nullable=True)
-            else:
-                raise SchemaEvolutionError(
-                    f"{unable('widen column ' + current.name)} from {current.column_type} to {new_c.column_type} "
-                    f"(DDL on {new.table_id} at {where}: {_short(ddl)!r}); its new values may not fit. Fix: "
-                    "recreate the sink table (trigger the pipeline with reset=true) or use another sink."
-                )
-        else:  # a narrowing or another type: the sink column keeps holding what it held
-            notes.append(
-                f"column {current.name}: {new_c.column_type} does not widen {current.column_type}; the sink "
-                "keeps its type and new values are converted to it"
-            )
-    for c in diff.added:
-        add(c)
-    out = _with_identity(replace(sink, columns=tuple(replace(c, ordinal=i + 1) for i, c in enumerate(columns))), new)
-    return SinkPlan(tuple(actions), out, tuple(notes))
 
 
 def _free_name(name: str, taken: Sequence[str]) -> str:
