@@ -24,7 +24,7 @@ sliced column-wise and decoded per value.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -265,6 +265,9 @@ def _binary(
 # --- one column over one round ----------------------------------------------------------------
 
 
+_TEMPORAL = (C.T_DATE, C.T_NEWDATE, C.T_DATETIME2, C.T_TIMESTAMP2, C.T_TIME2)
+
+
 def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
     """(Arrow array of this column for every image of the round, the widths read)."""
     c = cp.column
@@ -296,6 +299,41 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
     if t == C.T_YEAR:
         v = B[p].astype(np.int16)
         return pa.array(np.where(v == 0, 0, v + 1900).astype(np.int16), pa.int16(), mask=mask), width(1)
+    if t in _TEMPORAL:
+        return _temporal_column(cp, B, p, mask, width)
+    if t == C.T_NEWDECIMAL:
+        groups = V.decimal_groups(c.precision, c.scale)
+        size = sum(b for b, _ in groups)
+        raw = _be(B, p, size)
+        sign_bit = np.uint64(1 << (8 * size - 1))
+        positive = (raw & sign_bit) != 0
+        raw = raw ^ sign_bit
+        ones = np.uint64((1 << (8 * size)) - 1)
+        raw = np.where(positive, raw, raw ^ ones)
+        v = np.zeros(n, dtype=np.int64)
+        shift = 8 * size
+        for nbytes, digits in groups:
+            shift -= 8 * nbytes
+            g = ((raw >> np.uint64(shift)) & np.uint64((1 << (8 * nbytes)) - 1)).astype(np.int64)
+            v = v * (10**digits) + g
+        v = np.where(positive, v, -v)  # (DECIMAL wider than 38 digits never fits in 8 bytes)
+        return _decimal128(v, cp.arrow_type, mask), width(size)
+    if t == C.T_BIT:
+        v = _be(B, p, c.length)
+        if cp.kind == "bit64":
+            return _decimal128(v, cp.arrow_type, mask, unsigned=True), width(c.length)
+        return pa.array(v.astype(np.int64), pa.int64(), mask=mask), width(c.length)
+    if t in (C.T_ENUM, C.T_SET):
+        return _member_column(cp, B, p, mask, width)
+    return _bytes_column(cp, B, p, mask, width)
+
+
+def _temporal_column(
+    cp: ColumnPlan, B: np.ndarray, p: np.ndarray, mask: np.ndarray | None, width: Callable[[Any], np.ndarray]
+) -> tuple[pa.Array, np.ndarray]:
+    """DATE, DATETIME, TIMESTAMP (as values, or as text with ``zero_dates: text``) and TIME."""
+    c = cp.column
+    t = c.type
     if t in (C.T_DATE, C.T_NEWDATE) and cp.kind == "date_text":
         v = _le(B, p, 3).astype(np.int64)
         return date_texts([v >> 9, (v >> 5) & 15, v & 31], None, mask), width(3)
@@ -365,28 +403,15 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
         hms = a >> 24
         us = (((hms >> 12) & 0x3FF) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63)) * 1_000_000 + (a & 0xFFFFFF)
         return pa.array(np.where(neg, -us, us), pa.int64(), mask=mask), width(nb)
-    if t == C.T_NEWDECIMAL:
-        groups = V.decimal_groups(c.precision, c.scale)
-        size = sum(b for b, _ in groups)
-        raw = _be(B, p, size)
-        sign_bit = np.uint64(1 << (8 * size - 1))
-        positive = (raw & sign_bit) != 0
-        raw = raw ^ sign_bit
-        ones = np.uint64((1 << (8 * size)) - 1)
-        raw = np.where(positive, raw, raw ^ ones)
-        v = np.zeros(n, dtype=np.int64)
-        shift = 8 * size
-        for nbytes, digits in groups:
-            shift -= 8 * nbytes
-            g = ((raw >> np.uint64(shift)) & np.uint64((1 << (8 * nbytes)) - 1)).astype(np.int64)
-            v = v * (10**digits) + g
-        v = np.where(positive, v, -v)  # (DECIMAL wider than 38 digits never fits in 8 bytes)
-        return _decimal128(v, cp.arrow_type, mask), width(size)
-    if t == C.T_BIT:
-        v = _be(B, p, c.length)
-        if cp.kind == "bit64":
-            return _decimal128(v, cp.arrow_type, mask, unsigned=True), width(c.length)
-        return pa.array(v.astype(np.int64), pa.int64(), mask=mask), width(c.length)
+    raise ProtocolError(f"column {cp.name!r}: unexpected temporal type {t}. {RESTART_OR_REPORT}")
+
+
+def _member_column(
+    cp: ColumnPlan, B: np.ndarray, p: np.ndarray, mask: np.ndarray | None, width: Callable[[Any], np.ndarray]
+) -> tuple[pa.Array, np.ndarray]:
+    """ENUM (its member by index) and SET (its members by bit)."""
+    c = cp.column
+    t = c.type
     if t == C.T_ENUM:
         idx = _le(B, p, c.length).astype(np.int64)
         members = cp.extra
@@ -407,6 +432,15 @@ def _column(cp: ColumnPlan, B: np.ndarray, p: np.ndarray, nulls: np.ndarray | No
             else [None if m else names[int(x)] for x, m in zip(bits.tolist(), mask.tolist())]
         )
         return pa.array(vals, pa.string()), width(c.length)
+    raise ProtocolError(f"column {cp.name!r}: unexpected member type {t}. {RESTART_OR_REPORT}")
+
+
+def _bytes_column(
+    cp: ColumnPlan, B: np.ndarray, p: np.ndarray, mask: np.ndarray | None, width: Callable[[Any], np.ndarray]
+) -> tuple[pa.Array, np.ndarray]:
+    """Length-prefixed values: strings in their charset, binary (padded back for BINARY(n)), JSON."""
+    c = cp.column
+    t = c.type
     # length-prefixed
     if t in (C.T_STRING, C.T_VARCHAR, C.T_VAR_STRING):
         lp = 2 if c.length > 255 else 1
