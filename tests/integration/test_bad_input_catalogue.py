@@ -802,7 +802,7 @@ PARAMS = [
         "params",
         "unknown-sink",
         (plan(sink_type="kafka"),),
-        readme="sink.type: found '<type>', need one of delta, postgres, changelog, console",
+        readme="sink.type: found '<type>', need one of delta, postgres, changelog, iceberg, console",
     ),
     Case(
         "params",
