@@ -16,6 +16,7 @@ also resolves connections from the environment (``AIRFLOW_CONN_<ID>``) or a secr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -58,15 +59,37 @@ def check_connection(conn_id: str) -> int:
         ok, message = MySqlCdcHook(conn_id).test_connection()
     except Exception as e:  # noqa: BLE001 - a missing connection or a bad extra is this command's answer
         if type(e).__name__ == "AirflowNotFoundException":
-            message = (
-                f"found no connection {conn_id!r} here. Fix: create it (Admin > Connections, type MySQL CDC) in "
-                f"the Airflow this command runs with, or give it as AIRFLOW_CONN_{conn_id.upper()}."
-            )
+            env_name = f"AIRFLOW_CONN_{conn_id.upper()}"
+            if os.environ.get(env_name):
+                reason = _env_connection_problem(conn_id)
+                fix = (
+                    "pip install 'cryptography<51' into this Airflow (its Fernet does not work with cryptography 51)"
+                    if "is_encrypted" in reason
+                    else "give it as JSON with conn_type, host, port, login, password, schema and extra, or as a "
+                    "mysql-cdc://user:password@host:port/db URI (see the connection docs)"
+                )
+                message = f"Airflow could not read {env_name} (it is set): {reason}. Fix: {fix}."
+            else:
+                message = (
+                    f"found no connection {conn_id!r} here. Fix: create it (Admin > Connections, type MySQL CDC) "
+                    f"in the Airflow this command runs with, or give it as {env_name}."
+                )
         else:
             message = str(e) or type(e).__name__
         ok = False
     print(f"{conn_id}: {'ok' if ok else 'FAILED'}: {message}", file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
+
+
+def _env_connection_problem(conn_id: str) -> str:
+    """Why Airflow's environment-variable backend skipped the connection (it logs that only at debug)."""
+    try:
+        from airflow.secrets.environment_variables import EnvironmentVariablesBackend
+
+        EnvironmentVariablesBackend().get_connection(conn_id)
+    except Exception as e:  # noqa: BLE001 - the reason is this command's answer
+        return f"{type(e).__name__}: {e}"
+    return "no reason given"
 
 
 if __name__ == "__main__":

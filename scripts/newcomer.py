@@ -262,9 +262,10 @@ def _stop_streams(work: Path) -> None:
     """The stream keeps running after the run, as the quick start says: stop it (every process of this work dir)."""
     import psutil
 
+    mine = {os.getpid(), *(a.pid for a in psutil.Process().parents())}  # this script and what runs it
     for p in psutil.process_iter(["pid", "cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if p.info["pid"] != os.getpid() and str(work) in " ".join(p.info["cmdline"] or []):
+            if p.info["pid"] not in mine and str(work) in " ".join(p.info["cmdline"] or []):
                 p.kill()  # the stream, and the local Spark Connect server the snapshot tasks shared
 
 
