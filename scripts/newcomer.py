@@ -116,11 +116,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise Failed(f"pip picked pyspark {got['pyspark']} beside pyspark-client {got['pyspark-client']}")
 
         env = clean_env(venv)
+        port = _free_port()  # not 8080: another Airflow on this machine may have it (not a quick-start step)
         env.update(
             {
                 "AIRFLOW_HOME": str(home),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                "AIRFLOW__API__PORT": str(_free_port()),
+                "AIRFLOW__API__PORT": str(port),
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
                 "MYSQLCDC_STATE_ROOT": str(work / "state"),
                 "MYSQLCDC_LAKE_ROOT": str(work / "lake"),
                 "MYSQLCDC_RUNTIME_DIR": str(work / "runtime"),
