@@ -12,11 +12,14 @@ Only the steps the quick start names, in its order, each timed:
    resolver and no constraints file; ``airflow providers list`` shows the provider;
 3. the connections as ``AIRFLOW_CONN_*`` JSON, exactly the quick start's shape;
    ``python -m airflow_provider_mysqlcdc check-connection mysql_cdc_default`` passes;
-4. ``python -m airflow_provider_mysqlcdc init $AIRFLOW_HOME`` writes the DAG template;
+4. ``python -m airflow_provider_mysqlcdc init $AIRFLOW_HOME`` writes the DAG template and the
+   example pipeline file; the file is edited (its lake and state under this run's folder),
+   checked (``pipelines validate --check-source``) and its DAG file written (``pipelines
+   dag-files``), the commands the file's header names;
 5. Airflow runs for real (``airflow standalone``: scheduler, DAG processor, API server,
-   triggerer), the DAG is triggered with the form's table list (the CLI's trigger, which
-   posts what the form posts), the run is watched until the stream task is green; the
-   writer stops and the Delta table must equal the source row by row.
+   triggerer), the pipeline file's DAG is triggered (the CLI's trigger, which posts what the
+   UI's Trigger posts), the run is watched until the stream task is green; the writer stops
+   and the Delta table must equal the source row by row.
 
 Prints one line per step with its seconds and ``NEWCOMER total=<s> result=ok``; fails when a
 step fails or the whole path takes longer than 15 minutes (``--budget-s``).
@@ -39,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compat import REPO, Failed, build_and_check, clean_env, installed_versions, run, snapshot  # noqa: E402
 
-DAG_ID = "mysql_cdc_pipeline"
+DAG_ID = "shop_orders"  # the example pipeline file's DAG
 PASSWORD = "change-me"  # the quick start's
 GRANTS = "GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'cdc'@'%'"  # its MariaDB line
 
@@ -150,10 +153,19 @@ def main(argv: list[str] | None = None) -> int:
             p = run([py, "-m", "airflow_provider_mysqlcdc", "check-connection", "mysql_cdc_default"], env=env, cwd=work)
             say(p.stdout.strip()[-800:])
 
-        with steps.step("4: init"):
+        with steps.step("4: init, the pipeline file, its DAG file"):
             run([py, "-m", "airflow_provider_mysqlcdc", "init", home], env=env, cwd=work)
-            if not (home / "dags" / f"{DAG_ID}.py").is_file():
-                raise Failed(f"init wrote no {home / 'dags' / DAG_ID}.py")
+            example = home / "pipelines" / "shop_orders.yaml"
+            if not (home / "dags" / "mysql_cdc_pipeline.py").is_file() or not example.is_file():
+                raise Failed(f"init wrote no template DAG or example pipeline file under {home}")
+            # "Edit it": this run's own lake and state (the example's are under /tmp)
+            text = example.read_text()
+            text = text.replace("/tmp/mysqlcdc-lake/shop_orders", str(work / "lake" / "shop_orders"))
+            example.write_text(text.replace("/tmp/mysqlcdc/shop_orders", str(work / "state" / "shop_orders")))
+            # "check it and write its DAG file", the commands the file's header names
+            pipelines = [py, "-m", "airflow_provider_mysqlcdc.pipelines"]
+            run([*pipelines, "validate", "pipelines/", "--check-source"], env=env, cwd=home)
+            run([*pipelines, "dag-files", "pipelines/", "dags/"], env=env, cwd=home)
 
         with steps.step("5: trigger and watch"):
             log = open(work / "standalone.log", "wb")
@@ -167,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             _wait_for_dag(airflow_cli, env, work, airflow)
             run([airflow_cli, "dags", "unpause", DAG_ID], env=env, cwd=work)
-            conf = json.dumps({"tables": ["shop.orders"]})
-            out = run([airflow_cli, "dags", "trigger", DAG_ID, "-c", conf, "-o", "json"], env=env, cwd=work).stdout
+            out = run([airflow_cli, "dags", "trigger", DAG_ID, "-o", "json"], env=env, cwd=work).stdout
             run_id = _run_id(out)
             say(f"triggered {run_id}")
             _wait_for_stream(airflow_cli, env, work, run_id, deadline=time.monotonic() + 900)
@@ -180,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             cols = list(spec.key_columns) + list(VALUE_COLS)
             problem = wait_until_equal(
                 lambda: mysql_rows(server, t, cols, ("id",)),
-                lambda: {k: {c: r[c] for c in cols} for k, r in delta_rows(work / "lake", t, ("id",)).items()},
+                lambda: {
+                    k: {c: r[c] for c in cols} for k, r in delta_rows(work / "lake" / "shop_orders", t, ("id",)).items()
+                },
                 timeout_s=180,
             )
             if problem:
