@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ...cdc.chunks import KeyRange
@@ -44,6 +45,47 @@ class SnapshotWrite:
 
     rows_written: int
     details: Mapping[str, Any]
+
+
+def direct_write_option(value: Any) -> bool:
+    """``sink_options.direct_write``, checked: a JSON boolean (a string "false" would be true)."""
+    if not isinstance(value, bool):
+        from ...cdc.errors import ConfigError
+
+        raise ConfigError(
+            f"sink_options.direct_write: found {value!r}, need true or false. "
+            "Fix: give a JSON boolean, or leave it out (true)."
+        )
+    return value
+
+
+def plain_type(t: pa.DataType) -> pa.DataType:
+    """Arrow types a table library may hand back for ours (large/view variants) mapped to ours."""
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    return t
+
+
+def schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
+    """Human-readable differences between two flat schemas (names and types, not nullability)."""
+    exp = {f.name: plain_type(f.type) for f in expected}
+    act = {f.name: plain_type(f.type) for f in actual}
+    out = [f"missing column {n!r} ({t})" for n, t in exp.items() if n not in act]
+    out += [f"unexpected column {n!r} ({t})" for n, t in act.items() if n not in exp]
+    out += [f"column {n!r} is {act[n]}, expected {t}" for n, t in exp.items() if n in act and act[n] != t]
+    return out
+
+
+def last_changes(changes: DataFrame, identity: Sequence[str], columns: Sequence[Any]) -> DataFrame:
+    """The row path's reduction: the last change (highest ``_seq``) per row identity, as ``columns``
+    and the op; Spark computes it with a window, so only the reduced rows leave the executors."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*identity).orderBy(F.col(META_SEQ).desc())
+    return changes.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1).select(*columns, F.col(META_OP))
 
 
 class SnapshotFileSink(Protocol):

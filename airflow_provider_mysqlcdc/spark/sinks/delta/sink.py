@@ -46,15 +46,22 @@ import time
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from ....cdc.chunks import KeyRange
 from ....cdc.errors import REPORT_BUG, ConfigError
 from ....cdc.faults import BETWEEN_STEPS, crash_point
 from ....cdc.model import TableId, TableSchema
 from ...runtime.job_labels import describe
-from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..base import (
+    META_OP,
+    Sink,
+    SnapshotWrite,
+    direct_write_option,
+    last_changes,
+    plain_type,
+    schema_differences,
+)
 from ..files.arrow import (
     DEFAULT_ROW_GROUP_ROWS,
     FileRecord,
@@ -79,25 +86,6 @@ SNAPSHOT_DIR = "_snapshot"
 STEP_SCALE = 1_000_000
 # The op column's name in the MERGE source: one no MySQL table of ours would use.
 MERGE_OP = "__mysqlcdc_op"
-
-
-def _plain_type(t: pa.DataType) -> pa.DataType:
-    """Arrow types delta-rs may hand back for ours (large/view variants) mapped to ours."""
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return pa.binary()
-    return t
-
-
-def schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
-    """Human-readable differences between two flat schemas (names and types, not nullability)."""
-    exp = {f.name: _plain_type(f.type) for f in expected}
-    act = {f.name: _plain_type(f.type) for f in actual}
-    out = [f"missing column {n!r} ({t})" for n, t in exp.items() if n not in act]
-    out += [f"unexpected column {n!r} ({t})" for n, t in act.items() if n not in exp]
-    out += [f"column {n!r} is {act[n]}, expected {t}" for n, t in exp.items() if n in act and act[n] != t]
-    return out
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -185,11 +173,6 @@ class DeltaSink(Sink):
         direct_write: bool = True,
         snapshot_writer: str = "auto",
     ) -> None:
-        if not isinstance(direct_write, bool):
-            raise ConfigError(
-                f"sink_options.direct_write: found {direct_write!r}, need true or false. "
-                "Fix: give a JSON boolean, or leave it out (true)."
-            )
         if snapshot_writer not in SNAPSHOT_WRITERS:
             raise ConfigError(
                 f"sink_options.snapshot_writer: found {snapshot_writer!r}, need one of "
@@ -201,7 +184,7 @@ class DeltaSink(Sink):
         self.storage_options = dict(storage_options or {})
         self.app_id = app_id
         self.row_group_rows = row_group_rows
-        self.direct = direct_write
+        self.direct = direct_write_option(direct_write)
         self._schemas: dict[TableId, TableSchema] = {}  # the tables prepare() was given
 
     # --- locations ------------------------------------------------------------------------------
@@ -656,7 +639,7 @@ class DeltaSink(Sink):
             if action.copy_from:
                 current = pa.schema(table.schema().to_arrow()).field(action.copy_from).type
                 source = sql_ident(action.copy_from)
-                expr = source if _plain_type(current) == arrow else f"CAST({source} AS {_sql_type(arrow)})"
+                expr = source if plain_type(current) == arrow else f"CAST({source} AS {_sql_type(arrow)})"
                 table.update(updates={sql_ident(action.column.name): expr}, commit_properties=props)
             elif action.fill is None and action.refill:
                 table.update(updates={sql_ident(action.column.name): "NULL"}, commit_properties=props)
@@ -703,12 +686,8 @@ class DeltaSink(Sink):
     def merge_source(self, schema: TableSchema, changes: DataFrame) -> pa.Table:
         """The last change per row identity, reduced in Spark; only this reduced micro-batch
         (bounded by the stream's rate limit) comes to the driver, as Arrow."""
-        ident = [spark_col(c) for c in schema.row_identity]
-        w = Window.partitionBy(*ident).orderBy(F.col(META_SEQ).desc())
-        latest = (
-            changes.withColumn("__rn", F.row_number().over(w))
-            .where(F.col("__rn") == 1)
-            .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP))
+        latest = last_changes(
+            changes, [spark_col(c) for c in schema.row_identity], [spark_col(c) for c in schema.column_names]
         )
         return self._merge_source(schema, latest.toArrow())
 

@@ -31,14 +31,13 @@ import time
 from typing import Any, Sequence
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from ....cdc.chunks import KeyRange
 from ....cdc.errors import ConfigError
 from ....cdc.model import TableId, TableSchema
 from ...runtime.job_labels import describe
-from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..base import META_OP, Sink, SnapshotWrite, direct_write_option, last_changes, schema_differences
 from ..files.arrow import (
     DEFAULT_ROW_GROUP_ROWS,
     FileRecord,
@@ -81,11 +80,6 @@ class IcebergSink(Sink):
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         direct_write: bool = True,
     ) -> None:
-        if not isinstance(direct_write, bool):
-            raise ConfigError(
-                f"sink_options.direct_write: found {direct_write!r}, need true or false. "
-                "Fix: give a JSON boolean, or leave it out (true)."
-            )
         if catalog is not None and not isinstance(catalog, dict):
             raise ConfigError(
                 f"sink_options.catalog: found {catalog!r}, need an object of catalog properties. Fix: e.g. "
@@ -96,7 +90,7 @@ class IcebergSink(Sink):
         self.catalog_name = str(catalog_name)
         self.catalog_props = cat.check_catalog_options(self.root, catalog)
         self.row_group_rows = row_group_rows
-        self.direct = direct_write
+        self.direct = direct_write_option(direct_write)
         self._catalog: Any = None
         self._schemas: dict[TableId, TableSchema] = {}
 
@@ -149,7 +143,7 @@ class IcebergSink(Sink):
         expected = cat.plain_arrow_schema(table_arrow_schema(schema))
         if self.catalog.table_exists(ident):
             actual = cat.plain_arrow_schema(self.open_table(schema.table_id).schema().as_arrow())
-            diffs = _schema_differences(expected, actual)
+            diffs = schema_differences(expected, actual)
             if diffs:
                 raise ConfigError(
                     f"Iceberg table {'.'.join(ident)} does not match the source table {schema.table_id}: "
@@ -331,12 +325,8 @@ class IcebergSink(Sink):
         table = self._unapplied(schema.table_id, batch_id * STEP_SCALE)
         if table is None:
             return
-        ident = [spark_col(c) for c in schema.row_identity]
-        w = Window.partitionBy(*ident).orderBy(F.col(META_SEQ).desc())
-        latest = (
-            changes.withColumn("__rn", F.row_number().over(w))
-            .where(F.col("__rn") == 1)
-            .select(*[spark_col(c) for c in schema.column_names], F.col(META_OP))
+        latest = last_changes(
+            changes, [spark_col(c) for c in schema.row_identity], [spark_col(c) for c in schema.column_names]
         )
         rows = with_op(table, latest.toArrow())
         if rows.num_rows:
@@ -528,12 +518,3 @@ def _data_files(table: Any) -> list[Any]:
     if snap is None:
         return []
     return [task.file for task in table.scan(snapshot_id=snap.snapshot_id).plan_files()]
-
-
-def _schema_differences(expected: pa.Schema, actual: pa.Schema) -> list[str]:
-    exp = {f.name: f.type for f in expected}
-    act = {f.name: f.type for f in actual}
-    out = [f"missing column {n!r} ({t})" for n, t in exp.items() if n not in act]
-    out += [f"unexpected column {n!r} ({t})" for n, t in act.items() if n not in exp]
-    out += [f"column {n!r} is {act[n]}, expected {t}" for n, t in exp.items() if n in act and act[n] != t]
-    return out

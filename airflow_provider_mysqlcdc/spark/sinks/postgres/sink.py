@@ -98,7 +98,7 @@ from ....cdc.chunks import KeyRange
 from ....cdc.errors import REPORT_BUG, ConfigError
 from ....cdc.faults import BETWEEN_STEPS, crash_point
 from ....cdc.model import TableId, TableSchema, quote_ident
-from ..base import META_OP, META_SEQ, Sink, SnapshotWrite
+from ..base import META_OP, META_SEQ, Sink, SnapshotWrite, direct_write_option
 from ..last_change import LastChange
 from .connection import PgConnection, fetch_one
 from .copy import NUL_POLICIES, StagedSnapshot, StageTask, copy_arrow, copy_frame, csv_bytes, handle_nul
@@ -145,13 +145,8 @@ class PostgresSink(Sink):
                 "'replace' stores U+FFFD in its place."
             )
         self.nul_in_text = nul_in_text
-        if not isinstance(direct_write, bool):
-            raise ConfigError(
-                f"sink_options.direct_write: found {direct_write!r}, need true or false. "
-                "Fix: give a JSON boolean, or leave it out (true)."
-            )
+        self.direct = direct_write_option(direct_write)
         self.conn_info = PgConnection.resolve(dsn, password, password_file)
-        self.direct = direct_write
         self._schemas: dict[TableId, TableSchema] = {}  # the tables prepare() was given
         self.schema = _check_ident(schema, "schema")
         self.table_name_format = table_name_format
