@@ -119,7 +119,6 @@ def _file_filter(touched: pa.Table, first: str) -> Any:
 def apply_changes(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[str, str]) -> dict[str, int]:
     """Apply ``rows`` (``with_op``) to ``table`` in one commit that records ``props``."""
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-    from pyiceberg.table import TableProperties  # noqa: F401  (imported for its side effects on pyiceberg's config)
 
     names = list(schema.row_identity)
     ops = rows.column(OP)
