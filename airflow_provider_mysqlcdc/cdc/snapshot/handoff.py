@@ -21,7 +21,7 @@ from ..chunks import FinishedBatch, Key, KeyRange
 from ..events import Heartbeat, RowChange, SchemaChange
 from ..model import TableId, TableSchema
 from ..offsets import BinlogOffset
-from .corrections import KeyOrderLike, key_of
+from .corrections import KeyOrderLike, key_of, warm_key_orders
 
 
 @dataclass(frozen=True)
@@ -130,3 +130,17 @@ class HandoffFilter:
         if new:
             return [RowChange("insert", t, None, change.after, o, change.gtid, change.timestamp)]
         return []
+
+    def apply_many(
+        self, changes: Sequence[RowChange | SchemaChange | Heartbeat]
+    ) -> list[RowChange | SchemaChange | Heartbeat]:
+        """``apply`` over a run of changes, in order. The keys still to be looked up are ordered
+        first, all of a table's at once: a string key in a server collation then costs one round-trip
+        per few hundred distinct keys, not one per key (about 5,000 changes/s over the network)."""
+        pending = [
+            c
+            for c in changes
+            if isinstance(c, RowChange) and c.table_id in self._tables and c.offset < self._tables[c.table_id].max_hw
+        ]
+        warm_key_orders(pending, self.schemas, {t: index.order for t, index in self._tables.items()})
+        return [out for c in changes for out in self.apply(c)]

@@ -229,7 +229,7 @@ def range_batches(
 def _filtered(
     layout: SourceLayout, handoff: HandoffFilter, changes: Sequence[RowChange], first_file_index: int
 ) -> Iterator[pa.RecordBatch]:
-    kept = [out for c in changes for out in handoff.apply(c) if isinstance(out, RowChange)]
+    kept = [out for out in handoff.apply_many(changes) if isinstance(out, RowChange)]
     if kept:
         yield from layout.from_changes(kept, first_file_index)
 

@@ -200,3 +200,45 @@ def test_works_with_the_real_key_order_for_numeric_keys():
     assert f.apply(ins(T, 50, 900)) == []
     assert f.apply(ins(T, None, 900)) == []
     assert f.apply(ins(T, None, 1000)) == [ins(T, None, 1000)]
+
+
+class CountingServerOrder:
+    """A real KeyOrder on a case-insensitive VARCHAR key whose server is emulated: weights are the
+    case-folded UTF-8 bytes (a PAD SPACE collation). Counts round-trips."""
+
+    @staticmethod
+    def make():
+        from airflow_provider_mysqlcdc.cdc.snapshot.keyorder import KeyOrder
+
+        class Order(KeyOrder):
+            queries = 0
+
+            def _query_one(self, sql, args):
+                type(self).queries += 1
+                if "STRCMP" in sql or "= CONCAT" in sql:  # the probe: pads, weight of ' ', concatenative
+                    return (1, b" ", 1)
+                return tuple(str(a).rstrip(" ").casefold().encode() for a in args)
+
+        return Order([Column("code", 1, "varchar", "varchar(20)", False, "utf8mb4", "utf8mb4_general_ci")])
+
+
+def test_apply_many_equals_apply_and_orders_string_keys_a_run_at_a_time():
+    c = TableId("db", "codes")
+    sch = {c: TableSchema(c, (Column("code", 1, "varchar", "varchar(20)", False),), ("code",), ("code",), ("code",))}
+    finished = [fb("x", off(1000), (c, None, ("m",), False)), fb("y", off(2000), (c, ("m",), None, False))]
+    keys = [f"{p}{i:04d}" for i in range(600) for p in ("a", "Q", "z")]
+    changes = [
+        RowChange("insert", c, None, {"code": k}, off(500 + 3 * i))
+        if i % 2
+        else RowChange("delete", c, {"code": k}, None, off(500 + 3 * i))
+        for i, k in enumerate(keys)
+    ]
+    one = CountingServerOrder.make()
+    expected = [out for ch in changes for out in HandoffFilter(finished, {c: one}, sch).apply(ch)]
+    per_change = type(one).queries
+    many = CountingServerOrder.make()
+    got = HandoffFilter(finished, {c: many}, sch).apply_many(changes)
+    assert got == expected
+    assert any(got) and len(got) < len(changes), "some changes are in a batch's past, some not"
+    assert per_change > 400, "one round-trip per key before the largest HW when applied one at a time"
+    assert type(many).queries <= len(keys) // 200 + 4, type(many).queries
