@@ -33,6 +33,9 @@ class SinkKind:
     """Writes its tables under ``options.root`` (a directory or URL every Spark node reaches)."""
     takes_connection: bool = False
     """Reaches its database through an Airflow connection (``sink_conn_id``; ``options.dsn``)."""
+    catalog_connection: bool = False
+    """May take an Airflow connection (``sink_conn_id``) whose password only its catalog's database
+    uses (the catalog's address stays in its options; no ``options.dsn``)."""
     applies_views: bool = False
     """Applies route and transform rules (with its direct stream write)."""
     logs_changes: bool = False
@@ -80,6 +83,7 @@ SINKS: dict[str, SinkKind] = {
             "iceberg.sink",
             "IcebergSink",
             needs_root=True,
+            catalog_connection=True,
             applies_views=True,
         ),
         SinkKind(
@@ -113,11 +117,17 @@ def takes_connection(name: str | None) -> bool:
     return kind is not None and kind.takes_connection
 
 
+def accepts_connection(name: str | None) -> bool:
+    """Whether ``sink_conn_id`` means anything for this sink type (its database or its catalog's)."""
+    kind = sink_kind(name)
+    return kind is not None and (kind.takes_connection or kind.catalog_connection)
+
+
 def logs_changes(name: str | None) -> bool:
     kind = sink_kind(name)
     return kind is not None and kind.logs_changes
 
 
 def connection_sinks() -> str:
-    """The sink types that take a connection, for the errors (``postgres``)."""
-    return ", ".join(name for name, kind in SINKS.items() if kind.takes_connection)
+    """The sink types that take a connection, for the errors (``postgres, iceberg``)."""
+    return ", ".join(name for name, kind in SINKS.items() if kind.takes_connection or kind.catalog_connection)

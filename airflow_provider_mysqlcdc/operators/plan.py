@@ -12,7 +12,7 @@ from ..cdc.coerce import as_list, as_mapping, epoch_seconds, truthy, whole_numbe
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan
-from ..cdc.sinks import DEFAULT_SINK, needs_root, takes_connection
+from ..cdc.sinks import DEFAULT_SINK, accepts_connection, connection_sinks, needs_root, takes_connection
 from ..cdc.snapshot.planning import PlanChange, batch_actions, build_plan, check_reread_entries, reconcile_plan
 from ..cdc.source.config import SplitOptions
 from ..cdc.source.probes import check_startup_offset, probe_writable
@@ -37,26 +37,29 @@ def _max_map_length() -> int:
 
 
 def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, sink_conn_id: str | None) -> SinkConfig:
-    """The sink's settings without any password: a PostgreSQL sink's password comes from its
-    Airflow connection at run time ($PGPASSWORD), never from the stored settings."""
+    """The sink's settings without any password: a PostgreSQL sink's password (or an Iceberg
+    catalog's on PostgreSQL) comes from its Airflow connection at run time ($PGPASSWORD, or in
+    memory), never from the stored settings."""
     options = as_mapping(sink_options, "sink_options")
     if "password" in options or "password_file" in options:
         raise ConfigError(
             "sink_options must not hold a password. Fix: put the PostgreSQL credentials in an "
             "Airflow connection and pass its id as sink_conn_id."
         )
-    if sink_conn_id:
-        if not takes_connection(sink_type):
-            raise ConfigError(
-                f"sink_conn_id is for the postgres sink; the sink is {sink_type!r}. "
-                "Fix: remove sink_conn_id or set sink_type='postgres'."
-            )
-        conn = BaseHook.get_connection(sink_conn_id)
+    if sink_conn_id and not accepts_connection(sink_type):
+        raise ConfigError(
+            f"sink_conn_id is for the postgres sink or an iceberg sink's catalog; the sink is {sink_type!r}. "
+            f"Fix: remove sink_conn_id or set sink_type to one that takes a connection ({connection_sinks()})."
+        )
+    conn = sink_connection(sink_conn_id) if sink_conn_id else None
+    if conn is not None and takes_connection(sink_type):
         options["dsn"] = {
             k: v
             for k, v in {"host": conn.host, "port": conn.port, "dbname": conn.schema, "user": conn.login}.items()
             if v not in (None, "")
         }
+    if sink_type == "iceberg" and not sink_conn_id:
+        _iceberg_catalog_needs_connection(options.get("catalog"))
     config = SinkConfig(sink_type, options)
     if takes_connection(sink_type) and "dsn" not in options:
         raise ConfigError(
@@ -72,6 +75,31 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, si
 
     build_sink(config).close()  # fails on unknown or missing options, before any data is written
     return config
+
+
+def sink_connection(conn_id: str) -> Any:
+    """The ``sink_conn_id`` connection, or a ConfigError that says how to create it."""
+    try:
+        return BaseHook.get_connection(conn_id)
+    except Exception as e:  # the SDK raises its own "not found" type, which differs across releases
+        raise ConfigError(
+            f"sink_conn_id: found {conn_id!r}, need an existing Airflow connection ({type(e).__name__}). "
+            "Fix: create it (Admin > Connections, type postgres: host, port, database, login, password) "
+            "or correct sink_conn_id."
+        ) from None
+
+
+def _iceberg_catalog_needs_connection(catalog: Any) -> None:
+    """A catalog on PostgreSQL takes its password from ``sink_conn_id``: without one, every job would
+    fail to log in to it, after the snapshot's first Spark job started."""
+    from ..spark.sinks.iceberg.catalog import takes_password
+
+    if isinstance(catalog, Mapping) and takes_password({str(k): str(v) for k, v in catalog.items()}):
+        raise ConfigError(
+            "sink_conn_id: found none for the Iceberg catalog on PostgreSQL (sink_options.catalog.uri), need "
+            "the Airflow connection whose password is the catalog database's. Fix: create a postgres "
+            "connection with that password and set sink_conn_id to its id."
+        )
 
 
 class MySqlCdcPlanOperator(BaseOperator):
@@ -95,7 +123,8 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param pipeline_name: names Spark applications and files. (templated)
     :param sink_type: ``delta`` (default), ``postgres``, ``changelog`` or ``console``. (templated)
     :param sink_options: the sink's options, e.g. ``{"root": "s3://lake/cdc"}`` for Delta. (templated)
-    :param sink_conn_id: a ``postgres`` connection for the PostgreSQL sink. (templated)
+    :param sink_conn_id: a ``postgres`` connection for the PostgreSQL sink, or the one whose password an
+        Iceberg sink's PostgreSQL catalog (``sink_options.catalog``) takes. (templated)
     :param chunk_size: rows per chunk (Flink CDC's default 8096). (templated)
     :param chunk_key_columns: ``{"db.table": "column"}`` for tables without a primary key. (templated)
     :param rows_per_batch: target rows per Spark job; each job costs seconds to start, so
@@ -339,10 +368,10 @@ class MySqlCdcPlanOperator(BaseOperator):
             return
         old = read_config(state, password="")
         options = dict(old.sink.options)
-        if takes_connection(old.sink.type):
+        if accepts_connection(old.sink.type):
             conn_id = self.sink_conn_id or (read_launch_record(state) or {}).get("sink_conn_id")
             if conn_id:
-                options["password"] = BaseHook.get_connection(conn_id).password or ""
+                options["password"] = sink_connection(conn_id).password or ""
         sink = build_sink(SinkConfig(old.sink.type, options))
         try:
             from ..cdc.transform.table_views import sink_table_of

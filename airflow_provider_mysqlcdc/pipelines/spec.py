@@ -32,7 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ..cdc.errors import ConfigError
 from ..cdc.settings import SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
-from ..cdc.sinks import needs_root, takes_connection
+from ..cdc.sinks import accepts_connection, needs_root, takes_connection
 from ..cdc.source.table_patterns import _quoted_parts, is_regex
 from ..cdc.store.object_store import refuse_secret_options
 from .spec_checks import (
@@ -162,10 +162,10 @@ class _SinkBase(_Section):
     @model_validator(mode="after")
     def _sink_fits_its_type(self) -> "_SinkBase":
         kind, options, conn_id = self.type, self.options, self.conn_id  # type: ignore[attr-defined]
-        if conn_id and not takes_connection(kind):
+        if conn_id and not accepts_connection(kind):
             raise invalid(
                 f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
-                "sink's. Fix: remove sink.conn_id, or set sink.type: postgres",
+                "sink's (or an Iceberg catalog's on PostgreSQL). Fix: remove sink.conn_id, or set sink.type: postgres",
                 ".conn_id",
             )
         if takes_connection(kind) and not conn_id and "dsn" not in options:

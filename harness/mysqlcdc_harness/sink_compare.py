@@ -15,12 +15,22 @@ def delta_rows(root: str | Path, table_id: TableId, identity: Sequence[str]) -> 
     return {tuple(r[c] for c in identity): r for r in rows}
 
 
-def iceberg_rows(root: str | Path, table_id: TableId, identity: Sequence[str]) -> dict[tuple, dict]:
-    """The rows of the Iceberg sink's table (its default catalog: SQLite beside the warehouse)."""
+def iceberg_rows(
+    root: str | Path,
+    table_id: TableId,
+    identity: Sequence[str],
+    catalog: dict | None = None,
+    password: str | None = None,
+    storage_options: dict | None = None,
+) -> dict[tuple, dict]:
+    """The rows of the Iceberg sink's table: its default catalog (SQLite beside a local warehouse),
+    or ``catalog`` with its database's ``password`` and, for an S3 warehouse, the credentials as
+    ``storage_options`` (the same way the sink resolves them)."""
     from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
 
-    props = cat.check_catalog_options(str(Path(root).resolve()), None)
-    table = cat.load(cat.DEFAULT_CATALOG_NAME, props).load_table(cat.identifier(table_id))
+    where = str(root) if "://" in str(root) else str(Path(root).resolve())
+    props = {**cat.storage_properties(where, storage_options), **cat.check_catalog_options(where, catalog)}
+    table = cat.load(cat.DEFAULT_CATALOG_NAME, props, password).load_table(cat.identifier(table_id))
     rows = table.scan().to_arrow().to_pylist()
     return {tuple(r[c] for c in identity): r for r in rows}
 

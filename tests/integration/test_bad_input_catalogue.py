@@ -899,7 +899,7 @@ PARAMS = [
         "params",
         "sink-connection-for-delta",
         (plan(sink_conn_id="pg"),),
-        readme="sink_conn_id is for the postgres sink; the sink is '<sink>'",
+        readme="sink_conn_id is for the postgres sink or an iceberg sink's catalog; the sink is '<sink>'",
     ),
     Case(
         "params",

@@ -1,4 +1,4 @@
-"""The changelog sink and the state location on S3, through the jobs as the operators run them.
+"""The changelog and Iceberg sinks and the state location on S3, through the jobs as the operators run them.
 
 moto's S3 server on localhost (harness/mysqlcdc_harness/s3.py). The snapshot jobs and the stream job run
 as their own processes with the credentials in their environment only (what the operators
@@ -170,6 +170,128 @@ def test_changelog_and_state_on_s3_through_the_jobs_with_a_killed_stream(mariadb
                 timeout_s=120,
             )
             assert not problem, f"{t} after {changes} changes:\n{problem}"
+    finally:
+        if stream is not None:
+            kill_job(stream)
+
+
+def _bucket_keys(info, prefix: str) -> list[str]:
+    import fsspec
+
+    with aws_env(info):
+        fs = fsspec.filesystem("s3")
+        fs.invalidate_cache()
+        return fs.find(prefix.removeprefix("s3://"))
+
+
+def test_iceberg_on_s3_with_a_postgresql_catalog_through_the_jobs_with_a_killed_stream(
+    mariadb, fresh_db, s3, postgres, tmp_dir, monkeypatch
+):
+    """The warehouse on S3 (keys from the aws connection's environment), the catalog in PostgreSQL
+    (password as $PGPASSWORD, the sink connection's): snapshot jobs under writers, the stream
+    SIGKILLed once and restarted; the table equals the source row by row, its files are all in
+    the bucket, and neither secret is in the stored settings or the jobs' log."""
+    from airflow_provider_mysqlcdc.cdc.state import StateStore
+    from airflow_provider_mysqlcdc.cdc.store.pipeline_file import write_config
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg.apply import BATCH_KEY
+    from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_mirror import local_copy_dir
+    from mysqlcdc_harness.sink_compare import iceberg_rows
+    from mysqlcdc_harness.stream_job import REPO
+
+    monkeypatch.delenv("PGPASSWORD", raising=False)  # this process's reads hand the password in memory
+    specs = [
+        create_int_table(mariadb, fresh_db, 12_000, "orders"),
+        create_composite_table(mariadb, fresh_db, 6_000, "tenant_items"),
+    ]
+    catalog_db = f"ice_{fresh_db}"
+    postgres.execute(f'CREATE DATABASE "{catalog_db}"')
+    catalog = {"type": "sql", "uri": f"postgresql+psycopg://mysqlcdc@127.0.0.1:{postgres.port}/{catalog_db}"}
+    src = mariadb.source_config()
+    prefix = f"s3://{s3['bucket']}/{fresh_db}"
+    root = f"{prefix}/warehouse"
+    config = PipelineConfig(
+        name=f"s3-ice-{fresh_db}",
+        source=src,
+        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+        state_location=f"{prefix}/state",
+        sink=SinkConfig("iceberg", {"root": root, "catalog": catalog}),
+        split=SplitOptions(chunk_size=2000),
+        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5),
+    )
+    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
+    with aws_env(s3):
+        state = StateStore(config.state_location)
+        state.write_plan(plan)
+        cfg_url = write_config(state, config)
+        checkpoint = state.checkpoint_url()
+    local_before = {p.name for p in REPO.iterdir()}
+    env = {**credentials(s3).env(), "PGPASSWORD": postgres.password}  # as the operators hand them on
+    writers = [
+        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=90 + i, threads=1, pause_s=0.01)
+        for i, spec in enumerate(specs)
+    ]
+    for w in writers:
+        w.start()
+    stream = None
+    log = tmp_dir / "jobs.log"
+    try:
+        for b in plan.batches:
+            job = start_snapshot_job(cfg_url, b.batch_id, log, ROOT_PASSWORD, extra_env=env)
+            assert job.wait(300) == 0, log.read_text(errors="replace")[-3000:]
+        with aws_env(s3):
+            state.write_finished(state.finished_from_results())
+        stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
+        _wait_for_commits(s3, checkpoint, 3, stream, log)
+        kill_job(stream)  # mid-run: micro-batches commit every 0.5 s under the writers
+        shutil.rmtree(local_copy_dir(checkpoint), ignore_errors=True)
+        before = _wait_for_commits(s3, checkpoint, 0, stream, log)
+        stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
+        _wait_for_commits(s3, checkpoint, before + 3, stream, log)
+        time.sleep(3)
+    finally:
+        changes = sum(w.stop().total for w in writers)
+    try:
+        assert changes > 200, "the writers must change rows during snapshot and stream"
+        text = log.read_text(errors="replace")
+        restored = [int(n) for n in re.findall(r"restored from \S+ \((\d+) files\)", text)]
+        assert len(restored) == 2 and restored[1] > 0, restored
+        storage = credentials(s3).storage_options()
+        for spec in specs:
+            t = TableId(fresh_db, spec.table)
+            cols = list(spec.key_columns) + list(VALUE_COLS)
+            problem = wait_until_equal(
+                lambda: mysql_rows(mariadb, t, cols, spec.key_columns),
+                lambda: {
+                    k: {c: r[c] for c in cols}
+                    for k, r in iceberg_rows(root, t, spec.key_columns, catalog, postgres.password, storage).items()
+                },
+                timeout_s=120,
+            )
+            assert not problem, f"{t} after {changes} changes:\n{problem}"
+        # the catalog is PostgreSQL's, every file the table references is an object in the bucket
+        props = {**cat.storage_properties(root, storage), **cat.check_catalog_options(root, catalog)}
+        keys = set(_bucket_keys(s3, root))
+        for spec in specs:
+            table = cat.load(cat.DEFAULT_CATALOG_NAME, props, postgres.password).load_table((fresh_db, spec.table))
+            assert table.metadata_location.startswith(f"{root}/"), table.metadata_location
+            paths = [task.file.file_path for task in table.scan().plan_files()]
+            assert paths and all(p.startswith(f"{root}/") and p.removeprefix("s3://") in keys for p in paths), paths
+            assert int(table.properties[BATCH_KEY]) >= 3, "the stream's commits record their micro-batch"
+        assert any("/data/_snapshot/" in k for k in keys), "the snapshot's executors wrote into the bucket"
+        with postgres.connect(catalog_db) as c:
+            listed = c.execute("SELECT table_name, metadata_location FROM iceberg_tables").fetchall()
+        assert sorted(n for n, _ in listed) == ["orders", "tenant_items"] and all(m.startswith(root) for _, m in listed)
+        # nothing landed on the local disk (a warehouse path taken for a local one, a SQLite catalog)
+        assert {p.name for p in REPO.iterdir()} == local_before
+        assert not list(tmp_dir.rglob("*.parquet")) and not list(tmp_dir.rglob("catalog.db"))
+        # neither secret is stored with the pipeline or logged
+        with aws_env(s3):
+            state.fs.invalidate_cache()
+            stored = "".join(state.fs.cat_file(p).decode(errors="replace") for p in state.fs.find(state.root))
+        assert '"catalog"' in stored, "the stored settings were read"
+        for secret in (s3["secret"], postgres.password):
+            assert secret not in stored and secret not in text
     finally:
         if stream is not None:
             kill_job(stream)

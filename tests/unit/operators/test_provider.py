@@ -202,6 +202,25 @@ def test_sink_settings_never_hold_a_password():
     assert "pgpw" not in json.dumps(dict(cfg.options))
 
 
+def test_an_iceberg_catalog_on_postgresql_takes_its_password_from_an_existing_sink_connection():
+    from airflow_provider_mysqlcdc.operators.plan import sink_config
+
+    catalog = {"type": "sql", "uri": "postgresql+psycopg://cdc@pg:5432/iceberg"}
+    options = {"root": "s3://lake/wh", "catalog": catalog}
+    with pytest.raises(ConfigError, match=r"sink_conn_id: found none for the Iceberg catalog on PostgreSQL.*Fix:"):
+        sink_config("iceberg", options, None)
+    with pytest.raises(ConfigError, match=r"sink_conn_id: found 'no_such_iceberg_conn', need an existing.*Fix:"):
+        sink_config("iceberg", options, "no_such_iceberg_conn")
+    airflow_env.set_connection("ice_catalog_test", "postgres", host="pg", login="cdc", password="ice-pw-3")
+    cfg = sink_config("iceberg", options, "ice_catalog_test")
+    assert dict(cfg.options) == options, "the connection adds nothing to the stored options (no dsn, no password)"
+    assert "ice-pw-3" not in json.dumps(dict(cfg.options))
+    # a local warehouse with the default SQLite catalog needs no connection; delta takes none
+    assert sink_config("iceberg", {"root": "/tmp/wh"}, None).options == {"root": "/tmp/wh"}
+    with pytest.raises(ConfigError, match="sink_conn_id is for the postgres sink or an iceberg sink's catalog"):
+        sink_config("delta", {"root": "/tmp/x"}, "ice_catalog_test")
+
+
 def test_the_dag_template_parses_with_its_params_and_shape():
     dag = airflow_env.load_template_dag()
     assert [t.task_id for t in dag.topological_sort()] == ["validate", "plan", "snapshot", "stream"]

@@ -79,7 +79,12 @@ class IcebergSink(Sink):
         catalog_name: str = cat.DEFAULT_CATALOG_NAME,
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         direct_write: bool = True,
+        storage_options: dict[str, str] | None = None,
+        password: str | None = None,
     ) -> None:
+        """``storage_options`` (the ``aws`` connection's, for an S3 warehouse) and ``password`` (the
+        ``sink_conn_id`` connection's, for a PostgreSQL catalog) are handed in memory by the
+        operators and never stored; without them the process's environment gives both."""
         if catalog is not None and not isinstance(catalog, dict):
             raise ConfigError(
                 f"sink_options.catalog: found {catalog!r}, need an object of catalog properties. Fix: e.g. "
@@ -91,6 +96,8 @@ class IcebergSink(Sink):
         self.catalog_props = cat.check_catalog_options(self.root, catalog)
         self.row_group_rows = row_group_rows
         self.direct = direct_write_option(direct_write)
+        self.storage_options = dict(storage_options or {})
+        self._password = password
         self._catalog: Any = None
         self._schemas: dict[TableId, TableSchema] = {}
 
@@ -103,7 +110,9 @@ class IcebergSink(Sink):
                 import os
 
                 os.makedirs(os.path.dirname(self.catalog_props["uri"][len("sqlite:///") :]), exist_ok=True)
-            self._catalog = cat.load(self.catalog_name, self.catalog_props)
+            # the connections' parts join the stored properties here, in memory only
+            props = {**cat.storage_properties(self.root, self.storage_options), **self.catalog_props}
+            self._catalog = cat.load(self.catalog_name, props, cat.catalog_password(self._password))
         return self._catalog
 
     def open_table(self, table_id: TableId) -> Any:
@@ -193,7 +202,8 @@ class IcebergSink(Sink):
         table = self.open_table(schema.table_id)
         location = str(table.location()).rstrip("/")
         spec = FileWriteSpec(
-            fs=FsSpec("uri", location),
+            # the executors' filesystem: from their environment, or the options a Connect server's lack
+            fs=FsSpec("uri", location, self.storage_options or None),
             directory=self.snapshot_prefix(batch_id).rstrip("/"),
             name_prefix=f"part-{new_run_tag()}",
             schema=cat.plain_arrow_schema(table.schema().as_arrow()),

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import random
+import traceback
 
 import pyarrow as pa
 import pytest
@@ -126,8 +128,80 @@ def test_a_table_that_does_not_match_and_secrets_in_the_catalog_are_refused(tmp_
     other = TableSchema(other.table_id, other.columns[:3], other.primary_key, other.chunk_key, other.row_identity)
     with pytest.raises(ConfigError, match="does not match the source table.*unexpected column 'amount'"):
         sink.prepare([other])
-    with pytest.raises(ConfigError, match="holds a secret"):
-        IcebergSink(str(tmp_path / "wh"), catalog={"type": "sql", "uri": "postgresql+psycopg://u:pw@h/db"})
-    with pytest.raises(ConfigError, match="needed for a warehouse at s3://bucket"):
-        IcebergSink("s3://bucket/wh")
     assert sink.forget_tables([other.table_id]) and not sink.catalog.table_exists(("shop", "t"))
+
+
+PG_CATALOG = {"type": "sql", "uri": "postgresql+psycopg://cdc@127.0.0.1:1/iceberg"}
+
+
+@pytest.mark.parametrize(
+    "root,catalog,message",
+    [
+        ("/wh", {"type": "sql", "uri": "postgresql+psycopg://u:pw@h/db"}, "catalog.uri: found a URI with a password"),
+        ("/wh", {"uri": "postgresql://cdc:hunter2@h:5432/db"}, "catalog.uri: found a URI with a password"),
+        ("s3://lake/wh", {**PG_CATALOG, "s3.secret-access-key": "x"}, "catalog.s3.secret-access-key: found a secret"),
+        ("s3://lake/wh", {**PG_CATALOG, "s3.access-key-id": "AKIA"}, "catalog.s3.access-key-id: found a secret"),
+        ("s3://lake/wh", {**PG_CATALOG, "token": "t"}, "catalog.token: found a secret"),
+        ("s3://lake/wh", None, "catalog: found none for the warehouse s3://lake/wh, need a catalog every Spark"),
+        ("s3://lake/wh", {}, "catalog: found none for the warehouse s3://lake/wh"),
+        ("s3://lake/wh", {"type": "sql", "uri": "sqlite:////tmp/c.db"}, "catalog.uri: found a SQLite catalog"),
+    ],
+)
+def test_catalog_options_that_would_store_a_secret_or_strand_the_catalog_are_refused(root, catalog, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        IcebergSink(root, catalog=catalog)
+    assert "Fix:" in str(e.value)
+    assert "pw@" not in str(e.value) and "hunter2" not in str(e.value), "the error must not repeat the secret"
+
+
+def test_an_s3_warehouse_takes_a_shared_catalog_and_its_keys_from_the_aws_connection_not_the_options(monkeypatch):
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    sink = IcebergSink("s3://lake/wh", catalog=PG_CATALOG)
+    assert sink.catalog_props == {**PG_CATALOG, "warehouse": "s3://lake/wh"}, "nothing but the user's properties"
+    assert cat.storage_properties(sink.root, None) == {}, "no credentials anywhere: the SDK's own chain"
+    # the aws connection's credentials in the environment (spark-submit jobs, the stream) ...
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENV")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    assert cat.storage_properties(sink.root, None) == {
+        "s3.access-key-id": "AKIAENV",
+        "s3.secret-access-key": "env-secret",
+        "s3.endpoint": "http://127.0.0.1:9000",
+        "s3.region": "us-east-1",  # an S3-compatible endpoint: no asking AWS for the bucket's region
+    }
+    # ... or in memory (a Spark Connect server's workers), which then win over the environment
+    options = {"AWS_ACCESS_KEY_ID": "AKIAMEM", "AWS_SECRET_ACCESS_KEY": "mem-secret", "AWS_REGION": "eu-west-1"}
+    assert cat.storage_properties(sink.root, options) == {
+        "s3.access-key-id": "AKIAMEM",
+        "s3.secret-access-key": "mem-secret",
+        "s3.region": "eu-west-1",
+    }
+    assert cat.storage_properties("/local/wh", options) == {}, "a local warehouse gets no S3 properties"
+    built = IcebergSink("s3://lake/wh", catalog=PG_CATALOG, storage_options=options, password="pw")
+    assert "mem-secret" not in json.dumps(built.catalog_props) and "pw" not in built.catalog_props.values()
+
+
+def test_the_catalog_password_reaches_the_engine_but_no_message(monkeypatch):
+    """A PostgreSQL catalog's password is handed in memory (or as $PGPASSWORD); the engine gets it in
+    SQLAlchemy's URL object, so the connection error a wrong port gives, and the URL's printed form,
+    do not show it."""
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
+
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    assert cat.catalog_password(None) is None
+    monkeypatch.setenv("PGPASSWORD", "from-env-7")
+    assert cat.catalog_password(None) == "from-env-7" and cat.catalog_password("given-8") == "given-8"
+    assert cat.takes_password(PG_CATALOG) and not cat.takes_password({"type": "rest", "uri": "postgresql://x"})
+    url = cat.catalog_uri(PG_CATALOG, "Pa55-in-memory")
+    assert url.password == "Pa55-in-memory" and url.username == "cdc" and url.drivername == "postgresql+psycopg"
+    assert "Pa55" not in str(url) and "Pa55" not in repr(url), "printed, the URL masks the password"
+    assert cat.catalog_uri(PG_CATALOG, None) == PG_CATALOG["uri"]
+    sink = IcebergSink("s3://lake/wh", catalog=PG_CATALOG, password="Pa55-in-memory")
+    with pytest.raises(Exception) as e:  # nothing listens on port 1: the engine's first connect fails
+        sink.catalog
+    text = "".join(traceback.format_exception(e.value))
+    assert "127.0.0.1" in text and "Pa55-in-memory" not in text
