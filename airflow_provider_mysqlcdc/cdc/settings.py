@@ -148,8 +148,9 @@ SETTINGS: tuple[Setting, ...] = (
         "sink_conn_id",
         SINK,
         "PostgreSQL sink connection",
-        "Only for the PostgreSQL sink: the Airflow connection (type Postgres) with host, database, user and "
-        "password. Leave empty for the other sinks.",
+        "For the PostgreSQL sink: the Airflow connection (type Postgres) with host, database, user and "
+        "password. For an Iceberg sink whose catalog is on PostgreSQL: the connection whose password that "
+        "database takes. Leave empty for the other sinks.",
         None,
         {"type": _nullable("string")},
     ),

@@ -34,7 +34,7 @@ from ....cdc.store.object_store import credentials_from_env, is_object_store
 
 DEFAULT_CATALOG_NAME = "mysqlcdc"
 CATALOG_FILE = "catalog.db"
-PASSWORD_ENV = "PGPASSWORD"
+CATALOG_PASSWORD_ENV = "PGPASSWORD"
 # A catalog property that would put a secret into the stored settings.
 _SECRET_KEYS = re.compile(r"(password|secret|token|credential|private|access[-_.]?key)", re.IGNORECASE)
 _URI_PASSWORD = re.compile(r"://[^/@:]+:[^/@]+@")
@@ -112,7 +112,7 @@ def storage_properties(root: str, storage_options: Mapping[str, Any] | None) -> 
 
 def catalog_password(password: str | None) -> str | None:
     """The catalog database's password: the one handed in memory, else ``$PGPASSWORD``."""
-    return password if password not in (None, "") else (os.environ.get(PASSWORD_ENV) or None)
+    return password if password not in (None, "") else (os.environ.get(CATALOG_PASSWORD_ENV) or None)
 
 
 def catalog_uri(props: Mapping[str, str], password: str | None) -> Any:
