@@ -31,6 +31,7 @@ from ..operators.stream import MySqlCdcStreamOperator
 from ..operators.validate import MySqlCdcValidateOperator
 from ..params import pipeline_params
 from ..sensors.stream import MySqlCdcStreamSensor
+from .dag_docs import pipeline_doc, streams_watchdog_doc, watchdog_doc
 from .spec import watchdog_dag_id as default_watchdog_dag_id
 
 log = logging.getLogger(__name__)
@@ -48,91 +49,6 @@ CONSISTENCY_EVERY_S = 3600  # the watchdog's consistency check: at most hourly b
 def _sink_words(sink_type: str) -> str:
     kind = sink_kind(sink_type)
     return kind.described_as if kind else sink_type
-
-
-def pipeline_doc(
-    watchdog_dag_id: str,
-    tables: Sequence[str],
-    sink_type: str,
-    pipeline_file: str | None = None,
-    route: Sequence[Mapping[str, Any]] = (),
-    transform: Sequence[Mapping[str, Any]] = (),
-) -> str:
-    """The pipeline DAG's docs (the DAG page's *Docs*)."""
-    loads = ", ".join(f"`{t}`" for t in tables)
-    doc = f"""
-### MySQL CDC pipeline
-
-Lock-free, parallel initial load of MySQL/MariaDB tables, handed off to a binlog stream with
-nothing lost and nothing duplicated (the Flink CDC incremental snapshot algorithm, on Spark).
-
-**Start a load:** *Trigger* (top right), fill the **Source** section (connection, tables) and
-press *Trigger*. The defaults load {loads} into {_sink_words(sink_type)}.
-
-1. **validate** checks the server (binlog ROW / FULL image, privileges, time zone, version)
-   and the table list: every entry that matches no table, and tables without a key, are named
-   with the fix. It fails at once, without retries.
-2. **plan** splits the tables into chunks and groups them into batches (millions of rows each);
-   its log shows a table of the batches. Kept in the *State location*: a new run of the DAG
-   reuses the plan and skips finished batches.
-3. **snapshot** runs one Spark job per batch; each map index is named after its tables, chunks
-   and estimated rows. Its log shows progress every 20 s and a summary.
-4. **stream** starts the long-lived binlog stream from the minimum high watermark and returns
-   once it has committed its first micro-batch. The stream then runs outside this DAG run:
-   the **{watchdog_dag_id}** DAG checks it every 5 minutes (alive, lag, last commit,
-   the tail of its log), relaunches it if it died, and records its health as an Asset event.
-
-**Rerun a failed batch:** in the grid, open the failed *snapshot* map index, press *Clear*,
-keep *Downstream* ticked in the dialog (so *stream* runs again too) and confirm. Only that
-batch's Spark job runs again. Clearing a batch that **finished** reads it again, before or
-after the stream started: once the stream runs it is the only writer of the sink, so the batch
-hands its rows to the stream, which replaces the batch's key ranges exactly in one of its
-micro-batches (the task ends once it did). `reread_batches` in a new run's form reads batches
-or whole tables again the same way.
-
-**Reset** (last section of the form) stops the stream, drops the sink tables of the previous
-load and forgets the plan, the batch results and the stream's checkpoint: everything is loaded
-again into empty tables.
-"""
-    if pipeline_file:
-        doc += f"""
-**Defined by the pipeline file** `{pipeline_file}`: its values are the form's defaults (and
-those of scheduled runs). Change them there; `python -m airflow_provider_mysqlcdc.pipelines
-validate` checks the file.
-"""
-    if route or transform:
-        lines = [f"- `{r['source_table']}` → `{r['sink_table']}`" for r in route]
-        for t in transform:
-            parts = [f"{k} `{t[k]}`" for k in ("projection", "filter") if t.get(k)]
-            lines.append(f"- `{t['source_table']}`: {'; '.join(parts) or 'primary keys ' + str(t.get('primary_keys'))}")
-        doc += (
-            "\n**Routes and transforms** (from the pipeline file; the snapshot and the stream apply them alike, "
-            "a table merged from several keeps each row's source in `_source_table`):\n\n" + "\n".join(lines) + "\n"
-        )
-    return doc
-
-
-def watchdog_doc(dag_id: str) -> str:
-    return f"""
-### Stream watchdog for `{dag_id}`
-
-The binlog stream runs outside the pipeline's DAG run. Every 5 minutes this DAG checks it and
-logs **alive** (pid, host), its **last commit** (micro-batch, offset, how long ago), its
-**lag** behind the binlog head and the **tail of its log**: open the latest run's
-`stream_health` task log. The same figures are in the task's XCom and in the
-`{dag_id}_stream_health` asset's events (*Assets* view).
-
-A dead stream is relaunched from its checkpoint (nothing lost, nothing twice). The check fails
-when the stream stays more than 10 minutes behind. While no stream was ever started at the
-state location, the check is skipped. It runs unpaused from the start; point its
-`state_location` at the pipeline's.
-
-Once an hour (param `consistency_every_s`; 0 = every run, -1 = never) the
-`consistency_check` task compares the sink with the source: per table and per batch, the row
-count and a checksum of the keys, both at the offset the stream last committed. It fails when
-they differ and names the batches to read again (clear those snapshot tasks in `{dag_id}`);
-the `stream_health` log shows the last result.
-"""
 
 
 def stream_health_asset(dag_id: str) -> Asset:
@@ -197,7 +113,9 @@ def build_pipeline_dags(
         params=pipeline_params(**settings),
         render_template_as_native_obj=True,
         user_defined_macros={"mysqlcdc_source_conn": source_conn_id},
-        doc_md=pipeline_doc(watchdog_id, values["tables"], values["sink_type"], pipeline_file, route, transform),
+        doc_md=pipeline_doc(
+            watchdog_id, values["tables"], _sink_words(values["sink_type"]), pipeline_file, route, transform
+        ),
         tags=[*TAGS, *(t for t in tags if t not in TAGS)],
         default_args={"retries": RETRIES, "retry_delay": RETRY_DELAY},
     ) as dag:
@@ -334,24 +252,6 @@ def _watchdog_dag(watchdog_id: str, dag_id: str, values: Mapping[str, Any], tags
             retries=0,
         )
     return watchdog
-
-
-def streams_watchdog_doc() -> str:
-    return """
-### Stream watchdog for many pipelines
-
-Every 5 minutes **find_pipelines** lists the pipelines to watch: the *state locations* given,
-and every state location found under the *search roots* (a folder holding a `pipeline.json`,
-up to three levels down), each once; pipelines whose stream has not been started yet are
-logged and left out. Then one **stream_health** map index per pipeline, named after its state
-location, checks that pipeline's stream (alive, last commit, lag, the tail of its log) and
-relaunches it from its checkpoint if it died. One pipeline's failed check does not stop the
-others'. Each check records the stream's progress per sink table on this DAG's asset alias.
-
-Use it instead of the pipelines' own watchdog DAGs (pause those), so each stream is checked
-once. Should two watchdogs relaunch one dead stream at the same moment, the stream's lease lets
-one stream start and the other check watches that one.
-"""
 
 
 def build_streams_watchdog(

@@ -1,4 +1,5 @@
-"""docs/reference.md, generated from the code, so the reference cannot drift from it.
+"""docs/reference.md, generated from the code, so the reference cannot drift from it; and the DAGs'
+*Docs* blocks copied into the docs pages that show them (``DAG_DOC_PAGES``).
 
     python -m mysqlcdc_harness.reference            # write docs/reference.md
     python -m mysqlcdc_harness.reference --check    # exit 1 when the file is not what the code says
@@ -168,19 +169,59 @@ def undocumented() -> list[str]:
     return gaps
 
 
+# Pages holding the DAGs' Docs blocks (airflow_provider_mysqlcdc/pipelines/dag_docs.py) between markers.
+DAG_DOC_PAGES = (REPO / "docs" / "ui.md",)
+_BLOCK = re.compile(r"(<!-- dag-docs:([\w-]+) -->\n)(.*?)(<!-- /dag-docs:\2 -->)", re.DOTALL)
+
+
+def with_dag_doc_blocks(text: str) -> str:
+    """``text`` with every ``<!-- dag-docs:NAME -->`` block replaced by the DAG docs' block NAME,
+    rendered with the DAG template's defaults: the docs site says what the DAG's Docs tab says."""
+    from airflow_provider_mysqlcdc.pipelines import dag_docs
+
+    def fill(m: re.Match) -> str:
+        name = m.group(2)
+        if name not in dag_docs.BLOCKS:
+            raise SystemExit(
+                f"docs: <!-- dag-docs:{name} --> names no block of dag_docs.BLOCKS {sorted(dag_docs.BLOCKS)}"
+            )
+        return f"{m.group(1)}{dag_docs.render(name)}{m.group(4)}"
+
+    return _BLOCK.sub(fill, text)
+
+
+def dag_doc_blocks_in(text: str) -> list[str]:
+    return [m.group(2) for m in _BLOCK.finditer(text)]
+
+
+def outputs() -> dict[Path, str]:
+    """Every generated file and what the code says it must hold."""
+    out = {TARGET: render()}
+    for page in DAG_DOC_PAGES:
+        out[page] = with_dag_doc_blocks(page.read_text(encoding="utf-8"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mysqlcdc_harness.reference")
-    ap.add_argument("--check", action="store_true", help="exit 1 if docs/reference.md is not current")
+    ap.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/reference.md or a page's DAG docs block is not current"
+    )
     args = ap.parse_args(argv)
-    text = render()
-    if args.check:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-        if current != text:
-            print(f"{TARGET} is not what the code says. Fix: python -m mysqlcdc_harness.reference", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET}")
+    stale = []
+    for path, text in outputs().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current == text:
+            continue
+        if args.check:
+            stale.append(path)
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if stale:
+        names = ", ".join(str(p.relative_to(REPO)) for p in stale)
+        print(f"{names}: not what the code says. Fix: python -m mysqlcdc_harness.reference", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -45,3 +45,30 @@ def test_a_param_line_that_names_several_parameters_documents_each():
         "b": ("`1`", "both of them, on two lines."),
         "c": ("empty", "one."),
     }
+
+
+def test_the_docs_pages_say_what_the_dags_docs_tab_says():
+    """Each DAG docs block (pipelines/dag_docs.py) is on a docs page, as the DAG template renders it."""
+    from airflow_provider_mysqlcdc.pipelines import dag_docs
+
+    for page in reference.DAG_DOC_PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert text == reference.with_dag_doc_blocks(text), (
+            f"{page.name} is stale. Fix: python -m mysqlcdc_harness.reference"
+        )
+    shown = {
+        n for page in reference.DAG_DOC_PAGES for n in reference.dag_doc_blocks_in(page.read_text(encoding="utf-8"))
+    }
+    assert shown == set(dag_docs.BLOCKS), f"blocks on no docs page: {sorted(set(dag_docs.BLOCKS) - shown)}"
+
+
+def test_the_dags_docs_tab_is_built_from_the_same_blocks():
+    from airflow_provider_mysqlcdc.pipelines import dag_builder, dag_docs
+
+    dags = dag_builder.build_pipeline_dags("shop_orders", settings={"tables": ["shop.orders", "shop.items"]})
+    pipeline, watchdog = dags[0], dags[1]
+    for name in ("rerun", "reset"):
+        assert dag_docs.render(name) in pipeline.doc_md
+    values = {"loads": "`shop.orders`, `shop.items`", "watchdog_dag_id": watchdog.dag_id}
+    assert dag_docs.render("start", {**values, "sink": "a Delta Lake"}) in pipeline.doc_md
+    assert dag_docs.render("watchdog", {"dag_id": pipeline.dag_id}) in watchdog.doc_md

@@ -7,12 +7,12 @@ recovery, and a help text that says "one SELECT per chunk" makes them tune the w
 from __future__ import annotations
 
 from airflow_provider_mysqlcdc.cdc.settings import SETTINGS
-from airflow_provider_mysqlcdc.pipelines.dag_builder import pipeline_doc
+from airflow_provider_mysqlcdc.pipelines.dag_docs import pipeline_doc
 from airflow_provider_mysqlcdc.spark.snapshot.batch_reader import ROWS_PER_SELECT
 
 
 def _doc() -> str:
-    return pipeline_doc("mysql_cdc_stream_watchdog", ["shop.orders"], "delta", None, (), ())
+    return pipeline_doc("mysql_cdc_stream_watchdog", ["shop.orders"], "a Delta Lake", None, (), ())
 
 
 def test_the_docs_say_a_finished_batch_can_be_read_again_while_streaming() -> None:
