@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-serial lint unit compat newcomer bench-snapshot bench-dag bench-cluster bench-soak bench-failover clean
+.PHONY: bootstrap demo test test-serial lint unit compat newcomer docs-screenshots bench-snapshot bench-dag bench-cluster bench-soak bench-failover clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -39,6 +39,11 @@ unit: bootstrap
 # released Airflow, the connections, check-connection, init, airflow standalone, Trigger, the sink verified.
 newcomer: bootstrap
 	$(PY) scripts/newcomer.py $(if $(AIRFLOW),--airflow $(AIRFLOW),)
+
+# The UI tests (a real scheduler and browser), keeping the screenshots docs/ui.md shows (docs/ui/*.png):
+# run after a change to the UI flows or an Airflow upgrade, then commit the images (~5 min).
+docs-screenshots: bootstrap
+	MYSQLCDC_DOCS_SCREENSHOTS=1 $(PY) -m pytest -q tests/ui
 
 compat: bootstrap
 	$(PY) scripts/compat.py $(if $(AIRFLOW),--airflow $(AIRFLOW) --unit --e2e,--matrix oldest --matrix newest)

@@ -102,6 +102,11 @@ DATETIME_PLACEHOLDER = "Select date and time"  # the English UI's text of an emp
 FIELD_ROOT = "./ancestor-or-self::*[@data-scope='field' and @data-part='root'][1]"
 
 
+# The screenshots the docs pages show (docs/ui.md): each is taken by a UI test under the same name,
+# and `make docs-screenshots` (MYSQLCDC_DOCS_SCREENSHOTS=1) replaces them with that run's.
+DOCS_SCREENSHOTS = REPO / "docs" / "ui"
+
+
 def artifacts_dir() -> Path:
     path = Path(os.environ.get("MYSQLCDC_UI_ARTIFACTS") or REPO / "tests" / "ui" / "artifacts")
     path.mkdir(parents=True, exist_ok=True)
@@ -193,6 +198,9 @@ class Browser:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
         path = self.artifacts / f"{self._shots:02d}-{safe}.png"
         self.driver.save_screenshot(str(path))
+        docs_copy = DOCS_SCREENSHOTS / f"{safe}.png"
+        if os.environ.get("MYSQLCDC_DOCS_SCREENSHOTS") == "1" and docs_copy.exists():
+            shutil.copyfile(path, docs_copy)  # `make docs-screenshots`: the docs show this run's UI
         return path
 
     def dump(self, name: str) -> Path:

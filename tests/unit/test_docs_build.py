@@ -59,3 +59,22 @@ def test_every_page_is_in_the_navigation() -> None:
     on_disk = {p.relative_to(REPO / "docs").as_posix() for p in (REPO / "docs").rglob("*.md")}
     assert on_disk - in_nav == set(), f"pages not in mkdocs.yml's nav: {sorted(on_disk - in_nav)}"
     assert in_nav - on_disk == set(), f"nav entries without a page: {sorted(in_nav - on_disk)}"
+
+
+def test_every_screenshot_the_docs_show_is_taken_by_a_ui_test():
+    """docs/ui/*.png come from the UI tests (`make docs-screenshots` refreshes them): each image is
+    shown by a docs page and taken under its name by a test in tests/ui, so none goes stale unnoticed."""
+    import re
+
+    from mysqlcdc_harness.browser import DOCS_SCREENSHOTS
+
+    repo = DOCS_SCREENSHOTS.parents[1]
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (repo / "docs").glob("*.md"))
+    taken = set()
+    for test in (repo / "tests" / "ui").glob("test_*.py"):
+        taken |= set(re.findall(r'screenshot\("([\w.-]+)"\)', test.read_text(encoding="utf-8")))
+    images = sorted(DOCS_SCREENSHOTS.glob("*.png"))
+    assert images
+    for image in images:
+        assert f"ui/{image.name}" in pages, f"{image.name} is on no docs page"
+        assert image.stem in taken, f"{image.name} is taken by no UI test: it cannot be refreshed"
