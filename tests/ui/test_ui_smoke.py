@@ -57,7 +57,7 @@ def test_trigger_form_run_and_log(airflow_ui, airflow_api, browser):
     timings = {"dag_listed_s": time.monotonic() - t0}
 
     browser.open_trigger_form(DAG_ID)
-    browser.screenshot("trigger-form")
+    browser.screenshot("smoke-trigger-form")
     assert [s["name"] for s in browser.sections()] == ["Run Parameters", "Checks", "Advanced Options"]
     assert browser.field_names() == ["label", "batch_size", "lines"]
     assert browser.field_kind("batch_size") == "number"

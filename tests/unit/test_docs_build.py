@@ -70,11 +70,12 @@ def test_every_screenshot_the_docs_show_is_taken_by_a_ui_test():
 
     repo = DOCS_SCREENSHOTS.parents[1]
     pages = "\n".join(p.read_text(encoding="utf-8") for p in (repo / "docs").glob("*.md"))
-    taken = set()
+    taken: list[str] = []
     for test in (repo / "tests" / "ui").glob("test_*.py"):
-        taken |= set(re.findall(r'screenshot\("([\w.-]+)"\)', test.read_text(encoding="utf-8")))
+        taken += re.findall(r'screenshot\("([\w.-]+)"\)', test.read_text(encoding="utf-8"))
     images = sorted(DOCS_SCREENSHOTS.glob("*.png"))
     assert images
     for image in images:
         assert f"ui/{image.name}" in pages, f"{image.name} is on no docs page"
         assert image.stem in taken, f"{image.name} is taken by no UI test: it cannot be refreshed"
+        assert taken.count(image.stem) == 1, f"{image.name} is taken by {taken.count(image.stem)} UI tests: the last wins"
