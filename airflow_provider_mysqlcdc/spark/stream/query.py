@@ -251,6 +251,25 @@ class MirrorListener(StreamingQueryListener):
         self.onQueryProgress(event)
 
 
+IDLE_POLL_MS = 100
+_SPARK_POLL_DEFAULTS = ("10ms", "10")
+
+
+def _pace_idle_polls(spark: SparkSession) -> None:
+    """How long Spark waits before asking the source again after a micro-batch found nothing new:
+    ``IDLE_POLL_MS`` instead of Spark's 10 ms, unless the session sets its own. Each ask runs the
+    source's ``latestOffset`` (a round-trip to the server), so with ``trigger_interval_s: 0`` an idle
+    stream asked ~100 times a second and kept a fifth of a core busy doing nothing (measured: 3.6
+    CPU-s in 20 idle s, 0.4 with a 0.5 s trigger). A change then waits at most this long more."""
+    key = "spark.sql.streaming.pollingDelay"
+    try:
+        current = spark.conf.get(key, None)
+    except Exception:  # a session that does not know the conf: leave it
+        return
+    if current is None or str(current).strip() in _SPARK_POLL_DEFAULTS:
+        spark.conf.set(key, f"{IDLE_POLL_MS}ms")
+
+
 def start_stream(
     spark: SparkSession,
     config: PipelineConfig,
@@ -334,6 +353,7 @@ def start_stream(
     )
     if query_name:
         writer = writer.queryName(query_name)
+    _pace_idle_polls(spark)
     try:
         query = writer.start()
     except BaseException:
