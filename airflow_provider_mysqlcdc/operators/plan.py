@@ -132,7 +132,7 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param state_location: directory or fsspec URL for plan, results, checkpoint; every Spark
         node must reach it. (templated)
     :param pipeline_name: names Spark applications and files. (templated)
-    :param sink_type: ``delta`` (default), ``postgres``, ``changelog`` or ``console``. (templated)
+    :param sink_type: ``delta`` (default), ``postgres``, ``changelog``, ``iceberg`` or ``console``. (templated)
     :param sink_options: the sink's options, e.g. ``{"root": "s3://lake/cdc"}`` for Delta. (templated)
     :param sink_conn_id: a ``postgres`` connection for the PostgreSQL sink, or the one whose password an
         Iceberg sink's PostgreSQL catalog (``sink_options.catalog``) takes. (templated)
