@@ -8,8 +8,9 @@ PYTEST_ARGS ?=
 bootstrap:
 	@./scripts/bootstrap.sh
 
+# SINK=iceberg: the same demo into Apache Iceberg tables (SQLite catalog beside .demo/warehouse).
 demo: bootstrap
-	$(PY) scripts/demo.py
+	$(PY) scripts/demo.py $(if $(SINK),--sink $(SINK),)
 
 # The suite on two pytest-xdist workers (each with its own MariaDB, PostgreSQL, Spark session and
 # Airflow home; a module whose tests share a module-scoped fixture stays on one worker).

@@ -13,10 +13,17 @@ process; the task returns after its first committed micro-batch). Its console ou
 to .demo/airflow-dags-test.log. The writers go on for 30 s more while the stream follows,
 then stop; once the stream has caught up every Delta table is compared with its source, row
 by row. The stream and the server are stopped at the end, also on failure.
+
+`make demo SINK=iceberg` (`--sink iceberg`) runs the same into the Apache Iceberg sink instead:
+one Iceberg table per source table in a warehouse under .demo/warehouse, with the sink's default
+catalog (SQLite, .demo/warehouse/catalog.db), read back through that catalog for the comparison.
+The demo takes a setting on its command line, as the Makefile's other targets do, so that the
+default run (`make demo`, Delta) stays the one the README quotes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -25,13 +32,15 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from airflow_provider_mysqlcdc.cdc.batching import batch_label
 from airflow_provider_mysqlcdc.cdc.state import StateStore
 from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import log_tail
 from mysqlcdc_harness.mariadb import ROOT_PASSWORD, MariaDB
-from mysqlcdc_harness.sink_compare import delta_rows, mysql_rows
+from mysqlcdc_harness.sink_compare import delta_rows, iceberg_rows, mysql_rows
 from mysqlcdc_harness.tables import VALUE_COLS, create_composite_table, create_int_table
 from mysqlcdc_harness.writer import ConcurrentWriter
 
@@ -53,6 +62,28 @@ DAG_LOG = WORK / "airflow-dags-test.log"
 MIGRATE_LOG = WORK / "airflow-db-migrate.log"
 
 
+@dataclass(frozen=True)
+class DemoSink:
+    """A sink the demo can load into: where its tables go, how the run describes it, and how the
+    verification reads a table back (identity -> row, as ``mysql_rows`` gives the source's)."""
+
+    type: str
+    root: Path
+    described: str
+    read: Callable[..., dict]
+
+
+SINKS = {
+    "delta": DemoSink("delta", WORK / "lake", "Delta Lake under .demo/lake", delta_rows),
+    "iceberg": DemoSink(
+        "iceberg",
+        WORK / "warehouse",
+        "Iceberg tables under .demo/warehouse (SQLite catalog .demo/warehouse/catalog.db)",
+        iceberg_rows,
+    ),
+}
+
+
 def say(msg: str) -> None:
     print(f"demo: {msg}", flush=True)
 
@@ -68,7 +99,7 @@ def redacted(text: str) -> str:
     return text.replace(ROOT_PASSWORD, "***")
 
 
-def airflow_env(server: MariaDB) -> dict[str, str]:
+def airflow_env(server: MariaDB, sink: DemoSink) -> dict[str, str]:
     """A private Airflow: nothing AIRFLOW* of the caller's environment leaks in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     bindir = str(Path(sys.executable).parent)
@@ -84,7 +115,7 @@ def airflow_env(server: MariaDB) -> dict[str, str]:
             "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
             "MYSQLCDC_SNAPSHOT_PARALLELISM": "1",
             "MYSQLCDC_STATE_ROOT": str(WORK / "state-root"),  # the template's defaults (watchdog DAG)
-            "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
+            "MYSQLCDC_LAKE_ROOT": str(sink.root),
             "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),  # the demo's own local Spark Connect server
             "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": json.dumps(
                 {
@@ -280,13 +311,13 @@ def stream_progress(state: StateStore) -> str:
     return f"  stream: micro-batch {st.batch_id} committed at {fmt_offset(st.committed_offset)}{behind}"
 
 
-def compare(server: MariaDB, specs, schemas) -> tuple[list[str], int]:
+def compare(server: MariaDB, sink: DemoSink, specs, schemas) -> tuple[list[str], int]:
     diffs, rows = [], 0
     for spec, schema in zip(specs, schemas):
         cols = list(spec.key_columns) + list(VALUE_COLS)
         want = mysql_rows(server, schema.table_id, cols, schema.row_identity)
         try:
-            got = delta_rows(WORK / "lake", schema.table_id, schema.row_identity)
+            got = sink.read(sink.root, schema.table_id, schema.row_identity)
         except Exception as e:  # table not readable yet
             diffs.append(f"{schema.table_id}: {type(e).__name__}: {e}")
             continue
@@ -302,7 +333,8 @@ def compare(server: MariaDB, specs, schemas) -> tuple[list[str], int]:
 class Demo:
     """The resources the demo owns, so that cleanup() can always release them."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: DemoSink) -> None:
+        self.sink = sink
         self.server = MariaDB(base_dir=WORK / "mariadb", server_id=1)
         self.state = StateStore(str(WORK / "state"))
         self.writers: list[ConcurrentWriter] = []
@@ -312,10 +344,10 @@ class Demo:
         """Everything up to the verdict: 'VERIFIED: ...' or 'FAILED: ...' (diagnostics printed before)."""
         from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import running_local_stream
 
-        server, state = self.server, self.state
+        server, state, sink = self.server, self.state, self.sink
         say("starting a private MariaDB ...")
         server.start()
-        env = airflow_env(server)
+        env = airflow_env(server, sink)
         say(f"private Airflow in {rel(AIRFLOW_HOME)} (SQLite); `airflow db migrate` running in the background")
         self.migrate = start_migrate(env)
 
@@ -337,15 +369,15 @@ class Demo:
         conf = {
             "tables": [f"shop.{name}" for name, _, _ in TABLES],
             "state_location": str(WORK / "state"),
-            "sink_type": "delta",
-            "sink_options": {"root": str(WORK / "lake")},
+            "sink_type": sink.type,
+            "sink_options": {"root": str(sink.root)},
             "chunk_size": CHUNK_SIZE,
             "rows_per_batch": ROWS_PER_BATCH,
             "stream_options": {"max_events_per_batch": 20_000, "heartbeat_s": 2.0, "trigger_interval_s": 1.0},
         }
         say(
             f"airflow dags test {DAG_ID} (rows_per_batch {ROWS_PER_BATCH:,}, snapshot parallelism 1, "
-            f"Spark local[2], Delta sink in {rel(WORK / 'lake')}); Airflow output: {rel(DAG_LOG)}"
+            f"Spark local[2], {sink.described}); Airflow output: {rel(DAG_LOG)}"
         )
         t = time.monotonic()
         rc = run_dag(env, conf, state)
@@ -387,7 +419,7 @@ class Demo:
             if running_local_stream(state) is None:
                 print_log_tail(Path(proc.log_path))
                 return "FAILED: the binlog stream stopped running before the sink caught up"
-            diffs, rows = compare(server, specs, schemas)
+            diffs, rows = compare(server, sink, specs, schemas)
             if not diffs:
                 say("sink caught up")
                 return f"VERIFIED: sink equals source ({rows} rows, {len(specs)} tables)"
@@ -422,11 +454,19 @@ class Demo:
         say("MariaDB stopped")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The DAG template against a live MariaDB, verified row by row.")
+    parser.add_argument(
+        "--sink",
+        choices=sorted(SINKS),
+        default="delta",
+        help="where the demo loads: a Delta Lake (default) or Apache Iceberg tables (`make demo SINK=iceberg`)",
+    )
+    sink = SINKS[parser.parse_args(argv).sink]
     t_start = time.monotonic()
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
-    demo = Demo()
+    demo = Demo(sink)
     try:
         verdict = demo.run()
     except BaseException as e:

@@ -260,14 +260,16 @@ class StreamControl:
                 f"the binlog stream's driver runs on the cluster ({master}), which cannot be handed the MySQL password "
                 "without a command line, Spark conf or the Spark UI showing it. Fix: put it in a file on the "
                 "cluster's nodes (mode 600) and set mysqlcdc_password_file in the Spark connection's extra, or have "
-                "the cluster set $MYSQLCDC_PASSWORD (and $PGPASSWORD for a PostgreSQL sink) in its drivers' "
+                "the cluster set $MYSQLCDC_PASSWORD (and $PGPASSWORD for a sink connection: a PostgreSQL sink or an "
+                "Iceberg catalog on PostgreSQL) in its drivers' "
                 "environment (spark-env.sh, a Kubernetes secret) and set mysqlcdc_cluster_provides_password: true; "
                 "or set deploy-mode: client to run the driver on the Airflow worker."
             )
         if self.sink_conn_id and not truthy(settings.get("cluster_provides_password")):
             raise ConfigError(
-                f"the binlog stream's driver runs on the cluster ({master}) and writes PostgreSQL "
-                f"({self.sink_conn_id}), whose password only the cluster can hand it. Fix: have the cluster set "
+                f"the binlog stream's driver runs on the cluster ({master}) and logs in to the sink connection's "
+                f"database ({self.sink_conn_id}: the PostgreSQL sink's, or an Iceberg sink's catalog), whose password "
+                "only the cluster can hand it. Fix: have the cluster set "
                 "$PGPASSWORD and $MYSQLCDC_PASSWORD in its drivers' environment and set "
                 "mysqlcdc_cluster_provides_password: true in the Spark connection's extra; or set deploy-mode: client."
             )

@@ -12,7 +12,15 @@ from ..cdc.coerce import as_list, as_mapping, epoch_seconds, truthy, whole_numbe
 from ..cdc.errors import ConfigError
 from ..cdc.pipeline import PipelineConfig, SinkConfig, StreamOptions
 from ..cdc.plan import Plan
-from ..cdc.sinks import DEFAULT_SINK, accepts_connection, connection_sinks, needs_root, takes_connection
+from ..cdc.sinks import (
+    DEFAULT_SINK,
+    SinkKind,
+    accepts_connection,
+    connection_sinks,
+    needs_root,
+    sink_kind,
+    takes_connection,
+)
 from ..cdc.snapshot.planning import PlanChange, batch_actions, build_plan, check_reread_entries, reconcile_plan
 from ..cdc.source.config import SplitOptions
 from ..cdc.source.probes import check_startup_offset, probe_writable
@@ -58,8 +66,9 @@ def sink_config(sink_type: str, sink_options: Mapping[str, Any] | str | None, si
             for k, v in {"host": conn.host, "port": conn.port, "dbname": conn.schema, "user": conn.login}.items()
             if v not in (None, "")
         }
-    if sink_type == "iceberg" and not sink_conn_id:
-        _iceberg_catalog_needs_connection(options.get("catalog"))
+    kind = sink_kind(sink_type)
+    if kind is not None and kind.catalog_connection and not sink_conn_id:
+        _catalog_needs_connection(kind, options)
     config = SinkConfig(sink_type, options)
     if takes_connection(sink_type) and "dsn" not in options:
         raise ConfigError(
@@ -89,16 +98,18 @@ def sink_connection(conn_id: str) -> Any:
         ) from None
 
 
-def _iceberg_catalog_needs_connection(catalog: Any) -> None:
-    """A catalog on PostgreSQL takes its password from ``sink_conn_id``: without one, every job would
-    fail to log in to it, after the snapshot's first Spark job started."""
-    from ..spark.sinks.iceberg.catalog import takes_password
+def _catalog_needs_connection(kind: SinkKind, options: Mapping[str, Any]) -> None:
+    """A catalog on a database that takes a password (an Iceberg SQL catalog on PostgreSQL) takes it
+    from ``sink_conn_id``: without one, every job would fail to log in to it, after the snapshot's
+    first Spark job started. The sink's class says which options name such a catalog."""
+    from ..spark.sinks.factory import sink_class
 
-    if isinstance(catalog, Mapping) and takes_password({str(k): str(v) for k, v in catalog.items()}):
+    sink_type = kind.name
+    if sink_class(kind).catalog_takes_password(options):
         raise ConfigError(
-            "sink_conn_id: found none for the Iceberg catalog on PostgreSQL (sink_options.catalog.uri), need "
-            "the Airflow connection whose password is the catalog database's. Fix: create a postgres "
-            "connection with that password and set sink_conn_id to its id."
+            f"sink_conn_id: found none for the {sink_type} sink's catalog (sink_options.catalog.uri: a database "
+            "that takes a password), need the Airflow connection whose password is the catalog database's. "
+            "Fix: create a postgres connection with that password and set sink_conn_id to its id."
         )
 
 
@@ -121,7 +132,7 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param state_location: directory or fsspec URL for plan, results, checkpoint; every Spark
         node must reach it. (templated)
     :param pipeline_name: names Spark applications and files. (templated)
-    :param sink_type: ``delta`` (default), ``postgres``, ``changelog`` or ``console``. (templated)
+    :param sink_type: ``delta`` (default), ``postgres``, ``changelog``, ``iceberg`` or ``console``. (templated)
     :param sink_options: the sink's options, e.g. ``{"root": "s3://lake/cdc"}`` for Delta. (templated)
     :param sink_conn_id: a ``postgres`` connection for the PostgreSQL sink, or the one whose password an
         Iceberg sink's PostgreSQL catalog (``sink_options.catalog``) takes. (templated)

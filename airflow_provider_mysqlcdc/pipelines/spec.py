@@ -32,7 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ..cdc.errors import ConfigError
 from ..cdc.settings import SETTINGS, SINK, SOURCE, TABLE_ENTRY_PATTERN, Setting
-from ..cdc.sinks import accepts_connection, needs_root, takes_connection
+from ..cdc.sinks import accepts_connection, connection_sinks, needs_root, takes_connection
 from ..cdc.source.table_patterns import _quoted_parts, is_regex
 from ..cdc.store.object_store import refuse_secret_options
 from .spec_checks import (
@@ -165,7 +165,8 @@ class _SinkBase(_Section):
         if conn_id and not accepts_connection(kind):
             raise invalid(
                 f"found {show(conn_id)} with sink type {kind}: a sink connection is the PostgreSQL "
-                "sink's (or an Iceberg catalog's on PostgreSQL). Fix: remove sink.conn_id, or set sink.type: postgres",
+                "sink's database's or an Iceberg sink's catalog's. Fix: remove sink.conn_id, or set sink.type to "
+                f"one that takes a connection ({connection_sinks()})",
                 ".conn_id",
             )
         if takes_connection(kind) and not conn_id and "dsn" not in options:

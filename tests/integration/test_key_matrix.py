@@ -12,7 +12,8 @@ ENUM, BIT, composite keys mixing them). Each pipeline below captures its own cop
 * the paths: the Arrow snapshot reader and the JDBC reader; the stream's direct write (each
   binlog range reduced by the task that decoded it) and its row path (Spark reduces); a batch
   read again while the stream runs (handed to the stream); routed and transformed tables;
-* the sinks: Delta, PostgreSQL and the changelog (replayed from its lines).
+* the sinks: Delta, PostgreSQL, the changelog (replayed from its lines) and Iceberg (read back
+  through its catalog).
 
 The sink is compared with the source row by row and cell by cell in canonical values; the
 report names every divergent cell. One server and one Spark application for the whole matrix.
@@ -60,7 +61,7 @@ class Path_:
     """One pipeline of the matrix: which reader, stream write and sink it goes through."""
 
     name: str
-    sink: str  # delta | postgres | changelog
+    sink: str  # delta | postgres | changelog | iceberg
     reader: str  # the source's snapshot_reader
     direct: bool  # the stream's direct write (False: Spark reduces the change rows)
     resnapshot: bool = False  # a batch read again while the stream runs
@@ -73,6 +74,8 @@ PATHS_ALL = (
     Path_("postgres-direct-routed-resnapshot", "postgres", "auto", True, resnapshot=True, routed=True),
     Path_("postgres-rows", "postgres", "auto", False),
     Path_("changelog-direct", "changelog", "auto", True),
+    # "auto" reads through JDBC here: the Arrow reader needs a sink that takes a batch's rows as files (Delta)
+    Path_("iceberg-direct-resnapshot", "iceberg", "auto", True, resnapshot=True),
 )
 # MYSQLCDC_KEY_PATHS=delta-jdbc-rows,... runs only those pipelines (while working on one path)
 PATHS = tuple(
@@ -106,6 +109,8 @@ def _sink_config(p: Path_, work: Path, postgres, db: str) -> SinkConfig:
         return SinkConfig("postgres", {"dsn": postgres.dsn, "schema": db, "direct_write": p.direct})
     if p.sink == "changelog":
         return SinkConfig("changelog", {"root": str(work / "log")})
+    if p.sink == "iceberg":  # the default catalog: SQLite beside the local warehouse
+        return SinkConfig("iceberg", {"root": str(work / "warehouse"), "direct_write": p.direct})
     return SinkConfig("delta", {"root": str(work / "lake"), "direct_write": p.direct})
 
 
@@ -203,6 +208,10 @@ def _sink(run: Running, work: Path, postgres, schema: TableSchema) -> dict[tuple
             for c in texts:  # numeric(p > 38) comes back a Decimal; the mapping's value is the server's text
                 d[c] = None if d[c] is None else _server_text(d[c], schema.column(c).numeric_scale or 0)
             rows.append(d)
+    elif run.path.sink == "iceberg":
+        from mysqlcdc_harness.sink_compare import iceberg_rows
+
+        rows = list(iceberg_rows(run.config.sink.options["root"], TableId(t.database, name), ident).values())
     else:
         rows = list(_replay(Path(run.config.sink.options["root"]), t, schema).values())
     return {tuple(r[c] for c in ident): r for r in rows}
@@ -401,7 +410,13 @@ def test_the_resnapshot_paths_handed_their_batches_to_the_stream(matrix):
 
 # --- the consistency check over the same pipelines ---------------------------------------------------
 
-_CHECKED = ("delta-arrow-direct-resnapshot", "postgres-direct-routed-resnapshot", "postgres-rows", "changelog-direct")
+_CHECKED = (
+    "delta-arrow-direct-resnapshot",
+    "postgres-direct-routed-resnapshot",
+    "postgres-rows",
+    "changelog-direct",
+    "iceberg-direct-resnapshot",
+)
 
 
 def _check(run: Running):
@@ -454,7 +469,12 @@ def _key_in(kt_name: str, run: Running, mariadb):
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in ("delta-arrow-direct-resnapshot", "postgres-rows") if p in {q.name for q in PATHS}]
+    "path",
+    [
+        p
+        for p in ("delta-arrow-direct-resnapshot", "postgres-rows", "iceberg-direct-resnapshot")
+        if p in {q.name for q in PATHS}
+    ],
 )
 def test_the_consistency_check_names_the_batch_of_a_row_the_sink_lost(matrix, mariadb, postgres, path):
     """A row deleted from the sink behind the stream's back (what the lost deletes of keys >= 2^63
@@ -471,6 +491,12 @@ def test_the_consistency_check_names_the_batch_of_a_row_the_sink_lost(matrix, ma
         from deltalake import DeltaTable
 
         DeltaTable(str(Path(run.config.sink.options["root"]) / run.db / table)).delete(f"k = {key}")
+    elif run.path.sink == "iceberg":
+        from pyiceberg.expressions import EqualTo
+
+        sink = pipeline_sink(run.config, list(run.schemas.values()))
+        sink.open_table(schema.table_id).delete(EqualTo("k", decimal.Decimal(key)))
+        sink.close()
     else:
         sink = pipeline_sink(run.config, list(run.schemas.values()))
         postgres.execute(f"DELETE FROM {sink.table(schema).qualified} WHERE k = {key}")

@@ -206,52 +206,52 @@ def test_iceberg_on_s3_with_a_postgresql_catalog_through_the_jobs_with_a_killed_
     ]
     catalog_db = f"ice_{fresh_db}"
     postgres.execute(f'CREATE DATABASE "{catalog_db}"')
-    catalog = {"type": "sql", "uri": f"postgresql+psycopg://mysqlcdc@127.0.0.1:{postgres.port}/{catalog_db}"}
-    src = mariadb.source_config()
-    prefix = f"s3://{s3['bucket']}/{fresh_db}"
-    root = f"{prefix}/warehouse"
-    config = PipelineConfig(
-        name=f"s3-ice-{fresh_db}",
-        source=src,
-        include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
-        state_location=f"{prefix}/state",
-        sink=SinkConfig("iceberg", {"root": root, "catalog": catalog}),
-        split=SplitOptions(chunk_size=2000),
-        stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5),
-    )
-    plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
-    with aws_env(s3):
-        state = StateStore(config.state_location)
-        state.write_plan(plan)
-        cfg_url = write_config(state, config)
-        checkpoint = state.checkpoint_url()
-    local_before = {p.name for p in REPO.iterdir()}
-    env = {**credentials(s3).env(), "PGPASSWORD": postgres.password}  # as the operators hand them on
-    writers = [
-        ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=90 + i, threads=1, pause_s=0.01)
-        for i, spec in enumerate(specs)
-    ]
-    for w in writers:
-        w.start()
     stream = None
-    log = tmp_dir / "jobs.log"
     try:
-        for b in plan.batches:
-            job = start_snapshot_job(cfg_url, b.batch_id, log, ROOT_PASSWORD, extra_env=env)
-            assert job.wait(300) == 0, log.read_text(errors="replace")[-3000:]
+        catalog = {"type": "sql", "uri": f"postgresql+psycopg://mysqlcdc@127.0.0.1:{postgres.port}/{catalog_db}"}
+        src = mariadb.source_config()
+        prefix = f"s3://{s3['bucket']}/{fresh_db}"
+        root = f"{prefix}/warehouse"
+        config = PipelineConfig(
+            name=f"s3-ice-{fresh_db}",
+            source=src,
+            include=(f"{fresh_db}.orders", f"{fresh_db}.tenant_items"),
+            state_location=f"{prefix}/state",
+            sink=SinkConfig("iceberg", {"root": root, "catalog": catalog}),
+            split=SplitOptions(chunk_size=2000),
+            stream=StreamOptions(max_events_per_batch=3000, heartbeat_s=1.0, trigger_interval_s=0.5),
+        )
+        plan = build_plan(src, config.include, split=config.split, chunks_per_batch=10)
         with aws_env(s3):
-            state.write_finished(state.finished_from_results())
-        stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
-        _wait_for_commits(s3, checkpoint, 3, stream, log)
-        kill_job(stream)  # mid-run: micro-batches commit every 0.5 s under the writers
-        shutil.rmtree(local_copy_dir(checkpoint), ignore_errors=True)
-        before = _wait_for_commits(s3, checkpoint, 0, stream, log)
-        stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
-        _wait_for_commits(s3, checkpoint, before + 3, stream, log)
-        time.sleep(3)
-    finally:
-        changes = sum(w.stop().total for w in writers)
-    try:
+            state = StateStore(config.state_location)
+            state.write_plan(plan)
+            cfg_url = write_config(state, config)
+            checkpoint = state.checkpoint_url()
+        local_before = {p.name for p in REPO.iterdir()}
+        env = {**credentials(s3).env(), "PGPASSWORD": postgres.password}  # as the operators hand them on
+        writers = [
+            ConcurrentWriter(lambda: mariadb.connect(fresh_db), spec, seed=90 + i, threads=1, pause_s=0.01)
+            for i, spec in enumerate(specs)
+        ]
+        for w in writers:
+            w.start()
+        log = tmp_dir / "jobs.log"
+        try:
+            for b in plan.batches:
+                job = start_snapshot_job(cfg_url, b.batch_id, log, ROOT_PASSWORD, extra_env=env)
+                assert job.wait(300) == 0, log.read_text(errors="replace")[-3000:]
+            with aws_env(s3):
+                state.write_finished(state.finished_from_results())
+            stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
+            _wait_for_commits(s3, checkpoint, 3, stream, log)
+            kill_job(stream)  # mid-run: micro-batches commit every 0.5 s under the writers
+            shutil.rmtree(local_copy_dir(checkpoint), ignore_errors=True)
+            before = _wait_for_commits(s3, checkpoint, 0, stream, log)
+            stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
+            _wait_for_commits(s3, checkpoint, before + 3, stream, log)
+            time.sleep(3)
+        finally:
+            changes = sum(w.stop().total for w in writers)
         assert changes > 200, "the writers must change rows during snapshot and stream"
         text = log.read_text(errors="replace")
         restored = [int(n) for n in re.findall(r"restored from \S+ \((\d+) files\)", text)]
@@ -295,3 +295,5 @@ def test_iceberg_on_s3_with_a_postgresql_catalog_through_the_jobs_with_a_killed_
     finally:
         if stream is not None:
             kill_job(stream)
+        # the catalog database is this test's alone (FORCE: this process's catalog engines still hold connections)
+        postgres.execute(f'DROP DATABASE IF EXISTS "{catalog_db}" WITH (FORCE)')

@@ -112,6 +112,14 @@ class Sink(ABC):
 
     name: str = "sink"
 
+    @classmethod
+    def catalog_takes_password(cls, options: Mapping[str, Any]) -> bool:
+        """Whether ``options`` name a catalog whose database takes the ``sink_conn_id`` connection's
+        password, for a sink whose registry entry has ``catalog_connection``: the plan refuses such
+        options without a connection, since every job would otherwise fail to log in to it, after
+        the first Spark job started. False for a sink without a catalog."""
+        return False
+
     @abstractmethod
     def prepare(self, schemas: Sequence[TableSchema]) -> None:
         """Create the target tables if missing (idempotent); fail clearly if they are incompatible."""

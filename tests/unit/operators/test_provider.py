@@ -207,7 +207,7 @@ def test_an_iceberg_catalog_on_postgresql_takes_its_password_from_an_existing_si
 
     catalog = {"type": "sql", "uri": "postgresql+psycopg://cdc@pg:5432/iceberg"}
     options = {"root": "s3://lake/wh", "catalog": catalog}
-    with pytest.raises(ConfigError, match=r"sink_conn_id: found none for the Iceberg catalog on PostgreSQL.*Fix:"):
+    with pytest.raises(ConfigError, match=r"sink_conn_id: found none for the iceberg sink's catalog.*Fix:"):
         sink_config("iceberg", options, None)
     with pytest.raises(ConfigError, match=r"sink_conn_id: found 'no_such_iceberg_conn', need an existing.*Fix:"):
         sink_config("iceberg", options, "no_such_iceberg_conn")

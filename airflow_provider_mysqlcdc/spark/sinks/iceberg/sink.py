@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -102,6 +102,12 @@ class IcebergSink(Sink):
         self._schemas: dict[TableId, TableSchema] = {}
 
     # --- the catalog --------------------------------------------------------------------------
+
+    @classmethod
+    def catalog_takes_password(cls, options: Mapping[str, Any]) -> bool:
+        """A SQL catalog on PostgreSQL (``options["catalog"]``) logs in with the sink connection's password."""
+        catalog = options.get("catalog")
+        return isinstance(catalog, Mapping) and cat.takes_password({str(k): str(v) for k, v in catalog.items()})
 
     @property
     def catalog(self) -> Any:
