@@ -78,4 +78,6 @@ def test_every_screenshot_the_docs_show_is_taken_by_a_ui_test():
     for image in images:
         assert f"ui/{image.name}" in pages, f"{image.name} is on no docs page"
         assert image.stem in taken, f"{image.name} is taken by no UI test: it cannot be refreshed"
-        assert taken.count(image.stem) == 1, f"{image.name} is taken by {taken.count(image.stem)} UI tests: the last wins"
+        assert taken.count(image.stem) == 1, (
+            f"{image.name} is taken by {taken.count(image.stem)} UI tests: the last wins"
+        )
