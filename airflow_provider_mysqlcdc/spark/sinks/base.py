@@ -158,7 +158,7 @@ class Sink(ABC):
 
         raise ConfigError(
             f"the {self.name} sink cannot take a batch read again while the stream runs. Fix: use "
-            "a Delta, PostgreSQL or changelog sink, or trigger with reset=true to load everything again."
+            "a Delta, Iceberg, PostgreSQL or changelog sink, or trigger with reset=true to load everything again."
         )
 
     def consistency_keys(self, schema: TableSchema, upto_batch: int) -> tuple[Any, int]:
@@ -201,8 +201,8 @@ class Sink(ABC):
         """Apply one table's share of a direct-write micro-batch: row steps and schema change
         steps (``cdc/schema/steps.py``) in order, exactly once; returns the changes applied."""
         raise NotImplementedError(
-            f"the {self.name} sink cannot follow schema changes in the stream. Fix: use the Delta, PostgreSQL "
-            "or changelog-json sink with its direct write (the default)."
+            f"the {self.name} sink cannot follow schema changes in the stream. Fix: use the Delta, Iceberg, "
+            "PostgreSQL or changelog-json sink with its direct write (the default)."
         )
 
     def publish_micro_batch(self, planned: Mapping[TableId, Sequence[Any]], batch_id: int) -> int:
