@@ -28,6 +28,7 @@ PUBLIC_API: dict[str, str] = {
     "MySqlCdcSnapshotOperator": "operators.snapshot",
     "MySqlCdcStreamOperator": "operators.stream",
     "MySqlCdcConsistencyCheckOperator": "operators.consistency",
+    "MySqlCdcSinkMaintenanceOperator": "operators.maintenance",
     "MySqlCdcFindPipelinesOperator": "operators.find_pipelines",
     "MySqlCdcStreamSensor": "sensors.stream",
     # Hooks: the source connection, the stream's process, object-storage credentials.

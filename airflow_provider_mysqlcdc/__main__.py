@@ -3,6 +3,11 @@
     python -m airflow_provider_mysqlcdc init .            # ./dags/mysql_cdc_pipeline.py, ./pipelines/shop_orders.yaml
     python -m airflow_provider_mysqlcdc init "$AIRFLOW_HOME" --force
     python -m airflow_provider_mysqlcdc check-connection mysql_cdc_default
+    python -m airflow_provider_mysqlcdc maintain s3://lake/state/shop --aws-conn-id aws_default
+
+``maintain``: an Iceberg sink's compaction and snapshot expiry (what the watchdog DAG's
+``sink_maintenance`` task does), for the pipeline at a state location, now; safe beside its
+running stream. Connections by id, as the tasks take them.
 
 ``init``: the files come from the installed package (``airflow_provider_mysqlcdc/templates``), so
 they match its version. Existing files are left alone unless ``--force`` is given.
@@ -33,9 +38,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     init.add_argument("--force", action="store_true", help="overwrite files that exist")
     check = sub.add_parser("check-connection", help="log in to the source and run every server check")
     check.add_argument("conn_id", nargs="?", default="mysql_cdc_default", help="the connection id (mysql_cdc_default)")
+    maint = sub.add_parser("maintain", help="compact and expire the Iceberg tables of the pipeline at STATE_LOCATION")
+    maint.add_argument("state_location", help="the pipeline's state location")
+    maint.add_argument("--sink-conn-id", help="the connection a PostgreSQL Iceberg catalog logs in with")
+    maint.add_argument("--aws-conn-id", help="the aws connection of a warehouse or state location on S3")
+    maint.add_argument("--tables", nargs="*", help="only these source tables (db.table)")
+    maint.add_argument("--target-file-mb", type=int, default=128, help="compacted files' size (MiB, 128)")
+    maint.add_argument("--min-files", type=int, default=16, help="small files that make a partition due (16)")
+    maint.add_argument("--snapshot-max-age-s", type=float, default=3600, help="expire snapshots older (3600)")
+    maint.add_argument("--retain-last", type=int, default=10, help="snapshots always kept (10)")
     args = parser.parse_args(argv)
     if args.command == "check-connection":
         return check_connection(args.conn_id)
+    if args.command == "maintain":
+        return maintain(args)
     try:
         written = write_templates(args.dir, force=args.force)
     except ScaffoldError as e:
@@ -79,6 +95,39 @@ def check_connection(conn_id: str) -> int:
         ok = False
     print(f"{conn_id}: {'ok' if ok else 'FAILED'}: {message}", file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
+
+
+def maintain(args: argparse.Namespace) -> int:
+    """Run the maintenance; 0 done, 1 refused (the reason on stderr)."""
+    from .cdc.errors import ConfigError
+    from .cdc.store.object_store import use_credentials
+    from .hooks.object_storage import storage_credentials
+    from .operators.maintenance import maintain_pipeline
+    from .spark.sinks.iceberg.maintenance import MaintenancePolicy, TableMaintenance
+
+    try:
+        policy = MaintenancePolicy(
+            target_file_bytes=args.target_file_mb * 1024 * 1024,
+            min_files=args.min_files,
+            snapshot_max_age_s=args.snapshot_max_age_s,
+            retain_last=args.retain_last,
+        )
+        storage = storage_credentials(args.aws_conn_id)
+        use_credentials(storage)
+        password = None
+        if args.sink_conn_id:
+            from airflow.sdk import BaseHook
+
+            password = BaseHook.get_connection(args.sink_conn_id).password or ""
+        reports = maintain_pipeline(
+            args.state_location, sink_password=password, storage=storage, tables=args.tables, policy=policy
+        )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for r in reports:
+        print(TableMaintenance(**r).line())
+    return 0
 
 
 def _env_connection_problem(conn_id: str) -> str:

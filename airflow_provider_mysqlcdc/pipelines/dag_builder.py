@@ -25,6 +25,7 @@ from ..assets import sink_tables_alias
 from ..cdc.settings import current_names, defaults
 from ..cdc.sinks import sink_kind
 from ..operators.consistency import MySqlCdcConsistencyCheckOperator
+from ..operators.maintenance import MySqlCdcSinkMaintenanceOperator
 from ..operators.plan import MySqlCdcPlanOperator
 from ..operators.snapshot import MySqlCdcSnapshotOperator
 from ..operators.stream import MySqlCdcStreamOperator
@@ -44,6 +45,7 @@ SNAPSHOT_TIMEOUT = timedelta(hours=6)
 WATCHDOG_INTERVAL = timedelta(minutes=5)
 WATCHDOG_MAX_LAG_S = 600
 CONSISTENCY_EVERY_S = 3600  # the watchdog's consistency check: at most hourly by default
+MAINTENANCE_EVERY_S = 3600  # an Iceberg sink's compaction and snapshot expiry: at most hourly by default
 
 
 def _sink_words(sink_type: str) -> str:
@@ -222,6 +224,13 @@ def _watchdog_dag(watchdog_id: str, dag_id: str, values: Mapping[str, Any], tags
                 "checksums per batch) at most this often; 0: at every "
                 "watchdog run; -1: never.",
             ),
+            "maintenance_every_s": Param(
+                values.get("maintenance_every_s", MAINTENANCE_EVERY_S),
+                type=["null", "integer"],
+                title="Sink maintenance interval (s)",
+                description="Iceberg sinks: compact the stream's small files and expire snapshots older "
+                "than an hour at most this often; 0: at every watchdog run; -1: never. Other sinks: skipped.",
+            ),
             "stop_stream": Param(
                 False,
                 type="boolean",
@@ -242,6 +251,13 @@ def _watchdog_dag(watchdog_id: str, dag_id: str, values: Mapping[str, Any], tags
             timeout=240,
             mode="reschedule",
             outlets=[stream_health_asset(dag_id), sink_tables_alias(dag_id)],
+        )
+        health >> MySqlCdcSinkMaintenanceOperator(
+            task_id="sink_maintenance",
+            state_location="{{ params.state_location }}",
+            aws_conn_id="{{ params.aws_conn_id or '' }}",
+            min_interval_s="{{ params.maintenance_every_s if params.maintenance_every_s is not none else -1 }}",
+            retries=0,
         )
         health >> MySqlCdcConsistencyCheckOperator(
             task_id="consistency_check",

@@ -66,6 +66,12 @@ Once an hour (param `consistency_every_s`; 0 = every run, -1 = never) the
 count and a checksum of the keys, both at the offset the stream last committed. It fails when
 they differ and names the batches to read again (clear those snapshot tasks in `{dag_id}`);
 the `stream_health` log shows the last result.
+
+For an Iceberg sink, once an hour (param `maintenance_every_s`) the `sink_maintenance` task
+compacts the stream's small files (a partition with 16 or more files under 96 MiB is rewritten
+as files of up to 128 MiB, in one commit) and expires snapshots older than an hour (the newest
+10 are kept), deleting the files only those read. Rows, readers and the running stream are not
+disturbed. For other sinks it is skipped.
 """
 
 STREAMS_WATCHDOG = """\

@@ -40,6 +40,7 @@ def _default(value: Any) -> str:
 def operators() -> list[type]:
     from airflow_provider_mysqlcdc.operators.consistency import MySqlCdcConsistencyCheckOperator
     from airflow_provider_mysqlcdc.operators.find_pipelines import MySqlCdcFindPipelinesOperator
+    from airflow_provider_mysqlcdc.operators.maintenance import MySqlCdcSinkMaintenanceOperator
     from airflow_provider_mysqlcdc.operators.plan import MySqlCdcPlanOperator
     from airflow_provider_mysqlcdc.operators.snapshot import MySqlCdcSnapshotOperator
     from airflow_provider_mysqlcdc.operators.stream import MySqlCdcStreamOperator
@@ -52,6 +53,7 @@ def operators() -> list[type]:
         MySqlCdcSnapshotOperator,
         MySqlCdcStreamOperator,
         MySqlCdcConsistencyCheckOperator,
+        MySqlCdcSinkMaintenanceOperator,
         MySqlCdcStreamSensor,
         MySqlCdcFindPipelinesOperator,
     ]

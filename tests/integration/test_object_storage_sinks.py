@@ -189,12 +189,15 @@ def test_iceberg_on_s3_with_a_postgresql_catalog_through_the_jobs_with_a_killed_
 ):
     """The warehouse on S3 (keys from the aws connection's environment), the catalog in PostgreSQL
     (password as $PGPASSWORD, the sink connection's): snapshot jobs under writers, the stream
-    SIGKILLed once and restarted; the table equals the source row by row, its files are all in
+    SIGKILLed once and restarted, then compacted and expired beside the running stream and writers
+    (the watchdog's maintenance); the table equals the source row by row, its files are all in
     the bucket, and neither secret is in the stored settings or the jobs' log."""
     from airflow_provider_mysqlcdc.cdc.state import StateStore
     from airflow_provider_mysqlcdc.cdc.store.pipeline_file import write_config
+    from airflow_provider_mysqlcdc.operators.maintenance import maintain_pipeline
     from airflow_provider_mysqlcdc.spark.sinks.iceberg import catalog as cat
     from airflow_provider_mysqlcdc.spark.sinks.iceberg.apply import BATCH_KEY
+    from airflow_provider_mysqlcdc.spark.sinks.iceberg.maintenance import MaintenancePolicy
     from airflow_provider_mysqlcdc.spark.stream.offsets.checkpoint_mirror import local_copy_dir
     from mysqlcdc_harness.sink_compare import iceberg_rows
     from mysqlcdc_harness.stream_job import REPO
@@ -249,10 +252,20 @@ def test_iceberg_on_s3_with_a_postgresql_catalog_through_the_jobs_with_a_killed_
             before = _wait_for_commits(s3, checkpoint, 0, stream, log)
             stream = start_job(cfg_url, log, ROOT_PASSWORD, extra_env=env)
             _wait_for_commits(s3, checkpoint, before + 3, stream, log)
+            with aws_env(s3):  # compaction and expiry beside the running stream and the writers
+                reports = maintain_pipeline(
+                    config.state_location,
+                    sink_password=postgres.password,
+                    storage=credentials(s3),
+                    policy=MaintenancePolicy(min_files=2, snapshot_max_age_s=0, retain_last=3),
+                )
+            _wait_for_commits(s3, checkpoint, before + 6, stream, log)
             time.sleep(3)
         finally:
             changes = sum(w.stop().total for w in writers)
         assert changes > 200, "the writers must change rows during snapshot and stream"
+        assert len(reports) == 2 and sum(r["files_compacted"] for r in reports) >= 4, reports
+        assert all(r["snapshots_expired"] > 0 and r["files_deleted"]["manifest lists"] > 0 for r in reports), reports
         text = log.read_text(errors="replace")
         restored = [int(n) for n in re.findall(r"restored from \S+ \((\d+) files\)", text)]
         assert len(restored) == 2 and restored[1] > 0, restored

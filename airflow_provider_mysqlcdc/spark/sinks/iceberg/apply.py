@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 import uuid
 from typing import Any, Mapping
 
@@ -116,8 +117,30 @@ def _file_filter(touched: pa.Table, first: str) -> Any:
     return Or(expr, IsNull(first)) if col.null_count else expr
 
 
-def apply_changes(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[str, str]) -> dict[str, int]:
-    """Apply ``rows`` (``with_op``) to ``table`` in one commit that records ``props``."""
+def apply_changes(
+    table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[str, str], attempts: int = 10
+) -> dict[str, int]:
+    """Apply ``rows`` (``with_op``) to ``table`` in one commit that records ``props``.
+
+    Another commit landing first (a compaction of the table, a batch read again while the stream
+    runs) makes the commit fail on its base snapshot: the changes are applied again on the new
+    state, whose files may differ, and the files the failed attempt wrote are deleted."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return _apply_once(table, schema, rows, props)
+        except (CommitFailedException, ValidationException) as e:
+            if attempt == attempts:
+                raise
+            log.info("iceberg %s: commit conflict (%s), applying again on the new state", schema.table_id, e)
+            table.refresh()
+            time.sleep(min(1.0, 0.02 * 2**attempt))
+    raise AssertionError("unreachable")
+
+
+def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[str, str]) -> dict[str, int]:
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
     names = list(schema.row_identity)
@@ -152,14 +175,22 @@ def apply_changes(table: Any, schema: TableSchema, rows: pa.Table, props: Mappin
     if upserts.num_rows:
         upserts = upserts.cast(target) if upserts.schema != target else upserts
         added += list(_dataframe_to_data_files(meta, upserts, table.io, write_uuid, counter))
-    with table.transaction() as tx:
-        if removed or added:
-            with tx.update_snapshot(snapshot_properties=dict(props)).overwrite(commit_uuid=write_uuid) as ow:
-                for f in removed:
-                    ow.delete_data_file(f)
-                for f in added:
-                    ow.append_data_file(f)
-        tx.set_properties(**dict(props))
+    try:
+        with table.transaction() as tx:
+            if removed or added:
+                with tx.update_snapshot(snapshot_properties=dict(props)).overwrite(commit_uuid=write_uuid) as ow:
+                    for f in removed:
+                        ow.delete_data_file(f)
+                    for f in added:
+                        ow.append_data_file(f)
+            tx.set_properties(**dict(props))
+    except (CommitFailedException, ValidationException):
+        for f in added:  # never committed: nobody reads them
+            try:
+                table.io.delete(f.file_path)
+            except OSError:
+                pass
+        raise
     log.info(
         "iceberg %s micro-batch %s: %d rows (%d upserts), %d files rewritten, %d files added",
         schema.table_id,

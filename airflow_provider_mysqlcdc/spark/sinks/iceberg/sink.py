@@ -233,7 +233,7 @@ class IcebergSink(Sink):
         """One overwrite snapshot: the batch's new files in, the files an earlier run of it added out.
         Batches of one table commit concurrently: a commit that lost the race is rebuilt on the
         table's new state and tried again (each touches only its own batch's files)."""
-        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
         from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
         check_files(fs, records)
@@ -255,7 +255,7 @@ class IcebergSink(Sink):
                         for f in files:
                             ow.append_data_file(f)
                 break
-            except CommitFailedException as e:
+            except (CommitFailedException, ValidationException) as e:  # e.g. a compaction replaced a file
                 if attempt == 20:
                     raise
                 log.info("iceberg %s batch %s: commit conflict (%s), retry %d", schema.table_id, batch_id, e, attempt)
