@@ -226,7 +226,11 @@ def test_the_dag_template_parses_with_its_params_and_shape():
     assert [t.task_id for t in dag.topological_sort()] == ["validate", "plan", "snapshot", "stream"]
     assert dag.doc_md and "Clear" in dag.doc_md and "Downstream" in dag.doc_md
     watchdog = airflow_env.load_template_dag("mysql_cdc_stream_watchdog")
-    assert [t.task_id for t in watchdog.topological_sort()] == ["stream_health", "sink_maintenance", "consistency_check"]
+    assert [t.task_id for t in watchdog.topological_sort()] == [
+        "stream_health",
+        "sink_maintenance",
+        "consistency_check",
+    ]
     assert watchdog.is_paused_upon_creation is False
     assert watchdog.task_dict["stream_health"].outlets, "the watchdog records the stream's health as asset events"
     check = watchdog.task_dict["consistency_check"]
