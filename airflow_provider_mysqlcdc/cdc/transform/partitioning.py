@@ -44,12 +44,14 @@ class PartitionKey:
 
     @property
     def text(self) -> str:
-        """The entry as a pipeline file writes it (``day(ts)``, ``bucket(4, id)``, ``region``)."""
+        """The entry as a pipeline file writes it (``day(ts)``, ``bucket(4, id)``, ``region``; a
+        name that is not a plain one in backticks)."""
+        column = self.column if re.fullmatch(_NAME, self.column) else f"`{self.column}`"
         if self.transform == "identity":
-            return self.column
+            return column
         if self.width is not None:
-            return f"{self.transform}({self.width}, {self.column})"
-        return f"{self.transform}({self.column})"
+            return f"{self.transform}({self.width}, {column})"
+        return f"{self.transform}({column})"
 
     @property
     def field_name(self) -> str:
@@ -162,25 +164,26 @@ _TAKES: dict[str, tuple[Callable[[pa.DataType], bool], str]] = {
 
 
 def check_partition_keys(
-    table_id: TableId, keys: Sequence[PartitionKey], columns: pa.Schema, where: str = "transform"
+    table_id: TableId, keys: Sequence[PartitionKey], columns: pa.Schema, where: str | None = None
 ) -> tuple[PartitionKey, ...]:
     """The entries with their columns spelled as the sink table ``table_id`` (Arrow ``columns``)
     spells them (entries match names case-blind); ConfigError unless each names a column of it
     whose type its transform takes. ``where`` names the rule in the message."""
+    where = where or f"transform of {table_id}"
     by_lower = {f.name.lower(): f for f in columns}
     out = []
     for key in keys:
         field = by_lower.get(key.column.lower())
         if field is None:
             raise ConfigError(
-                f"{where} of {table_id}: partition_keys entry {key.text!r} names {key.column}, which the sink table "
+                f"{where}: partition_keys entry {key.text!r} names {key.column}, which the sink table "
                 f"{table_id} does not have ({', '.join(columns.names)}). Fix: partition by one of its columns, or "
                 "remove the entry"
             )
         takes, what = _TAKES[key.transform]
         if not takes(field.type):
             raise ConfigError(
-                f"{where} of {table_id}: partition_keys entry {key.text!r}: {key.transform} needs {what}, and "
+                f"{where}: partition_keys entry {key.text!r}: {key.transform} needs {what}, and "
                 f"{field.name} is {field.type} in the sink table (Iceberg defines no {key.transform} over it). "
                 f"Fix: use another transform (a plain {field.name} partitions by each value; bucket(N, {field.name}) "
                 "spreads integers and text), or another column"
