@@ -386,7 +386,7 @@ def _partition_keys(entries: list[Any]) -> None:
 
     try:
         parse_partition_keys(entries)
-    except ValueError as e:
+    except ConfigError as e:
         text = str(e)
         sub, _, message = text.partition(": ")
         raise invalid(message, sub) from None

@@ -61,14 +61,14 @@ class PartitionKey:
 
 
 def parse_partition_key(text: Any) -> PartitionKey:
-    """One entry, or ValueError with the reason and the fix (the caller names where it is)."""
+    """One entry, or ConfigError with the reason and the fix (the caller names where it is)."""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(
+        raise ConfigError(
             f"found {text!r}, need a column name or a transform over one, e.g. {EXAMPLE}. Fix: write each entry as text"
         )
     m = _ENTRY.match(text)
     if m is None:
-        raise ValueError(
+        raise ConfigError(
             f"found {text!r}, not a column name nor a transform over one ({', '.join(_forms())}). "
             f"Fix: write e.g. {EXAMPLE}"
         )
@@ -76,39 +76,39 @@ def parse_partition_key(text: Any) -> PartitionKey:
         return PartitionKey("identity", _unquote(m.group("plain")))
     fn, n, column = m.group("fn").lower(), m.group("n"), _unquote(m.group("col"))
     if fn not in TRANSFORMS:
-        raise ValueError(
+        raise ConfigError(
             f"found {text!r}: {fn} is not a partition transform. Fix: use one of {', '.join(_forms())}, "
             "or the column's name alone"
         )
     if fn in WIDTH_TRANSFORMS:
         if n is None:
-            raise ValueError(f"found {text!r}: {fn} takes a {_width_word(fn)} first. Fix: write {fn}(16, {column})")
+            raise ConfigError(f"found {text!r}: {fn} takes a {_width_word(fn)} first. Fix: write {fn}(16, {column})")
         width = int(n)
         if not 0 < width <= _MAX_WIDTH:
-            raise ValueError(
+            raise ConfigError(
                 f"found {text!r}: the {_width_word(fn)} must be a whole number from 1 to {_MAX_WIDTH}. "
                 f"Fix: write e.g. {fn}(16, {column})"
             )
         return PartitionKey(fn, column, width)
     if n is not None:
-        raise ValueError(f"found {text!r}: {fn} takes the column only. Fix: write {fn}({column})")
+        raise ConfigError(f"found {text!r}: {fn} takes the column only. Fix: write {fn}({column})")
     return PartitionKey(fn, column)
 
 
 def parse_partition_keys(entries: Iterable[Any]) -> tuple[PartitionKey, ...]:
-    """Every entry parsed; ValueError (prefixed with the entry's index) for the first bad one,
+    """Every entry parsed; ConfigError (prefixed with the entry's index) for the first bad one,
     or for two entries over one column (Iceberg partitions a file by one value per column)."""
     keys: list[PartitionKey] = []
     for i, entry in enumerate(entries):
         try:
             keys.append(parse_partition_key(entry))
-        except ValueError as e:
-            raise ValueError(f"[{i}]: {e}") from None
+        except ConfigError as e:
+            raise ConfigError(f"[{i}]: {e}") from None
     seen: dict[str, PartitionKey] = {}
     for i, key in enumerate(keys):
         other = seen.get(key.column.lower())
         if other is not None:
-            raise ValueError(
+            raise ConfigError(
                 f"[{i}]: found {key.text!r} and {other.text!r}: two entries over the column {key.column}. "
                 "Fix: keep one entry per column"
             )

@@ -586,7 +586,7 @@ def _partitioning(rule: Mapping[str, Any], view: TableView) -> tuple[PartitionKe
     where = f"transform of {view.source_id}"
     try:
         keys = parse_partition_keys(entries)
-    except ValueError as e:
+    except ConfigError as e:
         raise ConfigError(f"{where}: partition_keys{e}") from None
     return check_partition_keys(view.sink_id, keys, view.sink_arrow, where)
 

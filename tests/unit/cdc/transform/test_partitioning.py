@@ -59,13 +59,13 @@ def test_entries_are_a_column_or_a_transform_over_one(text, key):
     ],
 )
 def test_bad_entries_say_what_to_write(text, message):
-    with pytest.raises(ValueError, match=None) as e:
+    with pytest.raises(ConfigError) as e:
         parse_partition_key(text)
     assert message in str(e.value) and "Fix:" in str(e.value)
 
 
 def test_two_entries_over_one_column_are_refused_with_their_index():
-    with pytest.raises(ValueError, match=r"^\[1\]: found 'day\(TS\)' and 'ts': two entries over the column TS"):
+    with pytest.raises(ConfigError, match=r"^\[1\]: found 'day\(TS\)' and 'ts': two entries over the column TS"):
         parse_partition_keys(["ts", "day(TS)"])
 
 
