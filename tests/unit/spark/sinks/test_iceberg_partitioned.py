@@ -104,6 +104,9 @@ def test_micro_batches_moving_rows_between_partitions_equal_a_reference(tmp_path
     assert _files_in_one_partition(sink) > 1
     keys_read = sink.keys_in_sink(_schema())
     assert sorted(keys_read.column("id").to_pylist()) == sorted(expected)
+    # the consistency check reads the keys as of the last micro-batch it names (steps are micro-batch 0 here)
+    checked, _ = sink.consistency_keys(_schema(), 0)
+    assert sorted(checked.column("id").to_pylist()) == sorted(expected)
 
 
 def test_a_column_added_and_a_type_changed_keep_the_files_partitioned(tmp_path):
