@@ -42,6 +42,8 @@ class SinkKind:
     """Keeps every change as a log (no table state): its source's tasks transform each change."""
     snapshot_bypasses_jvm: bool = False
     """Its snapshot rows can go from the Arrow reader to its files without Spark's JVM."""
+    partitions: bool = False
+    """Partitions its tables by a transform rule's ``partition_keys`` (``cdc/transform/partitioning.py``)."""
 
 
 SINKS: dict[str, SinkKind] = {
@@ -85,6 +87,7 @@ SINKS: dict[str, SinkKind] = {
             needs_root=True,
             catalog_connection=True,
             applies_views=True,
+            partitions=True,
         ),
         SinkKind(
             "console",
@@ -100,6 +103,8 @@ DEFAULT_SINK = "delta"
 # The sink types whose writes the views are applied to, with the stream's direct write: the
 # merge-based sinks on the driver (last changes), the changelog in the source's tasks (each change).
 VIEW_SINKS = tuple(name for name, kind in SINKS.items() if kind.applies_views)
+# The sink types that partition their tables by a transform's partition_keys.
+PARTITION_SINKS = tuple(name for name, kind in SINKS.items() if kind.partitions)
 
 
 def sink_kind(name: str | None) -> SinkKind | None:

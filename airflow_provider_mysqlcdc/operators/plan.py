@@ -170,8 +170,8 @@ class MySqlCdcPlanOperator(BaseOperator):
     :param route: a pipeline file's ``route`` rules (``source_table`` pattern -> ``sink_table``; tables
         merged into one sink table are keyed by ``_source_table`` and their row identity). (templated)
     :param transform: a pipeline file's ``transform`` rules (``source_table``, ``projection``, ``filter``,
-        ``primary_keys``), applied by the snapshot and the stream alike; checked against the tables
-        here, before anything is written. (templated)
+        ``primary_keys``, ``partition_keys``), applied by the snapshot and the stream alike; checked
+        against the tables here, before anything is written. (templated)
     :param reread_batches: the snapshot tasks' ``reread_batches`` (batch ids, captured tables, ``*``):
         checked here against the plan (an unknown name fails the run before any batch runs), and
         the batches it names are labelled ``read again`` in the log, the map index names and the

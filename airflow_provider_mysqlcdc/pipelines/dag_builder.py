@@ -100,7 +100,8 @@ def build_pipeline_dags(
     :param watchdog_dag_id: default ``<dag_id>_stream_watchdog`` (a trailing ``_pipeline`` dropped).
     :param pipeline_file: the pipeline file the DAGs come from, named in the docs.
     :param route: the pipeline file's route rules (mappings with ``source_table``, ``sink_table``).
-    :param transform: its transform rules (``source_table``, ``projection``, ``filter``, ``primary_keys``).
+    :param transform: its transform rules (``source_table``, ``projection``, ``filter``, ``primary_keys``,
+        ``partition_keys``).
     """
     settings = dict(settings or {})
     values = defaults(**settings)

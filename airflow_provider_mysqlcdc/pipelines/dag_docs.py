@@ -137,6 +137,8 @@ validate` checks the file.
         lines = [f"- `{r['source_table']}` → `{r['sink_table']}`" for r in route]
         for t in transform:
             parts = [f"{k} `{t[k]}`" for k in ("projection", "filter") if t.get(k)]
+            if t.get("partition_keys"):
+                parts.append(f"partitioned by `{', '.join(t['partition_keys'])}`")
             lines.append(f"- `{t['source_table']}`: {'; '.join(parts) or 'primary keys ' + str(t.get('primary_keys'))}")
         doc += (
             "\n**Routes and transforms** (from the pipeline file; the snapshot and the stream apply them alike, "

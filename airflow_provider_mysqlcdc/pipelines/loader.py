@@ -296,10 +296,11 @@ def clash_problems(identities: list[tuple[str, _Identity]]) -> list[Problem]:
 
 def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
     """``route`` and ``transform`` are applied by the merge-based sinks with their direct stream
-    write (``cdc/transform/table_views.py``); a file that pairs them with another sink would load its tables
+    write (``cdc/transform/table_views.py``), a transform's ``partition_keys`` by the sinks that
+    partition (Iceberg); a file that pairs them with another sink would load its tables
     without them, so the factory builds no DAG for it and ``validate`` reports it. (The tables'
     columns are checked by the plan step, which sees them.)"""
-    from ..cdc.sinks import VIEW_SINKS
+    from ..cdc.sinks import PARTITION_SINKS, VIEW_SINKS
 
     if not (spec.route or spec.transform):
         return []
@@ -316,6 +317,19 @@ def refuse_unapplied_rules(file: str, spec: PipelineSpec) -> list[Problem]:
                 f"found {show(sink_type)}: {sections} {are} applied by the "
                 f"{', '.join(VIEW_SINKS)} sinks only. Fix: use one of those sinks, or "
                 f"remove the {sections} section{'s' if are == 'are' else ''}.",
+            )
+        ]
+    partitioned = [i for i, t in enumerate(spec.transform) if t.partition_keys]
+    if partitioned and sink_type not in PARTITION_SINKS:
+        i = partitioned[0]
+        return [
+            Problem(
+                file,
+                f"transform[{i}].partition_keys",
+                f"found {show(list(spec.transform[i].partition_keys or ()))} with sink type {sink_type}: "
+                f"partition_keys are applied by the {', '.join(PARTITION_SINKS)} sink only (a {sink_type} "
+                f"sink would write its tables unpartitioned). Fix: remove partition_keys, or set sink.type "
+                f"to {' or '.join(PARTITION_SINKS)}.",
             )
         ]
     if isinstance(options, dict) and (options.get("direct_write") is False or options.get("format") == "parquet"):

@@ -379,9 +379,23 @@ class RouteRule(_Section):
     )
 
 
+def _partition_keys(entries: list[Any]) -> None:
+    """Each entry a column name or a partition transform over one (``cdc/transform/partitioning.py``);
+    whether the sink table has the columns, in types the transforms take, is the plan step's check."""
+    from ..cdc.transform.partitioning import parse_partition_keys
+
+    try:
+        parse_partition_keys(entries)
+    except ConfigError as e:
+        text = str(e)
+        sub, _, message = text.partition(": ")
+        raise invalid(message, sub) from None
+
+
 class TransformRule(_Section):
     """One transform of the tables ``source_table`` matches: ``projection`` (Spark SQL select list),
-    ``filter`` (Spark SQL predicate), ``primary_keys`` (the sink's key instead of the source's)."""
+    ``filter`` (Spark SQL predicate), ``primary_keys`` (the sink's key instead of the source's),
+    ``partition_keys`` (how the sink table is partitioned: Iceberg's partition transforms)."""
 
     source_table: Annotated[str, checked(_TABLE_TEXT, then=table_entry)] = Field(
         description="A table entry as in source.tables: db.table or a regular expression over db.table."
@@ -398,16 +412,33 @@ class TransformRule(_Section):
         Optional[tuple[str, ...]],
         checked({"type": ["null", "array"], "minItems": 1, "uniqueItems": True, "items": _TABLE_TEXT}, None),
     ] = Field(None, description="The sink table's key columns instead of the source's primary key.")
+    partition_keys: Annotated[
+        Optional[tuple[str, ...]],
+        checked(
+            {
+                "type": ["null", "array"],
+                "minItems": 1,
+                "uniqueItems": True,
+                "items": {"type": "string", "minLength": 1},
+            },
+            None,
+            _partition_keys,
+        ),
+    ] = Field(
+        None,
+        description="How the sink table is partitioned (Iceberg sink): each entry a column of the sink table, or "
+        "year(col), month(col), day(col), hour(col), bucket(N, col), truncate(W, col).",
+    )
     description: Annotated[Optional[str], checked({"type": ["null", "string"]}, None)] = Field(
         None, description="Why the transform exists; shown on the pipeline DAG's page."
     )
 
     @model_validator(mode="after")
     def _does_something(self) -> "TransformRule":
-        if self.projection is None and self.filter is None and self.primary_keys is None:
+        if self.projection is None and self.filter is None and self.primary_keys is None and not self.partition_keys:
             raise invalid(
                 f"found only source_table {show(self.source_table)}: a transform changes nothing "
-                "without projection, filter or primary_keys. Fix: add one of them, or remove the rule"
+                "without projection, filter, primary_keys or partition_keys. Fix: add one of them, or remove the rule"
             )
         return self
 

@@ -19,6 +19,12 @@ MIN_MESSAGES = 420
 
 # Messages without a ``Fix:`` of their own, and why: (module, function, start of the message).
 NO_FIX = {
+    ("cdc/transform/table_views.py", "_partitioning", "transform of <source_id>: partition_keys<e>"): "a "
+    "partition_keys entry's own message (cdc/transform/partitioning.py, listed there) behind the rule's name; "
+    "it has the Fix",
+    ("pipelines/spec.py", "_partition_keys", "<message>"): "the same entry's message, at its key path in the file",
+    ("cdc/transform/partitioning.py", "parse_partition_keys", "[<i>]: <e>"): "the same entry's message, behind "
+    "its index in the list",
     ("cdc/source/discovery.py", "table_list_error", "<problems>"): "a single table-list problem, raised as it is: "
     "its own message (listed from where it is made) has the Fix",
     ("cdc/source/validation.py", "validate_server", "<version> at"): "a heading over the server checks that failed; "

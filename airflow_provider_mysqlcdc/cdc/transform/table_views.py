@@ -30,9 +30,10 @@ import pyarrow.compute as pc
 from ..errors import ConfigError
 from ..model import Column, TableId, TableSchema
 from ..plan import Plan
-from ..sinks import VIEW_SINKS, logs_changes
+from ..sinks import PARTITION_SINKS, VIEW_SINKS, logs_changes
 from ..snapshot.corrections import TableCorrections
 from ..types import arrow_schema, map_table
+from .partitioning import PartitionKey, check_partition_keys, parse_partition_keys
 from .routing import DEFAULT_SOURCE_COLUMN, Routing, resolve_routing
 from .transform_exprs import CompiledFilter, CompiledProjection, compile_filter, compile_projection
 
@@ -60,7 +61,11 @@ class Rules:
         """From a pipeline file's typed rules, mappings, or JSON text (a template field)."""
         return cls(
             _rule_list(route, "route", ("source_table", "sink_table", "description")),
-            _rule_list(transform, "transform", ("source_table", "projection", "filter", "primary_keys", "description")),
+            _rule_list(
+                transform,
+                "transform",
+                ("source_table", "projection", "filter", "primary_keys", "partition_keys", "description"),
+            ),
         )
 
 
@@ -166,6 +171,9 @@ class TableView:
     source_column: Optional[str]  # set for a merged sink: holds ``source_value``
     source_arrow: pa.Schema = field(repr=False, default=None)  # type: ignore[assignment]
     sink_arrow: pa.Schema = field(repr=False, default=None)  # type: ignore[assignment]
+    # how the sink table is partitioned (a transform's partition_keys, checked against its columns);
+    # the rows are not changed by it, so a view with only this is still ``identity``
+    partition_keys: tuple[PartitionKey, ...] = ()
 
     def __post_init__(self) -> None:
         if self.source_arrow is None:
@@ -442,6 +450,14 @@ def resolve_views(
     """Every captured table's view; a ConfigError naming the rule and the fix for rules this
     engine cannot apply (before any row is read)."""
     schemas = apply_primary_keys(rules, schemas, default_database)
+    if sink_type is not None and sink_type not in PARTITION_SINKS:
+        partitioned = [r for r in rules.transform if r.get("partition_keys")]
+        if partitioned:
+            raise ConfigError(
+                f"transform of {partitioned[0]['source_table']}: partition_keys are applied by the "
+                f"{', '.join(PARTITION_SINKS)} sink only, and the sink is {sink_type} (it would write its tables "
+                f"unpartitioned). Fix: remove partition_keys, or use the {' or '.join(PARTITION_SINKS)} sink"
+            )
     if rules and sink_type is not None:
         if sink_type not in VIEW_SINKS:
             raise ConfigError(
@@ -540,7 +556,10 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
                     f"own name: {ident}"
                 )
     if projection is None and filt is None and not sink.merged and sink.table_id == t:
-        return TableView(schema, schema, None, None, None, source_arrow=source_arrow)  # no rule touches it
+        # no rule touches its rows (partition_keys only lay them out)
+        view = TableView(schema, schema, None, None, None, source_arrow=source_arrow)
+        view.partition_keys = _partitioning(rule, view)
+        return view
     # the source identity (primary_keys equal it, checked above), behind the source column when merged
     identity = (merged_column, *schema.row_identity) if merged_column is not None else tuple(schema.row_identity)
     sink_schema = TableSchema(
@@ -554,7 +573,22 @@ def _view(schema: TableSchema, routing: Routing, rules: Rules, default_database:
         zero_dates=schema.zero_dates,
     )
     map_table(sink_schema, "UTC")  # every sink column has a type
-    return TableView(schema, sink_schema, projection, filt, merged_column, source_arrow=source_arrow)
+    view = TableView(schema, sink_schema, projection, filt, merged_column, source_arrow=source_arrow)
+    view.partition_keys = _partitioning(rule, view)
+    return view
+
+
+def _partitioning(rule: Mapping[str, Any], view: TableView) -> tuple[PartitionKey, ...]:
+    """The rule's ``partition_keys``, checked against the sink table's columns and their types."""
+    entries = rule.get("partition_keys")
+    if not entries:
+        return ()
+    where = f"transform of {view.source_id}"
+    try:
+        keys = parse_partition_keys(entries)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: partition_keys{e}") from None
+    return check_partition_keys(view.sink_id, keys, view.sink_arrow, where)
 
 
 def _meta_values(compiled: Any) -> set[str]:
@@ -579,6 +613,13 @@ def _check_merged_alike(views: Mapping[TableId, TableView], routing: Routing) ->
             continue
         first = members[0]
         for other in members[1:]:
+            if other.partition_keys != first.partition_keys:
+                raise ConfigError(
+                    f"route: the tables merged into {sink.table_id} give it different partition_keys "
+                    f"([{', '.join(k.text for k in first.partition_keys)}] from {first.source_id}, "
+                    f"[{', '.join(k.text for k in other.partition_keys)}] from {other.source_id}). Fix: give the "
+                    "same partition_keys in the transforms of every table routed there"
+                )
             if other.sink_arrow.equals(first.sink_arrow):
                 continue
             a = {f.name: str(f.type) for f in first.sink_arrow}
@@ -594,6 +635,15 @@ def _check_merged_alike(views: Mapping[TableId, TableView], routing: Routing) ->
                 "same columns and types (CAST where the tables differ), or route them to separate "
                 "sink tables"
             )
+
+
+def sink_partitioning(views: Mapping[TableId, TableView]) -> dict[TableId, tuple[PartitionKey, ...]]:
+    """Each partitioned sink table's partition keys (tables merged into one agree: ``_check_merged_alike``)."""
+    out: dict[TableId, tuple[PartitionKey, ...]] = {}
+    for v in views.values():
+        if v.partition_keys:
+            out.setdefault(v.sink_id, v.partition_keys)
+    return out
 
 
 def sink_schemas(views: Mapping[TableId, TableView]) -> list[TableSchema]:

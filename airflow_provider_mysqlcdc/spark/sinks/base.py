@@ -139,6 +139,21 @@ class Sink(ABC):
         (``callback(table, what, count)``, e.g. U+0000 replaced), for ``stream/status.json``.
         Sinks that store every value as it is ignore it."""
 
+    def partition_tables(self, keys: Mapping[TableId, Sequence[Any]]) -> None:
+        """Partition the sink tables ``keys`` names by their transforms' ``partition_keys``
+        (``cdc/transform/partitioning.py``), when they are created and in every write. A sink that
+        does not partition refuses, before it creates or writes anything: its tables would come
+        out unpartitioned, quietly unlike the pipeline file."""
+        from ...cdc.errors import ConfigError
+        from ...cdc.sinks import PARTITION_SINKS
+
+        if any(keys.values()):
+            table = next(t for t, k in keys.items() if k)
+            raise ConfigError(
+                f"the {self.name} sink does not partition its tables, and the transform of {table} has "
+                f"partition_keys. Fix: remove partition_keys, or use the {' or '.join(PARTITION_SINKS)} sink"
+            )
+
     def writes_snapshot_files(self) -> bool:
         """True when a snapshot batch's SELECTs can write the sink's files themselves
         (``write_chunk_files`` / ``commit_chunk_files``, see ``files/snapshot.py``): rows written

@@ -34,7 +34,7 @@ from ...cdc.chunks import KeyRange
 from ...cdc.errors import ConfigError
 from ...cdc.model import TableId, TableSchema
 from ...cdc.sinks import logs_changes
-from ...cdc.transform.table_views import Rules, TableView, resolve_views, sink_schemas
+from ...cdc.transform.table_views import Rules, TableView, resolve_views, sink_partitioning, sink_schemas
 from .base import META_OP, META_SEQ, Sink, SnapshotFileSink, SnapshotWrite
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,15 @@ class RoutedSink(Sink):
         self.rules = rules
         self.views = dict(views)
         self.name = inner.name
+        self._partition_inner()
+
+    def _partition_inner(self) -> None:
+        """Hand the inner sink the sink tables' partition keys (a transform's ``partition_keys``):
+        it creates them partitioned and writes every file into its partition; one that cannot
+        refuses here, before anything is written."""
+        keys = sink_partitioning(self.views)
+        if keys:
+            self.inner.partition_tables(keys)
 
     # --- which view ---------------------------------------------------------------------------
 
@@ -92,6 +101,8 @@ class RoutedSink(Sink):
             ) from None
         if current.identity and new.identity:  # no rule touches it: its sink follows DDL as always
             self.views[schema.table_id] = new
+            if new.partition_keys != current.partition_keys:
+                self._partition_inner()
             return new
         if not new.sink_arrow.equals(current.sink_arrow) or new.sink_id != current.sink_id:
             raise ConfigError(
@@ -112,6 +123,7 @@ class RoutedSink(Sink):
         if new:
             views = resolve_views(self.rules, [*(v.source for v in self.views.values()), *new])
             self.views.update({s.table_id: views[s.table_id] for s in new})
+            self._partition_inner()
 
     @staticmethod
     def _label(view: TableView, batch_id: str) -> str:

@@ -2,9 +2,11 @@
 
 The rows are the last change per row identity (``_op`` +I/+U: the row as it is now; -D/-U: the
 row is gone). Every data file that may hold one of those identities (pruned by the files' column
-bounds on the first identity column) is read; a file that does hold some is replaced by a
+bounds on the first identity column, and by partition where the table is partitioned by it) is read; a file that does hold some is replaced by a
 rewrite without them; the upserted rows are added as new files. Deletes, rewrites and additions
-are one overwrite snapshot, so readers see the micro-batch whole or not at all.
+are one overwrite snapshot, so readers see the micro-batch whole or not at all. In a partitioned
+table the files are written per partition (``partitioning.py``); a row whose update moved it to
+another partition is deleted by its identity from the file of its old one and added to the new.
 
 Which micro-batch (and which step of it) the commit applies is written into the snapshot's
 summary and, in the same commit, into the table's properties: a replay of a micro-batch at or
@@ -141,7 +143,9 @@ def apply_changes(
 
 def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[str, str]) -> dict[str, int]:
     from pyiceberg.exceptions import CommitFailedException, ValidationException
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    from .partitioning import data_files
 
     names = list(schema.row_identity)
     ops = rows.column(OP)
@@ -171,10 +175,10 @@ def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[
         kept = data.filter(pc.invert(mask))
         if kept.num_rows:
             kept = kept.cast(target) if kept.schema != target else kept
-            added += list(_dataframe_to_data_files(meta, kept, table.io, write_uuid, counter))
+            added += data_files(meta, kept, table.io, write_uuid, counter)
     if upserts.num_rows:
         upserts = upserts.cast(target) if upserts.schema != target else upserts
-        added += list(_dataframe_to_data_files(meta, upserts, table.io, write_uuid, counter))
+        added += data_files(meta, upserts, table.io, write_uuid, counter)
     try:
         with table.transaction() as tx:
             if removed or added:

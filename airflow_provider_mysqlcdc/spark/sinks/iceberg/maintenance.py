@@ -168,8 +168,10 @@ def _compact_group(table: Any, group: list[Any], policy: MaintenancePolicy) -> t
     """(files removed, files added), or None when concurrent commits kept replacing the group's files."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+    from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import TableProperties
+
+    from .partitioning import data_files
 
     for attempt in range(1, policy.attempts + 1):
         table.refresh()
@@ -193,7 +195,7 @@ def _compact_group(table: Any, group: list[Any], policy: MaintenancePolicy) -> t
                 }
             }
         )
-        added = list(_dataframe_to_data_files(sized, rows, table.io, write_uuid, counter))
+        added = data_files(sized, rows, table.io, write_uuid, counter)
         # commit on the newest state as long as every replaced file is still there
         for _ in range(policy.attempts):
             live = {t.file.file_path: t.file for t in table.scan().plan_files()}

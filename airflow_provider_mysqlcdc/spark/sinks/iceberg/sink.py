@@ -19,6 +19,11 @@ are read, rewritten without those rows, and the upserted rows added. The commit'
 summary records the micro-batch (``mysqlcdc.stream-batch``); a micro-batch at or below the one
 recorded is skipped, so a replay after a kill changes nothing.
 
+Partitioning: a transform's ``partition_keys`` (``partition_tables``) give the table its
+partition spec when it is created (an existing table partitioned otherwise is refused); every
+write puts each data file in one partition (``partitioning.py``): the snapshot's tasks split their
+rows by partition value, the stream's commits too.
+
 Schema changes: a column added (Iceberg's schema evolution; old rows read it as NULL) and a
 TRUNCATE; other changes take the lenient way where the pipeline's ``schema_change_behavior``
 allows it, and stop the stream under ``evolve``.
@@ -36,10 +41,12 @@ from pyspark.sql import DataFrame
 from ....cdc.chunks import KeyRange
 from ....cdc.errors import ConfigError
 from ....cdc.model import TableId, TableSchema
+from ....cdc.transform.partitioning import PartitionKey
 from ...runtime.job_labels import describe
 from ..base import META_OP, Sink, SnapshotWrite, direct_write_option, last_changes, schema_differences
 from ..files.arrow import (
     DEFAULT_ROW_GROUP_ROWS,
+    RECORD_SCHEMA,
     FileRecord,
     FileWriteSpec,
     FsSpec,
@@ -55,6 +62,7 @@ from ..files.arrow import (
 )
 from ..last_change import LastChange
 from . import catalog as cat
+from . import partitioning as part
 from .apply import BATCH_KEY, STEP_KEY, apply_changes, last_recorded, with_op
 
 log = logging.getLogger(__name__)
@@ -100,6 +108,7 @@ class IcebergSink(Sink):
         self._password = password
         self._catalog: Any = None
         self._schemas: dict[TableId, TableSchema] = {}
+        self._partitioning: dict[TableId, tuple[PartitionKey, ...]] = {}
 
     # --- the catalog --------------------------------------------------------------------------
 
@@ -148,6 +157,10 @@ class IcebergSink(Sink):
 
     # --- prepare --------------------------------------------------------------------------------
 
+    def partition_tables(self, keys: Mapping[TableId, Sequence[Any]]) -> None:
+        """The sink tables' partition keys (checked against their columns by the views)."""
+        self._partitioning = {t: tuple(k) for t, k in keys.items() if k}
+
     def prepare(self, schemas: Sequence[TableSchema]) -> None:
         for schema in schemas:
             self._prepare_one(schema)
@@ -165,6 +178,8 @@ class IcebergSink(Sink):
                     f"{'; '.join(diffs)}. Fix: drop the Iceberg table (a fresh snapshot recreates it), or "
                     "capture into another catalog or root."
                 )
+            table = self.open_table(schema.table_id)
+            part.check_spec(schema.table_id, table.spec(), table.schema(), self._partitioning.get(schema.table_id, ()))
             return
         from pyiceberg.catalog import Catalog
         from pyiceberg.schema import Schema, assign_fresh_schema_ids
@@ -184,17 +199,26 @@ class IcebergSink(Sink):
         )
         ids = [converted.find_field(c).field_id for c in keys]
         iceberg_schema = Schema(*converted.fields, identifier_field_ids=ids)
+        spec = part.build_spec(schema.table_id, iceberg_schema, self._partitioning.get(schema.table_id, ()))
         self.catalog.create_namespace_if_not_exists(ident[0])
         table = self.catalog.create_table(
             ident,
             schema=iceberg_schema,
+            partition_spec=spec,
             properties={
                 "format-version": "2",
                 "comment": f"mysqlcdc replica of {schema.table_id}",
                 TableProperties.DEFAULT_NAME_MAPPING: iceberg_schema.name_mapping.model_dump_json(),
             },
         )
-        log.info("created Iceberg table %s at %s", ".".join(ident), table.location())
+        log.info(
+            "created Iceberg table %s at %s%s",
+            ".".join(ident),
+            table.location(),
+            f", partitioned by {', '.join(part.describe_spec(table.spec(), table.schema()))}"
+            if not table.spec().is_unpartitioned()
+            else "",
+        )
 
     # --- snapshot -------------------------------------------------------------------------------
 
@@ -219,7 +243,16 @@ class IcebergSink(Sink):
         )
         describe(frame.sparkSession, f"mysqlcdc iceberg snapshot {schema.table_id} {batch_id}")
         try:
-            records = write_files(frame.select(*[spark_col(c) for c in schema.column_names]), spec)
+            rows = frame.select(*[spark_col(c) for c in schema.column_names])
+            if table.spec().is_unpartitioned():
+                records = write_files(rows, spec)
+            else:  # each task splits its rows by partition value: one partition per file
+                columns = part.PartitionColumns.of(table.spec(), table.schema())
+                got = rows.mapInArrow(part.partitioned_writer(spec, columns), RECORD_SCHEMA).collect()
+                records = sorted(
+                    (FileRecord(r["path"], r["size"], r["num_rows"], r["stats"], r["counts"]) for r in got),
+                    key=lambda r: r.path,
+                )
         finally:
             describe(frame.sparkSession, None)
         t1 = time.monotonic()
@@ -232,9 +265,9 @@ class IcebergSink(Sink):
     ) -> dict[str, Any]:
         """One overwrite snapshot: the batch's new files in, the files an earlier run of it added out.
         Batches of one table commit concurrently: a commit that lost the race is rebuilt on the
-        table's new state and tried again (each touches only its own batch's files)."""
+        table's new state and tried again (each touches only its own batch's files). A partitioned
+        table's files each come with their partition value (``partitioning.write_partitioned``)."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
-        from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
         check_files(fs, records)
         base = location if "://" in location else f"file://{location}"
@@ -242,7 +275,12 @@ class IcebergSink(Sink):
         prefix = f"/{self.snapshot_prefix(batch_id)}"
         for attempt in range(1, 21):
             table = self.open_table(schema.table_id)
-            files = [parquet_file_to_data_file(table.io, table.metadata, p) for p in paths]
+            files = [
+                part.snapshot_data_file(
+                    table.io, table.metadata, p, part.decode_value(r.stats) if r.stats is not None else None
+                )
+                for p, r in zip(paths, records)
+            ]
             new = set(paths)
             old = [f for f in _data_files(table) if prefix in f.file_path and f.file_path not in new]
             if not files and not old:
@@ -318,6 +356,12 @@ class IcebergSink(Sink):
                         f"iceberg {table_id}: cannot change key column {name} from {old} to {new_type}. Fix: "
                         "recreate the sink table (trigger the pipeline with reset=true)."
                     )
+                if any(f.source_id == field.field_id for f in table.spec().fields):
+                    raise ConfigError(
+                        f"iceberg {table_id}: cannot change partition column {name} from {old} to {new_type} (the "
+                        "table's partition spec is over the column as it is). Fix: recreate the sink table (trigger "
+                        "the pipeline with reset=true), or drop it from partition_keys and reset."
+                    )
                 data = table.scan().to_arrow()
                 values = data.column(name).cast(new_arrow)
                 with tx.update_schema() as us:
@@ -327,9 +371,7 @@ class IcebergSink(Sink):
                 target = cat.plain_arrow_schema(tx.table_metadata.schema().as_arrow())
                 cols = {f.name: (values if f.name == name else data.column(f.name)) for f in target}
                 rows = pa.table({n: c.cast(target.field(n).type) for n, c in cols.items()}, schema=target)
-                from pyiceberg.expressions import AlwaysTrue
-
-                tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties=props)
+                _replace_rows(tx, table, rows, props)
             from pyiceberg.table import TableProperties
 
             mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
@@ -505,8 +547,6 @@ class IcebergSink(Sink):
 def _rewrite_column(tx: Any, table: Any, action: Any, arrow_type: pa.DataType, props: dict[str, str]) -> None:
     """Every existing row with ``action``'s column set (a DEFAULT, another column's values, or
     NULL for a column the sink kept), in the transaction's one overwrite of the table's files."""
-    from pyiceberg.expressions import AlwaysTrue
-
     data = table.scan().to_arrow()
     target = cat.plain_arrow_schema(tx.table_metadata.schema().as_arrow())
     n = data.num_rows
@@ -521,7 +561,29 @@ def _rewrite_column(tx: Any, table: Any, action: Any, arrow_type: pa.DataType, p
             values = pa.array([str(action.fill)] * n, pa.string()).cast(arrow_type)
     columns = {f.name: (values if f.name == action.column.name else data.column(f.name)) for f in target}
     rows = pa.table({name: col.cast(target.field(name).type) for name, col in columns.items()}, schema=target)
-    tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties=props)
+    _replace_rows(tx, table, rows, props)
+
+
+def _replace_rows(tx: Any, table: Any, rows: pa.Table, props: dict[str, str]) -> None:
+    """Every row of the table replaced by ``rows`` in the transaction (its schema as updated so far):
+    pyiceberg's overwrite, or -- for a partitioned table, whose partition values pyiceberg's writer
+    computes only with its optional Rust package -- the same overwrite with the files written here."""
+    meta = tx.table_metadata
+    if meta.spec().is_unpartitioned():
+        from pyiceberg.expressions import AlwaysTrue
+
+        tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties=props)
+        return
+    import itertools
+    import uuid
+
+    write_uuid = uuid.uuid4()
+    added = part.data_files(meta, rows, table.io, write_uuid, itertools.count(0)) if rows.num_rows else []
+    with tx.update_snapshot(snapshot_properties=props).overwrite(commit_uuid=write_uuid) as ow:
+        for f in _data_files(table):
+            ow.delete_data_file(f)
+        for f in added:
+            ow.append_data_file(f)
 
 
 def _has(table: Any, column: str) -> bool:
