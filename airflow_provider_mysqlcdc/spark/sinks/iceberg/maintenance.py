@@ -171,6 +171,7 @@ def _compact_group(table: Any, group: list[Any], policy: MaintenancePolicy) -> t
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import TableProperties
 
+    from .apply import overwrite
     from .partitioning import data_files
 
     for attempt in range(1, policy.attempts + 1):
@@ -204,7 +205,7 @@ def _compact_group(table: Any, group: list[Any], policy: MaintenancePolicy) -> t
             try:
                 with table.transaction() as tx:
                     summary = {MAINTENANCE_KEY: "compact"}
-                    with tx.update_snapshot(snapshot_properties=summary).overwrite(commit_uuid=write_uuid) as ow:
+                    with overwrite(tx, summary, write_uuid) as ow:
                         for p in paths:
                             ow.delete_data_file(live[p])
                         for f in added:

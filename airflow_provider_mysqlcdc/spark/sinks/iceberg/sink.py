@@ -63,7 +63,7 @@ from ..files.arrow import (
 from ..last_change import LastChange
 from . import catalog as cat
 from . import partitioning as part
-from .apply import BATCH_KEY, STEP_KEY, apply_changes, last_recorded, with_op
+from .apply import BATCH_KEY, STEP_KEY, apply_changes, last_recorded, overwrite, with_op
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ class IcebergSink(Sink):
                 return {"files_added": 0, "files_removed": 0}
             try:
                 with table.transaction() as tx:
-                    with tx.update_snapshot(snapshot_properties={SNAPSHOT_BATCH_KEY: str(batch_id)}).overwrite() as ow:
+                    with overwrite(tx, {SNAPSHOT_BATCH_KEY: str(batch_id)}) as ow:
                         for f in old:
                             ow.delete_data_file(f)
                         for f in files:
@@ -579,7 +579,7 @@ def _replace_rows(tx: Any, table: Any, rows: pa.Table, props: dict[str, str]) ->
 
     write_uuid = uuid.uuid4()
     added = part.data_files(meta, rows, table.io, write_uuid, itertools.count(0)) if rows.num_rows else []
-    with tx.update_snapshot(snapshot_properties=props).overwrite(commit_uuid=write_uuid) as ow:
+    with overwrite(tx, props, write_uuid) as ow:
         for f in _data_files(table):
             ow.delete_data_file(f)
         for f in added:
