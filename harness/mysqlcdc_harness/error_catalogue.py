@@ -61,7 +61,7 @@ REACHES_USER = {
 }
 
 AREAS = [  # (title, module prefixes): a module is in the first area one of whose prefixes it starts with
-    ("Connections and the source server", ("cdc/source/", "cdc/types.py", "cdc/version.py", "hooks/")),
+    ("Connections and the source server", ("cdc/source/", "cdc/types.py", "cdc/source/version.py", "hooks/")),
     ("Run settings and the plan", ("cdc/pipeline.py", "cdc/settings.py", "cdc/plan.py", "cdc/batching.py")),
     ("Snapshot", ("cdc/snapshot/", "spark/snapshot/", "cdc/chunks.py")),
     ("Binlog and the stream", ("cdc/binlog/", "spark/stream/", "spark/runtime/stream_", "jobs/", "cdc/store/lease")),

@@ -24,8 +24,8 @@ from airflow_provider_mysqlcdc.cdc.schema.ddl import parse_ddl
 from airflow_provider_mysqlcdc.cdc.schema.events import TEXT_TYPES, CreateTable
 from airflow_provider_mysqlcdc.cdc.schema.evolve import DEFAULT_CHARSET_KEY, DEFAULT_COLLATION_KEY, apply_to_tables
 from airflow_provider_mysqlcdc.cdc.source.discovery import read_table_schema
+from airflow_provider_mysqlcdc.cdc.source.version import ServerVersion
 from airflow_provider_mysqlcdc.cdc.types import _set_members
-from airflow_provider_mysqlcdc.cdc.version import ServerVersion
 
 pytestmark = pytest.mark.integration
 

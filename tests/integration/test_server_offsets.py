@@ -6,9 +6,9 @@ import time
 import pytest
 
 from airflow_provider_mysqlcdc.cdc.errors import BinlogPurgedError
-from airflow_provider_mysqlcdc.cdc.gtid import MariadbGtidSet
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
 from airflow_provider_mysqlcdc.cdc.source import server
+from airflow_provider_mysqlcdc.cdc.source.gtid import MariadbGtidSet
 
 pytestmark = pytest.mark.integration
 

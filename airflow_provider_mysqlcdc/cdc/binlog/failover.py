@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import NOT_EXACT_MARKER, CdcError
-from ..gtid import Flavor, GtidSet, MariadbGtidSet, MysqlGtidSet, parse_gtid_set
 from ..offsets import BinlogOffset
+from ..source.gtid import Flavor, GtidSet, MariadbGtidSet, MysqlGtidSet, parse_gtid_set
 from ..source.server import binlog_gtid_pos, list_binlogs
-from ..version import ServerVersion
+from ..source.version import ServerVersion
 
 FILE_START = 4  # the first event of every binlog file
 _PAGE = 5000  # SHOW BINLOG EVENTS rows per query

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..model import TableId
-from ..version import ServerVersion
+from ..source.version import ServerVersion
 from .ddl_columns import ColumnParse, default_text, key_columns, parse_column, read_charset_name
 from .ddl_tokens import (
     Cursor,

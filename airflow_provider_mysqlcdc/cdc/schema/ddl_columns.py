@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..version import ServerVersion
+from ..source.version import ServerVersion
 from .ddl_tokens import Cursor, DdlParseError, Tok, join_tokens, matching_paren, split_top_level
 from .events import (
     TEXT_TYPES,

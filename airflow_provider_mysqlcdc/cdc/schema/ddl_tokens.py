@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 from ..errors import CdcError
 from ..model import TableId
-from ..version import ServerVersion
+from ..source.version import ServerVersion
 
 
 class DdlParseError(CdcError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Union, cast
 
 from ..model import Column, TableId
-from ..version import ServerVersion
+from ..source.version import ServerVersion
 
 # Types whose values are characters, so a column of them has a character set. JSON is
 # not here: MySQL stores it as binary JSON; MariaDB's JSON is a LONGTEXT (ColumnDef says so).

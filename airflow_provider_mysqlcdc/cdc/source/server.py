@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import BinlogPurgedError, ConfigError
-from ..gtid import canonical_gtid
 from ..offsets import BinlogOffset
-from ..version import ServerVersion
+from .gtid import canonical_gtid
+from .version import ServerVersion
 
 # The first event of every binlog file starts after the 4-byte magic header.
 BINLOG_FIRST_EVENT_POS = 4

@@ -17,9 +17,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, ServerCheckError
 from ..offsets import BinlogOffset
-from ..version import ServerVersion
 from .config import SourceConfig
 from .server import current_offset, server_version
+from .version import ServerVersion
 
 # Global variables the checks read; missing ones (older servers) are simply absent.
 VARIABLES = (

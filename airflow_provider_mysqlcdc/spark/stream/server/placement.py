@@ -28,10 +28,10 @@ from ....cdc.binlog.failover import (
 )
 from ....cdc.chunks import FinishedBatch
 from ....cdc.errors import NOT_EXACT_MARKER
-from ....cdc.gtid import parse_gtid_set
 from ....cdc.model import TableId
 from ....cdc.offsets import BinlogOffset
-from ....cdc.version import ServerVersion
+from ....cdc.source.gtid import parse_gtid_set
+from ....cdc.source.version import ServerVersion
 from ..offsets.stream_offset import StreamOffset
 from ..settings import StreamSettings
 

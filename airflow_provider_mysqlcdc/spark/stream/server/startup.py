@@ -221,7 +221,7 @@ def offset_after_gtid_set(source: SourceConfig, server_id: int, gtid_text: str) 
     """
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent
 
-    from ....cdc.gtid import guess_flavor, parse_gtid_set
+    from ....cdc.source.gtid import guess_flavor, parse_gtid_set
     from ....cdc.source.server import earliest_offset
 
     flavor = guess_flavor(gtid_text)

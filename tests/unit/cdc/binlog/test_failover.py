@@ -17,7 +17,7 @@ from airflow_provider_mysqlcdc.cdc.binlog.failover import (
     relocate,
 )
 from airflow_provider_mysqlcdc.cdc.offsets import BinlogOffset
-from airflow_provider_mysqlcdc.cdc.version import ServerVersion
+from airflow_provider_mysqlcdc.cdc.source.version import ServerVersion
 
 A = "3e11fa47-71ca-11e1-9e33-c80aa9429562"  # the old primary
 B = "5f2a0b11-0000-11e1-8888-000000000002"  # the promoted replica's own

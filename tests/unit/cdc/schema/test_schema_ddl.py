@@ -33,7 +33,7 @@ from airflow_provider_mysqlcdc.cdc.schema.events import (
     change_from_dict,
 )
 from airflow_provider_mysqlcdc.cdc.schema.evolve import SchemaChangeError, apply_change, apply_to_tables
-from airflow_provider_mysqlcdc.cdc.version import ServerVersion
+from airflow_provider_mysqlcdc.cdc.source.version import ServerVersion
 
 CORPUS = yaml.safe_load((Path(__file__).parent / "ddl_corpus.yaml").read_text(encoding="utf-8"))
 

@@ -22,7 +22,7 @@ from airflow_provider_mysqlcdc.cdc.source.validation import (
     evaluate,
     parse_grants,
 )
-from airflow_provider_mysqlcdc.cdc.version import ServerVersion
+from airflow_provider_mysqlcdc.cdc.source.version import ServerVersion
 
 MYSQL57 = ServerVersion.parse("5.7.44-log")
 MYSQL80 = ServerVersion.parse("8.0.36")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.gtid import (
+from airflow_provider_mysqlcdc.cdc.source.gtid import (
     MariadbGtidSet,
     MysqlGtidSet,
     canonical_gtid,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from airflow_provider_mysqlcdc.cdc.version import ServerVersion
+from airflow_provider_mysqlcdc.cdc.source.version import ServerVersion
 
 
 @pytest.mark.parametrize(
