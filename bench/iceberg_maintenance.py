@@ -5,7 +5,11 @@ apply.py``): it rewrites the files holding a touched key and adds one file for t
 after a day of micro-batches a table is many small files, many manifests and many snapshots.
 This bench builds that state the way the stream does (the same ``apply_changes`` commit per
 micro-batch, on a local warehouse with the default SQLite catalog; no Spark, no server: the
-driver-side commit is the part measured), then times reads of the table:
+driver-side commit is the part measured), then times reads of the table. ``--workload append``
+(the default): each micro-batch inserts new keys at the end, as an event log does, so each
+commit adds a small file no later commit touches (the case compaction is for);
+``spread``: updates and deletes anywhere in the table, so each commit rewrites the files they
+fall in (small ones merged with the upserts into one, so the table stays a few files). The reads:
 
   full scan   ``table.scan().to_arrow()``, every row (what a reader of the replica does);
   point read  ``row_filter id == k`` for ``--points`` keys (a lookup: planning cost dominates);
@@ -14,10 +18,11 @@ driver-side commit is the part measured), then times reads of the table:
 medians of ``--repeats``, before maintenance and after ``maintain`` (compaction of the small
 files, expiry of the snapshots older than ``--max-age-s``, keeping ``--retain-last``), with the
 files, manifests and snapshots counted each time. A micro-batch commit's own time is printed
-too (the median of the first and of the last 100), since commits slow down as metadata grows.
+too (the median of the first and of the last 100, with the stream's own expiry of its oldest
+snapshots, sink option ``snapshots_kept``, as the stream runs it).
 
 Last line:
-    batches=<n> scan_before_s=<f> scan_after_s=<f> scan_speedup=<f> point_before_s=<f> point_after_s=<f> point_speedup=<f> maintain_s=<f>
+    workload=<w> batches=<n> scan_before_s=<f> scan_after_s=<f> scan_speedup=<f> point_before_s=<f> point_after_s=<f> point_speedup=<f> maintain_s=<f>
 """
 
 from __future__ import annotations
@@ -112,6 +117,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-age-s", type=float, default=0.0, help="maintenance: expire snapshots older than this")
     ap.add_argument("--retain-last", type=int, default=10)
+    ap.add_argument(
+        "--workload",
+        choices=("append", "spread"),
+        default="append",
+        help="append: new keys at the end and changes to recent rows (files pile up); spread: changes anywhere",
+    )
     ap.add_argument("--work", default=None, help="folder for the warehouse (default: a temporary one)")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="iceberg-maint-"))
@@ -119,17 +130,24 @@ def main() -> int:
     rng = random.Random(7)
     sink = IcebergSink(str(work / "wh"))
     sink.prepare([SCHEMA])
-    # the snapshot: one commit of every row, as a snapshot batch's files would be
-    table = sink.open_table(TABLE)
+    # the snapshot: files of 20,000 rows in key order, as a snapshot's batches leave them
     all_ids = list(range(args.rows))
-    first = _changes(all_ids, 0, set())
-    apply_changes(table, SCHEMA, with_op(table, first), {STEP_KEY: "0"})
+    for lo in range(0, args.rows, 20_000):
+        table = sink.open_table(TABLE)
+        target = table.schema().as_arrow()
+        table.append(_changes(all_ids[lo : lo + 20_000], 0, set()).select(target.names).cast(target))
     live = set(all_ids)
     commit_s: list[float] = []
     t_all = time.perf_counter()
+    top = args.rows
     for b in range(1, args.batches + 1):
-        ids = rng.sample(range(int(args.rows * 1.05)), args.changes)  # some new keys, some deletes
-        deletes = {i for i in ids if rng.random() < 0.1}
+        if args.workload == "spread":  # keys anywhere in the table: some new, 10 % deletes
+            ids = rng.sample(range(int(args.rows * 1.05)), args.changes)
+            deletes = {i for i in ids if rng.random() < 0.1}
+        else:  # new keys at the end only (an event log): each commit adds a file no later one touches
+            ids = list(range(top, top + args.changes))
+            top += len(ids)
+            deletes = set()
         table = sink.open_table(TABLE)
         t0 = time.perf_counter()
         apply_changes(
@@ -138,13 +156,14 @@ def main() -> int:
             with_op(table, _changes(ids, b, deletes)),
             {STEP_KEY: str(b * STEP_SCALE), BATCH_KEY: str(b)},
         )
+        sink._bound_history(TABLE)  # as the stream's commit does (sink option snapshots_kept)
         commit_s.append(time.perf_counter() - t0)
         live |= set(ids) - deletes
         live -= deletes
         if b % 100 == 0:
             print(f"  {b} micro-batches, last 100 commits median {statistics.median(commit_s[-100:]) * 1000:.0f} ms")
     print(
-        f"{args.batches} micro-batches of {args.changes} changes on {args.rows} rows in "
+        f"{args.workload}: {args.batches} micro-batches of {args.changes} changes on {args.rows} rows in "
         f"{time.perf_counter() - t_all:.1f} s; commit median first 100 {statistics.median(commit_s[:100]) * 1000:.0f} ms, "
         f"last 100 {statistics.median(commit_s[-100:]) * 1000:.0f} ms"
     )
@@ -166,7 +185,7 @@ def main() -> int:
             f"({before[name] / after[name]:.1f}x)"
         )
     print(
-        f"batches={args.batches} scan_before_s={before['scan']:.3f} scan_after_s={after['scan']:.3f} "
+        f"workload={args.workload} batches={args.batches} scan_before_s={before['scan']:.3f} scan_after_s={after['scan']:.3f} "
         f"scan_speedup={before['scan'] / after['scan']:.2f} point_before_s={before['point']:.4f} "
         f"point_after_s={after['point']:.4f} point_speedup={before['point'] / after['point']:.2f} "
         f"maintain_s={maintain_s:.2f}"

@@ -112,6 +112,19 @@ def maintain(table: Any, policy: MaintenancePolicy, now: float | None = None) ->
     return report
 
 
+def expire_beyond(table: Any, keep: int) -> TableMaintenance | None:
+    """Expire all but the newest ``keep`` snapshots once the table lists ``keep * 3 / 2`` or more
+    (the stream's own bound on its history; see ``IcebergSink._bound_history``)."""
+    if len(table.metadata.snapshots) < keep + max(1, keep // 2):
+        return None
+    started = time.monotonic()
+    report = TableMaintenance(".".join(table.name()[-2:]))
+    expire(table, MaintenancePolicy(snapshot_max_age_s=0, retain_last=keep), report, now=time.time())
+    report.seconds = time.monotonic() - started
+    log.info("%s", report.line())
+    return report
+
+
 def _with_metadata_limits(table: Any) -> Any:
     """The table with a bounded metadata log (set once, on tables made before this existed)."""
     from pyiceberg.table import TableProperties

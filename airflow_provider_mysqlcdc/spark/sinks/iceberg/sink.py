@@ -71,6 +71,8 @@ SNAPSHOT_DIR = "data/_snapshot"
 SNAPSHOT_BATCH_KEY = "mysqlcdc.snapshot-batch"
 # A micro-batch's steps (rows, DDL operations) as one number each: batch * STEP_SCALE + step.
 STEP_SCALE = 1_000_000
+# The stream keeps this many of a table's newest snapshots (sink option snapshots_kept).
+DEFAULT_SNAPSHOTS_KEPT = 100
 # Identifier fields must be primitive and not floating point (the Iceberg spec).
 _NO_IDENTIFIER = (pa.types.is_floating,)
 
@@ -89,6 +91,7 @@ class IcebergSink(Sink):
         direct_write: bool = True,
         storage_options: dict[str, str] | None = None,
         password: str | None = None,
+        snapshots_kept: int = DEFAULT_SNAPSHOTS_KEPT,
     ) -> None:
         """``storage_options`` (the ``aws`` connection's, for an S3 warehouse) and ``password`` (the
         ``sink_conn_id`` connection's, for a PostgreSQL catalog) are handed in memory by the
@@ -103,6 +106,13 @@ class IcebergSink(Sink):
         self.catalog_name = str(catalog_name)
         self.catalog_props = cat.check_catalog_options(self.root, catalog)
         self.row_group_rows = row_group_rows
+        if isinstance(snapshots_kept, bool) or not isinstance(snapshots_kept, int) or snapshots_kept < 0:
+            raise ConfigError(
+                f"sink_options.snapshots_kept: found {snapshots_kept!r}, need a whole number >= 0. Fix: give e.g. "
+                f"{DEFAULT_SNAPSHOTS_KEPT} (the stream keeps a table's newest commits for time travel), or 0 to "
+                "leave expiry to the watchdog's maintenance alone."
+            )
+        self.snapshots_kept = snapshots_kept
         self.direct = direct_write_option(direct_write)
         self.storage_options = dict(storage_options or {})
         self._password = password
@@ -389,6 +399,7 @@ class IcebergSink(Sink):
         rows = with_op(table, latest.toArrow())
         if rows.num_rows:
             apply_changes(table, schema, rows, self._props(batch_id, batch_id * STEP_SCALE, final=True))
+            self._bound_history(schema.table_id)
 
     def publish_steps(self, table_id: TableId, steps: Sequence[Any], batch_id: int) -> int:
         """Each step is its own commit, recorded as ``batch * STEP_SCALE + step * 1000 + operation``;
@@ -438,7 +449,23 @@ class IcebergSink(Sink):
             if not isinstance(step, RowsStep):
                 for note in step.notes:
                     log.warning("iceberg %s: %s", table_id, note)
+        if ops:
+            self._bound_history(table_id)
         return changes
+
+    def _bound_history(self, table_id: TableId) -> None:
+        """Expire the stream's oldest snapshots once there are half as many again as ``snapshots_kept``.
+
+        A commit's cost grows with the snapshots the table's metadata lists (pyiceberg copies the
+        whole metadata a dozen times per commit: measured 0.17 s per micro-batch commit with 10
+        snapshots, 0.75 s with 300), so a stream committing every second cannot wait for the hourly
+        maintenance: it keeps the newest ``snapshots_kept`` itself (the files only the expired ones
+        read are deleted), in batches so the work is paid once per ``snapshots_kept / 2`` commits."""
+        if not self.snapshots_kept:
+            return
+        from .maintenance import expire_beyond
+
+        expire_beyond(self.open_table(table_id), self.snapshots_kept)
 
     def _props(self, batch_id: int, step_version: int, final: bool) -> dict[str, str]:
         props = {STEP_KEY: str(step_version)}
@@ -536,7 +563,14 @@ class IcebergSink(Sink):
                 break
             if step is not None:
                 at = snap.parent_snapshot_id
-            snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+            parent = snap.parent_snapshot_id
+            snap = table.snapshot_by_id(parent) if parent is not None else None
+            if parent is not None and snap is None:
+                raise RuntimeError(
+                    f"iceberg {schema.table_id}: the snapshot of micro-batch {upto_batch} has expired (the sink keeps "
+                    f"its newest {self.snapshots_kept or 'few'} snapshots): the check compares a micro-batch the "
+                    "table no longer holds. Run the check again: it takes the newest committed micro-batch."
+                )
         if at is None:
             return pa.table({c: pa.array([], type=table_arrow_schema(schema).field(c).type) for c in cols}), int(
                 upto_batch
