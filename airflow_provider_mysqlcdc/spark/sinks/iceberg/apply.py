@@ -43,8 +43,38 @@ OP = "__mysqlcdc_op"
 # 0.3 s). A rewritten file larger than this stays a file of its own, so one changed row never
 # rewrites more than about this much beside its own file; and memory stays bounded by it.
 COALESCE_BYTES = 64 * 1024 * 1024
+# A commit merges the table's small files (below SMALL_FILE_BYTES on disk) into its own once there
+# are this many (``_small_files_to_merge``).
+SMALL_FILES_LIMIT = 64
+SMALL_FILE_BYTES = 8 * 1024 * 1024
 # More distinct first-column values than this prune files by their range instead of the set.
 _IN_LIMIT = 2_000
+
+
+def transaction(table: Any) -> Any:
+    """``table.transaction()``, computing the transaction's metadata once per change of it.
+
+    pyiceberg's ``Transaction.table_metadata`` applies the pending updates to the table's metadata
+    and deep-copies the result at every access, and one overwrite commit reads it about 17 times:
+    with 150 snapshots listed that was 0.3 of a 0.5 s micro-batch commit (measured). The updates
+    are an immutable tuple replaced on every change and the base metadata an object replaced on
+    refresh, so the result is kept while both are the same objects."""
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update import update_table_metadata
+
+    class _Transaction(Transaction):
+        _memo: tuple[Any, Any, Any] | None = None
+
+        @property
+        def table_metadata(self) -> Any:
+            memo = self._memo
+            if memo is not None and memo[0] is self._table.metadata and memo[1] is self._updates:
+                return memo[2]
+            result = update_table_metadata(self._table.metadata, self._updates)
+            self._memo = (self._table.metadata, self._updates, result)
+            return result
+
+    return _Transaction(table)
 
 
 def overwrite(tx: Any, props: Mapping[str, str], commit_uuid: uuid.UUID | None = None) -> Any:
@@ -214,6 +244,8 @@ def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[
     except Exception as e:  # a filter pyiceberg cannot bind for this type: every file is a candidate
         log.debug("iceberg %s: file pruning off (%s)", schema.table_id, e)
         tasks = list(table.scan().plan_files())
+    merging = _small_files_to_merge(table, {t.file.file_path for t in tasks})
+    tasks += merging
     write_uuid, counter = uuid.uuid4(), itertools.count(0)
     removed: list[Any] = []
     added: list[Any] = []
@@ -229,7 +261,7 @@ def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[
         data = ArrowScan(meta, table.io, iceberg_schema, _always_true()).to_table([task])
         mask = _touched_mask(data, touched, names)
         hits = pc.sum(mask).as_py() or 0
-        if not hits:
+        if not hits and task not in merging:
             continue
         removed.append(task.file)
         deleted_rows += hits
@@ -246,7 +278,7 @@ def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[
         pending.append(upserts.cast(target) if upserts.schema != target else upserts)
     flush()
     try:
-        with table.transaction() as tx:
+        with transaction(table) as tx:
             if removed or added:
                 with overwrite(tx, props, write_uuid) as ow:
                     for f in removed:
@@ -271,6 +303,31 @@ def _apply_once(table: Any, schema: TableSchema, rows: pa.Table, props: Mapping[
         len(added),
     )
     return {"files_rewritten": len(removed), "files_added": len(added), "rows_replaced": deleted_rows}
+
+
+def _small_files_to_merge(table: Any, planned: set[str]) -> list[Any]:
+    """Every small data file of the table, once there are ``SMALL_FILES_LIMIT`` of them (else none).
+
+    A micro-batch that only inserts rewrites no file and adds one: an insert-only stream (an event
+    log) piles up a small file per commit, and a commit plans over all of them (measured: 0.19 s per
+    50-row commit at 10 files, 0.7 s at 1,000). So the commit that finds the limit reached
+    rewrites those files together with its own rows, in the same commit (no race with anything),
+    and the table is back to one small file: a read of ~``SMALL_FILES_LIMIT`` small files every as
+    many commits. The count comes from the snapshot's summary, so other commits pay nothing."""
+    snap = table.current_snapshot()
+    summary = snap.summary if snap is not None else None
+    try:
+        total = int(summary["total-data-files"]) if summary is not None else 0
+    except (KeyError, TypeError, ValueError):
+        return []
+    if total < SMALL_FILES_LIMIT:
+        return []
+    small = [
+        t
+        for t in table.scan().plan_files()
+        if t.file.file_path not in planned and not t.delete_files and t.file.file_size_in_bytes < SMALL_FILE_BYTES
+    ]
+    return small if len(small) >= SMALL_FILES_LIMIT else []
 
 
 def _always_true() -> Any:

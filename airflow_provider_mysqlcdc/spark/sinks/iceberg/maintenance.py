@@ -184,7 +184,7 @@ def _compact_group(table: Any, group: list[Any], policy: MaintenancePolicy) -> t
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import TableProperties
 
-    from .apply import overwrite
+    from .apply import overwrite, transaction
     from .partitioning import data_files
 
     for attempt in range(1, policy.attempts + 1):
@@ -216,7 +216,7 @@ def _compact_group(table: Any, group: list[Any], policy: MaintenancePolicy) -> t
             if any(p not in live for p in paths):
                 break
             try:
-                with table.transaction() as tx:
+                with transaction(table) as tx:
                     summary = {MAINTENANCE_KEY: "compact"}
                     with overwrite(tx, summary, write_uuid) as ow:
                         for p in paths:

@@ -63,7 +63,7 @@ from ..files.arrow import (
 from ..last_change import LastChange
 from . import catalog as cat
 from . import partitioning as part
-from .apply import BATCH_KEY, STEP_KEY, apply_changes, last_recorded, overwrite, with_op
+from .apply import BATCH_KEY, STEP_KEY, apply_changes, last_recorded, overwrite, transaction, with_op
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ class IcebergSink(Sink):
             if not files and not old:
                 return {"files_added": 0, "files_removed": 0}
             try:
-                with table.transaction() as tx:
+                with transaction(table) as tx:
                     with overwrite(tx, {SNAPSHOT_BATCH_KEY: str(batch_id)}) as ow:
                         for f in old:
                             ow.delete_data_file(f)

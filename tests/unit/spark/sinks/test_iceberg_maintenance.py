@@ -291,3 +291,20 @@ def test_the_stream_keeps_its_history_bounded(tmp_path):
     assert IcebergSink(str(tmp_path / "wh2"), snapshots_kept=0).snapshots_kept == 0
     with pytest.raises(ConfigError, match="snapshots_kept: found -1"):
         IcebergSink(str(tmp_path / "wh3"), snapshots_kept=-1)
+
+
+def test_an_insert_only_stream_merges_its_small_files_itself(tmp_path, monkeypatch):
+    """Commits that only insert add a file each; the commit that finds SMALL_FILES_LIMIT small files
+    rewrites them with its own rows (same commit), so the count stays bounded and the rows exact."""
+    import airflow_provider_mysqlcdc.spark.sinks.iceberg.apply as apply_mod
+
+    monkeypatch.setattr(apply_mod, "SMALL_FILES_LIMIT", 8)
+    sink = IcebergSink(str(tmp_path / "wh"))
+    sink.prepare([SCHEMA])
+    want: dict[int, str] = {}
+    counts = []
+    for b in range(1, 26):
+        want = _stream(sink, 1, seed=b, first=b, want=want, spread=False)
+        counts.append(len(list(sink.open_table(SCHEMA.table_id).scan().plan_files())))
+    assert max(counts) <= 8 and min(counts[8:]) == 1, counts
+    assert _read(sink.open_table(SCHEMA.table_id)) == want
