@@ -269,8 +269,8 @@ class StreamControl:
             raise ConfigError(
                 f"the binlog stream's driver runs on the cluster ({master}) and logs in to the sink connection's "
                 f"database ({self.sink_conn_id}: the PostgreSQL sink's, or an Iceberg sink's catalog), whose password "
-                "only the cluster can hand it. Fix: have the cluster set "
-                "$PGPASSWORD and $MYSQLCDC_PASSWORD in its drivers' environment and set "
+                "only the cluster can hand it. Fix: have the cluster set $PGPASSWORD in its drivers' environment "
+                "(and $MYSQLCDC_PASSWORD, unless mysqlcdc_password_file names the MySQL password's file) and set "
                 "mysqlcdc_cluster_provides_password: true in the Spark connection's extra; or set deploy-mode: client."
             )
         if self.state.fs.protocol in ("file", "local", ("file", "local")) and not truthy(

@@ -100,7 +100,7 @@ class MySqlCdcConsistencyCheckOperator(BaseOperator):
         if sink_conn:
             options["password"] = BaseHook.get_connection(sink_conn).password or ""
         if storage is not None:
-            options = with_storage_options(options, storage)
+            options = with_storage_options(options, storage, config.sink.type)
         config = replace(config, sink=replace(config.sink, options=options))
         plan = state.read_plan()
         if plan is None:

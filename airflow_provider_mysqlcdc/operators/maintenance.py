@@ -60,7 +60,7 @@ def maintain_pipeline(
     if sink_password is not None:
         options["password"] = sink_password
     if storage is not None:
-        options = with_storage_options(options, storage)
+        options = with_storage_options(options, storage, config.sink.type)
     config = replace(config, sink=replace(config.sink, options=options))
     wanted = {t.lower() for t in tables or ()}
     schemas = [s for t, s in plan.schemas.items() if not wanted or str(t).lower() in wanted]

@@ -332,7 +332,10 @@ class MySqlCdcSnapshotOperator(SparkSubmitOperator):
             )
         if self._storage is not None:  # for the server's Python workers, whose environment is the server's
             config = replace(
-                config, sink=replace(config.sink, options=with_storage_options(config.sink.options, self._storage))
+                config,
+                sink=replace(
+                    config.sink, options=with_storage_options(config.sink.options, self._storage, config.sink.type)
+                ),
             )
         lease: Any = contextlib.nullcontext()
         on_cluster = True

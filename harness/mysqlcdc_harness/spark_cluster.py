@@ -90,10 +90,16 @@ def build_node_venv(cache: Path) -> Path:
             shutil.copy2(src, target / "bin" / script)
     wheels = cache / f"wheel-{key}"
     shutil.rmtree(wheels, ignore_errors=True)
+    # Without this process's PYTHONPATH: with the checkout on it (a worktree run as
+    # PYTHONPATH=<checkout>), the node's interpreter sees the checkout's egg-info (the wheel build
+    # writes it there), pip takes the package as installed and skips the wheel, and every
+    # executor then fails to import the package.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
         check=True,
         cwd=str(cache),
+        env=env,
     )
     wheel = next(wheels.glob("*.whl"))
     subprocess.run(
@@ -112,7 +118,10 @@ def build_node_venv(cache: Path) -> Path:
         ],
         check=True,
         cwd=str(cache),
+        env=env,
     )
+    if not list(theirs.glob("airflow_provider_mysqlcdc-*.dist-info")):
+        raise RuntimeError(f"the node environment {target} did not get the package from {wheel}")
     (target / ".complete").write_text(wheel.name)
     return target
 

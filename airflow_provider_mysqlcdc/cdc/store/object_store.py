@@ -22,6 +22,7 @@ from typing import Mapping, cast
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from ..sinks import needs_root
 
 ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
 SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
@@ -122,11 +123,15 @@ def credentials_from_env(env: Mapping[str, str] | None = None) -> StorageCredent
     )
 
 
-def with_storage_options(options: Mapping[str, object], creds: StorageCredentials | None) -> dict[str, object]:
+def with_storage_options(
+    options: Mapping[str, object], creds: StorageCredentials | None, sink_type: str
+) -> dict[str, object]:
     """Sink options with ``creds`` added to its ``storage_options`` (in memory only: never
-    write the result to the state location)."""
+    write the result to the state location). Only a sink that writes files under a root takes
+    them: ``creds`` then are for the state location alone, and a PostgreSQL sink's options stay as
+    they are (it has no ``storage_options`` and refuses unknown options)."""
     out = dict(options)
-    if creds is None:
+    if creds is None or not needs_root(sink_type):
         return out
     merged = {**dict(cast("Mapping[str, object]", out.get("storage_options") or {})), **creds.storage_options()}
     out["storage_options"] = merged

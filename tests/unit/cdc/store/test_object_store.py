@@ -52,14 +52,29 @@ def test_use_credentials_replaces_what_an_earlier_task_set(monkeypatch):
 
 def test_sink_options_get_the_credentials_in_memory_beside_the_users_storage_options():
     opts = {"root": "s3://b/t", "storage_options": {"AWS_REGION": "eu-west-1"}}
-    merged = with_storage_options(opts, StorageCredentials("k", "s"))
+    merged = with_storage_options(opts, StorageCredentials("k", "s"), "delta")
     assert merged["storage_options"] == {
         "AWS_REGION": "eu-west-1",
         "AWS_ACCESS_KEY_ID": "k",
         "AWS_SECRET_ACCESS_KEY": "s",
     }
     assert opts["storage_options"] == {"AWS_REGION": "eu-west-1"}, "the given options are not changed"
-    assert with_storage_options(opts, None) == opts
+    assert with_storage_options(opts, None, "delta") == opts
+
+
+@pytest.mark.parametrize("sink_type", ["postgres", "console"])
+def test_a_sink_that_writes_no_files_gets_no_storage_options(sink_type):
+    """The credentials of an S3 state location are not the PostgreSQL sink's: it refuses unknown
+    options, so every snapshot batch on Spark Connect failed with 'bad options [... storage_options]'."""
+    from airflow_provider_mysqlcdc.spark.sinks.factory import build_sink
+
+    opts = {"dsn": {"host": "127.0.0.1", "dbname": "d", "user": "u"}, "schema": "s", "password": "pw"}
+    out = with_storage_options(opts, StorageCredentials("k", "s"), sink_type)
+    assert out == opts
+    if sink_type == "postgres":
+        from airflow_provider_mysqlcdc.cdc.pipeline import SinkConfig
+
+        build_sink(SinkConfig(sink_type, out)).close()  # accepted: it connects to nothing until it writes
 
 
 @pytest.mark.parametrize(

@@ -229,6 +229,37 @@ def test_a_postgres_sink_on_a_cluster_needs_the_cluster_to_provide_passwords(mon
         control._submit_to_cluster(URL, "p")
 
 
+def test_a_postgres_sink_on_a_cluster_takes_the_mysql_password_from_the_file_and_the_sinks_from_the_cluster(
+    monkeypatch, tmp_path
+):
+    """mysqlcdc_password_file with mysqlcdc_cluster_provides_password: the driver gets the file (the
+    cluster's environment gives it $PGPASSWORD only); no password reaches the submission."""
+    from airflow_provider_mysqlcdc.hooks.stream import StreamControl
+    from airflow_provider_mysqlcdc.spark.runtime import connect_server
+
+    _spark_conn(
+        monkeypatch,
+        {
+            "deploy-mode": "cluster",
+            "mysqlcdc_password_file": "/etc/pw",
+            "mysqlcdc_cluster_provides_password": True,
+            "mysqlcdc_shared_filesystem": True,
+        },
+    )
+    monkeypatch.setenv("PGPASSWORD", "pg-secret")
+    monkeypatch.setenv("MYSQLCDC_PASSWORD", "hunter2")
+    submitted = []
+    monkeypatch.setattr(connect_server, "stop_idle_servers", lambda: False)
+    monkeypatch.setattr(cs, "submit", lambda sub: submitted.append(sub) or cs.Submitted("driver-1", ""))
+    control = StreamControl(str(tmp_path / "state"), "src", "cl_spark", sink_conn_id="pg")
+    control._submit_to_cluster(URL, "p")
+    (sub,) = submitted
+    assert sub.argv[-2:] == ["--password-file", "/etc/pw"], sub.argv
+    text = json.dumps(sub.env) + " ".join(sub.argv)
+    assert "pg-secret" not in text and "hunter2" not in text
+    assert control.state.read_json("stream/cluster_driver.json")["driver_id"] == "driver-1"
+
+
 def test_client_mode_keeps_the_driver_here(monkeypatch, tmp_path):
     from airflow_provider_mysqlcdc.hooks.stream import StreamControl
 
