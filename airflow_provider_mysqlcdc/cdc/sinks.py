@@ -85,6 +85,7 @@ SINKS: dict[str, SinkKind] = {
             needs_root=True,
             catalog_connection=True,
             applies_views=True,
+            snapshot_bypasses_jvm=True,
         ),
         SinkKind(
             "console",
