@@ -730,6 +730,8 @@ def main() -> None:
         # three runs of the whole range here (a 32 MiB warm-up left the x1 runs 20-30% slower)
         for parallelism in (1, 2):
             b.stream("changelog", parallelism)
+        for kind in table_sinks:  # their own imports and first commits (pyiceberg's, delta-rs') not in a figure
+            b.stream(kind, 2)
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             runs = [
                 ("mariadb-binlog -v", b.mariadb_binlog, args.repeats),
