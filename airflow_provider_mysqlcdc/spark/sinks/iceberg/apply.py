@@ -154,7 +154,7 @@ def apply_changes(table: Any, schema: TableSchema, rows: pa.Table, props: Mappin
         added += list(_dataframe_to_data_files(meta, upserts, table.io, write_uuid, counter))
     with table.transaction() as tx:
         if removed or added:
-            with tx.update_snapshot(snapshot_properties=dict(props)).overwrite(commit_uuid=write_uuid) as ow:
+            with _overwrite(tx, table.io, props, write_uuid, first=meta.current_snapshot() is None) as ow:
                 for f in removed:
                     ow.delete_data_file(f)
                 for f in added:
@@ -170,6 +170,35 @@ def apply_changes(table: Any, schema: TableSchema, rows: pa.Table, props: Mappin
         len(added),
     )
     return {"files_rewritten": len(removed), "files_added": len(added), "rows_replaced": deleted_rows}
+
+
+def _overwrite(tx: Any, io: Any, props: Mapping[str, str], commit_uuid: uuid.UUID, first: bool) -> Any:
+    """pyiceberg's overwrite of the main branch, but the new snapshot does not carry the earlier
+    snapshots' manifests that hold no live file (added or existing).
+
+    Each overwrite writes a manifest of the files it deleted (entries DELETED only). pyiceberg keeps
+    every such manifest in every later snapshot, and reads all of a snapshot's manifests on each
+    overwrite (an unpartitioned table prunes none): the stream's commits grew by one manifest each
+    and a commit's time with them (1,000 keys, 150 rows a commit: 0.04 s at the first, 0.3 s at
+    the 50th, 1.4 s at the 200th). The spec needs those entries only in the snapshot that deleted
+    the files (which keeps listing its manifest), not after it, as Iceberg's Java library drops
+    them too. ``first``: the table has no snapshot yet (the commit is then an append)."""
+    from pyiceberg.table.refs import MAIN_BRANCH
+    from pyiceberg.table.snapshots import Operation
+    from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+    class _LiveOverwrite(_OverwriteFiles):
+        def _existing_manifests(self) -> list[Any]:
+            return [m for m in super()._existing_manifests() if m.has_added_files() or m.has_existing_files()]
+
+    return _LiveOverwrite(
+        commit_uuid=commit_uuid,
+        operation=Operation.APPEND if first else Operation.OVERWRITE,
+        transaction=tx,
+        io=io,
+        branch=MAIN_BRANCH,
+        snapshot_properties=dict(props),
+    )
 
 
 def _always_true() -> Any:
