@@ -340,6 +340,20 @@ class Bench:
             query.stop()
         lat = sorted(at - written[v] for v, at in seen.items() if v in written)
         missed = len(written) - len(lat)
+        # by when the change was committed: does the latency grow with the table's snapshots?
+        t_first = min(written.values())
+        windows: dict[int, list[float]] = {}
+        for v, at in seen.items():
+            if v in written:
+                windows.setdefault(int((written[v] - t_first) // 5), []).append(at - written[v])
+        print(
+            "latency (iceberg) per 5 s of commits, p50/p99/max: "
+            + ", ".join(
+                f"{5 * w}-{5 * w + 5}s {pct(sorted(x), 50):.2f}/{pct(sorted(x), 99):.2f}/{max(x):.2f}"
+                for w, x in sorted(windows.items())
+            ),
+            flush=True,
+        )
         print(
             f"latency (iceberg): {len(lat)} changes visible at {achieved:.0f} tx/s achieved "
             f"({missed} overwritten before a snapshot held them)",
