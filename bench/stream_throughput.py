@@ -307,6 +307,11 @@ class Bench:
         try:
             poller.start()
             time.sleep(5)  # the first micro-batches
+            # the poller polls before the first write (its start -- a spawned process importing
+            # pyiceberg -- took longer than those 5 s on a loaded machine, and its delay then read
+            # as the sink's latency)
+            if not parent.poll(120) or parent.recv() != "ready":
+                raise TimeoutError("iceberg latency: the poller did not start")
             conn = self.server.connect("bench")
             total = int(rate * seconds)
             t0 = time.perf_counter()
@@ -484,6 +489,7 @@ def _iceberg_poller(root: str, halt, conn) -> None:
     probe = IcebergProbe(root)
     seen: dict[str, float] = {}
     known: dict[int, str] = {}
+    ready = False
     while not halt.is_set():
         try:
             if probe.refresh():
@@ -494,6 +500,9 @@ def _iceberg_poller(root: str, halt, conn) -> None:
                         seen.setdefault(v, now)
         except Exception:  # noqa: BLE001 -- the table before its first commit: poll again
             pass
+        if not ready:
+            conn.send("ready")
+            ready = True
         time.sleep(0.02)
     conn.send(seen)
 
