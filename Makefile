@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-serial lint unit compat newcomer docs-screenshots bench-snapshot bench-dag bench-cluster bench-soak bench-failover clean
+.PHONY: bootstrap demo test test-serial lint unit compat newcomer docs-screenshots bench-snapshot bench-dag bench-iceberg bench-cluster bench-soak bench-failover clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -55,6 +55,13 @@ bench-snapshot: bootstrap
 # The DAG template's initial load of a 20M-row table (BENCH_ARGS="--rows 2000000" for a quick check).
 bench-dag: bootstrap
 	$(PY) bench/dag_initial_load.py $(BENCH_ARGS)
+
+# The Iceberg sink beside Delta (issue 39; docs/performance.md, "The Iceberg sink beside Delta"): the
+# 20M-row load through the DAG into each in turn, 3 rounds, then the 2M-change stream catch-up into each
+# (paired, medians of 3) and the commit-to-visible latency at 500 tx/s (~45 min).
+bench-iceberg: bootstrap
+	$(PY) bench/dag_initial_load.py --sinks delta,iceberg --rounds 3
+	$(PY) bench/stream_throughput.py --rows 4000000 --library-repeats 0 --ddl-rounds 0 --sinks changelog,delta,iceberg
 
 # The stream's catch-up on a standalone Spark cluster (2 isolated workers) vs local mode, one run
 # (BENCH_ARGS="--rows 400000 --repeats 1" for a quick check).

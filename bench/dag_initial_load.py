@@ -17,8 +17,17 @@ A second baseline, also in the same run: what a Spark user would write instead, 
 Spark's JDBC reader with partitionColumn into Parquet (bench/plain_spark_load.py; fast but not
 consistent), timed from its launch to its exit.
 
+Several sinks in one run (--sinks delta,iceberg --rounds 3): the table is built once and loaded
+into each sink in turn, --rounds times, the order reversed every other round (delta, iceberg,
+iceberg, delta, delta, iceberg) so the machine's drift hits both; one set of Airflow services, and
+before each load the local Connect server is stopped, so every load starts it as a first load
+does. Each load's row counts are checked (the snapshot XComs and the sink table's own count:
+Delta's log, Iceberg's data files); the ratio of a sink to the first one is the median of the
+rounds' paired ratios (rows/s over rows/s of the same round).
+
 Last line: rows_per_s=<int> ratio_vs_cli=<float> ratio_vs_plain_spark=<float>
-(a ratio > 1: the DAG loads faster than that baseline)
+(a ratio > 1: the DAG loads faster than that baseline; the first sink's median), then with more
+sinks <sink>_rows_per_s=<int> ratio_<sink>_vs_<first>=<float> for each other.
 """
 
 from __future__ import annotations
@@ -138,7 +147,7 @@ def run_with_dags_test(env: dict[str, str], conf: dict, args, rows_per_batch: in
         argv += ["--mark-success-pattern", "^stream$"]
     say(
         f"airflow dags test {DAG_ID}: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
-        f"snapshot tasks one at a time, Spark local[2] ({args.runtime}), Delta sink; stream task: "
+        f"snapshot tasks one at a time, Spark local[2] ({args.runtime}), {conf['sink_type']} sink; stream task: "
         + (
             "skipped (--mark-success-pattern '^stream$')"
             if args.stream == "skip"
@@ -173,11 +182,11 @@ def run_with_dags_test(env: dict[str, str], conf: dict, args, rows_per_batch: in
     return t_trigger, run, tis, xcoms, peak.peak, total_s
 
 
-def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
-    """The template under Airflow's real services (api-server, scheduler, dag-processor,
-    triggerer; LocalExecutor), triggered through the REST API as the UI does; mapped snapshot
-    tasks overlap up to --parallelism. The stream task runs (it launches the stream, stopped
-    afterwards); the figure ends at the last snapshot task's end."""
+@contextlib.contextmanager
+def scheduler_services(server: MariaDB, args):
+    """Airflow's real services (api-server, scheduler, dag-processor, triggerer; LocalExecutor)
+    with the two connections, the template DAG unpaused: yields them. One set of
+    services serves every run of the bench (``run_with_scheduler``)."""
     from mysqlcdc_harness.airflow_services import AirflowServices
 
     extra = {
@@ -186,10 +195,6 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         "MYSQLCDC_LAKE_ROOT": str(WORK / "lake"),
         "MYSQLCDC_RUNTIME_DIR": str(WORK / "connect"),
     }
-    say(
-        f"Airflow scheduler + LocalExecutor: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
-        f"up to {args.parallelism} snapshot tasks at once, Spark local[2] ({args.runtime}), Delta sink"
-    )
     with AirflowServices(ROOT / "dags", extra_env=extra, home=WORK / "airflow-services") as af:
         af.add_connection(
             "mysql_cdc_default",
@@ -205,97 +210,108 @@ def run_with_scheduler(server: MariaDB, conf: dict, args, rows_per_batch: int):
         api = af.api()
         api.wait_for_dag(DAG_ID, timeout=180)
         api.unpause(DAG_ID)
-        cds = cds_archive() if args.runtime == "connect" else None
-        if cds is not None:
-            say(
-                f"local Connect server's class-data-sharing archive: {cds}: "
-                + (
-                    "present, the server maps it"
-                    if cds.exists()
-                    else "none yet: this run's server records its classes, the archive is built after it stops"
-                )
-            )
-        tasks = PeakRss(largest_task_rss).start()
-        cpu = CpuByKind().start()
-        t_trigger = time.time()
-        run_id = api.trigger(DAG_ID, conf)
-        try:
-            run = dict(api.wait_for_run(DAG_ID, run_id, timeout=3600, poll_s=2.0), run_id=run_id)
-        except Exception as e:
-            say(f"FAILED: {e}\n{af.logs_tail(40)}")
-            return None
-        finally:
-            tasks.stop()
-            cpu.stop()
-        tis = [
-            {
-                "task_id": t["task_id"],
-                "map_index": t["map_index"],
-                "state": t["state"],
-                "start_date": t["start_date"],
-                "end_date": t["end_date"],
-                "duration": t.get("duration"),
-            }
-            for t in api.task_instances(DAG_ID, run_id)
-        ]
-        if args.runtime == "connect":
-            starts = [
-                line
-                for log in sorted((WORK / "connect").glob("server-*.log"))
-                for line in log.read_text(errors="replace").splitlines()
-                if "Spark Connect server pid" in line
-            ]
-            say(
-                f"local Connect servers started: {len(starts)}"
-                + (
-                    "; JIT without C2 (the snapshot rows bypass the JVM)"
-                    if any("without C2" in s for s in starts)
-                    else ""
-                )
-            )
-        if cds is not None and not cds.exists():
-            # As an idle server's supervisor would: stop it, let it build the archive (Airflow's
-            # services kill whatever carries their environment when they stop).
-            from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+        yield af
 
-            stop_local_servers(WORK / "connect")
-            t = time.perf_counter()
-            while time.perf_counter() - t < 300 and not cds.exists():
-                time.sleep(1)
-            say(
-                f"class-data-sharing archive {'built' if cds.exists() else 'NOT built'} "
-                f"{time.perf_counter() - t:.0f} s after the server stopped"
+
+def run_with_scheduler(af, conf: dict, args, rows_per_batch: int):
+    """The template under Airflow's real services (``scheduler_services``), triggered through the
+    REST API as the UI does; mapped snapshot tasks overlap up to --parallelism. The stream task
+    runs (it launches the stream, stopped afterwards); the figure ends at the last snapshot
+    task's end."""
+    api = af.api()
+    say(
+        f"Airflow scheduler + LocalExecutor: chunk_size {args.chunk_size:,}, rows_per_batch {rows_per_batch:,}, "
+        f"up to {args.parallelism} snapshot tasks at once, Spark local[2] ({args.runtime}), "
+        f"{conf['sink_type']} sink"
+    )
+    cds = cds_archive() if args.runtime == "connect" else None
+    if cds is not None:
+        say(
+            f"local Connect server's class-data-sharing archive: {cds}: "
+            + (
+                "present, the server maps it"
+                if cds.exists()
+                else "none yet: this run's server records its classes, the archive is built after it stops"
             )
-        plan = StateStore(conf["state_location"]).read_plan()
-        results = {r["batch_id"]: r for r in StateStore(conf["state_location"]).batch_results()}
-        xcoms = {}
-        for i, b in enumerate(plan.batches):
-            r = results.get(b.batch_id, {})
-            xcoms[i] = {
-                "batch_label": b.batch_id,
-                "rows": sum(sum(v.values()) for v in r.get("rows_per_chunk", {}).values()),
-                "chunks": len(b.chunks),
-                "seconds": r.get("seconds"),
-                "rows_per_s": r.get("rows_per_s"),
-            }
-        snaps = [parse_ts(t["end_date"]) for t in tis if t["task_id"] == "snapshot" and t.get("end_date")]
-        if snaps:
-            used = cpu.between(t_trigger, max(snaps))
-            cores = os.cpu_count() or 1
-            offered = cores * (max(snaps) - t_trigger)
-            say(
-                f"CPU seconds, trigger -> last snapshot ({offered:.0f} core-seconds offered on {cores} cores): "
-                + ", ".join(f"{k} {v:.1f}" for k, v in used.items())
-                + f"; idle {max(0.0, offered - sum(used.values())):.1f}"
-                + " (other: "
-                + ", ".join(f"{n} {v:.1f}" for n, v in sorted(cpu.others.items(), key=lambda x: -x[1])[:4])
-                + ")"
-            )
-            if args.cpu_timeline:
-                say("cores used per kind, 2 s bins from the trigger:")
-                for line in cpu.timeline(t_trigger, max(snaps)):
-                    say(line)
-        return t_trigger, run, tis, xcoms, tasks.peak, 0.0
+        )
+    tasks = PeakRss(largest_task_rss).start()
+    cpu = CpuByKind().start()
+    t_trigger = time.time()
+    run_id = api.trigger(DAG_ID, conf)
+    try:
+        run = dict(api.wait_for_run(DAG_ID, run_id, timeout=3600, poll_s=2.0), run_id=run_id)
+    except Exception as e:
+        say(f"FAILED: {e}\n{af.logs_tail(40)}")
+        return None
+    finally:
+        tasks.stop()
+        cpu.stop()
+    tis = [
+        {
+            "task_id": t["task_id"],
+            "map_index": t["map_index"],
+            "state": t["state"],
+            "start_date": t["start_date"],
+            "end_date": t["end_date"],
+            "duration": t.get("duration"),
+        }
+        for t in api.task_instances(DAG_ID, run_id)
+    ]
+    if args.runtime == "connect":
+        starts = [
+            line
+            for log in sorted((WORK / "connect").glob("server-*.log"))
+            if log.stat().st_mtime >= t_trigger  # this load's server, not an earlier load's
+            for line in log.read_text(errors="replace").splitlines()
+            if "Spark Connect server pid" in line
+        ]
+        say(
+            f"local Connect servers started: {len(starts)}"
+            + ("; JIT without C2 (the snapshot rows bypass the JVM)" if any("without C2" in s for s in starts) else "")
+        )
+    if cds is not None and not cds.exists():
+        # As an idle server's supervisor would: stop it, let it build the archive (Airflow's
+        # services kill whatever carries their environment when they stop).
+        from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+        stop_local_servers(WORK / "connect")
+        t = time.perf_counter()
+        while time.perf_counter() - t < 300 and not cds.exists():
+            time.sleep(1)
+        say(
+            f"class-data-sharing archive {'built' if cds.exists() else 'NOT built'} "
+            f"{time.perf_counter() - t:.0f} s after the server stopped"
+        )
+    plan = StateStore(conf["state_location"]).read_plan()
+    results = {r["batch_id"]: r for r in StateStore(conf["state_location"]).batch_results()}
+    xcoms = {}
+    for i, b in enumerate(plan.batches):
+        r = results.get(b.batch_id, {})
+        xcoms[i] = {
+            "batch_label": b.batch_id,
+            "rows": sum(sum(v.values()) for v in r.get("rows_per_chunk", {}).values()),
+            "chunks": len(b.chunks),
+            "seconds": r.get("seconds"),
+            "rows_per_s": r.get("rows_per_s"),
+        }
+    snaps = [parse_ts(t["end_date"]) for t in tis if t["task_id"] == "snapshot" and t.get("end_date")]
+    if snaps:
+        used = cpu.between(t_trigger, max(snaps))
+        cores = os.cpu_count() or 1
+        offered = cores * (max(snaps) - t_trigger)
+        say(
+            f"CPU seconds, trigger -> last snapshot ({offered:.0f} core-seconds offered on {cores} cores): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in used.items())
+            + f"; idle {max(0.0, offered - sum(used.values())):.1f}"
+            + " (other: "
+            + ", ".join(f"{n} {v:.1f}" for n, v in sorted(cpu.others.items(), key=lambda x: -x[1])[:4])
+            + ")"
+        )
+        if args.cpu_timeline:
+            say("cores used per kind, 2 s bins from the trigger:")
+            for line in cpu.timeline(t_trigger, max(snaps)):
+                say(line)
+    return t_trigger, run, tis, xcoms, tasks.peak, 0.0
 
 
 class PeakRss:
@@ -567,6 +583,74 @@ def delta_row_count(root: Path) -> int | None:
         return None
 
 
+def iceberg_row_count(root: Path) -> int | None:
+    """Rows of the Iceberg table from its current snapshot's data files (no data read), through
+    the sink's own catalog (a SQLite file beside the warehouse)."""
+    try:
+        from airflow_provider_mysqlcdc.cdc.model import TableId
+        from airflow_provider_mysqlcdc.spark.sinks.iceberg.sink import IcebergSink
+
+        table = IcebergSink(str(root)).open_table(TableId(DB, TABLE))
+        return sum(task.file.record_count for task in table.scan().plan_files())
+    except Exception as e:  # figures only
+        say(f"(could not count the Iceberg table's rows: {type(e).__name__}: {e})")
+        return None
+
+
+def sink_row_count(sink: str, root: Path) -> int | None:
+    return {"delta": delta_row_count, "iceberg": iceberg_row_count}[sink](root)
+
+
+def report_load(got, rows: int, sink: str, lake: Path, args) -> dict | None:
+    """Print one load's tasks and figures; its seconds, or None when it failed or the counts differ."""
+    t_trigger, run, tis, xcoms, peak, cli_total_s = got
+    snaps = sorted((ti for ti in tis if ti["task_id"] == "snapshot"), key=lambda ti: ti["map_index"])
+    if not snaps or any(ti["state"] != "success" for ti in snaps):
+        say(f"FAILED: snapshot task instances: {[(ti['map_index'], ti['state']) for ti in snaps]}")
+        return None
+    last_end = max(parse_ts(ti["end_date"]) for ti in snaps)
+    total_s = last_end - t_trigger
+    run_s = last_end - parse_ts(run["start_date"])
+    snap_rows = sum(int(x.get("rows") or 0) for x in xcoms.values())
+    say(
+        f"dag run {run['run_id']}: {run['state']}; "
+        + ", ".join(
+            f"{ti['task_id']} {ti['state']} {ti['duration'] or 0:.1f}s" for ti in tis if ti["task_id"] != "snapshot"
+        )
+    )
+    for ti in snaps:
+        x = xcoms.get(ti["map_index"], {})
+        say(
+            f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
+            f"{x.get('chunks')} chunks, {x.get('seconds') or 0:.1f}s in Spark "
+            f"({int(x.get('rows_per_s') or 0):,} rows/s), task {float(ti['duration'] or 0):.1f}s "
+            + ("with spark-submit" if args.runtime == "submit" else "as a Spark Connect client")
+        )
+    sink_rows = sink_row_count(sink, lake)
+    if snap_rows != rows or sink_rows != rows:
+        say(f"FAILED: the table has {rows:,} rows, the snapshot XComs say {snap_rows:,}, the {sink} table {sink_rows}")
+        return None
+    say(f"rows: {rows:,} (snapshot XComs {snap_rows:,}, {sink} table {sink_rows:,})")
+    say(f"batches: {len(snaps)}")
+    task_s = ", ".join(f"{ti['duration'] or 0:.1f}" for ti in snaps)
+    spark_s = ", ".join(f"{xcoms.get(ti['map_index'], {}).get('seconds') or 0:.1f}" for ti in snaps)
+    say(f"snapshot task seconds: {task_s} (Spark job seconds: {spark_s})")
+    say(
+        f"total seconds (trigger -> last snapshot task success): {total_s:.1f} = {rows / total_s:,.0f} rows/s into "
+        f"{sink} (DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})"
+    )
+    say(
+        f"peak RSS: {peak / 2**20:,.0f} MB ("
+        + (
+            "the largest task process: a snapshot task is a Spark Connect client"
+            if args.executor == "scheduler"
+            else "the `airflow dags test` process, every task in it"
+        )
+        + "; the Spark JVMs are not counted)"
+    )
+    return {"total_s": total_s, "got": got}
+
+
 def task_spans(t_trigger: float, tis: list[dict], xcoms: dict[int, dict], until_s: float) -> list:
     """The task instances of the initial load, as seconds from the trigger; a snapshot task's Spark
     seconds (its XCom) mark how much of the bar was the job rather than start-up and scheduling.
@@ -675,6 +759,19 @@ def main() -> int:
         action="store_true",
         help="also print the cores each kind of process used, in 2 s bins from the trigger (scheduler)",
     )
+    ap.add_argument(
+        "--sinks",
+        default="delta",
+        help="the sinks to load into, comma-separated (delta, iceberg): each loads the same table, "
+        "the first is the baseline of the others' ratios (default: delta)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="loads per sink; the sinks take turns, in reversed order every other round, and each "
+        "ratio is the median of the rounds' (default 1)",
+    )
     ap.add_argument("--buffer-pool", default="2G", help="MariaDB innodb_buffer_pool_size")
     ap.add_argument(
         "--keep-log",
@@ -749,84 +846,91 @@ def main() -> int:
             f"not consistent): {plain_s:.1f}s = {plain_rows / plain_s:,.0f} rows/s ({plain_rows:,} rows)"
         )
 
-        conf = {
-            "tables": [f"{DB}.{TABLE}"],
-            "state_location": str(WORK / "state"),
-            "sink_type": "delta",
-            "sink_options": {"root": str(WORK / "lake")},
-            "chunk_size": args.chunk_size,
-            "rows_per_batch": rows_per_batch,
-            "spark_runtime": args.runtime,
-        }
-        if args.executor == "scheduler":
-            got = run_with_scheduler(server, conf, args, rows_per_batch)
-        else:
-            got = run_with_dags_test(env, conf, args, rows_per_batch)
-        if got is None:
-            return 1
-        t_trigger, run, tis, xcoms, peak, cli_total_s = got
-        snaps = sorted((ti for ti in tis if ti["task_id"] == "snapshot"), key=lambda ti: ti["map_index"])
-        if not snaps or any(ti["state"] != "success" for ti in snaps):
-            say(f"FAILED: snapshot task instances: {[(ti['map_index'], ti['state']) for ti in snaps]}")
-            return 1
-        last_end = max(parse_ts(ti["end_date"]) for ti in snaps)
-        total_s = last_end - t_trigger
-        run_s = last_end - parse_ts(run["start_date"])
-        snap_rows = sum(int(x.get("rows") or 0) for x in xcoms.values())
-        say(
-            f"dag run {run['run_id']}: {run['state']}; "
-            + ", ".join(
-                f"{ti['task_id']} {ti['state']} {ti['duration'] or 0:.1f}s" for ti in tis if ti["task_id"] != "snapshot"
-            )
-        )
-        for ti in snaps:
-            x = xcoms.get(ti["map_index"], {})
-            say(
-                f"  snapshot[{ti['map_index']}] {x.get('batch_label')}: {int(x.get('rows') or 0):,} rows, "
-                f"{x.get('chunks')} chunks, {x.get('seconds') or 0:.1f}s in Spark "
-                f"({int(x.get('rows_per_s') or 0):,} rows/s), task {float(ti['duration'] or 0):.1f}s "
-                + ("with spark-submit" if args.runtime == "submit" else "as a Spark Connect client")
-            )
-        delta_rows = delta_row_count(WORK / "lake")
-        if snap_rows != rows or (delta_rows is not None and delta_rows != rows):
-            say(
-                f"FAILED: the table has {rows:,} rows, the snapshot XComs say {snap_rows:,}, "
-                f"the Delta table {delta_rows}"
-            )
-            return 1
+        sinks = [k.strip() for k in args.sinks.split(",") if k.strip()]
+        order = [(r, sink) for r in range(args.rounds) for sink in (sinks if r % 2 == 0 else list(reversed(sinks)))]
+        if len(order) > 1:
+            say(f"{len(order)} loads of the same table, in this order: {', '.join(f'{k}#{r + 1}' for r, k in order)}")
+        loads: dict[str, list[dict]] = {k: [] for k in sinks}
+        with scheduler_services(server, args) if args.executor == "scheduler" else contextlib.nullcontext() as af:
+            for r, sink in order:
+                tag = f"{sink}-{r + 1}" if len(order) > 1 else ""
+                state_location = WORK / (f"state-{tag}" if tag else "state")
+                lake = WORK / (f"lake-{tag}" if tag else "lake")
+                conf = {
+                    "tables": [f"{DB}.{TABLE}"],
+                    "state_location": str(state_location),
+                    "sink_type": sink,
+                    "sink_options": {"root": str(lake)},
+                    "chunk_size": args.chunk_size,
+                    "rows_per_batch": rows_per_batch,
+                    "spark_runtime": args.runtime,
+                }
+                if tag:
+                    say(f"--- load {tag} ---")
+                try:
+                    got = (
+                        run_with_scheduler(af, conf, args, rows_per_batch)
+                        if af is not None
+                        else run_with_dags_test(env, conf, args, rows_per_batch)
+                    )
+                    if got is None:
+                        return 1
+                    result = report_load(got, rows, sink, lake, args)
+                finally:
+                    with contextlib.suppress(Exception):
+                        from airflow_provider_mysqlcdc.spark.runtime.stream_launcher import stop_local_stream
+
+                        if stop_local_stream(StateStore(str(state_location))):
+                            say("stream stopped")
+                if result is None:
+                    return 1
+                loads[sink].append(result)
+                if len(order) > 1:
+                    # the next load starts as this one did: no Connect server yet (its start is part
+                    # of a first load's time), and this one's files not taking the disk
+                    with contextlib.suppress(Exception):
+                        from airflow_provider_mysqlcdc.spark.runtime.connect_server import stop_local_servers
+
+                        stop_local_servers(WORK / "connect")
+                    if not args.keep_work:
+                        shutil.rmtree(lake, ignore_errors=True)
+        first = loads[sinks[0]]
+        total_s = statistics.median(x["total_s"] for x in first)
         rps = rows / total_s
-        say(
-            f"rows: {rows:,} (snapshot XComs {snap_rows:,}, Delta table {delta_rows if delta_rows is not None else '?'})"
-        )
-        say(f"batches: {len(snaps)}")
-        task_s = ", ".join(f"{ti['duration'] or 0:.1f}" for ti in snaps)
-        spark_s = ", ".join(f"{xcoms.get(ti['map_index'], {}).get('seconds') or 0:.1f}" for ti in snaps)
-        say(f"snapshot task seconds: {task_s} (Spark job seconds: {spark_s})")
-        say(
-            f"total seconds (trigger -> last snapshot task success): {total_s:.1f} "
-            f"(DAG run start -> last snapshot: {run_s:.1f}; whole `airflow dags test` process: {cli_total_s:.1f})"
-        )
-        say(
-            f"peak RSS: {peak / 2**20:,.0f} MB ("
-            + (
-                "the largest task process: a snapshot task is a Spark Connect client"
-                if args.executor == "scheduler"
-                else "the `airflow dags test` process, every task in it"
-            )
-            + "; the Spark JVMs are not counted)"
-        )
         say(f"CLI seconds (mariadb --quick scan, median of 3): {cli_s:.2f} = {rows / cli_s:,.0f} rows/s")
+        for sink in sinks:
+            secs = [x["total_s"] for x in loads[sink]]
+            say(
+                f"{sink}: {', '.join(f'{x:.1f}s' for x in secs)} -> median {statistics.median(secs):.1f}s "
+                f"= {rows / statistics.median(secs):,.0f} rows/s"
+            )
+        extra = ""
+        if len(sinks) > 1:
+            base = sinks[0]
+            for sink in sinks[1:]:
+                # each round's pair: the two loads next to each other, in alternating order
+                pairs = [b["total_s"] / o["total_s"] for b, o in zip(loads[base], loads[sink])]
+                ratio = statistics.median(pairs)
+                say(f"{sink} / {base} rows/s, per round: {', '.join(f'{x:.3f}' for x in pairs)} -> median {ratio:.3f}")
+                extra += (
+                    f" {sink}_rows_per_s={int(rows / statistics.median(x['total_s'] for x in loads[sink]))}"
+                    f" ratio_{sink}_vs_{base}={ratio:.3f}"
+                )
         say(f"bench wall time: {time.perf_counter() - t_bench:.0f}s")
         final_line = (
             f"rows_per_s={int(rps)} ratio_vs_cli={cli_s / total_s:.3f} ratio_vs_plain_spark={plain_s / total_s:.3f}"
+            + extra
         )
         if args.png:
+            got = first[-1]["got"]
+            t_trigger, _, tis, xcoms = got[0], got[1], got[2], got[3]
+            snaps = [ti for ti in tis if ti["task_id"] == "snapshot"]
             spark_sum = sum(float(xcoms.get(ti["map_index"], {}).get("seconds") or 0) for ti in snaps)
             write_png(
                 args.png,
-                task_spans(t_trigger, tis, xcoms, total_s),
+                task_spans(t_trigger, tis, xcoms, first[-1]["total_s"]),
                 rows,
-                total_s,
+                first[-1]["total_s"],
                 cli_s,
                 plain_s,
                 plain_rows,

@@ -14,7 +14,11 @@ binlog range it times, median of ``--repeats``, each repeat right after a run of
     names (``cdc/binlog/catchup.py``), each half decoded in its own process with its own server id;
   * the stream job end to end (Structured Streaming, source -> typed change rows -> sink),
     from ``start_stream`` until the sink holds every change, with ``catchup_parallelism`` 1
-    and 2 into the changelog sink, and 2 into the Delta sink. The Spark session is warmed
+    and 2 into the changelog sink, and 2 into the Delta and the Iceberg sinks (``--sinks``).
+    Delta and Iceberg take turns: each repeat is one ``mariadb-binlog`` run, then a stream into
+    each, the order reversed every other repeat; Iceberg's ratio to Delta is the median of the
+    repeats' pairs. Both tables are compared with the source table row by row at the end of
+    every run (Delta through deltalake, Iceberg through pyiceberg). The Spark session is warmed
     by two streams over the whole range (Python workers are reused, the JVM has compiled its
     hot paths), so the figures hold query start and every micro-batch, not JVM start; the
     rate inside micro-batches (changes over the summed ``triggerExecution`` of those with
@@ -22,7 +26,9 @@ binlog range it times, median of ``--repeats``, each repeat right after a run of
 
 Then it runs a steady ``--latency-rate`` transactions/s into a live stream (changelog sink)
 and reports commit-to-visible latency: from the client's commit to the sink file holding
-the row.
+the row. With iceberg in ``--sinks``, the same into a live Iceberg stream: from the client's
+commit to a new snapshot of the table holding the row, as a reader polling the catalog every
+20 ms (in a process of its own, through pyiceberg) first sees it.
 
 Last, schema changes under load: a steady ``--latency-rate`` tx/s writer on the captured table
 into a live stream per sink of ``--ddl-sinks`` (changelog and Delta), ``--ddl-rounds`` times
@@ -42,8 +48,10 @@ Below each stream run: the CPU seconds the server, the JVM, Spark's Python worke
 driver used (median per run), against the core-seconds the run's wall time offered.
 
 Last line (end to end into the changelog sink with the default catchup_parallelism, 2; the
-DDL-to-visible time is the changelog sink's median, or nan with ``--ddl-rounds 0``):
+DDL-to-visible time is the changelog sink's median, or nan with ``--ddl-rounds 0``; the
+iceberg_* fields with iceberg in ``--sinks``):
     rows_per_s=<int> ratio_vs_mariadb_binlog=<float> p99_latency_s=<float> ddl_to_visible_s=<float>
+    [iceberg_rows_per_s=<int> ratio_iceberg_vs_delta=<float> iceberg_p99_latency_s=<float>]
 """
 
 from __future__ import annotations
@@ -234,6 +242,8 @@ class Bench:
             query.stop()
         if kind == "changelog":
             got = self.changelog_lines(root) // 2  # every UPDATE is a -U and a +U line
+        elif kind == "iceberg":
+            got = self._iceberg_check(root, expect)
         else:
             got = self._delta_check(root, expect)
         if sink.direct_write() is not None:
@@ -262,6 +272,99 @@ class Bench:
         want = dict(self.server.query("SELECT id, v FROM events", database="bench"))
         assert dict(zip(got["id"], got["v"])) == want, "the Delta sink differs from the source table"
         return expect
+
+    def _iceberg_check(self, root: Path, expect: int) -> int:
+        """The Iceberg table equals the source table (row by row, read with pyiceberg); then it
+        holds all ``expect`` changes."""
+        from airflow_provider_mysqlcdc.spark.sinks.iceberg.sink import IcebergSink
+
+        table = IcebergSink(str(root)).open_table(TABLE)
+        got = table.scan(selected_fields=("id", "v")).to_arrow().to_pydict()
+        want = dict(self.server.query("SELECT id, v FROM events", database="bench"))
+        assert len(got["id"]) == len(want), f"the Iceberg sink has {len(got['id'])} rows, the source {len(want)}"
+        assert dict(zip(got["id"], got["v"])) == want, "the Iceberg sink differs from the source table"
+        return expect
+
+    def latency_iceberg(self, rate: int, seconds: float) -> tuple[list[float], int, int]:
+        """Commit-to-visible latency at a steady ``rate`` transactions/s into a live Iceberg stream:
+        from the client's commit to a new snapshot of the table holding the row, as a reader
+        polling the catalog every 20 ms sees it (``_iceberg_poller``, a process of its own so its
+        reads do not take this process's GIL from the stream's driver). A value overwritten by a
+        later UPDATE of its row before any snapshot held it never becomes visible: counted apart.
+        Returns the latencies, the values written, the values never visible."""
+        root = self.work / "latency-iceberg"
+        sink_cfg = SinkConfig("iceberg", {"root": str(root)})
+        config = self._config(sink_cfg, BinlogOffset(*self.server.master_status()), 1)
+        sink = build_sink(sink_cfg)
+        sink.prepare([self.schema])
+        ctx = multiprocessing.get_context("spawn")
+        halt = ctx.Event()
+        parent, child = ctx.Pipe()
+        poller = ctx.Process(target=_iceberg_poller, args=(str(root), halt, child), daemon=True)
+        query = start_stream(self.spark, config, sink, [self.schema], password=self.source.password)
+        written: dict[str, float] = {}
+        last: dict[int, str] = {}
+        try:
+            poller.start()
+            time.sleep(5)  # the first micro-batches
+            # the poller polls before the first write (its start -- a spawned process importing
+            # pyiceberg -- took longer than those 5 s on a loaded machine, and its delay then read
+            # as the sink's latency)
+            if not parent.poll(120) or parent.recv() != "ready":
+                raise TimeoutError("iceberg latency: the poller did not start")
+            conn = self.server.connect("bench")
+            total = int(rate * seconds)
+            t0 = time.perf_counter()
+            with conn.cursor() as cur:
+                for k in range(total):
+                    due = t0 + k / rate
+                    pause = due - time.perf_counter()
+                    if pause > 0:
+                        time.sleep(pause)
+                    v, key = repr(time.time()), k % KEYS + 1
+                    cur.execute("UPDATE events SET v = %s WHERE id = %s", (v, key))
+                    written[v] = float(v)
+                    last[key] = v
+            conn.close()
+            achieved = total / (time.perf_counter() - t0)
+            table = IcebergProbe(root)
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                if query.exception() is not None:
+                    raise RuntimeError(query.exception())
+                if table.values() == last:
+                    break
+                time.sleep(0.25)
+            else:
+                raise TimeoutError("iceberg latency: the table does not hold the last values 120 s after the writes")
+            time.sleep(0.2)  # the poller's next round sees the last snapshot too
+        finally:
+            halt.set()
+            seen = parent.recv() if poller.is_alive() or parent.poll(5) else {}
+            poller.join(10)
+            query.stop()
+        lat = sorted(at - written[v] for v, at in seen.items() if v in written)
+        missed = len(written) - len(lat)
+        # by when the change was committed: does the latency grow with the table's snapshots?
+        t_first = min(written.values())
+        windows: dict[int, list[float]] = {}
+        for v, at in seen.items():
+            if v in written:
+                windows.setdefault(int((written[v] - t_first) // 5), []).append(at - written[v])
+        print(
+            "latency (iceberg) per 5 s of commits, p50/p99/max: "
+            + ", ".join(
+                f"{5 * w}-{5 * w + 5}s {pct(sorted(x), 50):.2f}/{pct(sorted(x), 99):.2f}/{max(x):.2f}"
+                for w, x in sorted(windows.items())
+            ),
+            flush=True,
+        )
+        print(
+            f"latency (iceberg): {len(lat)} changes visible at {achieved:.0f} tx/s achieved "
+            f"({missed} overwritten before a snapshot held them)",
+            flush=True,
+        )
+        return lat, len(written), missed
 
     def latency(self, rate: int, seconds: float) -> list[float]:
         """Commit-to-visible latency at a steady ``rate`` transactions/s into a live changelog stream."""
@@ -349,6 +452,59 @@ class Bench:
             query.stop()
         print(f"ddl: {kind}: {len(lat)} ADD COLUMNs under {writer.achieved:.0f} tx/s achieved", flush=True)
         return lat, in_schema
+
+
+class IcebergProbe:
+    """Reads the ``bench.events`` Iceberg table under ``root`` as another reader would: the catalog's
+    current metadata, then the snapshot's rows."""
+
+    def __init__(self, root: Path | str) -> None:
+        from airflow_provider_mysqlcdc.spark.sinks.iceberg.sink import IcebergSink
+
+        self.sink = IcebergSink(str(root))
+        self.snapshot_id: int | None = None
+        self.table = None
+
+    def refresh(self) -> bool:
+        """Whether the table has a snapshot other than the last one read (then ``values`` reads it)."""
+        table = self.sink.open_table(TABLE)
+        snap = table.current_snapshot()
+        sid = snap.snapshot_id if snap is not None else None
+        if sid == self.snapshot_id:
+            return False
+        self.snapshot_id, self.table = sid, table
+        return True
+
+    def values(self) -> dict[int, str]:
+        """id -> v of the snapshot ``refresh`` found, or of the current one."""
+        table = self.table if self.table is not None else self.sink.open_table(TABLE)
+        self.table = None
+        got = table.scan(selected_fields=("id", "v")).to_arrow().to_pydict()
+        return dict(zip(got["id"], got["v"]))
+
+
+def _iceberg_poller(root: str, halt, conn) -> None:
+    """Every 20 ms: a new snapshot? Then each value of ``v`` it holds that no earlier one did is
+    visible from now (the time the poll returned). Sends {value: epoch seconds} when ``halt`` is set."""
+    probe = IcebergProbe(root)
+    seen: dict[str, float] = {}
+    known: dict[int, str] = {}
+    ready = False
+    while not halt.is_set():
+        try:
+            if probe.refresh():
+                now = time.time()
+                for key, v in probe.values().items():
+                    if known.get(key) != v:
+                        known[key] = v
+                        seen.setdefault(v, now)
+        except Exception:  # noqa: BLE001 -- the table before its first commit: poll again
+            pass
+        if not ready:
+            conn.send("ready")
+            ready = True
+        time.sleep(0.02)
+    conn.send(seen)
 
 
 class SteadyWriter(threading.Thread):
@@ -487,8 +643,23 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=400_000, help="UPDATE statements in the workload (both tables)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--library-repeats", type=int, default=1)
+    ap.add_argument(
+        "--decoder-repeats",
+        type=int,
+        default=None,
+        help="runs of mariadb-binlog alone and of the decoders (default --repeats; 0: skip them, the "
+        "stream runs still pair each repeat with a mariadb-binlog run)",
+    )
     ap.add_argument("--latency-rate", type=int, default=500)
     ap.add_argument("--latency-seconds", type=float, default=20)
+    ap.add_argument(
+        "--sinks",
+        default="changelog,delta,iceberg",
+        help="the stream runs' sinks, comma-separated: changelog (catch-up x1 and x2), delta and "
+        "iceberg (x2, taking turns after each repeat's mariadb-binlog run; Iceberg's ratio to Delta "
+        "is the median of the repeats' pairs); iceberg also adds its commit-to-visible latency (the "
+        "changelog's is measured either way)",
+    )
     ap.add_argument("--ddl-rounds", type=int, default=5, help="ADD COLUMNs per sink under load (0: skip)")
     ap.add_argument("--ddl-sinks", default="changelog,delta", help="sinks the DDL latency is measured into")
     ap.add_argument(
@@ -511,6 +682,12 @@ def main() -> None:
     work = ROOT / "bench" / ".work" / "stream"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    sinks = [k.strip() for k in args.sinks.split(",") if k.strip()]
+    unknown = set(sinks) - {"changelog", "delta", "iceberg"}
+    if unknown:
+        ap.error(f"--sinks: unknown {sorted(unknown)} (changelog, delta, iceberg)")
+    table_sinks = [k for k in ("delta", "iceberg") if k in sinks]
+    decoder_repeats = args.repeats if args.decoder_repeats is None else args.decoder_repeats
     b = Bench(work, args.rows)
     n = b.changes
     rates: dict[str, float] = {}
@@ -532,6 +709,48 @@ def main() -> None:
         ratios[name] = statistics.median(pair)
         return statistics.median(secs)
 
+    def paired_sinks(kinds: list[str], repeats: int) -> None:
+        """The table sinks on the same range, catch-up x2: each repeat one ``mariadb-binlog`` run, then
+        one stream per sink, the order reversed every other repeat, so drift hits them alike. Each
+        sink's ratio to mariadb-binlog, and to the first sink, is the median of the repeats' pairs."""
+        secs: dict[str, list[float]] = {k: [] for k in kinds}
+        pair: dict[str, list[float]] = {k: [] for k in kinds}
+        inside: dict[str, list[float]] = {k: [] for k in kinds}
+        cpu: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+        for r in range(repeats):
+            t = time.perf_counter()
+            b.mariadb_binlog()
+            base = time.perf_counter() - t
+            for kind in kinds if r % 2 == 0 else list(reversed(kinds)):
+                b.in_batches.clear()
+                b.cpu.clear()
+                took = timed(lambda kind=kind: b.stream(kind, 2), n, 1)
+                secs[kind].append(took)
+                pair[kind].append(base / took)
+                inside[kind] += b.in_batches
+                cpu[kind] += b.cpu
+                print(f"    ({kind} repeat {r + 1}: {n / took:,.0f} changes/s, {took:.2f} s)", flush=True)
+        first = kinds[0]
+        for kind in kinds:
+            name = f"stream -> {kind}, catch-up x2"
+            ratios[name] = statistics.median(pair[kind])
+            report(name, statistics.median(secs[kind]), repeats)
+            print(
+                f"  {'':>34}  {statistics.median(inside[kind]):>10,.0f} changes/s inside micro-batches "
+                "(without query start-up)",
+                flush=True,
+            )
+            print(f"  {'':>34}  {cpu_line(cpu[kind])}", flush=True)
+            if kind != first:
+                each = [a / o for a, o in zip(secs[first], secs[kind])]
+                vs[kind] = statistics.median(each)
+                print(
+                    f"  {'':>34}  {vs[kind]:.3f}x {first} (paired, median of {', '.join(f'{x:.3f}' for x in each)})",
+                    flush=True,
+                )
+
+    vs: dict[str, float] = {}
+
     def report(name: str, secs: float, repeats: int) -> None:
         rates[name] = n / secs
         ratio = f"  ({ratios[name]:.2f}x mariadb-binlog, paired)" if name in ratios else ""
@@ -543,16 +762,20 @@ def main() -> None:
         # three runs of the whole range here (a 32 MiB warm-up left the x1 runs 20-30% slower)
         for parallelism in (1, 2):
             b.stream("changelog", parallelism)
+        for kind in table_sinks:  # their own imports and first commits (pyiceberg's, delta-rs') not in a figure
+            b.stream(kind, 2)
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             runs = [
-                ("mariadb-binlog -v", b.mariadb_binlog, args.repeats),
+                ("mariadb-binlog -v", b.mariadb_binlog, decoder_repeats),
                 ("library (old stream path)", b.library, args.library_repeats),
-                ("decoder alone", b.decoder, args.repeats),
-                ("decoder, parallel catch-up x2", lambda: b.decoder_parallel(pool), args.repeats),
-                ("stream -> changelog, catch-up x1", lambda: b.stream("changelog", 1), args.repeats),
-                ("stream -> changelog, catch-up x2", lambda: b.stream("changelog", 2), args.repeats),
-                ("stream -> delta, catch-up x2", lambda: b.stream("delta", 2), args.repeats),
+                ("decoder alone", b.decoder, decoder_repeats),
+                ("decoder, parallel catch-up x2", lambda: b.decoder_parallel(pool), decoder_repeats),
             ]
+            if "changelog" in sinks:
+                runs += [
+                    ("stream -> changelog, catch-up x1", lambda: b.stream("changelog", 1), args.repeats),
+                    ("stream -> changelog, catch-up x2", lambda: b.stream("changelog", 2), args.repeats),
+                ]
             for name, fn, repeats in runs:
                 if repeats <= 0:
                     print(f"  {name:>34}: skipped (0 repeats)", flush=True)
@@ -567,9 +790,20 @@ def main() -> None:
                         flush=True,
                     )
                     print(f"  {'':>34}  {cpu_line(b.cpu)}", flush=True)
+            if table_sinks and args.repeats > 0:
+                paired_sinks(table_sinks, args.repeats)
         lat = b.latency(args.latency_rate, args.latency_seconds)
         p50, p99 = pct(lat, 50), pct(lat, 99)
         print(f"commit-to-visible latency at {args.latency_rate} tx/s: p50={p50:.3f}s p99={p99:.3f}s", flush=True)
+        ice_p99 = float("nan")
+        if "iceberg" in sinks:
+            lat, written, missed = b.latency_iceberg(args.latency_rate, args.latency_seconds)
+            ice_p99 = pct(lat, 99)
+            print(
+                f"commit-to-visible latency into iceberg at {args.latency_rate} tx/s: p50={pct(lat, 50):.3f}s "
+                f"p99={ice_p99:.3f}s max={lat[-1]:.3f}s ({len(lat)} of {written} values seen in a snapshot)",
+                flush=True,
+            )
         ddl: dict[str, float] = {}
         for kind in [k.strip() for k in args.ddl_sinks.split(",") if k.strip()] if args.ddl_rounds > 0 else []:
             lat, in_schema = b.ddl_latency(kind, args.latency_rate, args.ddl_rounds)
@@ -585,7 +819,11 @@ def main() -> None:
                 f"({', '.join(f'{x:.2f}' for x in lat)}){schema_part}",
                 flush=True,
             )
-        headline = f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"
+        headline = (
+            f"stream -> changelog, catch-up x{StreamOptions().catchup_parallelism}"
+            if "changelog" in sinks
+            else f"stream -> {table_sinks[0]}, catch-up x2"
+        )
         if args.png:
             import plots
 
@@ -600,6 +838,13 @@ def main() -> None:
         print(
             f"rows_per_s={int(rates[headline])} ratio_vs_mariadb_binlog={ratios[headline]:.3f} "
             f"p99_latency_s={p99:.3f} ddl_to_visible_s={ddl.get('changelog', float('nan')):.3f}"
+            + (
+                f" iceberg_rows_per_s={int(rates['stream -> iceberg, catch-up x2'])}"
+                f" ratio_iceberg_vs_delta={vs.get('iceberg', float('nan')):.3f}"
+                f" iceberg_p99_latency_s={ice_p99:.3f}"
+                if "stream -> iceberg, catch-up x2" in rates
+                else ""
+            )
         )
     finally:
         b.spark.stop()

@@ -88,6 +88,7 @@ SINKS: dict[str, SinkKind] = {
             catalog_connection=True,
             applies_views=True,
             partitions=True,
+            snapshot_bypasses_jvm=True,
         ),
         SinkKind(
             "console",

@@ -89,7 +89,9 @@ def write_part(
     their rows into one file; its record (``path`` empty when no row came back). A failed read
     leaves no file behind. Once a group needed the dates as text, the later ones are read so too."""
     mappings = map_table(schema, source.server_time_zone)
-    target = arrow_schema(mappings)
+    # the file in the sink's schema: the reader's (Delta's) unless the sink's differs -- Iceberg's
+    # has no 8/16-bit integers and its key columns are required
+    target = spec.schema if spec.schema is not None else arrow_schema(mappings)
     fs, prefix = spec.fs.open()
     directory = spec.directory.rstrip("/")
     rel = f"{directory}/{spec.name_prefix}-{part:05d}-{uuid.uuid4().hex[:8]}{spec.suffix}"
@@ -105,6 +107,8 @@ def write_part(
             counts[str(group)] = rows.num_rows
             if rows.num_rows == 0:
                 continue
+            if rows.schema != target:
+                rows = rows.cast(target)
             if writer is None:
                 fs.create_dir(prefix + directory, recursive=True)
                 out = fs.open_output_stream(prefix + rel)

@@ -269,7 +269,7 @@ def uses_arrow_reader(source: SourceConfig, files: SinkFilesMaterializer | None)
         if source.snapshot_reader == "arrow":
             raise ConfigError(
                 "snapshot_reader 'arrow': this sink does not take a batch's rows as files (only the "
-                "Delta sink does). Fix: set snapshot_reader to 'auto' or 'jdbc' in the MySQL "
+                "Delta and Iceberg sinks do). Fix: set snapshot_reader to 'auto' or 'jdbc' in the MySQL "
                 "connection's extras."
             )
         return False

@@ -147,7 +147,8 @@ def _rewrite_one(
     if keys.join(changed, keys=list(ident), join_type="left semi").num_rows == 0:
         return {"old": old, "path": old, "size": None, "num_rows": None, "stats": None}
     table = pq.read_table(prefix + old, filesystem=fs).cast(spec.schema)
-    left = table.join(changed, keys=list(ident), join_type="left anti").select(spec.schema.names)
+    # in the spec's schema again: the join's output has every column nullable (Iceberg's key is not)
+    left = table.join(changed, keys=list(ident), join_type="left anti").select(spec.schema.names).cast(spec.schema)
     if left.num_rows == 0:
         return {"old": old, "path": None, "size": None, "num_rows": None, "stats": None}
     directory, name = old.rsplit("/", 1)

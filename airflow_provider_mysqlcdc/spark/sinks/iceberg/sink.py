@@ -4,10 +4,12 @@ One Iceberg table ``<database>.<table>`` per captured table, in the catalog of `
 (a SQLite SQL catalog under ``root`` by default), format version 2, the primary key as the
 table's identifier fields.
 
-Snapshot (``write_snapshot``): executors write the batch's rows as Parquet files under the
-table's ``data/_snapshot/<batch>/``; the driver turns their footers into Iceberg data files and
-commits ONE overwrite snapshot that adds them and removes the files an earlier run of the
-same batch added. So a rerun replaces exactly its batch, readers see the old or the new rows of
+Snapshot: the batch's SELECTs write its rows as Parquet files under the table's
+``data/_snapshot/<batch>/`` themselves (``writes_snapshot_files``: the Arrow reader's tasks, or
+Spark's JDBC reader's, no staging copy; ``write_snapshot`` for rows staged elsewhere); the
+driver corrects them to the batch's high watermark, turns their footers into Iceberg data files
+and commits ONE overwrite snapshot that adds them and removes the files an earlier run of the
+same batch added; files no commit took are deleted before a rerun (``discard_uncommitted``). So a rerun replaces exactly its batch, readers see the old or the new rows of
 it, and a job that dies before the commit leaves only unreferenced files. The files carry no
 field ids: the table's name mapping (set when it is created) reads them by name, in every
 engine.
@@ -269,6 +271,92 @@ class IcebergSink(Sink):
         details = self.commit_snapshot(schema, batch_id, location, spec.fs, records)
         details.update(write_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3))
         return SnapshotWrite(sum(r.num_rows for r in records), details)
+
+    # the batch's SELECTs write the table's files (spark/snapshot/job.py, files/snapshot.py)
+
+    def writes_snapshot_files(self) -> bool:
+        return True
+
+    def snapshot_spec(self, schema: TableSchema, batch_id: str, count_by: str | None = None) -> FileWriteSpec:
+        """Where and how a batch's data files of the table are written: under its prefix in the
+        table's location, in the table's Arrow schema (Iceberg's types, no field ids), with the
+        key's bounds for the corrections' pruning."""
+        table = self.open_table(schema.table_id)
+        return FileWriteSpec(
+            fs=FsSpec("uri", str(table.location()).rstrip("/"), self.storage_options or None),
+            directory=self.snapshot_prefix(batch_id).rstrip("/"),
+            name_prefix=f"part-{new_run_tag()}",
+            schema=cat.plain_arrow_schema(table.schema().as_arrow()),
+            fmt="parquet",
+            suffix=".parquet",
+            row_group_rows=self.row_group_rows,
+            with_stats=True,
+            count_by=count_by,
+        )
+
+    def arrow_snapshot_spec(self, schema: TableSchema, batch_id: str) -> FileWriteSpec:
+        """Where the Arrow reader's tasks write the batch's files (``snapshot/arrow_tasks.py``): the
+        rows go from the source to the table's Parquet files without Spark's JVM or a staging copy."""
+        return self.snapshot_spec(schema, batch_id)
+
+    def write_chunk_files(
+        self, schema: TableSchema, frame: DataFrame, batch_id: str, files: int
+    ) -> tuple[list[FileRecord], dict[int, int]]:
+        """The batch's SELECTs (Spark's JDBC reader) written straight into the table's uncommitted
+        files by the Arrow writer: rows per chunk."""
+        from ..files.snapshot import CHUNK_COLUMN, write_chunks
+
+        describe(frame.sparkSession, f"mysqlcdc iceberg snapshot {schema.table_id} {batch_id}")
+        try:
+            cols = [spark_col(c) for c in schema.column_names]
+            return write_chunks(frame.select(*cols), self.snapshot_spec(schema, batch_id, count_by=CHUNK_COLUMN), files)
+        finally:
+            describe(frame.sparkSession, None)
+
+    def commit_chunk_files(
+        self,
+        spark: Any,
+        schema: TableSchema,
+        batch_id: str,
+        records: Sequence[FileRecord],
+        corrections: Any,
+        ranges: Sequence[KeyRange],
+    ) -> SnapshotWrite:
+        """The files corrected to the batch's HW (``files/snapshot.py``: ``correct_files``), one commit."""
+        from ..files.snapshot import correct_files, delete_files
+
+        t0 = time.monotonic()
+        spec = self.snapshot_spec(schema, batch_id)
+        final, superseded = correct_files(spark, spec, schema, records, corrections)
+        t1 = time.monotonic()
+        details = self.commit_snapshot(schema, batch_id, spec.fs.base, spec.fs, final)
+        delete_files(spec, superseded)
+        details.update(
+            correct_s=round(t1 - t0, 3), commit_s=round(time.monotonic() - t1, 3), files_rewritten=len(superseded)
+        )
+        return SnapshotWrite(sum(r.num_rows for r in final), details)
+
+    def discard_uncommitted(self, schema: TableSchema, batch_id: str) -> int:
+        """Delete the files under the batch's prefix that the table's current snapshot does not hold
+        (a failed or killed run's, failed task attempts' included). How many files."""
+        import pyarrow.fs as pafs
+
+        spec = self.snapshot_spec(schema, batch_id)
+        fs, base = spec.fs.open()
+        prefix = spec.directory
+        if fs.get_file_info(base + prefix).type == pafs.FileType.NotFound:
+            return 0
+        table = self.open_table(schema.table_id)
+        committed = {_relative(f.file_path, spec.fs.base) for f in _data_files(table)}
+        gone = 0
+        for f in fs.get_file_info(pafs.FileSelector(base + prefix, recursive=True)):
+            rel = f.path[len(base) :] if base else f.path
+            if f.type == pafs.FileType.File and rel.lstrip("/") not in committed:
+                fs.delete_file(f.path)
+                gone += 1
+        if gone:
+            log.info("iceberg %s batch %s: removed %d file(s) no commit added", schema.table_id, batch_id, gone)
+        return gone
 
     def commit_snapshot(
         self, schema: TableSchema, batch_id: str, location: str, fs: FsSpec, records: Sequence[FileRecord]
@@ -622,6 +710,16 @@ def _replace_rows(tx: Any, table: Any, rows: pa.Table, props: dict[str, str]) ->
 
 def _has(table: Any, column: str) -> bool:
     return any(f.name == column for f in table.schema().fields)
+
+
+def _relative(file_path: str, location: str) -> str:
+    """A data file's path relative to the table's location (both as URIs or plain paths)."""
+
+    def plain(p: str) -> str:
+        return p[len("file://") :] if p.startswith("file://") else p
+
+    path, base = plain(file_path), plain(location).rstrip("/") + "/"
+    return path[len(base) :] if path.startswith(base) else path
 
 
 def _data_files(table: Any) -> list[Any]:

@@ -205,3 +205,52 @@ def test_the_catalog_password_reaches_the_engine_but_no_message(monkeypatch):
         sink.catalog
     text = "".join(traceback.format_exception(e.value))
     assert "127.0.0.1" in text and "Pa55-in-memory" not in text
+
+
+def test_a_batch_s_own_files_are_committed_once_and_the_uncommitted_ones_discarded(tmp_path):
+    """The snapshot's file protocol without Spark: files written per ``snapshot_spec`` (as the Arrow
+    reader's tasks write them, in the table's schema with its required key) are committed by
+    ``commit_chunk_files``; a rerun replaces them; ``discard_uncommitted`` deletes what no commit took."""
+    import pyarrow.parquet as pq
+
+    from airflow_provider_mysqlcdc.spark.sinks.files.arrow import FileRecord
+
+    schema = _schema()
+    sink = IcebergSink(str(tmp_path / "lake"))
+    sink.prepare([schema])
+    assert sink.writes_snapshot_files()
+
+    def write(batch: str, ids: list[int], name: str) -> FileRecord:
+        spec = sink.arrow_snapshot_spec(schema, batch)
+        assert not spec.schema.field("id").nullable  # the table's identifier field is required
+        fs, prefix = spec.fs.open()
+        rows = pa.table(
+            {
+                "id": pa.array([D(i) for i in ids], pa.decimal128(20, 0)),
+                "k": pa.array([f"k{i}" for i in ids]),
+                "a": pa.array([i % 100 for i in ids], pa.int32()),
+                "amount": pa.array([D("1.25")] * len(ids), pa.decimal128(12, 2)),
+                "ts": pa.array([dt.datetime(2024, 1, 1)] * len(ids), pa.timestamp("us")),
+            }
+        ).cast(spec.schema)
+        rel = f"{spec.directory}/{name}.parquet"
+        fs.create_dir(prefix + spec.directory, recursive=True)
+        with fs.open_output_stream(prefix + rel) as out:
+            pq.write_table(rows, out)
+        return FileRecord(rel, fs.get_file_info(prefix + rel).size, len(ids), None)
+
+    def ids() -> list[int]:
+        return sorted(int(v) for v in sink.open_table(schema.table_id).scan().to_arrow().column("id").to_pylist())
+
+    first = [write("b0", [1, 2, 3], "p0"), write("b1", [4, 5], "p1")]
+    got = sink.commit_chunk_files(None, schema, "b0", first[:1], None, [])
+    assert got.rows_written == 3
+    sink.commit_chunk_files(None, schema, "b1", first[1:], None, [])
+    assert ids() == [1, 2, 3, 4, 5]
+    # a rerun of b0: a killed attempt's file, then the new run's, which replaces the first run's
+    stray = write("b0", [9], "killed")
+    assert sink.discard_uncommitted(schema, "b0") == 1  # the committed p0 stays
+    fs, prefix = sink.snapshot_spec(schema, "b0").fs.open()
+    assert fs.get_file_info(prefix + stray.path).type.name == "NotFound"
+    sink.commit_chunk_files(None, schema, "b0", [write("b0", [1, 2], "p0-again")], None, [])
+    assert ids() == [1, 2, 4, 5]
