@@ -80,6 +80,20 @@ AREAS = [  # (title, module prefixes): a module is in the first area one of whos
 _Found = tuple[str, str, str, str]  # (class, template, module, function) of one message
 
 
+def parse_source(text: str) -> ast.Module:
+    """``ast.parse``, tried again on CPython 3.11's ``SystemError: AST constructor recursion depth
+    mismatch``: its AST builder keeps one recursion count per interpreter, so a parse racing another
+    thread's compile (a test's leftover thread importing a module) can fail spuriously (CPython
+    gh-106905, fixed in later releases). A real syntax error is a SyntaxError and is not retried."""
+    for attempt in range(5):
+        try:
+            return ast.parse(text)
+        except SystemError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class Message:
     module: str  # relative to the package, e.g. cdc/source/server.py
@@ -123,7 +137,7 @@ class _Source:
     def __init__(self, root: Path = PACKAGE) -> None:
         self.trees: dict[str, ast.Module] = {}
         for path in sorted(root.rglob("*.py")):
-            self.trees[path.relative_to(root).as_posix()] = ast.parse(path.read_text(encoding="utf-8"))
+            self.trees[path.relative_to(root).as_posix()] = parse_source(path.read_text(encoding="utf-8"))
         self.funcs: list[_Func] = []
         self.constants: dict[str, dict[str, ast.expr]] = {}  # module -> NAME -> its text
         self.bases: dict[str, list[str]] = {}

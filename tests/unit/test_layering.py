@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import airflow_provider_mysqlcdc
+from mysqlcdc_harness.error_catalogue import parse_source
 
 PACKAGE = airflow_provider_mysqlcdc.__name__
 ROOT = Path(airflow_provider_mysqlcdc.__file__).parent
@@ -47,7 +48,7 @@ def _imports(name: str) -> list[tuple[str, int]]:
     when ``sub`` is a module of this package."""
     path = MODULES[name]
     is_package = path.name == "__init__.py"
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse_source(path.read_text())
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

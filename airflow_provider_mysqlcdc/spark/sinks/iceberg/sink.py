@@ -275,7 +275,10 @@ class IcebergSink(Sink):
     # the batch's SELECTs write the table's files (spark/snapshot/job.py, files/snapshot.py)
 
     def writes_snapshot_files(self) -> bool:
-        return True
+        """The batch's SELECTs write the table's files themselves, unless a table is partitioned:
+        its files must each hold one partition with the value recorded beside them, which the
+        Spark write path (``write_snapshot``, ``partitioning.write_partitioned``) does."""
+        return not self._partitioning
 
     def snapshot_spec(self, schema: TableSchema, batch_id: str, count_by: str | None = None) -> FileWriteSpec:
         """Where and how a batch's data files of the table are written: under its prefix in the
